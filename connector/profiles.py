@@ -1,0 +1,335 @@
+"""Model profiles: `schemas/*.yaml` (or a user's own file) -> `Profile`.
+
+A profile says what a model's responses look like: the body's JSON Schema and flat columns (inherited from
+`openai`, the base vLLM shape), extra top-level body `fields`, the unit of `created`, and `content`: the JSON
+Schema of what the model writes inside `choices[0].message.content`. Content properties may carry an
+`x-extract` regex, used when the model wrote free text instead of JSON.
+
+    >>> from connector.profiles import load_profile
+    >>> load_profile("coder").content_properties[0].name
+    'language'
+"""
+
+from __future__ import annotations
+
+import copy
+import fnmatch
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Literal
+
+import jsonschema
+import yaml
+
+from connector.errors import ProfileError
+
+__all__ = [
+    "BUILTIN_DIR",
+    "ContentProperty",
+    "Extractor",
+    "Profile",
+    "builtin_profiles",
+    "load_profile",
+    "profile_for_model",
+]
+
+BUILTIN_DIR = Path(__file__).resolve().parent.parent / "schemas"
+CreatedUnit = Literal["seconds", "millis", "iso"]
+ContentKind = Literal["string", "integer", "number", "boolean", "array", "json"]
+PRIMITIVES = ("string", "integer", "number", "boolean")
+
+_EXTRACT = {
+    "type": "object",
+    "properties": {
+        "pattern": {"type": "string"},
+        "all": {"type": "boolean"},
+        "last": {"type": "boolean"},
+        "count": {"type": "boolean"},
+    },
+    "required": ["pattern"],
+    "additionalProperties": False,
+}
+_JSON_TYPE = {"enum": ["string", "integer", "number", "boolean", "array", "object", "null"]}
+_PROPERTY = {
+    "type": "object",
+    "properties": {
+        "type": {"anyOf": [_JSON_TYPE, {"type": "array", "items": _JSON_TYPE, "minItems": 1}]},
+        "x-extract": _EXTRACT,
+    },
+    "required": ["type"],
+}
+# What a profile file may hold. Validated with jsonschema so that errors name the exact key.
+PROFILE_FILE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z][A-Za-z0-9_.-]*$"},
+        "extends": {"type": "string"},
+        "description": {"type": "string"},
+        "models": {"type": "array", "items": {"type": "string"}},
+        "created": {"enum": ["seconds", "millis", "iso"]},
+        "fields": {"type": "object", "additionalProperties": _PROPERTY},
+        "content": {
+            "anyOf": [
+                {"type": "null"},
+                {
+                    "type": "object",
+                    "properties": {
+                        "type": {"const": "object"},
+                        "properties": {
+                            "type": "object",
+                            "minProperties": 1,
+                            "additionalProperties": _PROPERTY,
+                        },
+                    },
+                    "required": ["properties"],
+                },
+            ]
+        },
+        "body": {"type": "object"},
+        "columns": {"type": "array"},
+    },
+    "required": ["name"],
+    "additionalProperties": False,
+}
+
+
+@dataclass(frozen=True)
+class Extractor:
+    """How to take a content property out of free text: a regex, its first/last/all matches or their count."""
+
+    pattern: re.Pattern[str]
+    mode: Literal["first", "last", "all", "count"]
+
+
+@dataclass(frozen=True)
+class ContentProperty:
+    """One top-level property of the content schema, and so one output column."""
+
+    name: str
+    kind: ContentKind
+    item_kind: str | None  # for kind == "array": the primitive type of the items
+    schema: Mapping[str, Any]
+    extract: Extractor | None
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A resolved profile: the base shape merged with everything its `extends` chain adds."""
+
+    name: str
+    description: str
+    source: str
+    models: tuple[str, ...]
+    created_unit: CreatedUnit
+    body_schema: Mapping[str, Any]
+    columns: tuple[Mapping[str, Any], ...]
+    content_schema: Mapping[str, Any] | None
+    content_properties: tuple[ContentProperty, ...]
+
+    @property
+    def has_text_extractors(self) -> bool:
+        return any(p.extract is not None for p in self.content_properties)
+
+    def matches_model(self, model: str) -> bool:
+        return any(fnmatch.fnmatchcase(model, pattern) for pattern in self.models)
+
+    def response_json_schema(self) -> dict[str, Any]:
+        """The JSON Schema of the response body, the profile's content schema attached as a hint.
+
+        This is what `/health/json-schema` serves (the simulator does; a gateway can).
+        """
+        schema = copy.deepcopy(dict(self.body_schema))
+        schema["x-profile"] = self.name
+        schema["x-created-unit"] = self.created_unit
+        if self.content_schema is not None:
+            schema["x-content-schema"] = copy.deepcopy(dict(self.content_schema))
+        return schema
+
+    def response_format(self) -> dict[str, Any] | None:
+        """The `response_format` that makes vLLM write content matching this profile (structured output)."""
+        if self.content_schema is None:
+            return None
+        return {
+            "type": "json_schema",
+            "json_schema": {"name": self.name, "schema": _strip_extensions(self.content_schema)},
+        }
+
+
+def _strip_extensions(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _strip_extensions(v) for k, v in value.items() if not str(k).startswith("x-")}
+    if isinstance(value, list):
+        return [_strip_extensions(v) for v in value]
+    return value
+
+
+def builtin_profiles() -> list[str]:
+    """Names of the profiles shipped in `schemas/`."""
+    return sorted(p.stem for p in BUILTIN_DIR.glob("*.yaml"))
+
+
+def load_profile(name_or_path: str | Path) -> Profile:
+    """Load a built-in profile by name (`coder`) or a profile file by path (`./risk.yaml`)."""
+    return _load(str(name_or_path), ())
+
+
+def profile_for_model(model: str, default: str = "openai") -> Profile:
+    """The first built-in profile (other than the base) whose `models` patterns match `model`."""
+    for name in builtin_profiles():
+        if name != "openai":
+            profile = load_profile(name)
+            if profile.matches_model(model):
+                return profile
+    return load_profile(default)
+
+
+def _resolve_path(name_or_path: str, relative_to: str | None) -> Path:
+    looks_like_path = name_or_path.endswith((".yaml", ".yml", ".json")) or "/" in name_or_path
+    if not looks_like_path:
+        builtin = BUILTIN_DIR / f"{name_or_path}.yaml"
+        if builtin.exists():
+            return builtin
+        raise ProfileError(
+            f"unknown profile {name_or_path!r}: use one of {', '.join(builtin_profiles())} or the path of a "
+            "profile file (.yaml)"
+        )
+    path = Path(name_or_path)
+    if not path.is_absolute() and relative_to is not None:
+        candidate = Path(relative_to).parent / path
+        path = candidate if candidate.exists() else path
+    if not path.exists():
+        raise ProfileError(f"{name_or_path}: profile file not found")
+    return path
+
+
+@lru_cache(maxsize=64)
+def _read_file(path: str, mtime: float) -> dict[str, Any]:
+    try:
+        data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ProfileError(f"{path}: cannot read the profile file: {exc}") from exc
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ProfileError(f"{path}: expected a mapping with at least 'name', got {type(data).__name__}")
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(PROFILE_FILE_SCHEMA).iter_errors(data))
+    if error is not None:
+        key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
+        raise ProfileError(f"{path}: key '{key}': {error.message}")
+    return data
+
+
+def _load(name_or_path: str, seen: tuple[str, ...], relative_to: str | None = None) -> Profile:
+    path = _resolve_path(name_or_path, relative_to)
+    key = str(path.resolve())
+    if key in seen:
+        raise ProfileError(f"{path}: key 'extends': circular ({' -> '.join([*seen, key])})")
+    data = _read_file(key, path.stat().st_mtime)
+    parent = None
+    if "extends" in data:
+        parent = _load(data["extends"], (*seen, key), relative_to=key)
+    elif "body" not in data:
+        parent = _load("openai", (*seen, key))
+    return _build(path, data, parent)
+
+
+def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
+    if parent is None:
+        if "columns" not in data:
+            raise ProfileError(f"{path}: key 'columns': a profile without 'extends' must define body and columns")
+        body_schema: dict[str, Any] = copy.deepcopy(data["body"])
+        columns = [dict(c) for c in data["columns"]]
+    else:
+        if "body" in data or "columns" in data:
+            raise ProfileError(f"{path}: keys 'body' and 'columns' belong to a base profile; add 'fields' instead")
+        body_schema = copy.deepcopy(dict(parent.body_schema))
+        columns = [dict(c) for c in parent.columns]
+    names = {c["name"] for c in columns}
+    for field, schema in (data.get("fields") or {}).items():
+        if field in body_schema.get("properties", {}) and field not in names:
+            raise ProfileError(f"{path}: key 'fields.{field}': already a field of the base body; choose another")
+        if field in names:
+            raise ProfileError(f"{path}: key 'fields.{field}': clashes with the column '{field}'")
+        _check_kind(path, f"fields.{field}", schema, allow_nested=False)
+        body_schema.setdefault("properties", {})[field] = copy.deepcopy(schema)
+        columns.append({"name": field, "path": field})
+        names.add(field)
+
+    if "content" in data:
+        content_schema = data["content"]
+    else:
+        content_schema = parent.content_schema if parent is not None else None
+    properties: list[ContentProperty] = []
+    if content_schema is not None:
+        try:
+            jsonschema.Draft202012Validator.check_schema(content_schema)
+        except jsonschema.SchemaError as exc:
+            raise ProfileError(f"{path}: key 'content': not a valid JSON Schema: {exc.message}") from exc
+        for prop, schema in content_schema["properties"].items():
+            where = f"content.properties.{prop}"
+            if prop in names or prop in ("content_error", "line"):
+                raise ProfileError(f"{path}: key '{where}': clashes with the column '{prop}'; rename it")
+            properties.append(_content_property(path, where, prop, schema))
+    return Profile(
+        name=data["name"],
+        description=data.get("description", parent.description if parent else ""),
+        source=str(path),
+        models=tuple(data.get("models", parent.models if parent else ("*",))),
+        created_unit=data.get("created", parent.created_unit if parent else "seconds"),
+        body_schema=body_schema,
+        columns=tuple(columns),
+        content_schema=content_schema,
+        content_properties=tuple(properties),
+    )
+
+
+def _types(schema: Mapping[str, Any]) -> list[str]:
+    declared = schema.get("type")
+    types = declared if isinstance(declared, list) else [declared]
+    return [t for t in types if t != "null"]
+
+
+def _check_kind(path: Path, where: str, schema: Mapping[str, Any], *, allow_nested: bool) -> str:
+    types = _types(schema)
+    if len(types) != 1:
+        raise ProfileError(f"{path}: key '{where}.type': expected one type besides null, got {schema.get('type')}")
+    kind = types[0]
+    if not allow_nested and kind not in PRIMITIVES:
+        raise ProfileError(f"{path}: key '{where}.type': expected one of {', '.join(PRIMITIVES)}, got {kind}")
+    return kind
+
+
+def _content_property(path: Path, where: str, name: str, schema: Mapping[str, Any]) -> ContentProperty:
+    kind = _check_kind(path, where, schema, allow_nested=True)
+    item_kind = None
+    if kind == "array":
+        items = schema.get("items")
+        item_types = _types(items) if isinstance(items, Mapping) else []
+        if len(item_types) == 1 and item_types[0] in PRIMITIVES:
+            item_kind = item_types[0]
+        else:
+            kind = "json"  # arrays of arrays or objects: kept as JSON text
+    elif kind == "object":
+        kind = "json"
+    extract = None
+    if "x-extract" in schema:
+        spec = schema["x-extract"]
+        try:
+            pattern = re.compile(spec["pattern"], re.DOTALL)
+        except re.error as exc:
+            raise ProfileError(f"{path}: key '{where}.x-extract.pattern': not a valid regex: {exc}") from exc
+        modes = [m for m in ("all", "last", "count") if spec.get(m)]
+        if len(modes) > 1:
+            raise ProfileError(f"{path}: key '{where}.x-extract': set only one of all, last, count")
+        mode = modes[0] if modes else "first"
+        if mode == "count" and kind != "integer":
+            raise ProfileError(f"{path}: key '{where}.x-extract.count': needs type integer, got {kind}")
+        if mode == "all" and kind not in ("array", "json"):
+            raise ProfileError(f"{path}: key '{where}.x-extract.all': needs type array, got {kind}")
+        if mode != "all" and kind in ("array",):
+            raise ProfileError(f"{path}: key '{where}.x-extract': an array property needs 'all: true'")
+        extract = Extractor(pattern=pattern, mode=mode)  # type: ignore[arg-type]
+    return ContentProperty(name=name, kind=kind, item_kind=item_kind, schema=schema, extract=extract)  # type: ignore[arg-type]
