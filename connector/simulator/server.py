@@ -16,8 +16,10 @@ import asyncio
 import json
 import random
 import socket
+import ssl as ssl_module
 import struct
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -332,11 +334,16 @@ class Simulator:
         self._reasoning_field = "reasoning_content" if old else "reasoning"
 
     async def start(
-        self, host: str = "127.0.0.1", port: int = 0, reuse_port: bool = False
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reuse_port: bool = False,
+        ssl: ssl_module.SSLContext | None = None,
     ) -> tuple[str, int]:
+        """Listen (HTTPS when `ssl` is given); returns the bound address."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), host, port, backlog=1024, reuse_port=reuse_port or None
+            lambda: _Connection(self), host, port, backlog=1024, reuse_port=reuse_port or None, ssl=ssl
         )
         sockname = self._server.sockets[0].getsockname()
         return sockname[0], sockname[1]
@@ -377,9 +384,8 @@ class Simulator:
         return self._json(404, {"detail": "Not Found"})
 
     def _profile_for(self, query: str) -> tuple[str, Profile]:
-        for part in query.split("&"):
-            key, _, value = part.partition("=")
-            if key == "model" and value in self.profiles:
+        for value in urllib.parse.parse_qs(query).get("model", ()):
+            if value in self.profiles:
                 return value, self.profiles[value]
         return self.default_model, self.profiles[self.default_model]
 
