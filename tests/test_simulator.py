@@ -245,7 +245,7 @@ def test_info_endpoints(http: httpx.Client, sim) -> None:  # type: ignore[no-unt
 
 
 def test_served_body_is_make_body(http: httpx.Client) -> None:
-    request = chat("same", model=DEFAULT_MODELS["coder"], max_tokens=100)
+    request = chat("same", model=DEFAULT_MODELS["coder"], max_tokens=100)  # nothing for the server to fill in
     response = http.post("/v1/chat/completions", json=request, headers={"x-request-id": "r-1"})
     assert response.status_code == 200
     assert response.headers["x-request-id"] == "r-1"
