@@ -40,6 +40,7 @@ __all__ = ["API_KEY_ENV", "ClientConfig", "VllmClient", "endpoint_for"]
 
 API_KEY_ENV = "DSPARK_VLLM_API_KEY"
 USER_AGENT = "dspark-vllm/0.1"
+POOL_SHARD = 4  # connections per httpx pool (see VllmClient.__init__)
 logger = logging.getLogger("connector.client")
 
 
@@ -147,19 +148,25 @@ class VllmClient:
         api_key = config.resolve_api_key()
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
-        self._http = httpx.AsyncClient(
-            base_url=config.root_url,
-            headers=headers,
-            timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-            limits=httpx.Limits(
-                max_connections=config.concurrency,
-                max_keepalive_connections=config.concurrency,
-                keepalive_expiry=30.0,
-            ),
-            verify=config.verify,
-            transport=transport,
-            trust_env=False,
-        )
+        # httpcore's pool scans every connection on every request event (O(pool size) work, polls included),
+        # which made 64+ connections in one pool several times slower than 16: so the pool is split into
+        # shards of POOL_SHARD connections, and each attempt goes to the shard with the most free room.
+        # An injected transport is one pool: it is used as it is.
+        sizes = [config.concurrency] if transport is not None else _shard_sizes(config.concurrency)
+        verify = _ssl_context(config.verify)  # one context for all shards (each costs milliseconds to make)
+        self._shards = [
+            httpx.AsyncClient(
+                base_url=config.root_url,
+                headers=headers,
+                timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0),
+                verify=verify,
+                transport=transport,
+                trust_env=False,
+            )
+            for size in sizes
+        ]
+        self._free = list(sizes)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
 
@@ -175,7 +182,8 @@ class VllmClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        for shard in self._shards:
+            await shard.aclose()
 
     # --- one request -------------------------------------------
     def prepare(self, payload: Mapping[str, Any]) -> dict[str, Any]:
@@ -247,13 +255,17 @@ class VllmClient:
 
     async def _attempt(self, endpoint: str, content: bytes, request_id: str, stream: bool) -> _Attempt:
         headers = {"x-request-id": request_id}
+        # The caller holds a slot, so some shard has room (the shards' sizes add up to the slots).
+        shard = max(range(len(self._free)), key=self._free.__getitem__)
+        self._free[shard] -= 1
+        http = self._shards[shard]
         started = time.perf_counter()
         try:
             async with asyncio.timeout(self.config.timeout_s):
                 if not stream:
-                    response = await self._http.post(endpoint, content=content, headers=headers)
+                    response = await http.post(endpoint, content=content, headers=headers)
                     return _judge(response.status_code, response.content, response.headers)
-                async with self._http.stream("POST", endpoint, content=content, headers=headers) as response:
+                async with http.stream("POST", endpoint, content=content, headers=headers) as response:
                     if response.status_code != 200:
                         return _judge(response.status_code, await response.aread(), response.headers)
                     return await _read_stream(response, started)
@@ -271,6 +283,8 @@ class VllmClient:
             return _Attempt(error=f"{type(exc).__name__}: {exc or 'connection failed'}", retryable=retryable)
         except httpx.HTTPError as exc:
             return _Attempt(error=f"{type(exc).__name__}: {exc}")
+        finally:
+            self._free[shard] += 1
 
     # --- many requests -----------------------------------------
     async def iter_outcomes(self, payloads: Iterable[Mapping[str, Any]]) -> AsyncIterator[Outcome]:
@@ -307,6 +321,19 @@ class VllmClient:
         outcomes = [outcome async for outcome in self.iter_outcomes(payloads)]
         outcomes.sort(key=lambda o: o.index)
         return outcomes
+
+
+def _ssl_context(verify: bool | str) -> ssl.SSLContext | bool:
+    if verify is False:
+        return False
+    if isinstance(verify, str):
+        return ssl.create_default_context(cafile=verify)
+    return httpx.create_ssl_context(trust_env=False)
+
+
+def _shard_sizes(concurrency: int) -> list[int]:
+    full, rest = divmod(concurrency, POOL_SHARD)
+    return [POOL_SHARD] * full + ([rest] if rest else [])
 
 
 def _judge(status: int, body: bytes, headers: httpx.Headers) -> _Attempt:
