@@ -159,7 +159,9 @@ class VllmClient:
                 base_url=config.root_url,
                 headers=headers,
                 timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0),
+                limits=httpx.Limits(
+                    max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0
+                ),
                 verify=verify,
                 transport=transport,
                 trust_env=False,
