@@ -62,7 +62,7 @@ def load_json_object(text: str) -> dict[str, Any]:
             raise Rejected(f"trailing data after the JSON value at char {exc.pos}") from None
         if exc.pos >= len(stripped) or exc.msg.startswith("Unterminated string"):
             raise Rejected(f"truncated JSON: input ends at char {len(stripped)} ({exc.msg})") from None
-        raise Rejected(f"not JSON: {exc.msg} at char {exc.pos}") from None
+        raise Rejected(f"not JSON: {exc.msg.removesuffix(' at')} at char {exc.pos}") from None
     except RecursionError:
         raise Rejected("not JSON: nested too deeply") from None
     if not isinstance(value, dict):

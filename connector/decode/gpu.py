@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import ReadFailed
+from connector.decode.readers import ReadFailed, check_utf8
 from connector.errors import BackendUnavailable
 
 try:
@@ -95,11 +95,7 @@ class GpuReader:
         _setup_pool()
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
-        try:
-            host.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ReadFailed(f"invalid UTF-8 at byte {exc.start}") from None
+        host = check_utf8(data, self.separator)
         if _LONG_NUMBER.search(host):
             raise ReadFailed("a number of 19 or more digits (libcudf would wrap it)")
         dtypes = [(f.name, *_dtype(f.type)) for f in schema]
