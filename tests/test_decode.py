@@ -179,7 +179,11 @@ GOLDEN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         {"content": "Hello!"},
     ),
     ("null usage details", chat(usage={"prompt_tokens": 1, "total_tokens": 1}), {"cached_tokens": None}),
-    ("absent fields", {"id": "x", "created": CREATED}, {"model": None, "n_choices": None, "choice_contents": None}),
+    (
+        "absent fields",
+        {"id": "x", "created": CREATED},
+        {"model": None, "n_choices": None, "choice_contents": None},
+    ),
     ("system fingerprint", chat(system_fingerprint="fp_1"), {"system_fingerprint": "fp_1"}),
 ]
 
@@ -226,7 +230,9 @@ MALFORMED: list[tuple[bytes, str, str | None]] = [
     (encode(chat()) + b" trailing", "trailing data after the JSON value at char", None),
     (encode(chat()) + encode(chat()), "trailing data after the JSON value at char", None),
     (
-        encode({"error": {"message": "model not found", "type": "NotFoundError", "param": None, "code": 404}}),
+        encode(
+            {"error": {"message": "model not found", "type": "NotFoundError", "param": None, "code": 404}}
+        ),
         "error response (type=NotFoundError, code=404): model not found",
         "error",
     ),
@@ -237,11 +243,23 @@ MALFORMED: list[tuple[bytes, str, str | None]] = [
     ),
     (encode(chat(created="yesterday")), "wrong type: expected integer, got string", "created"),
     (encode(chat(created=1.5)), "wrong type: expected integer, got number 1.5", "created"),
-    (encode(chat(created=10**15)), "out of range: 1000000000000000 (seconds) is not within years 1..9999", "created"),
+    (
+        encode(chat(created=10**15)),
+        "out of range: 1000000000000000 (seconds) is not within years 1..9999",
+        "created",
+    ),
     (encode(chat(choices={"0": 1})), "wrong type: expected array, got object", "choices"),
     (encode(chat(choices=[1])), "wrong type: expected object, got integer", "choices[0]"),
-    (encode(chat(usage={"prompt_tokens": "12"})), "wrong type: expected integer, got string", "usage.prompt_tokens"),
-    (encode(chat(usage={"prompt_tokens": 2**64})), "out of range for a 64-bit integer", "usage.prompt_tokens"),
+    (
+        encode(chat(usage={"prompt_tokens": "12"})),
+        "wrong type: expected integer, got string",
+        "usage.prompt_tokens",
+    ),
+    (
+        encode(chat(usage={"prompt_tokens": 2**64})),
+        "out of range for a 64-bit integer",
+        "usage.prompt_tokens",
+    ),
     (b'{"id": "\\ud800", "created": 1}', "invalid string: unpaired surrogate escape", "id"),
     (b'{"id": "a\tb"}', "not JSON: Invalid control character at char 9", None),
 ]
@@ -283,7 +301,10 @@ def test_pretty_printed_body(backend: str):
 
 def test_created_millis_and_extra_field(backend: str):
     profile = str(PROFILES / "gateway_ms.yaml")
-    bodies = [encode(chat(created=CREATED * 1000 + 123, trace_id="t-1")), encode(chat(created=CREATED * 1000))]
+    bodies = [
+        encode(chat(created=CREATED * 1000 + 123, trace_id="t-1")),
+        encode(chat(created=CREATED * 1000)),
+    ]
     result = assert_matches_reference(bodies, profile, backend)
     assert result.table.column("created").to_pylist() == [
         datetime(2024, 11, 30, 7, 0, 0, 123000, tzinfo=UTC),
@@ -334,7 +355,19 @@ def test_json_content_columns(backend: str):
     ]
     result = _contents(profile, contents, backend)
     rows = result.table.to_pylist()
-    assert [r["risk_level"] for r in rows] == ["high", "low", "mid", "high", None, None, None, None, None, None, "y"]
+    assert [r["risk_level"] for r in rows] == [
+        "high",
+        "low",
+        "mid",
+        "high",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "y",
+    ]
     assert [r["score"] for r in rows] == [7, 2, 5, None, None, None, None, None, None, None, None]
     assert rows[0]["approved"] is False and rows[0]["tags"] == ["a", "b"]
     assert rows[0]["detail"] == '{"k":[1,"é"]}'
