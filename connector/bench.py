@@ -209,7 +209,9 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
                 record("Flink json format (JVM), whole job", t_full, len(bodies), note)
     _print_table(results, len(bodies), size)
     if args.output_json:
-        Path(args.output_json).write_text(json.dumps({"bodies": len(bodies), "bytes": size, "results": results}, indent=2))
+        Path(args.output_json).write_text(
+            json.dumps({"bodies": len(bodies), "bytes": size, "results": results}, indent=2)
+        )
     return 0
 
 
