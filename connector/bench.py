@@ -108,7 +108,8 @@ t.execute_sql(f'''CREATE TABLE src (
   usage ROW<prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT>,
   metrics ROW<time_to_first_token_ms DOUBLE, tokens_per_second DOUBLE>
 ) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json', 'json.ignore-parse-errors' = 'true')''')
-content_cols = "".join(f", JSON_VALUE(COALESCE(choices[1].message.content, choices[1].text), '$.{p}') AS `{p}`" for p in props)
+text = "COALESCE(choices[1].message.content, choices[1].text)"
+content_cols = "".join(f", JSON_VALUE({text}, '$.{p}') AS `{p}`" for p in props)
 t.execute_sql(f'''CREATE TEMPORARY VIEW v AS SELECT id, CAST(TO_TIMESTAMP_LTZ(created, 0) AS TIMESTAMP(3)) AS ts, model,
   COALESCE(choices[1].message.content, choices[1].text) AS content, choices[1].finish_reason AS finish_reason,
   usage.prompt_tokens, usage.completion_tokens, usage.total_tokens,

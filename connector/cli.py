@@ -9,6 +9,7 @@ dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import logging
@@ -56,14 +57,10 @@ def _parse(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     tables, errors, backend = [], [], args.backend
     for start in range(0, max(len(lines), 1), args.batch_size):
-        result = parse_batch(
-            lines[start : start + args.batch_size], profile, args.backend, first_line=start + 1
-        )
+        result = parse_batch(lines[start : start + args.batch_size], profile, args.backend, first_line=start + 1)
         tables.append(result.table)
         errors.append(result.errors)
-        backend = result.backend + (
-            f" (fallback: {result.fallback_reason})" if result.fallback_reason else ""
-        )
+        backend = result.backend + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else "")
     seconds = time.perf_counter() - started
     table = pa.concat_tables(tables)
     pq.write_table(table, args.output)
@@ -96,9 +93,7 @@ def _parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("parse", help="parse raw response bodies (one per line) into Parquet")
     p.add_argument("input", help="file with one response body per line, or - for stdin")
-    p.add_argument(
-        "--profile", default="openai", help="built-in profile name or profile file (default: openai)"
-    )
+    p.add_argument("--profile", default="openai", help="built-in profile name or profile file (default: openai)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     p.add_argument("--output", required=True, help="Parquet file for the parsed rows")
     p.add_argument("--errors", help="NDJSON file for rejected lines (line, reason, field, body)")
@@ -115,28 +110,22 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--seed", type=int, default=7)
     bp.add_argument("--repeat", type=int, default=3, help="runs per path; the best is reported")
     bp.add_argument("--no-flink", action="store_true", help="skip the Flink json-format baseline")
-    bp.add_argument(
-        "--gpu-batch-mb", type=int, default=64, help="batch size in MB of the large-batch GPU row"
-    )
+    bp.add_argument("--gpu-batch-mb", type=int, default=64, help="batch size in MB of the large-batch GPU row")
     bp.add_argument("--output-json", help="also write the results as JSON")
     bp.set_defaults(func=_bench)
 
     for name, (module, help_text) in _DELEGATED.items():
         d = sub.add_parser(name, help=help_text)
         d.set_defaults(func=None, module=module)
-        try:
+        with contextlib.suppress(ImportError):
             importlib.import_module(module).add_arguments(d)
-        except ImportError:
-            pass
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s"
-    )
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         if args.func is None:
             return int(importlib.import_module(args.module).run(args))

@@ -11,9 +11,7 @@ from tests.bodies import chat, choice, encode
 
 
 def run(*args: str, stdin: bytes | None = None) -> subprocess.CompletedProcess[bytes]:
-    return subprocess.run(
-        [sys.executable, "-m", "connector.cli", *args], input=stdin, capture_output=True, timeout=120
-    )
+    return subprocess.run([sys.executable, "-m", "connector.cli", *args], input=stdin, capture_output=True, timeout=120)
 
 
 def test_parse_file_to_parquet_and_errors(tmp_path: Path):

@@ -150,9 +150,7 @@ GOLDEN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
             "object": "text_completion",
             "created": CREATED,
             "model": "m",
-            "choices": [
-                {"index": 0, "text": "four", "logprobs": None, "finish_reason": "length", "stop_reason": None}
-            ],
+            "choices": [{"index": 0, "text": "four", "logprobs": None, "finish_reason": "length", "stop_reason": None}],
             "usage": {"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1},
         },
         {"object": "text_completion", "content": "four", "choice_contents": ["four"], "cached_tokens": None},
@@ -230,9 +228,7 @@ MALFORMED: list[tuple[bytes, str, str | None]] = [
     (encode(chat()) + b" trailing", "trailing data after the JSON value at char", None),
     (encode(chat()) + encode(chat()), "trailing data after the JSON value at char", None),
     (
-        encode(
-            {"error": {"message": "model not found", "type": "NotFoundError", "param": None, "code": 404}}
-        ),
+        encode({"error": {"message": "model not found", "type": "NotFoundError", "param": None, "code": 404}}),
         "error response (type=NotFoundError, code=404): model not found",
         "error",
     ),

@@ -26,9 +26,7 @@ choice_st = st.fixed_dictionaries(
                 "reasoning": maybe(text),
                 "reasoning_content": maybe(text),
                 "tool_calls": st.lists(
-                    st.fixed_dictionaries(
-                        {"function": st.fixed_dictionaries({"name": text, "arguments": text})}
-                    ),
+                    st.fixed_dictionaries({"function": st.fixed_dictionaries({"name": text, "arguments": text})}),
                     max_size=3,
                 ),
             },
@@ -54,9 +52,7 @@ body_st = st.fixed_dictionaries(
                 "completion_tokens_details": maybe(st.fixed_dictionaries({"reasoning_tokens": maybe(ints)})),
             },
         ),
-        "metrics": maybe(
-            st.fixed_dictionaries({"time_to_first_token_ms": floats, "tokens_per_second": floats})
-        ),
+        "metrics": maybe(st.fixed_dictionaries({"time_to_first_token_ms": floats, "tokens_per_second": floats})),
         "metadata": maybe(st.fixed_dictionaries({"kv_cache_hit_rate": floats | ints})),
         "unknown": st.recursive(st.none() | st.booleans() | text | ints, lambda c: st.lists(c, max_size=3)),
     },

@@ -174,9 +174,7 @@ def body_values(obj: Mapping[str, Any], columns: Sequence[Column], created_unit:
         parts = [f"{k}={detail[k]}" for k in ("type", "code") if detail.get(k) is not None]
         message = detail.get("message")
         raise Rejected(
-            "error response"
-            + (f" ({', '.join(parts)})" if parts else "")
-            + (f": {message}" if message else ""),
+            "error response" + (f" ({', '.join(parts)})" if parts else "") + (f": {message}" if message else ""),
             "error" if error is not None else None,
         )
     row: dict[str, Any] = {}
@@ -257,9 +255,7 @@ def _content_leaf(value: Any, prop: ContentProperty) -> Any:
     return _leaf(value, prop.kind, prop.name, "seconds")
 
 
-def content_values(
-    text: str | None, properties: Sequence[ContentProperty]
-) -> tuple[dict[str, Any], str | None]:
+def content_values(text: str | None, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
     """Content text -> (values of the content properties, content_error or None).
 
     JSON objects (optionally in a ``` fence) are read against the properties' types; a property of the wrong

@@ -71,9 +71,7 @@ def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_struct(target):
         present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
         children = [
-            _conform(array.field(present[f.name]), f.type)
-            if f.name in present
-            else pa.nulls(len(array), f.type)
+            _conform(array.field(present[f.name]), f.type) if f.name in present else pa.nulls(len(array), f.type)
             for f in target
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
@@ -123,7 +121,6 @@ class GpuReader:
             raise ReadFailed("libcudf read no rows")
         columns = {name: table.column(name).combine_chunks() for name in table.column_names}
         arrays = [
-            _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type)
-            for f in schema
+            _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type) for f in schema
         ]
         return pa.Table.from_arrays(arrays, schema=schema)
