@@ -3,7 +3,19 @@ import connector
 
 def test_all_matches_public_names():
     public = {n for n in dir(connector) if not n.startswith("_")}
-    modules = {"cli", "decode", "errors", "profiles", "schema", "bench", "client", "simulator", "flink", "options"}
+    modules = {
+        "annotations",
+        "cli",
+        "decode",
+        "errors",
+        "profiles",
+        "schema",
+        "bench",
+        "client",
+        "simulator",
+        "flink",
+        "options",
+    }
     assert set(connector.__all__) == public - modules
 
 
