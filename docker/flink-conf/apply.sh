@@ -28,6 +28,19 @@ for file in "$@"; do
     done <"$file"
 done
 
-if [ "${#args[@]}" -gt 0 ]; then
-    "$FLINK_HOME/bin/config-parser-utils.sh" "$FLINK_HOME/conf" "$FLINK_HOME/bin" "$FLINK_HOME/lib" "${args[@]}"
+if [ "${#args[@]}" -eq 0 ]; then
+    exit 0
 fi
+
+# config-parser-utils.sh exits 0 even when Flink's parser fails, and then leaves the error text
+# in config.yaml in place of the configuration: keep a copy, and fail the build on that text.
+conf="$FLINK_HOME/conf/config.yaml"
+cp "$conf" "$conf.before-apply"
+"$FLINK_HOME/bin/config-parser-utils.sh" "$FLINK_HOME/conf" "$FLINK_HOME/bin" "$FLINK_HOME/lib" "${args[@]}"
+if grep -q '^\[ERROR\]' "$conf"; then
+    cat "$conf" >&2
+    mv "$conf.before-apply" "$conf"
+    echo "apply.sh: Flink could not merge $* into $conf (left unchanged)" >&2
+    exit 1
+fi
+rm "$conf.before-apply"
