@@ -21,6 +21,7 @@ import re
 import shutil
 import subprocess
 import sys
+import textwrap
 import threading
 import zipfile
 from collections.abc import Iterator
@@ -218,6 +219,22 @@ def test_gpu_services_reserve_one_nvidia_gpu(profile: str, compose_config: dict[
         assert device["driver"] == "nvidia"
         assert device["capabilities"] == ["gpu"]
         assert len(device.get("device_ids", [])) == 1 or device.get("count") == 1, name
+
+
+def test_docs_multi_gpu_override_gives_its_taskmanager_one_other_gpu(tmp_path: Path) -> None:
+    docs = (REPO / "docs" / "docker.md").read_text(encoding="utf-8")
+    (snippet,) = [b for b in re.findall(r"```yaml\n(.*?)```", docs, re.S) if "extends:" in b]
+    override = tmp_path / "docker-compose.override.yml"
+    override.write_text(textwrap.dedent(snippet).replace("file: docker-compose.yml", f"file: {COMPOSE_FILE}"))
+    result = _compose("-f", str(override), "config", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    services = json.loads(result.stdout)["services"]
+    reserved = {
+        name: [d["device_ids"] for d in s["deploy"]["resources"]["reservations"]["devices"]]
+        for name, s in services.items()
+        if name.startswith("taskmanager")
+    }
+    assert reserved == {"taskmanager": [["0"]], "taskmanager-gpu2": [["2"]]}
 
 
 def test_vllm_model_is_set_in_one_place() -> None:
