@@ -664,6 +664,8 @@ def test_dockerignore_keeps_what_the_image_needs() -> None:
     }
     for needed in ("connector", "schemas", "jobs", "docker", "pyproject.toml", "README.md"):
         assert needed not in ignored
+    # .env may carry HF_TOKEN: never COPY it into a layer.
+    assert {".env", ".git", ".venv", "results"} <= ignored
 
 
 # --------------------------------------------------------------------------------------------
