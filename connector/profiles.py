@@ -36,7 +36,8 @@ __all__ = [
     "profile_for_model",
 ]
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "schemas"
+# A link to the top-level schemas/ in a checkout; real files in an installed wheel.
+BUILTIN_DIR = Path(__file__).resolve().parent / "_schemas"
 CreatedUnit = Literal["seconds", "millis", "iso"]
 ContentKind = Literal["string", "integer", "number", "boolean", "array", "json"]
 PRIMITIVES = ("string", "integer", "number", "boolean")

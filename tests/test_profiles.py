@@ -101,3 +101,21 @@ def test_unknown_profile_and_missing_file(tmp_path: Path):
     bad.write_text("- a list")
     with pytest.raises(ProfileError, match="bad.yaml: expected a mapping with at least 'name', got list"):
         load_profile(bad)
+
+
+@pytest.mark.slow
+def test_wheel_ships_builtin_profiles(tmp_path: Path):
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"connector/_schemas/{n}.yaml" for n in builtin_profiles()} <= names
