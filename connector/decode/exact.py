@@ -300,7 +300,11 @@ def extract_from_text(text: str, properties: Sequence[ContentProperty]) -> tuple
         if prop.kind == "boolean":
             values[prop.name] = pattern.search(text) is not None
             continue
-        matches = [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
+        if mode == "first":
+            found = pattern.search(text)
+            matches = [] if found is None else [found.group(1) if found.groups() else found.group(0)]
+        else:
+            matches = [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
         try:
             if mode == "all":
                 if prop.kind == "json":

@@ -39,6 +39,8 @@ def check_utf8(data: bytes | pa.Buffer, separator: bytes) -> bytes:
     The JSON readers do not always check this themselves, and a string column must hold valid UTF-8.
     """
     host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
+    if host.isascii():
+        return host
     try:
         host.decode("utf-8")
     except UnicodeDecodeError as exc:
