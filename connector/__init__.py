@@ -1,8 +1,8 @@
 """dspark-vllm: vLLM (OpenAI-compatible) responses as typed Arrow tables and Flink SQL streams.
 
-    >>> from connector import parse_batch
-    >>> parse_batch([b'{"id": "c1", "created": 0}'], backend="cpu").table.column("id").to_pylist()
-    ['c1']
+>>> from connector import parse_batch
+>>> parse_batch([b'{"id": "c1", "created": 0}'], backend="cpu").table.column("id").to_pylist()
+['c1']
 """
 
 from __future__ import annotations

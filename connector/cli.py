@@ -9,7 +9,6 @@ dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json
 from __future__ import annotations
 
 import argparse
-import contextlib
 import importlib
 import json
 import logging
@@ -117,8 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in _DELEGATED.items():
         d = sub.add_parser(name, help=help_text)
         d.set_defaults(func=None, module=module)
-        with contextlib.suppress(ImportError):
-            importlib.import_module(module).add_arguments(d)
+        importlib.import_module(module).add_arguments(d)
     return parser
 
 

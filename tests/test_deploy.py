@@ -248,9 +248,7 @@ def test_vllm_model_is_set_in_one_place() -> None:
     assert command[command.index("--model") + 1] == "org/other-model"
 
 
-def test_simulator_stands_in_for_vllm_at_the_same_address(
-    profile: str, compose_config: dict[str, Any]
-) -> None:
+def test_simulator_stands_in_for_vllm_at_the_same_address(profile: str, compose_config: dict[str, Any]) -> None:
     services = compose_config["services"]
     if profile == "gpu":
         assert services["vllm"]["image"].startswith("vllm/vllm-openai:")
@@ -313,8 +311,7 @@ FLINK_KEYS = {
     "python.executable": "org.apache.flink.python.PythonOptions.PYTHON_EXECUTABLE.key()",
     "python.client.executable": "org.apache.flink.python.PythonOptions.PYTHON_CLIENT_EXECUTABLE.key()",
     "metrics.reporter.prom.factory.class": (
-        f"{_J}.ConfigConstants.METRICS_REPORTER_PREFIX + 'prom.'"
-        f" + {_J}.MetricOptions.REPORTER_FACTORY_CLASS.key()"
+        f"{_J}.ConfigConstants.METRICS_REPORTER_PREFIX + 'prom.' + {_J}.MetricOptions.REPORTER_FACTORY_CLASS.key()"
     ),
     "metrics.reporter.prom.port": f"{_J}.ConfigConstants.METRICS_REPORTER_PREFIX + 'prom.port'",
     "external-resources": f"{_J}.ExternalResourceOptions.EXTERNAL_RESOURCE_LIST.key()",
@@ -323,12 +320,10 @@ FLINK_KEYS = {
         f"{_J}.ExternalResourceOptions.getExternalResourceDriverFactoryConfigOptionForResource('gpu')"
     ),
     "external-resource.gpu.param.discovery-script.path": (
-        f"{_J}.ExternalResourceOptions.getExternalResourceParamConfigPrefixForResource('gpu')"
-        " + 'discovery-script.path'"
+        f"{_J}.ExternalResourceOptions.getExternalResourceParamConfigPrefixForResource('gpu') + 'discovery-script.path'"
     ),
     "external-resource.gpu.kubernetes.config-key": (
-        f"{_J}.ExternalResourceOptions.getSystemConfigKeyConfigOptionForResource("
-        "'gpu', 'kubernetes.config-key')"
+        f"{_J}.ExternalResourceOptions.getSystemConfigKeyConfigOptionForResource('gpu', 'kubernetes.config-key')"
     ),
     "jobmanager.memory.process.size": f"{_J}.JobManagerOptions.TOTAL_PROCESS_MEMORY.key()",
     "taskmanager.memory.process.size": f"{_J}.TaskManagerOptions.TOTAL_PROCESS_MEMORY.key()",
@@ -400,9 +395,7 @@ def test_plugins_and_classes_named_in_the_config_exist_in_flink() -> None:
 
     (gpu_jar,) = (home / "plugins" / "external-resource-gpu").glob("flink-external-resource-gpu-*.jar")
     assert _jar_has(gpu_jar, gpu["external-resource.gpu.driver-factory.class"].replace(".", "/") + ".class")
-    assert _jar_has(
-        gpu_jar, "org/apache/flink/externalresource/gpu/GPUDriverOptions.class", b"discovery-script.path"
-    )
+    assert _jar_has(gpu_jar, "org/apache/flink/externalresource/gpu/GPUDriverOptions.class", b"discovery-script.path")
     script = gpu["external-resource.gpu.param.discovery-script.path"]
     assert script.startswith(IMAGE_FLINK_HOME + "/")
     assert (home / script.removeprefix(IMAGE_FLINK_HOME + "/")).is_file()
@@ -623,9 +616,7 @@ def test_job_accepts_the_arguments_submit_passes() -> None:
 # Linters
 # --------------------------------------------------------------------------------------------
 
-DOCKERFILES = sorted(
-    p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile"
-)
+DOCKERFILES = sorted(p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile")
 SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh"))
 
 

@@ -16,8 +16,10 @@ import asyncio
 import json
 import random
 import socket
+import ssl as ssl_module
 import struct
 import time
+import urllib.parse
 from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -321,10 +323,17 @@ class Simulator:
         old = _version(self.config.version) < (0, 10)
         self._reasoning_field = "reasoning_content" if old else "reasoning"
 
-    async def start(self, host: str = "127.0.0.1", port: int = 0, reuse_port: bool = False) -> tuple[str, int]:
+    async def start(
+        self,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        reuse_port: bool = False,
+        ssl: ssl_module.SSLContext | None = None,
+    ) -> tuple[str, int]:
+        """Listen (HTTPS when `ssl` is given); returns the bound address."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: _Connection(self), host, port, backlog=1024, reuse_port=reuse_port or None
+            lambda: _Connection(self), host, port, backlog=1024, reuse_port=reuse_port or None, ssl=ssl
         )
         sockname = self._server.sockets[0].getsockname()
         return sockname[0], sockname[1]
@@ -365,9 +374,8 @@ class Simulator:
         return self._json(404, {"detail": "Not Found"})
 
     def _profile_for(self, query: str) -> tuple[str, Profile]:
-        for part in query.split("&"):
-            key, _, value = part.partition("=")
-            if key == "model" and value in self.profiles:
+        for value in urllib.parse.parse_qs(query).get("model", ()):
+            if value in self.profiles:
                 return value, self.profiles[value]
         return self.default_model, self.profiles[self.default_model]
 
@@ -537,7 +545,7 @@ class Simulator:
             u -= rate
         return None
 
-    def _validate(self, request: _Request) -> tuple[dict[str, Any], str, Profile] | _Response:
+    def _validate(self, request: _Request) -> tuple[dict[str, Any], dict[str, Any], Profile] | _Response:
         try:
             payload = json.loads(request.body)
         except (ValueError, UnicodeDecodeError) as exc:
@@ -551,7 +559,8 @@ class Simulator:
         model = payload.get("model") or self.default_model
         if model not in self.profiles:
             return self._error(404, f"The model `{model}` does not exist.", "model")
-        payload["model"] = model
+        sent = payload
+        payload = {**payload, "model": model}
         for name in ("n", "max_tokens"):
             value = payload.get(name)
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -567,13 +576,14 @@ class Simulator:
             )
         if payload.get("max_tokens") is None:
             payload["max_tokens"] = min(DEFAULT_MAX_TOKENS, self.config.max_model_len - prompt_tokens)
-        return payload, model, self.profiles[model]
+        # The body's generator is seeded from the request as sent, before the defaults are filled in.
+        return payload, sent, self.profiles[model]
 
-    def _body(self, payload: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    def _body(self, payload: dict[str, Any], sent: dict[str, Any], profile: Profile) -> dict[str, Any]:
         options = BodyOptions(
             created=self.config.created, metrics=self.config.metrics, reasoning_field=self._reasoning_field
         )
-        body = make_body(request_rng(self.config.seed, payload), profile, payload, options)
+        body = make_body(request_rng(self.config.seed, sent), profile, payload, options)
         body.update(self.config.extra_fields)
         return body
 
@@ -590,14 +600,14 @@ class Simulator:
         stream = not isinstance(checked, _Response) and bool(checked[0].get("stream"))
         if fault is None and delay == 0 and not stream:
             assert not isinstance(checked, _Response)
-            return self._json(200, self._body(checked[0], checked[2]))
+            return self._json(200, self._body(*checked))
         return self._slow_completion(request, conn, checked, fault, delay / 1000.0, stream)
 
     async def _slow_completion(
         self,
         request: _Request,
         conn: _Connection,
-        checked: tuple[dict[str, Any], str, Profile] | _Response,
+        checked: tuple[dict[str, Any], dict[str, Any], Profile] | _Response,
         fault: str | None,
         delay: float,
         stream: bool,
@@ -624,8 +634,8 @@ class Simulator:
             return None
         if isinstance(checked, _Response):
             return checked
-        payload, _, profile = checked
-        body = self._body(payload, profile)
+        payload, sent, profile = checked
+        body = self._body(payload, sent, profile)
         if fault == "big":
             target = body["choices"][0].get("message", body["choices"][0])
             key = "content" if "message" in body["choices"][0] else "text"

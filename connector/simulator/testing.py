@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import os
 import re
+import ssl
 import subprocess
 import sys
 import threading
@@ -73,21 +74,27 @@ def serve_simulator(
     config: SimulatorConfig | None = None,
     *,
     mode: Literal["thread", "process"] = "thread",
+    ssl_context: ssl.SSLContext | None = None,
     **changes: Any,
 ) -> Iterator[RunningSimulator]:
-    """Start a simulator (`config`, with `changes` applied: `profiles=("vl",)`, `faults={"429": 0.1}`)."""
+    """Start a simulator (`config`, with `changes` applied: `profiles=("vl",)`, `faults={"429": 0.1}`).
+
+    With `ssl_context` (thread mode) it serves HTTPS and `url` starts with https://."""
     config = replace(config or SimulatorConfig(), **changes)
     if mode == "process":
+        if ssl_context is not None:
+            raise ValueError("ssl_context needs mode='thread'")
         with _in_process(config) as running:
             yield running
         return
     loop = asyncio.new_event_loop()
     sim = Simulator(config)
-    address = loop.run_until_complete(sim.start("127.0.0.1", 0))
+    address = loop.run_until_complete(sim.start("127.0.0.1", 0, ssl=ssl_context))
     thread = threading.Thread(target=loop.run_forever, name="dspark-vllm-simulator", daemon=True)
     thread.start()
     try:
-        yield RunningSimulator(f"http://127.0.0.1:{address[1]}", "127.0.0.1", address[1], sim)
+        scheme = "https" if ssl_context is not None else "http"
+        yield RunningSimulator(f"{scheme}://127.0.0.1:{address[1]}", "127.0.0.1", address[1], sim)
     finally:
         asyncio.run_coroutine_threadsafe(sim.close(), loop).result(timeout=10)
         loop.call_soon_threadsafe(loop.stop)

@@ -1,0 +1,420 @@
+"""The simulator: body generation (pure) and the HTTP server on 127.0.0.1 (real sockets)."""
+
+from __future__ import annotations
+
+import json
+import random
+import socket
+
+import httpx
+import jsonschema
+import pytest
+
+import connector.simulator
+from connector.client import StreamAssembler
+from connector.errors import OptionsError
+from connector.profiles import load_profile
+from connector.simulator import cli as sim_cli
+from connector.simulator.responses import (
+    CORPUS_START,
+    DEFAULT_MODELS,
+    BodyOptions,
+    corpus_requests,
+    make_body,
+    make_corpus,
+    request_rng,
+    stream_chunks,
+    to_bytes,
+)
+from connector.simulator.server import FAULT_KINDS, SimulatorConfig, parse_fault
+from connector.simulator.testing import parse_metrics, serve_simulator
+
+PROFILES = ["openai", "vl", "coder", "math"]
+CREATED = 1_760_000_123
+
+
+def chat(text: str = "hi", **extra: object) -> dict[str, object]:
+    return {"messages": [{"role": "user", "content": text}], **extra}
+
+
+def test_public_names() -> None:
+    public = {n for n in vars(connector.simulator) if not n.startswith("_")}
+    public -= {"annotations", "responses", "server", "testing", "cli"}
+    assert sorted(connector.simulator.__all__) == sorted(public)
+
+
+# --- bodies ---
+
+
+@pytest.mark.parametrize("profile", PROFILES)
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_bodies_match_the_profile_body_schema(profile: str, kind: str) -> None:
+    validator = jsonschema.Draft202012Validator(dict(load_profile(profile).body_schema))
+    for i in range(40):
+        request = chat(f"q{i}", n=1 + i % 3) if kind == "chat" else {"prompt": f"q{i}"}
+        if i % 2:
+            request["response_format"] = {"type": "json_object"}
+        body = make_body(request_rng(i, request), profile, request)
+        validator.validate(body)
+        assert body["object"] == ("chat.completion" if kind == "chat" else "text_completion")
+        assert body["model"] == DEFAULT_MODELS[profile]
+        assert [c["index"] for c in body["choices"]] == list(range(request.get("n", 1)))
+
+
+def test_same_seed_same_body_other_seed_other_body() -> None:
+    request = chat("hello", n=2)
+    a = make_body(request_rng(5, request), "vl", request, BodyOptions(created=CREATED))
+    b = make_body(request_rng(5, request), "vl", request, BodyOptions(created=CREATED))
+    c = make_body(request_rng(6, request), "vl", request, BodyOptions(created=CREATED))
+    assert a == b
+    assert a != c
+    assert make_corpus(50, "math", seed=3) == make_corpus(50, "math", seed=3)
+    assert make_corpus(50, "math", seed=3) != make_corpus(50, "math", seed=4)
+
+
+@pytest.mark.parametrize("profile", ["vl", "coder", "math"])
+def test_structured_output_content_follows_the_profile_schema(profile: str) -> None:
+    p = load_profile(profile)
+    fmt = p.response_format()
+    assert fmt is not None
+    validator = jsonschema.Draft202012Validator(fmt["json_schema"]["schema"])
+    for i in range(60):
+        request = chat(f"q{i}", response_format=fmt)
+        body = make_body(request_rng(0, request), p, request)
+        validator.validate(json.loads(body["choices"][0]["message"]["content"]))
+
+
+@pytest.mark.parametrize("profile", ["vl", "coder", "math"])
+def test_free_text_is_what_the_profile_extractors_read(profile: str) -> None:
+    p = load_profile(profile)
+    required = set(p.content_schema["required"])  # type: ignore[index]
+    for i in range(60):
+        content = make_body(request_rng(1, chat(f"q{i}")), p, chat(f"q{i}"))["choices"][0]["message"]["content"]
+        found = {prop.name for prop in p.content_properties if prop.extract and prop.extract.pattern.search(content)}
+        assert required <= found, content
+
+
+def test_a_user_schema_is_honoured() -> None:
+    schema = {
+        "type": "object",
+        "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}, "tag": {"enum": ["a", "b"]}},
+        "required": ["score", "tag"],
+    }
+    request = chat("rate it", response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}})
+    for seed in range(30):
+        content = make_body(request_rng(seed, request), "coder", request)["choices"][0]["message"]["content"]
+        jsonschema.validate(json.loads(content), schema)
+
+
+def test_max_tokens_cuts_json_content_with_finish_reason_length() -> None:
+    fmt = load_profile("vl").response_format()
+    request = chat("describe", response_format=fmt, max_tokens=5, n=3)
+    body = make_body(request_rng(0, request), "vl", request)
+    for choice in body["choices"]:
+        assert choice["finish_reason"] == "length"
+        assert len(choice["message"]["content"]) == 20  # 5 tokens x 4 characters
+        with pytest.raises(json.JSONDecodeError):
+            json.loads(choice["message"]["content"])
+    assert body["usage"]["completion_tokens"] == 15
+    assert body["usage"]["total_tokens"] == body["usage"]["prompt_tokens"] + 15
+
+
+def test_n_choices_some_cut_some_whole() -> None:
+    fmt = load_profile("coder").response_format()
+    seen = set()
+    for seed in range(40):
+        request = chat("code", response_format=fmt, max_tokens=60, n=4)
+        body = make_body(request_rng(seed, request), "coder", request)
+        seen.add(tuple(sorted(c["finish_reason"] for c in body["choices"])))
+    assert any("length" in s and "stop" in s for s in seen)
+
+
+def test_tool_calls_and_stop_token_ids() -> None:
+    tools = [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    finish = set()
+    for seed in range(20):
+        request = chat("weather?", tools=tools, stop_token_ids=[7])
+        body = make_body(request_rng(seed, request), "openai", request)
+        choice = body["choices"][0]
+        finish.add(choice["finish_reason"])
+        if choice["finish_reason"] == "tool_calls":
+            call = choice["message"]["tool_calls"][0]
+            assert call["function"]["name"] == "get_weather"
+            assert set(json.loads(call["function"]["arguments"])) == {"city"}
+            assert choice["message"]["content"] is None
+        else:
+            assert choice["stop_reason"] == 7
+    assert finish == {"tool_calls", "stop"}
+
+
+def test_make_corpus_shape() -> None:
+    corpus = make_corpus(400, "vl", seed=11, json_share=0.8)
+    bodies = [json.loads(b) for b in corpus]
+    assert [b["created"] for b in bodies[:21:10]] == [CORPUS_START, CORPUS_START, CORPUS_START + 1]
+    requests = corpus_requests(400, "vl", seed=11, json_share=0.8)
+    structured = sum("response_format" in r for r in requests)
+    assert 280 < structured < 360
+    assert sum(len(b["choices"]) == 2 for b in bodies) == sum(r.get("n") == 2 for r in requests)
+    assert any(b["choices"][0]["finish_reason"] == "length" for b in bodies)
+    assert all(json.loads(c) == b for c, b in zip(corpus, bodies, strict=True))
+    assert make_corpus(10, "coder", json_share=0.0) == make_corpus(10, "coder", json_share=0.0)
+    assert all("response_format" not in r for r in corpus_requests(50, "coder", json_share=0.0))
+
+
+@pytest.mark.parametrize("kind", ["chat", "completion"])
+def test_stream_chunks_assemble_into_the_body(kind: str) -> None:
+    request = chat("x", n=2) if kind == "chat" else {"prompt": "x", "n": 2}
+    body = make_body(request_rng(0, request), "math", request, BodyOptions(created=CREATED))
+    assembler = StreamAssembler()
+    for chunk in stream_chunks(body, random.Random(0), include_usage=True):
+        assembler.feed(b"data: " + to_bytes(chunk) + b"\n\n")
+    assembler.feed(b"data: [DONE]\n\n")
+    assembled = json.loads(assembler.finish())
+    assert assembled["usage"] == body["usage"]
+    for a, b in zip(assembled["choices"], body["choices"], strict=True):
+        if kind == "chat":
+            assert a["message"]["content"] == b["message"]["content"]
+            assert a["message"].get("reasoning") == b["message"]["reasoning"]
+        else:
+            assert a["text"] == b["text"]
+        assert (a["finish_reason"], a["stop_reason"]) == (b["finish_reason"], b["stop_reason"])
+
+
+# --- the server ---
+
+
+@pytest.fixture(scope="module")
+def sim():  # type: ignore[no-untyped-def]
+    with serve_simulator(
+        profiles=("openai", "coder"), seed=3, created=CREATED, retry_after_s=2, big_bytes=3 * 1024 * 1024
+    ) as running:
+        yield running
+
+
+@pytest.fixture
+def http(sim):  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=sim.url, timeout=10) as client:
+        yield client
+
+
+def test_info_endpoints(http: httpx.Client, sim) -> None:  # type: ignore[no-untyped-def]
+    assert http.get("/health").status_code == 200
+    assert http.get("/version").json() == {"version": "0.32.0"}
+    models = http.get("/v1/models").json()
+    assert [m["id"] for m in models["data"]] == [DEFAULT_MODELS["openai"], DEFAULT_MODELS["coder"]]
+    assert {m["owned_by"] for m in models["data"]} == {"vllm"}
+    assert {m["max_model_len"] for m in models["data"]} == {8192}
+    schema = http.get("/health/json-schema").json()
+    expected = load_profile("openai").response_json_schema()
+    assert {k: v for k, v in schema.items() if k not in ("x-model", "x-server")} == expected
+    coder = http.get("/health/json-schema", params={"model": DEFAULT_MODELS["coder"]}).json()
+    assert coder["x-content-schema"] == load_profile("coder").response_json_schema()["x-content-schema"]
+    openapi = http.get("/openapi.json").json()
+    assert "ErrorResponse" in openapi["components"]["schemas"]
+    assert (
+        openapi["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
+        == {}
+    )
+    metrics = http.get("/metrics").text
+    assert f'vllm:num_requests_running{{model_name="{DEFAULT_MODELS["coder"]}"}} 0' in metrics
+    assert parse_metrics(metrics)["requests /health"] >= 1
+    assert http.get("/nope").status_code == 404
+    assert http.get("/v1/chat/completions").status_code == 405
+
+
+def test_served_body_is_make_body(http: httpx.Client) -> None:
+    request = chat("same", model=DEFAULT_MODELS["coder"], max_tokens=100)  # nothing for the server to fill in
+    response = http.post("/v1/chat/completions", json=request, headers={"x-request-id": "r-1"})
+    assert response.status_code == 200
+    assert response.headers["x-request-id"] == "r-1"
+    expected = make_body(request_rng(3, request), "coder", request, BodyOptions(created=CREATED))
+    assert response.content == to_bytes(expected)
+
+
+@pytest.mark.parametrize(
+    ("request_body", "status", "message"),
+    [
+        (b"{not json", 400, "The request body is not valid JSON"),
+        (json.dumps({"prompt": "x"}).encode(), 400, "Field required: messages"),
+        (json.dumps(chat(model="gpt-9")).encode(), 404, "The model `gpt-9` does not exist."),
+        (json.dumps(chat(n=0)).encode(), 400, "n must be at least 1, got 0."),
+        (json.dumps(chat("x" * 40_000)).encode(), 400, "This model's maximum context length is 8192 tokens."),
+    ],
+)
+def test_request_errors_have_vllm_shape(http: httpx.Client, request_body: bytes, status: int, message: str) -> None:
+    response = http.post("/v1/chat/completions", content=request_body)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert error["message"].startswith(message)
+    assert error["code"] == status
+    assert error["type"] == {400: "BadRequestError", 404: "NotFoundError"}[status]
+
+
+def test_api_key_is_required_when_set() -> None:
+    with serve_simulator(api_key="sk-sim") as running, httpx.Client(base_url=running.url) as client:
+        assert client.post("/v1/completions", json={"prompt": "x"}).status_code == 401
+        ok = client.post("/v1/completions", json={"prompt": "x"}, headers={"authorization": "Bearer sk-sim"})
+        assert ok.status_code == 200
+        assert client.get("/health").status_code == 200
+
+
+def _forced(http: httpx.Client, kind: str, **request: object) -> httpx.Response:
+    return http.post("/v1/chat/completions", json=chat("fault", **request), headers={"x-dspark-fault": kind})
+
+
+@pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
+def test_status_faults(http: httpx.Client, status: int) -> None:
+    response = _forced(http, str(status))
+    assert response.status_code == status
+    assert response.json()["error"]["code"] == status
+    assert response.headers.get("retry-after") == ("2" if status in (429, 503) else None)
+
+
+def test_body_faults(http: httpx.Client) -> None:
+    whole = http.post("/v1/chat/completions", json=chat("fault")).content
+    truncated = _forced(http, "truncate")
+    assert (truncated.status_code, truncated.content) == (200, whole[: len(whole) // 2])
+    malformed = _forced(http, "malformed").content
+    with pytest.raises(json.JSONDecodeError):
+        json.loads(malformed)
+    broken = _forced(http, "invalid-utf8").content
+    with pytest.raises(UnicodeDecodeError):
+        broken.decode("utf-8")
+    assert json.loads(broken.replace(b"\xff\xfe\xc3(", b"")) == json.loads(whole)
+    big = _forced(http, "big")
+    assert len(json.loads(big.content)["choices"][0]["message"]["content"]) == 3 * 1024 * 1024
+
+
+def test_connection_faults(sim) -> None:  # type: ignore[no-untyped-def]
+    with httpx.Client(base_url=sim.url, timeout=httpx.Timeout(10, read=0.3)) as client:
+        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+            _forced(client, "reset")
+        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+            _forced(client, "cut")
+        with pytest.raises(httpx.ReadTimeout):
+            _forced(client, "hang")
+        assert _forced(client, "slow*0").status_code == 200
+
+
+def test_forced_fault_counts_attempts_per_request_id(http: httpx.Client) -> None:
+    def attempt(rid: str) -> int:
+        headers = {"x-dspark-fault": "503*2", "x-request-id": rid}
+        return http.post("/v1/completions", json={"prompt": "p"}, headers=headers).status_code
+
+    assert [attempt("a"), attempt("a"), attempt("b"), attempt("a")] == [503, 503, 503, 200]
+
+
+def test_fault_rates_are_drawn_from_the_seed() -> None:
+    def statuses() -> list[int]:
+        with (
+            serve_simulator(seed=9, faults={"500": 0.3, "503": 0.2}) as running,
+            httpx.Client(base_url=running.url) as client,
+        ):
+            out = [client.post("/v1/completions", json={"prompt": f"p{i}"}).status_code for i in range(200)]
+            stats = running.stats()
+            assert stats["fault 500"] == out.count(500)
+            assert stats["fault 503"] == out.count(503)
+            return out
+
+    first = statuses()
+    assert first == statuses()
+    assert 40 < first.count(500) < 80 and 20 < first.count(503) < 60
+    assert first.count(200) == 200 - first.count(500) - first.count(503)
+
+
+def test_stream_is_sse_with_done(http: httpx.Client) -> None:
+    request = chat("stream me", stream=True, stream_options={"include_usage": True})
+    response = http.post("/v1/chat/completions", json=request)
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = [line for line in response.text.split("\n\n") if line]
+    assert events[-1] == "data: [DONE]"
+    chunks = [json.loads(e[6:]) for e in events[:-1]]
+    assert {c["object"] for c in chunks} == {"chat.completion.chunk"}
+    assert chunks[-1]["choices"] == [] and chunks[-1]["usage"]["completion_tokens"] > 0
+    plain = http.post("/v1/chat/completions", json=chat("stream me")).json()
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    assert text == plain["choices"][0]["message"]["content"]
+    cut = _forced(http, "truncate", stream=True).text
+    assert "[DONE]" not in cut and '"finish_reason":"stop"' not in cut
+
+
+def test_pipelined_requests_are_answered_in_order(sim) -> None:  # type: ignore[no-untyped-def]
+    one = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 14\r\nx-request-id: %d\r\n\r\n"
+    one += b'{"prompt":"p"}'
+    with socket.create_connection((sim.host, sim.port), timeout=10) as s:
+        s.sendall(b"".join(one % i for i in range(3)) + b"GET /version HTTP/1.1\r\nconnection: close\r\n\r\n")
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.count(b"HTTP/1.1 200 OK") == 4
+    assert [data.find(b"x-request-id: %d" % i) for i in range(3)] == sorted(
+        data.find(b"x-request-id: %d" % i) for i in range(3)
+    )
+    assert data.endswith(b'{"version":"0.32.0"}')
+
+
+def test_process_mode() -> None:
+    with serve_simulator(mode="process", profiles=("math",), faults={"429": 0.5}, seed=1) as running:
+        assert running.simulator is None
+        with httpx.Client(base_url=running.url) as client:
+            codes = [client.post("/v1/completions", json={"prompt": f"{i}"}).status_code for i in range(20)]
+        stats = running.stats()
+    assert stats["fault 429"] == codes.count(429) > 0
+    assert stats["requests /v1/completions"] == 20
+
+
+def test_cli_options() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser()
+    sim_cli.add_arguments(parser)
+    args = parser.parse_args(
+        [
+            "--profile",
+            "vl",
+            "--fault",
+            "429=0.1",
+            "--fault",
+            "reset=0.02",
+            "--seed",
+            "4",
+            "--big-mb",
+            "0.5",
+            "--no-json-schema",
+        ]
+    )
+    config = sim_cli.config_from_args(args)
+    assert config.faults == {"429": 0.1, "reset": 0.02}
+    assert (config.profiles, config.seed, config.big_bytes, config.json_schema) == (("vl",), 4, 524288, False)
+    again = sim_cli.config_from_args(parser.parse_args(sim_cli.config_to_args(config)))
+    assert again == config
+    with pytest.raises(OptionsError, match="unknown fault 'explode'"):
+        parse_fault("explode=0.1")
+    with pytest.raises(OptionsError, match=r"the rate must be in \[0, 1\]"):
+        parse_fault("429=2")
+    with pytest.raises(OptionsError, match="add up to more than 1"):
+        SimulatorConfig(faults={"429": 0.6, "500": 0.6})
+    assert set(FAULT_KINDS) >= {
+        "429",
+        "500",
+        "503",
+        "slow",
+        "hang",
+        "reset",
+        "truncate",
+        "malformed",
+        "invalid-utf8",
+        "big",
+    }
