@@ -36,7 +36,8 @@ __all__ = [
     "profile_for_model",
 ]
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "schemas"
+# A link to the top-level schemas/ in a checkout; real files in an installed wheel.
+BUILTIN_DIR = Path(__file__).resolve().parent / "_schemas"
 CreatedUnit = Literal["seconds", "millis", "iso"]
 ContentKind = Literal["string", "integer", "number", "boolean", "array", "json"]
 PRIMITIVES = ("string", "integer", "number", "boolean")
@@ -215,9 +216,7 @@ def _read_file(path: str, mtime: float) -> dict[str, Any]:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping with at least 'name', got {type(data).__name__}")
-    error = jsonschema.exceptions.best_match(
-        jsonschema.Draft202012Validator(PROFILE_FILE_SCHEMA).iter_errors(data)
-    )
+    error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(PROFILE_FILE_SCHEMA).iter_errors(data))
     if error is not None:
         key = ".".join(str(p) for p in error.absolute_path) or "(top level)"
         raise ProfileError(f"{path}: key '{key}': {error.message}")
@@ -241,24 +240,18 @@ def _load(name_or_path: str, seen: tuple[str, ...], relative_to: str | None = No
 def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
     if parent is None:
         if "columns" not in data:
-            raise ProfileError(
-                f"{path}: key 'columns': a profile without 'extends' must define body and columns"
-            )
+            raise ProfileError(f"{path}: key 'columns': a profile without 'extends' must define body and columns")
         body_schema: dict[str, Any] = copy.deepcopy(data["body"])
         columns = [dict(c) for c in data["columns"]]
     else:
         if "body" in data or "columns" in data:
-            raise ProfileError(
-                f"{path}: keys 'body' and 'columns' belong to a base profile; add 'fields' instead"
-            )
+            raise ProfileError(f"{path}: keys 'body' and 'columns' belong to a base profile; add 'fields' instead")
         body_schema = copy.deepcopy(dict(parent.body_schema))
         columns = [dict(c) for c in parent.columns]
     names = {c["name"] for c in columns}
     for field, schema in (data.get("fields") or {}).items():
         if field in body_schema.get("properties", {}) and field not in names:
-            raise ProfileError(
-                f"{path}: key 'fields.{field}': already a field of the base body; choose another"
-            )
+            raise ProfileError(f"{path}: key 'fields.{field}': already a field of the base body; choose another")
         if field in names:
             raise ProfileError(f"{path}: key 'fields.{field}': clashes with the column '{field}'")
         _check_kind(path, f"fields.{field}", schema, allow_nested=False)
@@ -300,9 +293,7 @@ def _types(schema: Mapping[str, Any]) -> list[str]:
 def _check_kind(path: Path, where: str, schema: Mapping[str, Any], *, allow_nested: bool) -> str:
     types = _types(schema)
     if len(types) != 1:
-        raise ProfileError(
-            f"{path}: key '{where}.type': expected one type besides null, got {schema.get('type')}"
-        )
+        raise ProfileError(f"{path}: key '{where}.type': expected one type besides null, got {schema.get('type')}")
     kind = types[0]
     if not allow_nested and kind not in PRIMITIVES:
         raise ProfileError(f"{path}: key '{where}.type': expected one of {', '.join(PRIMITIVES)}, got {kind}")

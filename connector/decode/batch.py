@@ -123,17 +123,11 @@ def parse_batch(
         reader, len(candidates), joined([raw[i] for i in candidates], reader.separator), plan.read_schema
     )
     good = candidates[np.array(isolated.good, dtype=np.int64)]
-    parsed = (
-        pa.concat_tables(isolated.tables).combine_chunks()
-        if isolated.tables
-        else plan.read_schema.empty_table()
-    )
+    parsed = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else plan.read_schema.empty_table()
     values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
     keep = ~needs_exact
     fast_index = good[keep]
-    fast_columns = [
-        values[c.name] if keep.all() else values[c.name].filter(pa.array(keep)) for c in plan.columns
-    ]
+    fast_columns = [values[c.name] if keep.all() else values[c.name].filter(pa.array(keep)) for c in plan.columns]
 
     exact_index = np.setdiff1d(np.arange(len(raw)), fast_index, assume_unique=True)
     exact_rows: list[dict[str, Any]] = []
@@ -150,23 +144,18 @@ def parse_batch(
             errors["body"].append(raw[i])
 
     exact_columns = [
-        pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type)
-        for c in plan.columns
+        pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type) for c in plan.columns
     ]
     positions = np.concatenate([fast_index, np.array(exact_lines, dtype=np.int64)])
     order = pa.array(np.argsort(positions, kind="stable"))
     line = pa.array(np.sort(positions) + first_line, pa.int64())
-    body_arrays = [
-        pa.concat_arrays([f, e]).take(order) for f, e in zip(fast_columns, exact_columns, strict=True)
-    ]
+    body_arrays = [pa.concat_arrays([f, e]).take(order) for f, e in zip(fast_columns, exact_columns, strict=True)]
     arrays = [line, *body_arrays]
 
     content_exact = 0
     if profile.content_properties:
         content = body_arrays[[c.name for c in plan.columns].index("content")]
-        content_columns, content_error, content_exact = parse_contents(
-            content, profile.content_properties, reader
-        )
+        content_columns, content_error, content_exact = parse_contents(content, profile.content_properties, reader)
         arrays += [content_columns[p.name] for p in profile.content_properties]
         arrays.append(content_error)
 

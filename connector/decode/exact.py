@@ -62,7 +62,7 @@ def load_json_object(text: str) -> dict[str, Any]:
             raise Rejected(f"trailing data after the JSON value at char {exc.pos}") from None
         if exc.pos >= len(stripped) or exc.msg.startswith("Unterminated string"):
             raise Rejected(f"truncated JSON: input ends at char {len(stripped)} ({exc.msg})") from None
-        raise Rejected(f"not JSON: {exc.msg} at char {exc.pos}") from None
+        raise Rejected(f"not JSON: {exc.msg.removesuffix(' at')} at char {exc.pos}") from None
     except RecursionError:
         raise Rejected("not JSON: nested too deeply") from None
     if not isinstance(value, dict):
@@ -174,9 +174,7 @@ def body_values(obj: Mapping[str, Any], columns: Sequence[Column], created_unit:
         parts = [f"{k}={detail[k]}" for k in ("type", "code") if detail.get(k) is not None]
         message = detail.get("message")
         raise Rejected(
-            "error response"
-            + (f" ({', '.join(parts)})" if parts else "")
-            + (f": {message}" if message else ""),
+            "error response" + (f" ({', '.join(parts)})" if parts else "") + (f": {message}" if message else ""),
             "error" if error is not None else None,
         )
     row: dict[str, Any] = {}
@@ -257,9 +255,7 @@ def _content_leaf(value: Any, prop: ContentProperty) -> Any:
     return _leaf(value, prop.kind, prop.name, "seconds")
 
 
-def content_values(
-    text: str | None, properties: Sequence[ContentProperty]
-) -> tuple[dict[str, Any], str | None]:
+def content_values(text: str | None, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
     """Content text -> (values of the content properties, content_error or None).
 
     JSON objects (optionally in a ``` fence) are read against the properties' types; a property of the wrong

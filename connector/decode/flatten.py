@@ -30,9 +30,7 @@ def _first(lists: pa.Array) -> pa.Array:
 
 def _walk(array: pa.Array, path: Sequence[str]) -> pa.Array:
     for segment in path:
-        array = (
-            _first(array) if segment == "0" else pc.struct_field(array, [array.type.get_field_index(segment)])
-        )
+        array = _first(array) if segment == "0" else pc.struct_field(array, [array.type.get_field_index(segment)])
     return array
 
 
@@ -86,17 +84,15 @@ def _created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
             out.append(ms)
         return pa.array(out, pa.int64()), needs_exact
     scale = 1000 if unit == "seconds" else 1
-    in_range = pc.and_(
-        pc.greater_equal(values, MS_MIN // scale), pc.less_equal(values, MS_MAX // scale)
-    ).fill_null(True)
+    in_range = pc.and_(pc.greater_equal(values, MS_MIN // scale), pc.less_equal(values, MS_MAX // scale)).fill_null(
+        True
+    )
     safe = pc.if_else(in_range, values, 0)
     ms = pc.multiply(safe, scale) if scale != 1 else safe
     return ms, ~in_range.to_numpy(zero_copy_only=False)
 
 
-def flatten(
-    raw: pa.Table, columns: Sequence[Column], created_unit: str
-) -> tuple[dict[str, pa.Array], np.ndarray]:
+def flatten(raw: pa.Table, columns: Sequence[Column], created_unit: str) -> tuple[dict[str, pa.Array], np.ndarray]:
     """The flat columns of `raw`, and a boolean mask of the rows to re-decode on the exact path."""
     needs_exact = np.zeros(raw.num_rows, dtype=bool)
     if raw.num_rows == 0:

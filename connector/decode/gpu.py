@@ -15,7 +15,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import ReadFailed
+from connector.decode.readers import ReadFailed, check_utf8
 from connector.errors import BackendUnavailable
 
 try:
@@ -71,9 +71,7 @@ def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
     if pa.types.is_struct(target):
         present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
         children = [
-            _conform(array.field(present[f.name]), f.type)
-            if f.name in present
-            else pa.nulls(len(array), f.type)
+            _conform(array.field(present[f.name]), f.type) if f.name in present else pa.nulls(len(array), f.type)
             for f in target
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
@@ -95,11 +93,7 @@ class GpuReader:
         _setup_pool()
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
-        try:
-            host.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ReadFailed(f"invalid UTF-8 at byte {exc.start}") from None
+        host = check_utf8(data, self.separator)
         if _LONG_NUMBER.search(host):
             raise ReadFailed("a number of 19 or more digits (libcudf would wrap it)")
         dtypes = [(f.name, *_dtype(f.type)) for f in schema]
@@ -127,7 +121,6 @@ class GpuReader:
             raise ReadFailed("libcudf read no rows")
         columns = {name: table.column(name).combine_chunks() for name in table.column_names}
         arrays = [
-            _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type)
-            for f in schema
+            _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type) for f in schema
         ]
         return pa.Table.from_arrays(arrays, schema=schema)

@@ -18,7 +18,7 @@ import pyarrow.json as pa_json
 
 from connector.errors import BackendUnavailable
 
-__all__ = ["BACKENDS", "CpuReader", "ReadFailed", "Reader", "select_reader"]
+__all__ = ["BACKENDS", "CpuReader", "ReadFailed", "Reader", "check_utf8", "select_reader"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cpu", "gpu")
@@ -31,6 +31,19 @@ class ReadFailed(Exception):
     def __init__(self, message: str, row: int | None = None) -> None:
         super().__init__(message)
         self.row = row
+
+
+def check_utf8(data: bytes | pa.Buffer, separator: bytes) -> bytes:
+    """`data` as bytes, or ReadFailed naming the record with bytes that are not UTF-8.
+
+    The JSON readers do not always check this themselves, and a string column must hold valid UTF-8.
+    """
+    host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
+    try:
+        host.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ReadFailed(f"invalid UTF-8 at byte {exc.start}", host.count(separator, 0, exc.start)) from None
+    return host
 
 
 class Reader(Protocol):
@@ -56,7 +69,7 @@ class CpuReader:
         self.use_threads = use_threads
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        source = pa.BufferReader(data) if isinstance(data, pa.Buffer) else io.BytesIO(data)
+        source = io.BytesIO(check_utf8(data, self.separator))
         options = pa_json.ReadOptions(use_threads=self.use_threads, block_size=max(len(data) + 1, 1 << 20))
         parse = pa_json.ParseOptions(
             explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=multiline

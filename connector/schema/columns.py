@@ -117,9 +117,7 @@ def body_columns(profile: Profile, created_unit: str | None = None) -> tuple[Col
             columns.append(Column(name, paths, "length", False))
             continue
         if len(kinds) != 1 or "array" in kinds:
-            raise ProfileError(
-                f"{where}: alternative paths must have one primitive type, got {sorted(kinds)}"
-            )
+            raise ProfileError(f"{where}: alternative paths must have one primitive type, got {sorted(kinds)}")
         kind = kinds.pop()
         if paths == (("created",),):
             kind = "timestamp"

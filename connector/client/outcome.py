@@ -1,0 +1,32 @@
+"""`Outcome`: what the client hands back for every request, whether it worked or not."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Outcome"]
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """The result of one request, after all its attempts.
+
+    `body` is the raw response body of the last attempt (the error JSON too, for a 4xx/5xx), or for a stream
+    the assembled `chat.completion` / `text_completion` body; None when no complete response arrived.
+    `error` is None exactly when the request succeeded (2xx and, for a stream, `[DONE]` and a
+    `finish_reason` on every choice); a 2xx body is not checked further (that is the deserializer's job).
+    """
+
+    index: int  # position in the list that was submitted (0 for a single `send`)
+    body: bytes | None
+    status: int | None  # HTTP status of the last attempt; None: no response (connect error, timeout, reset)
+    latency_ms: float  # first attempt sent -> last byte of the last attempt, backoff included
+    attempts: int
+    request_id: str  # sent as x-request-id, the same on every attempt
+    error: str | None
+    ttft_ms: float | None = None  # streaming: last attempt sent -> first content chunk
+    backoff_s: float = 0.0  # total time slept between attempts
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None

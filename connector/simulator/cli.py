@@ -1,0 +1,179 @@
+"""`dspark-vllm simulate`: run the vLLM-compatible simulator (see `connector.simulator.server`)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import multiprocessing
+import os
+import signal
+import socket
+import sys
+
+from connector.errors import DsparkError
+from connector.simulator.server import FAULT_KINDS, Simulator, SimulatorConfig, parse_fault
+
+__all__ = ["add_arguments", "config_from_args", "config_to_args", "run"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed at start)")
+    parser.add_argument(
+        "--profile",
+        action="append",
+        dest="profiles",
+        metavar="NAME|FILE",
+        help="profile of a served model; repeat to serve several models (default openai)",
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        metavar="NAME",
+        help="served model name, one per --profile (default: a real model of that kind)",
+    )
+    parser.add_argument("--seed", type=int, default=0, help="same seed and request: same body")
+    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every completion")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +- around --latency-ms")
+    parser.add_argument("--itl-ms", type=float, default=0.0, help="delay between stream chunks")
+    parser.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        metavar="KIND=RATE",
+        help=f"inject a fault into RATE of the completions; KIND: {', '.join(FAULT_KINDS)}",
+    )
+    parser.add_argument("--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503")
+    parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault")
+    parser.add_argument("--hang-s", type=float, default=3600.0, help="how long the 'hang' fault waits")
+    parser.add_argument("--big-mb", type=float, default=4.0, help="content size of the 'big' fault")
+    parser.add_argument(
+        "--api-key",
+        default=os.environ.get("DSPARK_SIM_API_KEY"),
+        help="require 'Authorization: Bearer KEY' on /v1/* (default $DSPARK_SIM_API_KEY)",
+    )
+    parser.add_argument("--max-model-len", type=int, default=8192)
+    parser.add_argument("--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content)")
+    parser.add_argument("--no-metrics", action="store_true", help="no per-request `metrics` in bodies")
+    parser.add_argument("--no-json-schema", action="store_true", help="no /health/json-schema, like a plain vLLM")
+    parser.add_argument("--created", type=int, default=None, help="fixed `created` (Unix s) instead of the clock")
+    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT)")
+
+
+def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
+    return SimulatorConfig(
+        profiles=tuple(args.profiles or ("openai",)),
+        models=tuple(args.models or ()),
+        seed=args.seed,
+        latency_ms=args.latency_ms,
+        jitter_ms=args.jitter_ms,
+        itl_ms=args.itl_ms,
+        faults=dict(parse_fault(spec) for spec in args.fault),
+        retry_after_s=args.retry_after,
+        slow_ms=args.slow_ms,
+        hang_s=args.hang_s,
+        big_bytes=int(args.big_mb * 1024 * 1024),
+        api_key=args.api_key,
+        max_model_len=args.max_model_len,
+        metrics=not args.no_metrics,
+        version=args.vllm_version,
+        json_schema=not args.no_json_schema,
+        created=args.created,
+    )
+
+
+def config_to_args(config: SimulatorConfig) -> list[str]:
+    """The command-line arguments that make `config` (for a simulator in a subprocess)."""
+    default = SimulatorConfig()
+    args: list[str] = []
+    for p in config.profiles:
+        args += ["--profile", p]
+    for m in config.models:
+        args += ["--model", m]
+    flags = {
+        "seed": "--seed",
+        "latency_ms": "--latency-ms",
+        "jitter_ms": "--jitter-ms",
+        "itl_ms": "--itl-ms",
+        "retry_after_s": "--retry-after",
+        "slow_ms": "--slow-ms",
+        "hang_s": "--hang-s",
+        "max_model_len": "--max-model-len",
+        "version": "--vllm-version",
+        "created": "--created",
+    }
+    for name, flag in flags.items():
+        if getattr(config, name) != getattr(default, name):
+            args += [flag, str(getattr(config, name))]
+    if config.big_bytes != default.big_bytes:
+        args += ["--big-mb", repr(config.big_bytes / (1024 * 1024))]
+    for kind, rate in config.faults.items():
+        args += ["--fault", f"{kind}={rate!r}"]
+    if not config.metrics:
+        args.append("--no-metrics")
+    if not config.json_schema:
+        args.append("--no-json-schema")
+    if config.extra_fields:
+        raise DsparkError("extra_fields can only be set on a simulator in this process (mode='thread')")
+    # config.api_key is not an argument: it travels in $DSPARK_SIM_API_KEY (`ps` shows command lines).
+    return args
+
+
+async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool, announce: bool) -> None:
+    sim = Simulator(config)
+    bound_host, bound_port = await sim.start(host, port, reuse_port=reuse_port)
+    if announce:
+        faults = ", ".join(f"{k}={v:g}" for k, v in config.faults.items()) or "none"
+        print(
+            f"dspark-vllm simulator listening on http://{bound_host}:{bound_port} "
+            f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults})",
+            flush=True,
+        )
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    await stop.wait()
+    await sim.close()
+
+
+def _worker(config: SimulatorConfig, host: str, port: int) -> None:
+    asyncio.run(_serve(config, host, port, reuse_port=True, announce=False))
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = config_from_args(args)
+        Simulator(config)  # profiles load here: a bad one fails before any port is bound
+    except DsparkError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.workers <= 1:
+        asyncio.run(_serve(config, args.host, args.port, reuse_port=False, announce=True))
+        return 0
+    port = args.port
+    if port == 0:
+        with socket.socket() as s:
+            s.bind((args.host, 0))
+            port = s.getsockname()[1]
+    ctx = multiprocessing.get_context("fork")
+    workers = [
+        ctx.Process(target=_worker, args=(config, args.host, port), daemon=True) for _ in range(args.workers - 1)
+    ]
+    for w in workers:
+        w.start()
+    try:
+        asyncio.run(_serve(config, args.host, port, reuse_port=True, announce=True))
+    finally:
+        for w in workers:
+            if w.pid is not None:
+                os.kill(w.pid, signal.SIGTERM)
+            w.join(5)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dspark-vllm simulate", description=__doc__)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))

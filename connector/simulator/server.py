@@ -1,0 +1,734 @@
+"""A vLLM-compatible HTTP server for tests, demos and benchmarks: plain asyncio, no dependencies.
+
+It speaks HTTP/1.1 with keep-alive on `asyncio.Protocol` (a hand-written parser: requests with a
+Content-Length body, which is what OpenAI clients send) because a server framework would cost more CPU per
+request than the client under test; see docs/client-and-simulator.md for the measured rates.
+
+Endpoints: POST /v1/chat/completions and /v1/completions (also `stream: true`, SSE), GET /v1/models, /health,
+/health/json-schema, /version, /metrics (Prometheus text) and /openapi.json. Faults are drawn per completion
+request with the configured rates (`Faults`), or forced by a request header (`x-dspark-fault: KIND` or
+`KIND*N`: the first N attempts of a request, keyed by its `x-request-id`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import socket
+import struct
+import time
+from collections import Counter
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from connector.errors import OptionsError
+from connector.profiles import Profile, load_profile
+from connector.simulator.responses import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_MODELS,
+    BodyOptions,
+    count_prompt_tokens,
+    error_body,
+    make_body,
+    request_rng,
+    stream_chunks,
+    to_bytes,
+)
+
+__all__ = ["FAULT_KINDS", "Simulator", "SimulatorConfig", "parse_fault"]
+
+# Every fault the simulator can inject, in the order they are drawn.
+FAULT_KINDS = (
+    "429",  # 429 Too Many Requests with Retry-After
+    "500",  # 500 Internal Server Error (vLLM's error body)
+    "502",  # 502 Bad Gateway (as a proxy in front of vLLM says it)
+    "503",  # 503 Service Unavailable with Retry-After
+    "504",  # 504 Gateway Timeout
+    "slow",  # the response comes slow_ms late
+    "hang",  # no response for hang_s (past any sensible client timeout), then the connection is closed
+    "reset",  # the connection is reset (TCP RST) before any response
+    "cut",  # headers announce the full body, the connection closes half way through it
+    "truncate",  # 200 with the body cut half way (a consistent Content-Length); a stream stops without [DONE]
+    "malformed",  # 200 with a body that is not JSON
+    "invalid-utf8",  # 200 with invalid UTF-8 bytes inside the content string
+    "big",  # 200 with a content of big_bytes
+)
+SERVER_NAME = "dspark-vllm-simulator"
+
+
+def parse_fault(spec: str) -> tuple[str, float]:
+    """'429=0.1' -> ('429', 0.1); the message names the fix."""
+    kind, sep, rate_text = spec.partition("=")
+    kind = kind.strip()
+    if kind not in FAULT_KINDS:
+        raise OptionsError(f"unknown fault {kind!r} in {spec!r}: use one of {', '.join(FAULT_KINDS)}")
+    try:
+        rate = float(rate_text) if sep else 1.0
+    except ValueError:
+        raise OptionsError(f"fault {spec!r}: the rate must be a number in [0, 1], as in {kind}=0.05") from None
+    if not 0.0 <= rate <= 1.0:
+        raise OptionsError(f"fault {spec!r}: the rate must be in [0, 1]")
+    return kind, rate
+
+
+@dataclass(frozen=True)
+class SimulatorConfig:
+    """How the simulator behaves. Every field is a `dspark-vllm simulate` option."""
+
+    profiles: tuple[str, ...] = ("openai",)  # built-in names or files; one served model per profile
+    models: tuple[str, ...] = ()  # model names, in the order of `profiles` (default: DEFAULT_MODELS)
+    seed: int = 0
+    latency_ms: float = 0.0  # added to every completion
+    jitter_ms: float = 0.0  # +- uniform around latency_ms
+    itl_ms: float = 0.0  # delay between stream chunks
+    faults: Mapping[str, float] = field(default_factory=dict)  # kind -> rate
+    retry_after_s: float = 1.0  # the Retry-After of 429 and 503
+    slow_ms: float = 2000.0
+    hang_s: float = 3600.0
+    big_bytes: int = 4 * 1024 * 1024
+    api_key: str | None = None  # like vllm --api-key: /v1/* then needs `Authorization: Bearer KEY`
+    max_model_len: int = 8192
+    metrics: bool = True  # per-request `metrics` in bodies (vllm --enable-per-request-metrics)
+    version: str = "0.32.0"
+    json_schema: bool = True  # serve /health/json-schema (False: like a plain vLLM)
+    extra_fields: Mapping[str, Any] = field(default_factory=dict)  # added to every body and to the schema
+    created: int | None = None  # fixed `created` (Unix s); None: the clock
+
+    def __post_init__(self) -> None:
+        if not self.profiles:
+            raise OptionsError("the simulator needs at least one profile")
+        if self.models and len(self.models) != len(self.profiles):
+            raise OptionsError("give one --model per --profile, in the same order")
+        for kind, rate in self.faults.items():
+            if kind not in FAULT_KINDS:
+                raise OptionsError(f"unknown fault {kind!r}: use one of {', '.join(FAULT_KINDS)}")
+            if not 0.0 <= rate <= 1.0:
+                raise OptionsError(f"fault {kind!r}: the rate must be in [0, 1], got {rate}")
+        if sum(self.faults.values()) > 1.0 + 1e-9:
+            raise OptionsError("the fault rates add up to more than 1")
+
+
+@dataclass
+class _Request:
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes
+
+
+@dataclass
+class _Response:
+    status: int
+    body: bytes
+    content_type: str = "application/json"
+    headers: Sequence[tuple[str, str]] = ()
+
+
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    401: "Unauthorized",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    411: "Length Required",
+    413: "Payload Too Large",
+    429: "Too Many Requests",
+    500: "Internal Server Error",
+    502: "Bad Gateway",
+    503: "Service Unavailable",
+    504: "Gateway Timeout",
+}
+_ERROR_TYPES = {
+    400: "BadRequestError",
+    404: "NotFoundError",
+    429: "TooManyRequestsError",
+    500: "InternalServerError",
+    502: "BadGateway",
+    503: "ServiceUnavailableError",
+    504: "GatewayTimeout",
+}
+_MAX_HEAD = 64 * 1024
+_MAX_BODY = 64 * 1024 * 1024
+
+
+def _head(status: int, content_type: str, length: int | None, extra: Sequence[tuple[str, str]], close: bool) -> bytes:
+    lines = [
+        f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
+        f"server: {SERVER_NAME}",
+        f"content-type: {content_type}",
+    ]
+    lines.append(f"content-length: {length}" if length is not None else "transfer-encoding: chunked")
+    lines.extend(f"{k}: {v}" for k, v in extra)
+    if close:
+        lines.append("connection: close")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+
+
+class _Connection(asyncio.Protocol):
+    """One client connection: parses requests, answers them in order (one at a time)."""
+
+    def __init__(self, sim: Simulator) -> None:
+        self.sim = sim
+        self.buf = bytearray()
+        self.busy = False
+        self.closed = False
+        self.task: asyncio.Task[None] | None = None
+        self.transport: asyncio.Transport | None = None
+
+    # --- asyncio.Protocol --------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        self.sim.stats["connections_total"] += 1
+        self.sim.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.sim.connections.discard(self)
+        if self.task is not None and not self.task.done():
+            self.task.cancel()
+
+    def data_received(self, data: bytes) -> None:
+        self.buf += data
+        if not self.busy:
+            self._process()
+
+    # --- writing -----------------------------------------------
+    def write(self, data: bytes) -> None:
+        if not self.closed and self.transport is not None:
+            self.transport.write(data)
+
+    def respond(self, response: _Response, request_id: str | None, close: bool) -> None:
+        extra = list(response.headers)
+        if request_id:
+            extra.append(("x-request-id", request_id))
+        self.sim.stats[f"status_{response.status}"] += 1
+        self.write(_head(response.status, response.content_type, len(response.body), extra, close) + response.body)
+        if close:
+            self.close()
+
+    def close(self) -> None:
+        if self.transport is not None and not self.closed:
+            self.closed = True
+            self.transport.close()
+
+    def reset(self) -> None:
+        """Close with a TCP RST (SO_LINGER 0), as a crashed server or a middlebox does."""
+        if self.transport is None or self.closed:
+            return
+        sock = self.transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.closed = True
+        self.transport.abort()
+
+    # --- reading -----------------------------------------------
+    def _process(self) -> None:
+        while not self.closed:
+            end = self.buf.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buf) > _MAX_HEAD:
+                    self.respond(_Response(413, b'{"detail":"request head too large"}'), None, close=True)
+                return
+            try:
+                lines = self.buf[:end].decode("latin-1").split("\r\n")
+                method, target, version = lines[0].split(" ", 2)
+                headers = {}
+                for line in lines[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                length = int(headers.get("content-length", "0"))
+            except ValueError:
+                self.respond(_Response(400, b'{"detail":"malformed request"}'), None, close=True)
+                return
+            if "transfer-encoding" in headers:
+                self.respond(_Response(411, b'{"detail":"send a Content-Length"}'), None, close=True)
+                return
+            if length > _MAX_BODY:
+                self.respond(_Response(413, b'{"detail":"request body too large"}'), None, close=True)
+                return
+            if len(self.buf) < end + 4 + length:
+                return
+            body = bytes(self.buf[end + 4 : end + 4 + length])
+            del self.buf[: end + 4 + length]
+            path, _, query = target.partition("?")
+            close = version != "HTTP/1.1" or headers.get("connection", "").lower() == "close"
+            request = _Request(method, path, query, headers, body)
+            result = self.sim.dispatch(request, self)
+            if isinstance(result, _Response):
+                self.respond(result, headers.get("x-request-id"), close)
+                continue
+            self.busy = True
+            self.task = asyncio.get_running_loop().create_task(self._finish(result, request, close))
+            return
+
+    async def _finish(self, pending: Awaitable[_Response | None], request: _Request, close: bool) -> None:
+        self.sim.in_flight += 1
+        self.sim.stats["in_flight_max"] = max(self.sim.stats["in_flight_max"], self.sim.in_flight)
+        try:
+            response = await pending
+            if response is not None:
+                self.respond(response, request.headers.get("x-request-id"), close)
+            elif close:
+                self.close()
+        except asyncio.CancelledError:
+            return
+        finally:
+            self.sim.in_flight -= 1
+            self.busy = False
+        if self.buf and not self.closed:
+            self._process()
+
+
+class Simulator:
+    """The server: `await start(host, port)`, then `await close()`. `stats` counts what happened."""
+
+    def __init__(self, config: SimulatorConfig | None = None) -> None:
+        self.config = config or SimulatorConfig()
+        self.profiles: dict[str, Profile] = {}
+        for i, name in enumerate(self.config.profiles):
+            profile = load_profile(name)
+            model = self.config.models[i] if self.config.models else DEFAULT_MODELS.get(profile.name, profile.name)
+            self.profiles[model] = profile
+        self.default_model = next(iter(self.profiles))
+        self.rng = random.Random(self.config.seed)
+        self.stats: Counter[str] = Counter()
+        self.in_flight = 0
+        self.connections: set[_Connection] = set()
+        self.forced: Counter[str] = Counter()  # x-dspark-fault KIND*N: attempts seen per request id
+        self.started = time.time()
+        self._server: asyncio.base_events.Server | None = None
+        self._configured()
+        self._routes: dict[tuple[str, str], Callable[[_Request], _Response]] = {
+            ("GET", "/health"): lambda r: _Response(200, b"", "text/plain"),
+            ("GET", "/health/json-schema"): self._json_schema,
+            ("GET", "/version"): lambda r: self._json(200, {"version": self.config.version}),
+            ("GET", "/v1/models"): self._models,
+            ("GET", "/metrics"): self._metrics,
+            ("GET", "/openapi.json"): self._openapi,
+        }
+
+    def reconfigure(self, **changes: Any) -> None:
+        """Change the configuration of a running simulator (tests: a new field, other faults)."""
+        self.config = replace(self.config, **changes)
+        self._configured()
+
+    def _configured(self) -> None:
+        self._fault_table = [(k, r) for k in FAULT_KINDS if (r := self.config.faults.get(k, 0.0)) > 0]
+        old = _version(self.config.version) < (0, 10)
+        self._reasoning_field = "reasoning_content" if old else "reasoning"
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0, reuse_port: bool = False) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: _Connection(self), host, port, backlog=1024, reuse_port=reuse_port or None
+        )
+        sockname = self._server.sockets[0].getsockname()
+        return sockname[0], sockname[1]
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            for conn in list(self.connections):
+                conn.close()
+            await self._server.wait_closed()
+
+    # --- routing -----------------------------------------------
+    @staticmethod
+    def _json(status: int, payload: Any, headers: Sequence[tuple[str, str]] = ()) -> _Response:
+        return _Response(status, to_bytes(payload), "application/json", headers)
+
+    def _error(self, status: int, message: str, param: str | None = None) -> _Response:
+        return self._json(status, error_body(message, _ERROR_TYPES.get(status, "Error"), status, param))
+
+    def dispatch(self, request: _Request, conn: _Connection) -> _Response | Awaitable[_Response | None]:
+        self.stats[f"requests {request.path}"] += 1
+        key = self.config.api_key
+        if (
+            key is not None
+            and request.path.startswith("/v1/")
+            and request.headers.get("authorization") != (f"Bearer {key}")
+        ):
+            return self._json(401, {"error": "Unauthorized"})
+        if request.path in ("/v1/chat/completions", "/v1/completions"):
+            if request.method != "POST":
+                return self._json(405, {"detail": "Method Not Allowed"})
+            return self._completion(request, conn)
+        route = self._routes.get((request.method, request.path))
+        if route is not None:
+            return route(request)
+        if any(path == request.path for _, path in self._routes):
+            return self._json(405, {"detail": "Method Not Allowed"})
+        return self._json(404, {"detail": "Not Found"})
+
+    def _profile_for(self, query: str) -> tuple[str, Profile]:
+        for part in query.split("&"):
+            key, _, value = part.partition("=")
+            if key == "model" and value in self.profiles:
+                return value, self.profiles[value]
+        return self.default_model, self.profiles[self.default_model]
+
+    def _json_schema(self, request: _Request) -> _Response:
+        if not self.config.json_schema:
+            return self._json(404, {"detail": "Not Found"})
+        model, profile = self._profile_for(request.query)
+        schema = profile.response_json_schema()
+        for name, value in self.config.extra_fields.items():
+            schema["properties"][name] = {"type": _json_type(value)}
+        schema["x-model"] = model
+        schema["x-server"] = f"{SERVER_NAME} (vLLM {self.config.version} shape)"
+        return self._json(200, schema)
+
+    def _models(self, request: _Request) -> _Response:
+        data = [
+            {
+                "id": model,
+                "object": "model",
+                "created": int(self.started),
+                "owned_by": "vllm",
+                "root": model,
+                "parent": None,
+                "max_model_len": self.config.max_model_len,
+                "permission": [
+                    {
+                        "id": f"modelperm-{i}",
+                        "object": "model_permission",
+                        "created": int(self.started),
+                        "allow_create_engine": False,
+                        "allow_sampling": True,
+                        "allow_logprobs": True,
+                        "allow_search_indices": False,
+                        "allow_view": True,
+                        "allow_fine_tuning": False,
+                        "organization": "*",
+                        "group": None,
+                        "is_blocking": False,
+                    }
+                ],
+            }
+            for i, model in enumerate(self.profiles)
+        ]
+        return self._json(200, {"object": "list", "data": data})
+
+    def _metrics(self, request: _Request) -> _Response:
+        s = self.stats
+        lines = [
+            "# HELP vllm:num_requests_running Number of requests in model execution batches.",
+            "# TYPE vllm:num_requests_running gauge",
+        ]
+        lines += [f'vllm:num_requests_running{{model_name="{m}"}} {self.in_flight}' for m in self.profiles]
+        lines += ["# TYPE dspark_sim_requests_total counter"]
+        lines += [f'dspark_sim_requests_total{{path="{k[9:]}"}} {v}' for k, v in s.items() if k.startswith("requests ")]
+        lines += ["# TYPE dspark_sim_responses_total counter"]
+        lines += [
+            f'dspark_sim_responses_total{{status="{k[7:]}"}} {v}' for k, v in s.items() if k.startswith("status_")
+        ]
+        lines += ["# TYPE dspark_sim_faults_total counter"]
+        lines += [f'dspark_sim_faults_total{{kind="{k[6:]}"}} {v}' for k, v in s.items() if k.startswith("fault ")]
+        lines += [
+            "# TYPE dspark_sim_connections_total counter",
+            f"dspark_sim_connections_total {s['connections_total']}",
+            "# TYPE dspark_sim_in_flight_max gauge",
+            f"dspark_sim_in_flight_max {s['in_flight_max']}",
+        ]
+        return _Response(200, ("\n".join(lines) + "\n").encode(), "text/plain; version=0.0.4")
+
+    def _openapi(self, request: _Request) -> _Response:
+        # Like vLLM's: request-side schemas and ErrorResponse; the 200 response schema is `{}`.
+        ok = {
+            "200": {"description": "Successful Response", "content": {"application/json": {"schema": {}}}},
+            "400": {
+                "description": "Bad Request",
+                "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorResponse"}}},
+            },
+        }
+        message = {"type": "object", "properties": {"role": {"type": "string"}, "content": {}}}
+        doc = {
+            "openapi": "3.1.0",
+            "info": {"title": "vLLM (dspark-vllm simulator)", "version": self.config.version},
+            "paths": {
+                "/v1/chat/completions": {
+                    "post": {
+                        "requestBody": {
+                            "content": {
+                                "application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}
+                            }
+                        },
+                        "responses": ok,
+                    }
+                },
+                "/v1/completions": {
+                    "post": {
+                        "requestBody": {
+                            "content": {
+                                "application/json": {"schema": {"$ref": "#/components/schemas/CompletionRequest"}}
+                            }
+                        },
+                        "responses": ok,
+                    }
+                },
+            },
+            "components": {
+                "schemas": {
+                    "ChatCompletionRequest": {
+                        "type": "object",
+                        "required": ["messages"],
+                        "properties": {
+                            "messages": {"type": "array", "items": message},
+                            "model": {"type": "string"},
+                            "max_tokens": {"type": "integer"},
+                            "n": {"type": "integer"},
+                            "stream": {"type": "boolean"},
+                            "response_format": {"type": "object"},
+                            "seed": {"type": "integer"},
+                        },
+                    },
+                    "CompletionRequest": {
+                        "type": "object",
+                        "required": ["prompt"],
+                        "properties": {
+                            "prompt": {},
+                            "model": {"type": "string"},
+                            "max_tokens": {"type": "integer"},
+                            "n": {"type": "integer"},
+                            "stream": {"type": "boolean"},
+                        },
+                    },
+                    "ErrorResponse": {
+                        "type": "object",
+                        "required": ["error"],
+                        "properties": {
+                            "error": {
+                                "type": "object",
+                                "properties": {
+                                    "message": {"type": "string"},
+                                    "type": {"type": "string"},
+                                    "param": {},
+                                    "code": {},
+                                },
+                            }
+                        },
+                    },
+                }
+            },
+        }
+        return self._json(200, doc)
+
+    # --- completions -------------------------------------------
+    def _draw_fault(self, request: _Request) -> str | None:
+        forced = request.headers.get("x-dspark-fault")
+        if forced:
+            kind, _, times = forced.partition("*")
+            if kind in FAULT_KINDS:
+                if not times:
+                    return kind
+                key = f"{forced}|{request.headers.get('x-request-id') or request.body!r}"
+                self.forced[key] += 1
+                return kind if self.forced[key] <= int(times) else None
+        if not self._fault_table:
+            return None
+        u = self.rng.random()
+        for kind, rate in self._fault_table:
+            if u < rate:
+                return kind
+            u -= rate
+        return None
+
+    def _validate(self, request: _Request) -> tuple[dict[str, Any], str, Profile] | _Response:
+        try:
+            payload = json.loads(request.body)
+        except (ValueError, UnicodeDecodeError) as exc:
+            return self._error(400, f"The request body is not valid JSON: {exc}")
+        if not isinstance(payload, dict):
+            return self._error(400, "The request body must be a JSON object")
+        chat = request.path == "/v1/chat/completions"
+        key = "messages" if chat else "prompt"
+        if key not in payload or (chat and not isinstance(payload[key], list)):
+            return self._error(400, f"Field required: {key}", key)
+        model = payload.get("model") or self.default_model
+        if model not in self.profiles:
+            return self._error(404, f"The model `{model}` does not exist.", "model")
+        payload["model"] = model
+        for name in ("n", "max_tokens"):
+            value = payload.get(name)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                return self._error(400, f"{name} must be at least 1, got {value}.", name)
+        prompt_tokens = count_prompt_tokens(payload)
+        max_tokens = payload.get("max_tokens") or 0
+        if prompt_tokens + max_tokens > self.config.max_model_len:
+            return self._error(
+                400,
+                f"This model's maximum context length is {self.config.max_model_len} tokens. However, you "
+                f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
+                f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
+            )
+        if payload.get("max_tokens") is None:
+            payload["max_tokens"] = min(DEFAULT_MAX_TOKENS, self.config.max_model_len - prompt_tokens)
+        return payload, model, self.profiles[model]
+
+    def _body(self, payload: dict[str, Any], profile: Profile) -> dict[str, Any]:
+        options = BodyOptions(
+            created=self.config.created, metrics=self.config.metrics, reasoning_field=self._reasoning_field
+        )
+        body = make_body(request_rng(self.config.seed, payload), profile, payload, options)
+        body.update(self.config.extra_fields)
+        return body
+
+    def _completion(self, request: _Request, conn: _Connection) -> _Response | Awaitable[_Response | None]:
+        fault = self._draw_fault(request)
+        if fault is not None:
+            self.stats[f"fault {fault}"] += 1
+        checked = self._validate(request)
+        if isinstance(checked, _Response) and fault in (None, "slow"):
+            return checked
+        delay = self.config.latency_ms
+        if self.config.jitter_ms:
+            delay = max(0.0, delay + (self.rng.random() * 2 - 1) * self.config.jitter_ms)
+        stream = not isinstance(checked, _Response) and bool(checked[0].get("stream"))
+        if fault is None and delay == 0 and not stream:
+            assert not isinstance(checked, _Response)
+            return self._json(200, self._body(checked[0], checked[2]))
+        return self._slow_completion(request, conn, checked, fault, delay / 1000.0, stream)
+
+    async def _slow_completion(
+        self,
+        request: _Request,
+        conn: _Connection,
+        checked: tuple[dict[str, Any], str, Profile] | _Response,
+        fault: str | None,
+        delay: float,
+        stream: bool,
+    ) -> _Response | None:
+        cfg = self.config
+        if fault == "slow":
+            delay += cfg.slow_ms / 1000.0
+        if delay > 0:
+            await asyncio.sleep(delay)
+        if fault in ("429", "503"):
+            return self._json(
+                int(fault),
+                error_body(_REASONS[int(fault)], _ERROR_TYPES[int(fault)], int(fault)),
+                [("retry-after", _seconds(cfg.retry_after_s))],
+            )
+        if fault in ("500", "502", "504"):
+            return self._error(int(fault), f"simulated {fault} ({_REASONS[int(fault)]})")
+        if fault == "hang":
+            await asyncio.sleep(cfg.hang_s)
+            conn.close()
+            return None
+        if fault == "reset":
+            conn.reset()
+            return None
+        if isinstance(checked, _Response):
+            return checked
+        payload, _, profile = checked
+        body = self._body(payload, profile)
+        if fault == "big":
+            target = body["choices"][0].get("message", body["choices"][0])
+            key = "content" if "message" in body["choices"][0] else "text"
+            seed_text = (target.get(key) or "lorem ipsum ") + "\n"
+            target[key] = (seed_text * (cfg.big_bytes // len(seed_text) + 1))[: cfg.big_bytes]
+        if stream:
+            await self._stream(request, conn, payload, body, fault)
+            return None
+        data = to_bytes(body)
+        if fault == "truncate":
+            data = data[: len(data) // 2]
+        elif fault == "malformed":
+            data = _malform(data, self.rng)
+        elif fault == "invalid-utf8":
+            data = _break_utf8(data)
+        elif fault == "cut":
+            conn.write(_head(200, "application/json", len(data), [], close=True) + data[: len(data) // 2])
+            conn.reset()
+            return None
+        return _Response(200, data)
+
+    async def _stream(
+        self,
+        request: _Request,
+        conn: _Connection,
+        payload: dict[str, Any],
+        body: dict[str, Any],
+        fault: str | None,
+    ) -> None:
+        include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+        chunks = stream_chunks(body, request_rng(self.config.seed + 1, payload), include_usage)
+        events = [b"data: " + to_bytes(c) + b"\n\n" for c in chunks]
+        done = True
+        if fault in ("truncate", "cut"):
+            events, done = events[: len(events) // 2], False
+        elif fault == "malformed":
+            events.insert(len(events) // 2, b'data: {"id": "chatcmpl-x", "choices": [\n\n')
+        elif fault == "invalid-utf8":
+            events.insert(len(events) // 2, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n')
+        if done:
+            events.append(b"data: [DONE]\n\n")
+        extra = [("cache-control", "no-cache")]
+        rid = request.headers.get("x-request-id")
+        if rid:
+            extra.append(("x-request-id", rid))
+        self.stats["status_200"] += 1
+        conn.write(_head(200, "text/event-stream; charset=utf-8", None, extra, close=False))
+        itl = self.config.itl_ms / 1000.0
+        for event in events:
+            if conn.closed:
+                return
+            conn.write(b"%x\r\n%s\r\n" % (len(event), event))
+            if itl:
+                await asyncio.sleep(itl)
+        if fault == "cut":
+            conn.reset()
+            return
+        conn.write(b"0\r\n\r\n")
+
+
+def _version(text: str) -> tuple[int, ...]:
+    parts = []
+    for part in text.split(".")[:3]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts)
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if value == int(value) else f"{value:g}"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, (list, tuple)):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "string"
+
+
+def _malform(data: bytes, rng: random.Random) -> bytes:
+    # Ways a broken proxy or a buggy server garbles JSON; the first bytes stay plausible.
+    variant = int(rng.random() * 4)
+    if variant == 0:
+        return data[:-1] + b",}"  # trailing comma
+    if variant == 1:
+        return data.replace(b'"object":', b"object:", 1)  # unquoted key
+    if variant == 2:
+        return data + b"\n<html>502 Bad Gateway</html>"  # trailing garbage
+    return data.replace(b'"choices":[', b'"choices":[[', 1)  # unbalanced brackets
+
+
+def _break_utf8(data: bytes) -> bytes:
+    # Invalid bytes inside a JSON string (the content), so only a UTF-8 check can see them.
+    for key in (b'"content":"', b'"text":"', b'"model":"'):
+        pos = data.find(key)
+        if pos >= 0:
+            pos += len(key)
+            return data[:pos] + b"\xff\xfe\xc3(" + data[pos:]
+    return data[:-1] + b'"\xff\xfe"}'
