@@ -69,9 +69,7 @@ def _field_type(logical: Any) -> FieldType:
     fields: tuple[tuple[str, FieldType], ...] = ()
     if root == "ROW":
         fields = tuple((f.getName(), _field_type(f.getType())) for f in logical.getFields())
-    return FieldType(
-        sql=logical.asSerializableString(), root=root, fields=fields, nullable=bool(logical.isNullable())
-    )
+    return FieldType(sql=logical.asSerializableString(), root=root, fields=fields, nullable=bool(logical.isNullable()))
 
 
 def _read(resolved: Any, catalog: str, database: str, name: str, temporary: bool) -> DeclaredTable:

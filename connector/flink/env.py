@@ -15,9 +15,7 @@ from connector.options import ARROW_BATCH, BUNDLE_SIZE, BUNDLE_TIME, Options
 
 __all__ = ["apply_settings", "local_environment", "ship_package"]
 
-_ROOT = (
-    Path(__file__).resolve().parents[2]
-)  # the directory that holds connector/ (and schemas/ in a checkout)
+_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds connector/ (and schemas/ in a checkout)
 _shipped: dict[int, str] = {}
 
 
@@ -29,7 +27,7 @@ def _installed() -> bool:
 def ship_package(t_env: TableEnvironment) -> str | None:
     """Make `connector` importable by the Python workers, also where it is not installed (a checkout).
 
-    A copy of `connector/` and `schemas/` goes into a temporary directory that is added to `python.files`
+    A copy of `connector/` (built-in profiles included) goes into a temporary directory that is added to `python.files`
     (it precedes site-packages on the workers, so a checkout wins over an older installed copy).
     """
     if _installed():
@@ -40,8 +38,6 @@ def ship_package(t_env: TableEnvironment) -> str | None:
     staging = Path(tempfile.mkdtemp(prefix="dspark-vllm-pyfiles-"))
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(_ROOT / "connector", staging / "connector", ignore=ignore)
-    if (_ROOT / "schemas").is_dir():
-        shutil.copytree(_ROOT / "schemas", staging / "schemas", ignore=ignore)
     existing = config.get("python.files", "")
     config.set("python.files", ",".join(p for p in (existing, str(staging)) if p))
     _shipped[id(t_env)] = str(staging)

@@ -102,8 +102,7 @@ def _column_sql(column: DeclaredColumn, flat: dict[str, str]) -> str:
         key = column.metadata_key or column.name
         if key not in METADATA:
             raise OptionsError(
-                f"Column '{column.name}': unknown metadata key '{key}'; "
-                f"use one of {', '.join(sorted(METADATA))}."
+                f"Column '{column.name}': unknown metadata key '{key}'; use one of {', '.join(sorted(METADATA))}."
             )
         internal, itype = METADATA[key]
         target = column.type.nullable_sql
@@ -117,10 +116,7 @@ def _declared_view_sql(declared: DeclaredTable, all_view: str, flat: dict[str, s
     select = f"SELECT {', '.join(inner)} FROM {quote(all_view)} WHERE `_error` IS NULL"
     if not any(c.kind == "computed" for c in declared.columns):
         return select
-    outer = [
-        f"{c.expression} AS {quote(c.name)}" if c.kind == "computed" else quote(c.name)
-        for c in declared.columns
-    ]
+    outer = [f"{c.expression} AS {quote(c.name)}" if c.kind == "computed" else quote(c.name) for c in declared.columns]
     return f"SELECT {', '.join(outer)} FROM ({select})"
 
 
@@ -208,9 +204,7 @@ def build(t_env: TableEnvironment, declared: DeclaredTable, options: Options) ->
     parse = parse_udf(function)
     passthrough = list(PASSTHROUGH)
     parsed = source.select(*[col(n) for n in passthrough], call(parse, *inputs).alias("_p"))
-    flat = parsed.select(
-        *[col("_p").get(f.name).alias(f.name) for f in schema], *[col(n) for n in passthrough]
-    )
+    flat = parsed.select(*[col("_p").get(f.name).alias(f.name) for f in schema], *[col(n) for n in passthrough])
 
     all_view = _internal(declared, "all")
     if declared.watermark is not None:
@@ -231,9 +225,7 @@ def build(t_env: TableEnvironment, declared: DeclaredTable, options: Options) ->
         t_env.execute_sql(f"DROP TEMPORARY TABLE {quote(declared.name)}")
     t_env.execute_sql(f"CREATE TEMPORARY VIEW {quote(declared.name)} AS {view_sql}")
     t_env.execute_sql(f"DROP TEMPORARY VIEW IF EXISTS {quote(errors_table)}")
-    t_env.execute_sql(
-        f"CREATE TEMPORARY VIEW {quote(errors_table)} AS {_errors_view_sql(all_view, options, full)}"
-    )
+    t_env.execute_sql(f"CREATE TEMPORARY VIEW {quote(errors_table)} AS {_errors_view_sql(all_view, options, full)}")
     return Built(declared.name, errors_table, all_view, full.name)
 
 
