@@ -36,7 +36,8 @@ __all__ = [
     "profile_for_model",
 ]
 
-BUILTIN_DIR = Path(__file__).resolve().parent.parent / "schemas"
+# A link to the top-level schemas/ in a checkout; real files in an installed wheel.
+BUILTIN_DIR = Path(__file__).resolve().parent / "_schemas"
 CreatedUnit = Literal["seconds", "millis", "iso"]
 ContentKind = Literal["string", "integer", "number", "boolean", "array", "json"]
 PRIMITIVES = ("string", "integer", "number", "boolean")
@@ -258,10 +259,7 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
         columns.append({"name": field, "path": field})
         names.add(field)
 
-    if "content" in data:
-        content_schema = data["content"]
-    else:
-        content_schema = parent.content_schema if parent is not None else None
+    content_schema = data.get("content", parent.content_schema if parent is not None else None)
     properties: list[ContentProperty] = []
     if content_schema is not None:
         try:

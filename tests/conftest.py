@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from connector.decode.readers import select_reader
+from connector.errors import BackendUnavailable
+
 
 @pytest.fixture(scope="session")
 def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
@@ -42,3 +45,21 @@ def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLConte
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context
+
+
+def _gpu_skip_reason() -> str | None:
+    try:
+        select_reader("gpu")
+    except BackendUnavailable as exc:
+        return f"gpu backend unavailable here: {exc}"
+    return None
+
+
+@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
+def backend(request: pytest.FixtureRequest) -> str:
+    """Every deserializer test runs on each backend; gpu is skipped, with the reason, where it cannot run."""
+    if request.param == "gpu":
+        reason = _gpu_skip_reason()
+        if reason:
+            pytest.skip(reason)
+    return request.param

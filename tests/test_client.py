@@ -39,9 +39,7 @@ def run(coro):  # type: ignore[no-untyped-def]
     return asyncio.run(coro)
 
 
-async def send_all(
-    url: str, payloads: list[dict[str, object]], **options: object
-) -> list[connector.client.Outcome]:
+async def send_all(url: str, payloads: list[dict[str, object]], **options: object) -> list[connector.client.Outcome]:
     async with VllmClient(url, **options) as client:
         return await client.send_all(payloads)
 
@@ -102,9 +100,7 @@ def test_a_request_without_messages_or_prompt_is_an_outcome(sim) -> None:  # typ
 @pytest.mark.parametrize("status", [429, 502, 503, 504])
 def test_retryable_statuses_are_retried(sim, status: int) -> None:  # type: ignore[no-untyped-def]
     headers = {"x-dspark-fault": f"{status}*2"}
-    outcomes = run(
-        send_all(sim.url, [chat(f"r{i}") for i in range(3)], headers=headers, rng=random.Random(1), **FAST)
-    )
+    outcomes = run(send_all(sim.url, [chat(f"r{i}") for i in range(3)], headers=headers, rng=random.Random(1), **FAST))
     for outcome in outcomes:
         assert (outcome.status, outcome.attempts, outcome.error) == (200, 3, None)
     if status in (429, 503):  # Retry-After: 0.01 is honoured exactly, instead of the backoff
@@ -112,9 +108,7 @@ def test_retryable_statuses_are_retried(sim, status: int) -> None:  # type: igno
 
 
 def test_backoff_uses_the_jitter_rng(sim) -> None:  # type: ignore[no-untyped-def]
-    (outcome,) = run(
-        send_all(sim.url, [chat()], headers={"x-dspark-fault": "502*3"}, rng=random.Random(7), **FAST)
-    )
+    (outcome,) = run(send_all(sim.url, [chat()], headers={"x-dspark-fault": "502*3"}, rng=random.Random(7), **FAST))
     rng = random.Random(7)
     expected = sum(backoff_delay(a, 0.001, 0.002, rng) for a in (1, 2, 3))
     assert (outcome.attempts, outcome.backoff_s) == (4, expected)
@@ -155,9 +149,7 @@ def test_client_errors_are_not_retried(sim) -> None:  # type: ignore[no-untyped-
 def test_broken_connections_are_retried(sim, fault: str) -> None:  # type: ignore[no-untyped-def]
     once = run(send_all(sim.url, [chat(fault)], headers={"x-dspark-fault": f"{fault}*1"}, **FAST))[0]
     assert (once.status, once.attempts, once.error) == (200, 2, None)
-    always = run(send_all(sim.url, [chat(fault)], headers={"x-dspark-fault": fault}, max_attempts=2, **FAST))[
-        0
-    ]
+    always = run(send_all(sim.url, [chat(fault)], headers={"x-dspark-fault": fault}, max_attempts=2, **FAST))[0]
     assert (always.status, always.body, always.attempts) == (None, None, 2)
     assert always.error.startswith(("ReadError", "RemoteProtocolError"))
     assert always.error.endswith("(gave up after 2 attempts)")
@@ -202,9 +194,7 @@ def test_one_failure_never_fails_the_others() -> None:
     # (hangs have their own test: a timeout here would make the counts depend on the machine's speed)
     faults = {"500": 0.2, "reset": 0.1, "malformed": 0.1, "429": 0.1}
     with serve_simulator(seed=4, faults=faults, retry_after_s=0) as running:
-        outcomes = run(
-            send_all(running.url, [chat(f"q{i}") for i in range(120)], concurrency=16, max_attempts=1)
-        )
+        outcomes = run(send_all(running.url, [chat(f"q{i}") for i in range(120)], concurrency=16, max_attempts=1))
         stats = running.stats()
     assert [o.index for o in outcomes] == list(range(120))
     assert stats["fault 500"] > 10 and stats["fault reset"] > 5 and stats["fault 429"] > 5
@@ -378,9 +368,7 @@ def test_stream_assembler_edge_cases() -> None:
     assert json.loads(a.finish())["choices"][0]["message"]["content"] == "hello"
 
     no_finish = StreamAssembler()
-    no_finish.feed(
-        b'data: {"object":"text_completion","choices":[{"index":0,"text":"x"}]}\n\ndata: [DONE]\n\n'
-    )
+    no_finish.feed(b'data: {"object":"text_completion","choices":[{"index":0,"text":"x"}]}\n\ndata: [DONE]\n\n')
     with pytest.raises(StreamError, match=r"without a finish_reason for choice\(s\) \[0\]"):
         no_finish.finish()
 

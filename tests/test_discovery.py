@@ -53,9 +53,7 @@ def test_arrow_to_flink_sql_refuses_what_flink_lacks() -> None:
 
 
 def test_ddl_columns() -> None:
-    schema = pa.schema(
-        [pa.field("line", pa.int64(), nullable=False), ("created", pa.timestamp("ms", tz="UTC"))]
-    )
+    schema = pa.schema([pa.field("line", pa.int64(), nullable=False), ("created", pa.timestamp("ms", tz="UTC"))])
     assert ddl_columns(schema) == "  `line` BIGINT NOT NULL,\n  `created` TIMESTAMP(3)"
 
 
@@ -72,9 +70,7 @@ def test_from_health_json_schema() -> None:
 
 
 def test_a_new_served_field_becomes_a_column() -> None:
-    with serve_simulator(
-        profiles=("coder",), extra_fields={"trace_id": "t-1", "cost": 0.5, "tags": ["a"]}
-    ) as sim:
+    with serve_simulator(profiles=("coder",), extra_fields={"trace_id": "t-1", "cost": 0.5, "tags": ["a"]}) as sim:
         found = discover_schema(sim.url)
     assert found.added_fields == ("trace_id", "cost")
     assert found.notes == ("field 'tags' (array) is not a primitive: not a column",)
@@ -118,9 +114,7 @@ def test_errors_are_one_clear_line() -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    with pytest.raises(
-        SchemaDiscoveryError, match=rf"^cannot connect to http://127.0.0.1:{port}: .*Is the server"
-    ):
+    with pytest.raises(SchemaDiscoveryError, match=rf"^cannot connect to http://127.0.0.1:{port}: .*Is the server"):
         discover_schema(f"http://127.0.0.1:{port}")
     with (
         serve_simulator(api_key="sk-x", json_schema=False) as sim,
@@ -151,9 +145,7 @@ def test_cache_notices_a_changed_schema_after_the_ttl(caplog) -> None:  # type: 
     changed: list[tuple[DiscoveredSchema, DiscoveredSchema]] = []
     caplog.set_level(logging.INFO, logger="connector.schema")
     with serve_simulator(profiles=("vl",)) as sim:
-        cache = SchemaCache(
-            ttl_s=60, clock=lambda: now[0], on_change=lambda old, new: changed.append((old, new))
-        )
+        cache = SchemaCache(ttl_s=60, clock=lambda: now[0], on_change=lambda old, new: changed.append((old, new)))
         first = cache.get(sim.url)
         assert sim.simulator is not None
         sim.simulator.reconfigure(extra_fields={"trace_id": "abc"})

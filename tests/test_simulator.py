@@ -89,14 +89,8 @@ def test_free_text_is_what_the_profile_extractors_read(profile: str) -> None:
     p = load_profile(profile)
     required = set(p.content_schema["required"])  # type: ignore[index]
     for i in range(60):
-        content = make_body(request_rng(1, chat(f"q{i}")), p, chat(f"q{i}"))["choices"][0]["message"][
-            "content"
-        ]
-        found = {
-            prop.name
-            for prop in p.content_properties
-            if prop.extract and prop.extract.pattern.search(content)
-        }
+        content = make_body(request_rng(1, chat(f"q{i}")), p, chat(f"q{i}"))["choices"][0]["message"]["content"]
+        found = {prop.name for prop in p.content_properties if prop.extract and prop.extract.pattern.search(content)}
         assert required <= found, content
 
 
@@ -106,9 +100,7 @@ def test_a_user_schema_is_honoured() -> None:
         "properties": {"score": {"type": "integer", "minimum": 1, "maximum": 5}, "tag": {"enum": ["a", "b"]}},
         "required": ["score", "tag"],
     }
-    request = chat(
-        "rate it", response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}}
-    )
+    request = chat("rate it", response_format={"type": "json_schema", "json_schema": {"name": "r", "schema": schema}})
     for seed in range(30):
         content = make_body(request_rng(seed, request), "coder", request)["choices"][0]["message"]["content"]
         jsonschema.validate(json.loads(content), schema)
@@ -232,9 +224,7 @@ def test_info_endpoints(http: httpx.Client, sim) -> None:  # type: ignore[no-unt
     openapi = http.get("/openapi.json").json()
     assert "ErrorResponse" in openapi["components"]["schemas"]
     assert (
-        openapi["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["application/json"][
-            "schema"
-        ]
+        openapi["paths"]["/v1/chat/completions"]["post"]["responses"]["200"]["content"]["application/json"]["schema"]
         == {}
     )
     metrics = http.get("/metrics").text
@@ -263,9 +253,7 @@ def test_served_body_is_make_body(http: httpx.Client) -> None:
         (json.dumps(chat("x" * 40_000)).encode(), 400, "This model's maximum context length is 8192 tokens."),
     ],
 )
-def test_request_errors_have_vllm_shape(
-    http: httpx.Client, request_body: bytes, status: int, message: str
-) -> None:
+def test_request_errors_have_vllm_shape(http: httpx.Client, request_body: bytes, status: int, message: str) -> None:
     response = http.post("/v1/chat/completions", content=request_body)
     assert response.status_code == status
     error = response.json()["error"]

@@ -82,9 +82,7 @@ class ClientConfig:
             if not ok:
                 raise OptionsError(f"client option '{name}' must be {rule}")
         if not self.base_url.startswith(("http://", "https://")):
-            raise OptionsError(
-                f"client option 'base_url' must start with http:// or https://, got {self.base_url!r}"
-            )
+            raise OptionsError(f"client option 'base_url' must start with http:// or https://, got {self.base_url!r}")
 
     @property
     def root_url(self) -> str:
@@ -141,9 +139,7 @@ class VllmClient:
             profile = profile if isinstance(profile, Profile) else load_profile(profile)
             self._response_format = profile.response_format()
             if self._response_format is None:
-                raise OptionsError(
-                    f"profile {profile.name!r} has no content schema to send as response_format"
-                )
+                raise OptionsError(f"profile {profile.name!r} has no content schema to send as response_format")
         headers = {"user-agent": USER_AGENT, "content-type": "application/json", **config.headers}
         api_key = config.resolve_api_key()
         if api_key:
@@ -203,23 +199,17 @@ class VllmClient:
             request["stream_options"] = options
         return request
 
-    async def send(
-        self, payload: Mapping[str, Any], *, index: int = 0, request_id: str | None = None
-    ) -> Outcome:
+    async def send(self, payload: Mapping[str, Any], *, index: int = 0, request_id: str | None = None) -> Outcome:
         """Send one request (chat if it has `messages`, completions if `prompt`), retrying as configured."""
         request_id = request_id or uuid.uuid4().hex
         endpoint = endpoint_for(payload)
         if endpoint is None:
-            return Outcome(
-                index, None, None, 0.0, 0, request_id, "the request has neither 'messages' nor 'prompt'"
-            )
+            return Outcome(index, None, None, 0.0, 0, request_id, "the request has neither 'messages' nor 'prompt'")
         request = self.prepare(payload)
         try:
             content = json.dumps(request, ensure_ascii=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            return Outcome(
-                index, None, None, 0.0, 0, request_id, f"the request is not JSON-serialisable: {exc}"
-            )
+            return Outcome(index, None, None, 0.0, 0, request_id, f"the request is not JSON-serialisable: {exc}")
         stream = bool(request.get("stream"))
         cfg = self.config
         start = time.perf_counter()
@@ -278,8 +268,7 @@ class VllmClient:
         except httpx.TransportError as exc:
             if _is_tls_failure(exc):
                 return _Attempt(
-                    error=f"TLS failure: {exc}. Check the certificate, or set verify=False only for "
-                    "a server you trust"
+                    error=f"TLS failure: {exc}. Check the certificate, or set verify=False only for a server you trust"
                 )
             retryable = isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError)
             return _Attempt(error=f"{type(exc).__name__}: {exc or 'connection failed'}", retryable=retryable)
@@ -375,9 +364,7 @@ async def _read_stream(response: httpx.Response, started: float) -> _Attempt:
                 ttft = (time.perf_counter() - started) * 1000.0
         body = assembler.finish()
     except StreamError as exc:
-        return _Attempt(
-            status=response.status_code, body=assembler.error_body, error=f"stream: {exc}", ttft_ms=ttft
-        )
+        return _Attempt(status=response.status_code, body=assembler.error_body, error=f"stream: {exc}", ttft_ms=ttft)
     return _Attempt(status=response.status_code, body=body, ttft_ms=ttft)
 
 

@@ -55,9 +55,7 @@ class StreamAssembler:
         try:
             chunk = json.loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
-            raise StreamError(
-                f"event {self.events} is not valid UTF-8: {exc.reason} at byte {exc.start}"
-            ) from None
+            raise StreamError(f"event {self.events} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
         except ValueError as exc:
             raise StreamError(f"event {self.events} is not valid JSON: {exc}") from None
         if not isinstance(chunk, dict):
@@ -79,9 +77,7 @@ class StreamAssembler:
             self.usage = chunk["usage"]
         for part in chunk.get("choices") or ():
             index = int(part.get("index", 0))
-            choice = self.choices.setdefault(
-                index, {"index": index, "parts": [], "reasoning": [], "tools": {}}
-            )
+            choice = self.choices.setdefault(index, {"index": index, "parts": [], "reasoning": [], "tools": {}})
             delta = part.get("delta")
             if isinstance(delta, dict):
                 if delta.get("role"):

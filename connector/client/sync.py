@@ -38,9 +38,7 @@ class BlockingClient:
             raise
 
     def send(self, payload: Mapping[str, Any], request_id: str | None = None) -> Outcome:
-        return asyncio.run_coroutine_threadsafe(
-            self.client.send(payload, request_id=request_id), self._loop
-        ).result()
+        return asyncio.run_coroutine_threadsafe(self.client.send(payload, request_id=request_id), self._loop).result()
 
     def send_all(self, payloads: Iterable[Mapping[str, Any]]) -> list[Outcome]:
         """One outcome per request, in the order given."""

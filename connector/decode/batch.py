@@ -1,15 +1,45 @@
-"""parse_batch: the one entry point of the deserializer (implementation in progress)."""
+"""parse_batch: raw response bodies -> typed rows + error rows, whichever backend reads the JSON.
+
+    >>> from connector.decode import parse_batch
+    >>> body = b'{"id":"c1","object":"chat.completion","created":1732950000,"model":"m","choices":[]}'
+    >>> result = parse_batch([body, b"not json"], profile="openai", backend="cpu")
+    >>> result.table.column("created")[0].as_py().isoformat(), result.errors.column("reason")[0].as_py()
+    ('2024-11-30T07:00:00+00:00', 'not JSON: Expecting value at char 0')
+
+The way of a batch: bodies that start like a JSON object are read together by the backend (`readers`);
+records it refuses are isolated (`isolate`); the nested result is flattened with pyarrow.compute (`flatten`);
+everything else goes through the exact path (`exact`), which gives a row or says why not. Then the contents
+are parsed a second time (`content`). All rows come back in input order.
+"""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
-from connector.profiles import Profile
+from connector.decode.content import parse_contents
+from connector.decode.exact import Rejected, decode_body
+from connector.decode.flatten import flatten
+from connector.decode.isolate import joined, read_isolating
+from connector.decode.readers import select_reader
+from connector.profiles import Profile, load_profile
+from connector.schema.columns import Column, body_columns, output_schema, read_schema
 
-__all__ = ["ParseResult", "parse_batch"]
+__all__ = ["ERRORS_SCHEMA", "ParseResult", "parse_batch"]
+
+ERRORS_SCHEMA = pa.schema(
+    [
+        pa.field("line", pa.int64(), nullable=False),
+        pa.field("reason", pa.string(), nullable=False),
+        pa.field("field", pa.string()),
+        pa.field("body", pa.binary()),
+    ]
+)
 
 
 @dataclass
@@ -17,10 +47,11 @@ class ParseResult:
     """Rows parsed from a batch, and one error row for every body that could not be parsed.
 
     `table` has the schema `connector.schema.columns.output_schema(profile)` (first column `line`: the
-    1-based position of the body in the input). `errors` has columns line (int64), reason (string),
-    field (string, null when not about one field) and body (binary, the raw body).
-    `backend` is the backend that parsed the batch ("cpu" or "gpu"); `fallback_reason` says why "auto"
-    did not use the GPU.
+    1-based position of the body in the input, counted from `first_line`). `errors` has `ERRORS_SCHEMA`:
+    line, reason, field (null when not about one field) and body (the raw bytes). `backend` is the
+    backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
+    `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads,
+    seconds.
     """
 
     table: pa.Table
@@ -30,10 +61,114 @@ class ParseResult:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    columns: tuple[Column, ...]
+    read_schema: pa.Schema
+    body_schema: pa.Schema
+    output_schema: pa.Schema
+
+
+_plans: dict[int, tuple[Profile, _Plan]] = {}
+
+
+def _plan(profile: Profile) -> _Plan:
+    cached = _plans.get(id(profile))
+    if cached is not None and cached[0] is profile:
+        return cached[1]
+    columns = body_columns(profile)
+    out = output_schema(profile)
+    plan = _Plan(
+        columns=columns,
+        read_schema=read_schema(columns, profile.created_unit),
+        body_schema=pa.schema(list(out)[: 1 + len(columns)]),
+        output_schema=out,
+    )
+    if len(_plans) > 64:
+        _plans.clear()
+    _plans[id(profile)] = (profile, plan)
+    return plan
+
+
+def _as_bytes(body: bytes | str | Any) -> bytes:
+    if isinstance(body, bytes):
+        return body
+    if isinstance(body, str):
+        # surrogatepass keeps unpaired surrogates as (invalid) bytes, so they are rejected like any bad UTF-8.
+        return body.encode("utf-8", "surrogatepass")
+    return bytes(body)
+
+
 def parse_batch(
     bodies: Sequence[bytes | str],
     profile: Profile | str = "openai",
     backend: str = "auto",
     first_line: int = 1,
 ) -> ParseResult:
-    raise NotImplementedError
+    """Parse raw response bodies into typed rows; every body gives a row or an error row.
+
+    `profile`: a `Profile`, a built-in profile name or a profile file path. `backend`: "cpu", "gpu" or
+    "auto" (the GPU when pylibcudf and a GPU are there, else the CPU, with one WARNING log saying why).
+    """
+    started = time.perf_counter()
+    if not isinstance(profile, Profile):
+        profile = load_profile(profile)
+    plan = _plan(profile)
+    reader, fallback_reason = select_reader(backend)
+    raw = [_as_bytes(b) for b in bodies]
+
+    # Only records that start like an object go to the reader: it would turn `null` into a row of nulls.
+    candidates = np.array([i for i, b in enumerate(raw) if b[:1] == b"{"], dtype=np.int64)
+    isolated = read_isolating(
+        reader, len(candidates), joined([raw[i] for i in candidates], reader.separator), plan.read_schema
+    )
+    good = candidates[np.array(isolated.good, dtype=np.int64)]
+    parsed = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else plan.read_schema.empty_table()
+    values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
+    keep = ~needs_exact
+    fast_index = good[keep]
+    fast_columns = [values[c.name] if keep.all() else values[c.name].filter(pa.array(keep)) for c in plan.columns]
+
+    exact_index = np.setdiff1d(np.arange(len(raw)), fast_index, assume_unique=True)
+    exact_rows: list[dict[str, Any]] = []
+    exact_lines: list[int] = []
+    errors: dict[str, list[Any]] = {"line": [], "reason": [], "field": [], "body": []}
+    for i in exact_index.tolist():
+        try:
+            exact_rows.append(decode_body(raw[i], plan.columns, profile.created_unit))
+            exact_lines.append(i)
+        except Rejected as exc:
+            errors["line"].append(first_line + i)
+            errors["reason"].append(exc.reason)
+            errors["field"].append(exc.field)
+            errors["body"].append(raw[i])
+
+    exact_columns = [
+        pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type) for c in plan.columns
+    ]
+    positions = np.concatenate([fast_index, np.array(exact_lines, dtype=np.int64)])
+    order = pa.array(np.argsort(positions, kind="stable"))
+    line = pa.array(np.sort(positions) + first_line, pa.int64())
+    body_arrays = [pa.concat_arrays([f, e]).take(order) for f, e in zip(fast_columns, exact_columns, strict=True)]
+    arrays = [line, *body_arrays]
+
+    content_exact = 0
+    if profile.content_properties:
+        content = body_arrays[[c.name for c in plan.columns].index("content")]
+        content_columns, content_error, content_exact = parse_contents(content, profile.content_properties, reader)
+        arrays += [content_columns[p.name] for p in profile.content_properties]
+        arrays.append(content_error)
+
+    table = pa.Table.from_arrays(arrays, schema=plan.output_schema)
+    error_table = pa.Table.from_pydict(errors, schema=ERRORS_SCHEMA)
+    stats = {
+        "bodies": float(len(raw)),
+        "bytes": float(sum(len(b) for b in raw)),
+        "rows": float(table.num_rows),
+        "rejected": float(error_table.num_rows),
+        "exact": float(len(exact_index)),
+        "content_exact": float(content_exact),
+        "reads": float(isolated.reads),
+        "seconds": time.perf_counter() - started,
+    }
+    return ParseResult(table, error_table, reader.name, fallback_reason, stats)

@@ -14,9 +14,7 @@ __all__ = ["add_arguments", "run"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--endpoint", required=True, help="server root, e.g. http://127.0.0.1:8000 (/v1 accepted)"
-    )
+    parser.add_argument("--endpoint", required=True, help="server root, e.g. http://127.0.0.1:8000 (/v1 accepted)")
     parser.add_argument(
         "--profile",
         default=None,
@@ -54,9 +52,7 @@ def run(args: argparse.Namespace) -> int:
     except DsparkError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
-    print(
-        f"-- schema source: {found.source}: {found.detail}; profile '{found.profile.name}'", file=sys.stderr
-    )
+    print(f"-- schema source: {found.source}: {found.detail}; profile '{found.profile.name}'", file=sys.stderr)
     if found.added_fields:
         print(f"-- fields beyond the profile: {', '.join(found.added_fields)}", file=sys.stderr)
     for note in found.notes:

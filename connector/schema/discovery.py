@@ -248,9 +248,7 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
         try:
             jsonschema.Draft202012Validator.check_schema(served)
         except jsonschema.SchemaError as exc:
-            raise SchemaDiscoveryError(
-                f"{root}/health/json-schema is not a valid JSON Schema: {exc.message}"
-            ) from None
+            raise SchemaDiscoveryError(f"{root}/health/json-schema is not a valid JSON Schema: {exc.message}") from None
         notes: list[str] = []
         named = served.get("x-profile")
         if chosen is None:
@@ -258,9 +256,7 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
         elif named and named != chosen.name:
             notes.append(f"the server describes profile '{named}'; using '{chosen.name}' as asked")
         # A profile asked for by name keeps its own content schema; otherwise the server's wins.
-        content = (
-            served.get("x-content-schema") if chosen.name == named or chosen.content_schema is None else None
-        )
+        content = served.get("x-content-schema") if chosen.name == named or chosen.content_schema is None else None
         profile, added, more = _extend(chosen, served, root, content, served.get("x-created-unit"))
         server = served.get("x-server")
         model = served.get("x-model")
@@ -285,11 +281,7 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
         raise SchemaDiscoveryError(f"{root}/v1/models is not an OpenAI model list")
     models = tuple(str(m.get("id")) for m in data if isinstance(m, dict))
     owners = {m.get("owned_by") for m in data if isinstance(m, dict)}
-    lens = [
-        m.get("max_model_len")
-        for m in data
-        if isinstance(m, dict) and isinstance(m.get("max_model_len"), int)
-    ]
+    lens = [m.get("max_model_len") for m in data if isinstance(m, dict) and isinstance(m.get("max_model_len"), int)]
     if chosen is None:
         chosen = profile_for_model(models[0]) if models else load_profile("openai")
     notes = []
@@ -297,17 +289,13 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
         ver = version.get("version") if isinstance(version, dict) else None
         server = f"vLLM {ver}" if ver else "vLLM"
         source: Source = "vllm"
-        detail = (
-            f"{server} at {root} (/version, /v1/models), built-in vLLM body shape + profile '{chosen.name}'"
-        )
+        detail = f"{server} at {root} (/version, /v1/models), built-in vLLM body shape + profile '{chosen.name}'"
     else:
         server = None
         source = "profile"
         owned = sorted(map(str, owners))
         detail = f"profile '{chosen.name}' ({root} is an OpenAI-compatible server, owned_by={owned})"
-        notes.append(
-            "not a vLLM server: the body shape is the profile's, unconfirmed (use --probe to check it)"
-        )
+        notes.append("not a vLLM server: the body shape is the profile's, unconfirmed (use --probe to check it)")
     found = DiscoveredSchema(
         endpoint=root,
         source=source,
@@ -342,9 +330,7 @@ def _probe(http: _Http, found: DiscoveredSchema) -> DiscoveredSchema:
         raise SchemaDiscoveryError(f"the probe response of {found.endpoint} is not a JSON object")
     notes = list(found.notes)
     schema = dict(found.profile.body_schema)
-    for error in sorted(
-        jsonschema.Draft202012Validator(schema).iter_errors(body), key=lambda e: list(e.path)
-    )[:5]:
+    for error in sorted(jsonschema.Draft202012Validator(schema).iter_errors(body), key=lambda e: list(e.path))[:5]:
         where = ".".join(map(str, error.absolute_path)) or "(body)"
         notes.append(f"probe: {where}: {error.message}")
     seen = {
@@ -352,9 +338,7 @@ def _probe(http: _Http, found: DiscoveredSchema) -> DiscoveredSchema:
         for name, value in body.items()
         if name not in schema.get("properties", {}) and (kind := _json_type(value)) is not None
     }
-    nested = sorted(
-        n for n, v in body.items() if n not in schema.get("properties", {}) and isinstance(v, dict | list)
-    )
+    nested = sorted(n for n, v in body.items() if n not in schema.get("properties", {}) and isinstance(v, dict | list))
     if nested:  # (null fields say nothing about their type: they are left out silently)
         notes.append(f"probe: fields {nested} are nested: not columns")
     profile, added, more = _extend(found.profile, {"properties": seen}, found.endpoint, None, None)

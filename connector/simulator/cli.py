@@ -54,19 +54,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="require 'Authorization: Bearer KEY' on /v1/* (default $DSPARK_SIM_API_KEY)",
     )
     parser.add_argument("--max-model-len", type=int, default=8192)
-    parser.add_argument(
-        "--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content)"
-    )
+    parser.add_argument("--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content)")
     parser.add_argument("--no-metrics", action="store_true", help="no per-request `metrics` in bodies")
-    parser.add_argument(
-        "--no-json-schema", action="store_true", help="no /health/json-schema, like a plain vLLM"
-    )
-    parser.add_argument(
-        "--created", type=int, default=None, help="fixed `created` (Unix s) instead of the clock"
-    )
-    parser.add_argument(
-        "--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT)"
-    )
+    parser.add_argument("--no-json-schema", action="store_true", help="no /health/json-schema, like a plain vLLM")
+    parser.add_argument("--created", type=int, default=None, help="fixed `created` (Unix s) instead of the clock")
+    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT)")
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
@@ -167,8 +159,7 @@ def run(args: argparse.Namespace) -> int:
             port = s.getsockname()[1]
     ctx = multiprocessing.get_context("fork")
     workers = [
-        ctx.Process(target=_worker, args=(config, args.host, port), daemon=True)
-        for _ in range(args.workers - 1)
+        ctx.Process(target=_worker, args=(config, args.host, port), daemon=True) for _ in range(args.workers - 1)
     ]
     for w in workers:
         w.start()

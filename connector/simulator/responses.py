@@ -67,9 +67,7 @@ def to_bytes(body: Mapping[str, Any]) -> bytes:
 def request_rng(seed: int, request: Mapping[str, Any]) -> random.Random:
     """The generator for one request: depends on the seed and the request, not on `stream`."""
     key = {k: v for k, v in request.items() if k not in ("stream", "stream_options")}
-    digest = hashlib.blake2b(
-        f"{seed}|{json.dumps(key, sort_keys=True, default=str)}".encode(), digest_size=8
-    ).digest()
+    digest = hashlib.blake2b(f"{seed}|{json.dumps(key, sort_keys=True, default=str)}".encode(), digest_size=8).digest()
     return random.Random(int.from_bytes(digest, "big"))
 
 
@@ -167,8 +165,7 @@ _FUNCS = [
     (
         "sql",
         "find the top customers",
-        "SELECT customer_id, SUM(amount) AS total\nFROM orders\nGROUP BY customer_id\n"
-        "ORDER BY total DESC\nLIMIT 10;\n",
+        "SELECT customer_id, SUM(amount) AS total\nFROM orders\nGROUP BY customer_id\nORDER BY total DESC\nLIMIT 10;\n",
     ),
     (
         "typescript",
@@ -376,9 +373,7 @@ def _id(rng: random.Random, prefix: str) -> str:
 
 
 def _tool_call(rng: random.Random, tools: Sequence[Any]) -> dict[str, Any] | None:
-    functions = [
-        t.get("function") for t in tools if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)
-    ]
+    functions = [t.get("function") for t in tools if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)]
     if not functions:
         return None
     fn = rng.choice(functions)
@@ -508,9 +503,7 @@ def make_body(
     return body
 
 
-def stream_chunks(
-    body: Mapping[str, Any], rng: random.Random, include_usage: bool = False
-) -> list[dict[str, Any]]:
+def stream_chunks(body: Mapping[str, Any], rng: random.Random, include_usage: bool = False) -> list[dict[str, Any]]:
     """The SSE chunks (before `data: [DONE]`) vLLM sends for `body` with `stream: true`."""
     chat = body["object"] == "chat.completion"
     head = {
@@ -551,9 +544,7 @@ def stream_chunks(
                 chunks.append(
                     {
                         **head,
-                        "choices": [
-                            {"index": index, "delta": delta, "logprobs": None, "finish_reason": None}
-                        ],
+                        "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}],
                     }
                 )
             text = message.get("content") or ""
@@ -599,9 +590,7 @@ _PROMPTS = {
 }
 
 
-def corpus_requests(
-    n: int, profile: Profile | str, seed: int = 0, json_share: float = 0.8
-) -> list[dict[str, Any]]:
+def corpus_requests(n: int, profile: Profile | str, seed: int = 0, json_share: float = 0.8) -> list[dict[str, Any]]:
     """The requests behind `make_corpus`: chat requests, `json_share` of them with structured output."""
     profile = _profile_of(profile)
     rng = random.Random(seed)
@@ -610,9 +599,7 @@ def corpus_requests(
     for i in range(n):
         request: dict[str, Any] = {
             "model": DEFAULT_MODELS.get(profile.name, profile.name),
-            "messages": [
-                {"role": "user", "content": f"{_PROMPTS.get(profile.name, _PROMPTS['openai'])} #{i}"}
-            ],
+            "messages": [{"role": "user", "content": f"{_PROMPTS.get(profile.name, _PROMPTS['openai'])} #{i}"}],
         }
         if rng.random() < json_share:
             request["response_format"] = fmt

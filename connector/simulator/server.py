@@ -69,9 +69,7 @@ def parse_fault(spec: str) -> tuple[str, float]:
     try:
         rate = float(rate_text) if sep else 1.0
     except ValueError:
-        raise OptionsError(
-            f"fault {spec!r}: the rate must be a number in [0, 1], as in {kind}=0.05"
-        ) from None
+        raise OptionsError(f"fault {spec!r}: the rate must be a number in [0, 1], as in {kind}=0.05") from None
     if not 0.0 <= rate <= 1.0:
         raise OptionsError(f"fault {spec!r}: the rate must be in [0, 1]")
     return kind, rate
@@ -158,9 +156,7 @@ _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
 
 
-def _head(
-    status: int, content_type: str, length: int | None, extra: Sequence[tuple[str, str]], close: bool
-) -> bytes:
+def _head(status: int, content_type: str, length: int | None, extra: Sequence[tuple[str, str]], close: bool) -> bytes:
     lines = [
         f"HTTP/1.1 {status} {_REASONS.get(status, 'Unknown')}",
         f"server: {SERVER_NAME}",
@@ -212,9 +208,7 @@ class _Connection(asyncio.Protocol):
         if request_id:
             extra.append(("x-request-id", request_id))
         self.sim.stats[f"status_{response.status}"] += 1
-        self.write(
-            _head(response.status, response.content_type, len(response.body), extra, close) + response.body
-        )
+        self.write(_head(response.status, response.content_type, len(response.body), extra, close) + response.body)
         if close:
             self.close()
 
@@ -299,11 +293,7 @@ class Simulator:
         self.profiles: dict[str, Profile] = {}
         for i, name in enumerate(self.config.profiles):
             profile = load_profile(name)
-            model = (
-                self.config.models[i]
-                if self.config.models
-                else DEFAULT_MODELS.get(profile.name, profile.name)
-            )
+            model = self.config.models[i] if self.config.models else DEFAULT_MODELS.get(profile.name, profile.name)
             self.profiles[model] = profile
         self.default_model = next(iter(self.profiles))
         self.rng = random.Random(self.config.seed)
@@ -439,21 +429,13 @@ class Simulator:
         ]
         lines += [f'vllm:num_requests_running{{model_name="{m}"}} {self.in_flight}' for m in self.profiles]
         lines += ["# TYPE dspark_sim_requests_total counter"]
-        lines += [
-            f'dspark_sim_requests_total{{path="{k[9:]}"}} {v}'
-            for k, v in s.items()
-            if k.startswith("requests ")
-        ]
+        lines += [f'dspark_sim_requests_total{{path="{k[9:]}"}} {v}' for k, v in s.items() if k.startswith("requests ")]
         lines += ["# TYPE dspark_sim_responses_total counter"]
         lines += [
-            f'dspark_sim_responses_total{{status="{k[7:]}"}} {v}'
-            for k, v in s.items()
-            if k.startswith("status_")
+            f'dspark_sim_responses_total{{status="{k[7:]}"}} {v}' for k, v in s.items() if k.startswith("status_")
         ]
         lines += ["# TYPE dspark_sim_faults_total counter"]
-        lines += [
-            f'dspark_sim_faults_total{{kind="{k[6:]}"}} {v}' for k, v in s.items() if k.startswith("fault ")
-        ]
+        lines += [f'dspark_sim_faults_total{{kind="{k[6:]}"}} {v}' for k, v in s.items() if k.startswith("fault ")]
         lines += [
             "# TYPE dspark_sim_connections_total counter",
             f"dspark_sim_connections_total {s['connections_total']}",
@@ -480,9 +462,7 @@ class Simulator:
                     "post": {
                         "requestBody": {
                             "content": {
-                                "application/json": {
-                                    "schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}
-                                }
+                                "application/json": {"schema": {"$ref": "#/components/schemas/ChatCompletionRequest"}}
                             }
                         },
                         "responses": ok,
@@ -492,9 +472,7 @@ class Simulator:
                     "post": {
                         "requestBody": {
                             "content": {
-                                "application/json": {
-                                    "schema": {"$ref": "#/components/schemas/CompletionRequest"}
-                                }
+                                "application/json": {"schema": {"$ref": "#/components/schemas/CompletionRequest"}}
                             }
                         },
                         "responses": ok,
@@ -696,9 +674,7 @@ class Simulator:
         elif fault == "malformed":
             events.insert(len(events) // 2, b'data: {"id": "chatcmpl-x", "choices": [\n\n')
         elif fault == "invalid-utf8":
-            events.insert(
-                len(events) // 2, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n'
-            )
+            events.insert(len(events) // 2, b'data: {"choices":[{"index":0,"delta":{"content":"\xff\xfe"}}]}\n\n')
         if done:
             events.append(b"data: [DONE]\n\n")
         extra = [("cache-control", "no-cache")]

@@ -1,0 +1,229 @@
+"""`dspark-vllm bench parse`: deserializer throughput beside the baselines, measured in one process.
+
+Every path parses the same corpus (the simulator's bodies) into the same fields, content JSON included, and
+the table prints bodies/s, MB/s and the ratio to "what teams do today" (json.loads + pandas). Figures are
+best-of-N on one core; the machine is shared, so read the ratios, not the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+__all__ = ["run_parse_benchmark"]
+
+FIELDS = ("id", "model", "finish_reason", "prompt_tokens", "completion_tokens", "total_tokens")
+
+
+def _extract(d: Any, props: Sequence[str], loads: Callable[[Any], Any]) -> dict[str, Any] | None:
+    """The hand-written extraction teams write today: body dict -> flat row, content parsed a second time."""
+    if not isinstance(d, dict) or "error" in d:
+        return None
+    choices = d.get("choices") or [{}]
+    c0 = choices[0]
+    message = c0.get("message") or {}
+    content = message.get("content") if message else c0.get("text")
+    usage = d.get("usage") or {}
+    metrics = d.get("metrics") or {}
+    row = {
+        "id": d.get("id"),
+        "created": datetime.fromtimestamp(d["created"], UTC),
+        "model": d.get("model"),
+        "content": content,
+        "finish_reason": c0.get("finish_reason"),
+        "prompt_tokens": usage.get("prompt_tokens"),
+        "completion_tokens": usage.get("completion_tokens"),
+        "total_tokens": usage.get("total_tokens"),
+        "time_to_first_token_ms": metrics.get("time_to_first_token_ms"),
+        "tokens_per_second": metrics.get("tokens_per_second"),
+    }
+    parsed = None
+    if content:
+        try:
+            parsed = loads(content)
+        except ValueError:
+            parsed = None
+    for p in props:
+        row[p] = parsed.get(p) if isinstance(parsed, dict) else None
+    return row
+
+
+def _json_pandas(bodies: Sequence[bytes], props: Sequence[str]) -> int:
+    import pandas as pd
+
+    rows = []
+    for body in bodies:
+        try:
+            row = _extract(json.loads(body), props, json.loads)
+        except ValueError:
+            continue
+        if row is not None:
+            rows.append(row)
+    return len(pd.DataFrame(rows))
+
+
+def _orjson_arrow(bodies: Sequence[bytes], props: Sequence[str]) -> int:
+    import orjson
+    import pyarrow as pa
+
+    rows = []
+    for body in bodies:
+        try:
+            row = _extract(orjson.loads(body), props, orjson.loads)
+        except orjson.JSONDecodeError:
+            continue
+        if row is not None:
+            rows.append(row)
+    return pa.Table.from_pylist(rows).num_rows
+
+
+def _ours(bodies: Sequence[bytes], profile: str, backend: str, batch: int) -> int:
+    from connector.decode import parse_batch
+
+    rows = 0
+    for start in range(0, len(bodies), batch):
+        rows += parse_batch(bodies[start : start + batch], profile, backend).table.num_rows
+    return rows
+
+
+_FLINK_JOB = r"""
+import sys, time
+from pyflink.table import EnvironmentSettings, TableEnvironment
+path, props = sys.argv[1], sys.argv[2].split(",")
+t = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+t.get_config().set("parallelism.default", "1")
+t.execute_sql(f'''CREATE TABLE src (
+  id STRING, `object` STRING, created BIGINT, model STRING,
+  choices ARRAY<ROW<message ROW<content STRING>, text STRING, finish_reason STRING>>,
+  usage ROW<prompt_tokens BIGINT, completion_tokens BIGINT, total_tokens BIGINT>,
+  metrics ROW<time_to_first_token_ms DOUBLE, tokens_per_second DOUBLE>
+) WITH ('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json', 'json.ignore-parse-errors' = 'true')''')
+text = "COALESCE(choices[1].message.content, choices[1].text)"
+content_cols = "".join(f", JSON_VALUE({text}, '$.{p}') AS `{p}`" for p in props)
+t.execute_sql(f'''CREATE TEMPORARY VIEW v AS SELECT id, CAST(TO_TIMESTAMP_LTZ(created, 0) AS TIMESTAMP(3)) AS ts, model,
+  COALESCE(choices[1].message.content, choices[1].text) AS content, choices[1].finish_reason AS finish_reason,
+  usage.prompt_tokens, usage.completion_tokens, usage.total_tokens,
+  metrics.time_to_first_token_ms, metrics.tokens_per_second {content_cols} FROM src''')
+t.execute_sql("CREATE TABLE sink_out WITH ('connector' = 'blackhole') AS SELECT * FROM v").wait()
+"""
+
+
+def _flink_seconds(path: Path, props: Sequence[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-c", _FLINK_JOB, str(path), ",".join(props)],
+        check=True,
+        capture_output=True,
+        timeout=900,
+    )
+    return time.perf_counter() - started
+
+
+def _best(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
+    best, rows = float("inf"), 0
+    for _ in range(repeat):
+        started = time.perf_counter()
+        rows = fn()
+        best = min(best, time.perf_counter() - started)
+    return best, rows
+
+
+def run_parse_benchmark(args: argparse.Namespace) -> int:
+    from connector.decode.readers import select_reader
+    from connector.errors import BackendUnavailable
+    from connector.profiles import load_profile
+    from connector.simulator.responses import make_corpus
+
+    profile = load_profile(args.profile)
+    props = [p.name for p in profile.content_properties]
+    bodies = make_corpus(args.bodies, args.profile, seed=args.seed, json_share=args.json_share)
+    size = sum(len(b) for b in bodies)
+    print(
+        f"corpus: {len(bodies)} bodies, {size / 1e6:.1f} MB, {size / len(bodies):.0f} B/body, profile "
+        f"{args.profile}, {args.json_share:.0%} JSON content; batch {args.batch_size} bodies; best of {args.repeat}; "
+        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        flush=True,
+    )
+    results: list[dict[str, Any]] = []
+
+    def record(name: str, seconds: float | None, rows: int | None, note: str = "") -> None:
+        results.append({"path": name, "seconds": seconds, "rows": rows, "note": note})
+        if seconds is not None:
+            print(f"  measured {name}: {seconds:.3f} s", file=sys.stderr, flush=True)
+
+    seconds, rows = _best(lambda: _json_pandas(bodies, props), max(1, args.repeat - 1))
+    record("json.loads + pandas + fromtimestamp (today)", seconds, rows)
+    try:
+        import orjson  # noqa: F401
+
+        seconds, rows = _best(lambda: _orjson_arrow(bodies, props), args.repeat)
+        record("orjson + pyarrow.Table.from_pylist", seconds, rows)
+    except ImportError:
+        record("orjson + pyarrow.Table.from_pylist", None, None, "orjson not installed")
+    seconds, rows = _best(lambda: _ours(bodies, args.profile, "cpu", args.batch_size), args.repeat)
+    record(f"dspark-vllm cpu (pyarrow), batch {args.batch_size}", seconds, rows)
+    try:
+        select_reader("gpu")
+        seconds, rows = _best(lambda: _ours(bodies, args.profile, "gpu", args.batch_size), args.repeat)
+        record(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", seconds, rows)
+        per_body = size / len(bodies)
+        big = max(args.batch_size, int(args.gpu_batch_mb * 1e6 / per_body))
+        big_bodies = (bodies * (big // len(bodies) + 1))[:big]
+        seconds, rows = _best(lambda: _ours(big_bodies, args.profile, "gpu", big), args.repeat)
+        results.append(
+            {
+                "path": f"dspark-vllm gpu, one {sum(map(len, big_bodies)) / 1e6:.0f} MB batch",
+                "seconds": seconds,
+                "rows": rows,
+                "note": "",
+                "bodies": len(big_bodies),
+                "bytes": sum(map(len, big_bodies)),
+            }
+        )
+    except BackendUnavailable as exc:
+        record("dspark-vllm gpu (pylibcudf)", None, None, f"skipped: {exc}")
+    if not args.no_flink:
+        with tempfile.TemporaryDirectory() as tmp:
+            full, small = Path(tmp, "full.ndjson"), Path(tmp, "small.ndjson")
+            full.write_bytes(b"\n".join(bodies) + b"\n")
+            small_n = min(1000, len(bodies))
+            small.write_bytes(b"\n".join(bodies[:small_n]) + b"\n")
+            t_small = _flink_seconds(small, props)
+            t_full = _flink_seconds(full, props)
+            if t_full > t_small * 1.2:
+                # The job's start-up is several seconds: take the time the extra bodies added.
+                marginal = (t_full - t_small) * len(bodies) / max(len(bodies) - small_n, 1)
+                note = f"job {t_full:.1f} s, of which ~{t_small:.1f} s start-up"
+                record("Flink json format (JVM), minus start-up", marginal, len(bodies), note)
+            else:
+                note = f"start-up dominates ({t_small:.1f} s for {small_n} bodies): use more --bodies"
+                record("Flink json format (JVM), whole job", t_full, len(bodies), note)
+    _print_table(results, len(bodies), size)
+    if args.output_json:
+        Path(args.output_json).write_text(
+            json.dumps({"bodies": len(bodies), "bytes": size, "results": results}, indent=2)
+        )
+    return 0
+
+
+def _print_table(results: list[dict[str, Any]], bodies: int, size: int) -> None:
+    base = results[0]["seconds"]
+    print(f"\n{'path':<52} {'bodies/s':>11} {'MB/s':>8} {'x today':>8}  note")
+    for r in results:
+        n, b = r.get("bodies", bodies), r.get("bytes", size)
+        if r["seconds"] is None:
+            print(f"{r['path']:<52} {'-':>11} {'-':>8} {'-':>8}  {r['note']}")
+            continue
+        rate = n / r["seconds"]
+        ratio = rate / (bodies / base)
+        print(f"{r['path']:<52} {rate:>11,.0f} {b / 1e6 / r['seconds']:>8.1f} {ratio:>7.1f}x  {r['note']}")

@@ -1,0 +1,112 @@
+"""Vectorized: a table of parsed bodies (nested, as the readers give it) -> the flat output columns.
+
+Walks each column's path with pyarrow.compute (struct fields, first list element, per-element maps), so the
+cost is per batch, not per body. Rows whose values need a decision the vectorized code does not make (error
+responses, out-of-range timestamps, ISO strings) are flagged for the exact path instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector.decode.exact import MS_MAX, MS_MIN
+from connector.schema.columns import TIMESTAMP, Column
+
+__all__ = ["flatten"]
+
+
+def _first(lists: pa.Array) -> pa.Array:
+    """Element 0 of every list (null for null or empty lists)."""
+    lengths = pc.list_value_length(lists)
+    starts = lists.offsets[:-1]
+    index = pc.if_else(pc.greater(lengths, 0), starts, pa.scalar(None, pa.int32()))
+    return lists.values.take(index)
+
+
+def _walk(array: pa.Array, path: Sequence[str]) -> pa.Array:
+    for segment in path:
+        array = _first(array) if segment == "0" else pc.struct_field(array, [array.type.get_field_index(segment)])
+    return array
+
+
+def _coalesce(arrays: list[pa.Array]) -> pa.Array:
+    return arrays[0] if len(arrays) == 1 else pc.coalesce(*arrays)
+
+
+def _top(raw: pa.Table, name: str) -> pa.Array:
+    column = raw.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def _column(raw: pa.Table, column: Column) -> pa.Array:
+    def walk(path: Sequence[str]) -> pa.Array:
+        return _walk(_top(raw, path[0]), path[1:])
+
+    if column.kind == "length":
+        return pc.list_value_length(walk(column.paths[0])).cast(pa.int64())
+    star = column.star
+    if star is None:
+        return _coalesce([walk(p) for p in column.paths])
+    lists = walk(column.paths[0][:star])
+    values = _coalesce([_walk(lists.values, p[star + 1 :]) for p in column.paths])
+    offsets = lists.offsets
+    if lists.null_count:
+        # Offsets that are null make null lists in from_arrays.
+        offsets = pa.array(offsets.to_numpy(), mask=np.append(~lists.is_valid().to_numpy(False), False))
+    return pa.ListArray.from_arrays(offsets, values)
+
+
+def _created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
+    """`created` as epoch ms, and a mask of rows the vectorized conversion leaves to the exact path."""
+    if unit == "iso":
+        out: list[int | None] = []
+        needs_exact = np.zeros(len(values), dtype=bool)
+        for i, text in enumerate(values.to_pylist()):
+            if text is None:
+                out.append(None)
+                continue
+            try:
+                parsed = datetime.fromisoformat(text)
+            except ValueError:
+                needs_exact[i] = True
+                out.append(None)
+                continue
+            if parsed.tzinfo is None:
+                parsed = parsed.replace(tzinfo=UTC)
+            delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
+            ms = delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
+            needs_exact[i] = not MS_MIN <= ms <= MS_MAX
+            out.append(ms)
+        return pa.array(out, pa.int64()), needs_exact
+    scale = 1000 if unit == "seconds" else 1
+    in_range = pc.and_(pc.greater_equal(values, MS_MIN // scale), pc.less_equal(values, MS_MAX // scale)).fill_null(
+        True
+    )
+    safe = pc.if_else(in_range, values, 0)
+    ms = pc.multiply(safe, scale) if scale != 1 else safe
+    return ms, ~in_range.to_numpy(zero_copy_only=False)
+
+
+def flatten(raw: pa.Table, columns: Sequence[Column], created_unit: str) -> tuple[dict[str, pa.Array], np.ndarray]:
+    """The flat columns of `raw`, and a boolean mask of the rows to re-decode on the exact path."""
+    needs_exact = np.zeros(raw.num_rows, dtype=bool)
+    if raw.num_rows == 0:
+        return {c.name: pa.array([], c.arrow_type) for c in columns}, needs_exact
+    error = _top(raw, "error")
+    needs_exact |= error.is_valid().to_numpy(zero_copy_only=False)
+    out: dict[str, pa.Array] = {}
+    for column in columns:
+        values = _column(raw, column)
+        if column.kind == "timestamp":
+            ms, bad = _created_ms(values, created_unit)
+            needs_exact |= bad
+            values = ms.cast(TIMESTAMP)
+        elif column.name == "object":
+            needs_exact |= pc.equal(values, "error").fill_null(False).to_numpy(zero_copy_only=False)
+        out[column.name] = values
+    return out, needs_exact

@@ -1,0 +1,82 @@
+"""Read a batch whole, and when it fails, find the records that made it fail without losing the others.
+
+A JSON reader fails a whole batch for one bad record. `read_isolating` re-reads around it: when the reader
+names the failing row it skips straight past it, otherwise it bisects. The good records come back as tables
+(in input order) and the bad ones as positions, for the exact path to explain.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from connector.decode.readers import Reader, ReadFailed
+
+__all__ = ["Isolated", "joined", "read_isolating"]
+
+
+@dataclass
+class Isolated:
+    tables: list[pa.Table] = field(default_factory=list)
+    good: list[int] = field(default_factory=list)  # positions (into the records) of the rows of `tables`
+    bad: list[int] = field(default_factory=list)
+    reads: int = 0
+
+
+def joined(records: Sequence[bytes], separator: bytes) -> Callable[[int, int], bytes]:
+    """Records [lo, hi) joined with `separator`."""
+    return lambda lo, hi: separator.join(records[lo:hi])
+
+
+def read_isolating(
+    reader: Reader,
+    count: int,
+    chunk: Callable[[int, int], bytes],
+    schema: pa.Schema,
+    *,
+    multiline: bool = False,
+) -> Isolated:
+    """Parse `count` records, records [lo, hi) given by `chunk(lo, hi)`, with `reader`.
+
+    Every record ends up in `good` (with a row in `tables`) or in `bad`.
+    """
+    out = Isolated()
+    # A stack of [lo, hi) ranges still to read, in input order (top = leftmost).
+    stack = [(0, count)]
+    while stack:
+        lo, hi = stack.pop()
+        if lo >= hi:
+            continue
+        out.reads += 1
+        try:
+            table = reader.read(chunk(lo, hi), schema, multiline=multiline)
+        except ReadFailed as exc:
+            if hi - lo == 1:
+                out.bad.append(lo)
+                continue
+            row = exc.row
+            if row is not None and 0 <= row < hi - lo:
+                # The reader counts JSON values, not lines, so its row is where to look, not a verdict:
+                # every range below is read again, the suspect on its own.
+                stack.append((lo + row + 1, hi))
+                stack.append((lo + row, lo + row + 1))
+                stack.append((lo, lo + row))
+            else:
+                mid = (lo + hi) // 2
+                stack.append((mid, hi))
+                stack.append((lo, mid))
+            continue
+        if table.num_rows != hi - lo:
+            # More rows than records: some record held several JSON values (`{..}{..}`).
+            if hi - lo == 1:
+                out.bad.append(lo)
+            else:
+                mid = (lo + hi) // 2
+                stack.append((mid, hi))
+                stack.append((lo, mid))
+            continue
+        out.tables.append(table)
+        out.good.extend(range(lo, hi))
+    return out

@@ -1,0 +1,119 @@
+"""The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow.compute as pc
+from pyflink.table import DataTypes
+from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+
+from connector.decode import parse_batch
+from connector.flink.frames import flat_schema, to_frame
+from connector.flink.gpu import choose_device
+from connector.flink.types import flink_type
+from connector.profiles import Profile
+
+__all__ = ["ParseFunction", "parse_udf"]
+
+log = logging.getLogger(__name__)
+
+
+class ParseFunction(ScalarFunction):
+    """Called with (body BYTES, source STRING[, request_error STRING]) per Arrow batch.
+
+    `source` is the file a replayed body came from (lines are counted per file), or the prompt of a request.
+    Metrics (group `dspark`): bodies, rows, rejected, batches, parse_ms (total), last_batch_parse_ms,
+    backend_gpu (1 while the GPU parses), gpu_fallback_batches (batches 'auto' parsed on the CPU).
+    """
+
+    def __init__(self, profile: Profile, backend: str, gpu_device: str, require_created: bool, mode: str):
+        self.profile = profile
+        self.backend = backend
+        self.gpu_device = gpu_device
+        self.require_created = require_created
+        self.mode = mode
+
+    def open(self, function_context: FunctionContext) -> None:
+        self._lines: dict[str, int] = {}
+        self._last_created: pd.Timestamp | None = None
+        self._last_ms = 0
+        self._gpu = 0
+        if self.backend != "cpu":
+            device = choose_device(
+                self.gpu_device, _subtask_index(function_context), os.environ.get("CUDA_VISIBLE_DEVICES")
+            )
+            if device is not None:
+                os.environ["CUDA_VISIBLE_DEVICES"] = device
+        group = function_context.get_metric_group().add_group("dspark")
+        self._bodies = group.counter("bodies")
+        self._rows = group.counter("rows")
+        self._rejected = group.counter("rejected")
+        self._batches = group.counter("batches")
+        self._parse_ms = group.counter("parse_ms")
+        self._fallbacks = group.counter("gpu_fallback_batches")
+        group.gauge("last_batch_parse_ms", lambda: int(self._last_ms))
+        group.gauge("backend_gpu", lambda: int(self._gpu))
+
+    def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pd.DataFrame:
+        count = len(body)
+        started = time.perf_counter()
+        result = parse_batch(list(body), self.profile, backend=self.backend, first_line=0)
+        elapsed_ms = (time.perf_counter() - started) * 1000.0
+
+        lines = self._count_lines(source)
+        if "created" in result.table.column_names and result.table.num_rows:
+            newest = pc.max(result.table.column("created")).as_py()
+            if newest is not None:
+                newest = pd.Timestamp(newest).tz_convert(None)
+                if self._last_created is None or newest > self._last_created:
+                    self._last_created = newest
+        if self.mode == "request":
+            # A failed request has no `created`: it happened now (servers set `created` to now too).
+            fallback = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms")
+        else:
+            # A rejected body gets the newest event time seen: it neither moves the watermark nor is late.
+            fallback = self._last_created if self._last_created is not None else pd.Timestamp(0)
+        errors = request_error[0] if request_error else None
+        frame = to_frame(result, count, lines, fallback, errors, self.require_created)
+
+        rejected = int(frame["_error"].notna().sum())
+        self._bodies.inc(count)
+        self._rows.inc(count - rejected)
+        self._rejected.inc(rejected)
+        self._batches.inc(1)
+        self._parse_ms.inc(int(elapsed_ms))
+        self._last_ms = elapsed_ms
+        self._gpu = 1 if result.backend == "gpu" else 0
+        if self.backend == "auto" and result.backend != "gpu":
+            self._fallbacks.inc(1)
+        return frame
+
+    def _count_lines(self, source: pd.Series) -> np.ndarray:
+        if self.mode == "request":
+            start = self._lines.get("", 0)
+            self._lines[""] = start + len(source)
+            return np.arange(start + 1, start + len(source) + 1, dtype=np.int64)
+        lines = np.empty(len(source), dtype=np.int64)
+        for i, path in enumerate(source):
+            n = self._lines.get(path, 0) + 1
+            self._lines[path] = n
+            lines[i] = n
+        return lines
+
+
+def _subtask_index(context: FunctionContext) -> int:
+    index = context.get_index_of_this_subtask()  # PyFlink >= 2.3; None where the runtime does not say
+    return int(index) if index is not None else 0
+
+
+def parse_udf(function: ParseFunction) -> Any:
+    """The pandas UDF of `function`, returning a flat ROW of `flat_schema(profile)`."""
+    schema = flat_schema(function.profile)
+    result_type = DataTypes.ROW([DataTypes.FIELD(f.name, flink_type(f.type)) for f in schema])
+    return udf(function, result_type=result_type, func_type="pandas")

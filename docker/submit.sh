@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# One-shot submission of the feature job to the compose cluster (the `submit` service).
+#
+# Waits until the JobManager has at least one TaskManager and the model endpoint answers
+# /v1/models (vLLM may spend minutes downloading and loading the model), then replaces itself
+# with `flink run ... -py jobs/features.py`, attached, so the container ends with the job.
+#
+# Settings (environment, defaults in .env / docker-compose.yml):
+#   FLINK_JOBMANAGER     host:port of the JobManager's REST endpoint   (jobmanager:8081)
+#   DSPARK_ENDPOINT      base URL of the OpenAI-compatible server      (http://vllm:8000)
+#   DSPARK_JOB           the job script                                (/opt/dspark/jobs/features.py)
+#   DSPARK_OUTPUT        output directory, seen by the TaskManagers    (/results)
+#   DSPARK_PROFILE       model profile                                 (coder)
+#   DSPARK_DURATION      seconds to run; empty runs until cancelled    (300)
+#   DSPARK_PARALLELISM   `flink run -p`; empty keeps the cluster default
+#   DSPARK_WAIT_TIMEOUT  seconds to wait for the cluster and endpoint  (1800)
+# Arguments given to this script are passed on to the job.
+set -euo pipefail
+
+jobmanager="${FLINK_JOBMANAGER:-jobmanager:8081}"
+endpoint="${DSPARK_ENDPOINT:-http://vllm:8000}"
+job="${DSPARK_JOB:-/opt/dspark/jobs/features.py}"
+output="${DSPARK_OUTPUT:-/results}"
+profile="${DSPARK_PROFILE:-coder}"
+duration="${DSPARK_DURATION-300}"
+parallelism="${DSPARK_PARALLELISM:-}"
+timeout="${DSPARK_WAIT_TIMEOUT:-1800}"
+python="${DSPARK_PYTHON:-python}"
+
+"$python" - "$jobmanager" "$endpoint" "$timeout" <<'PY'
+import json
+import sys
+import time
+import urllib.request
+
+jobmanager, endpoint, timeout = sys.argv[1], sys.argv[2].rstrip("/"), float(sys.argv[3])
+deadline = time.monotonic() + timeout
+
+
+def wait(what, url, ready):
+    last = None
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=5) as response:
+                if ready(json.load(response)):
+                    print(f"submit: {what} ready ({url})", flush=True)
+                    return
+                last = "not ready yet"
+        except Exception as exc:  # connection refused, DNS not yet there, 503 while loading
+            last = exc
+        time.sleep(2)
+    sys.exit(f"submit: gave up after {timeout:.0f} s waiting for {what} at {url}: {last}")
+
+
+wait("Flink cluster", f"http://{jobmanager}/overview", lambda o: o.get("taskmanagers", 0) > 0)
+wait("model endpoint", f"{endpoint}/v1/models", lambda o: bool(o.get("data")))
+PY
+
+run_args=(-m "$jobmanager")
+if [ -n "$parallelism" ]; then
+    run_args+=(-p "$parallelism")
+fi
+job_args=(--endpoint "$endpoint" --output "$output" --profile "$profile")
+if [ -n "$duration" ]; then
+    job_args+=(--duration "$duration")
+fi
+
+echo "submit: flink run ${run_args[*]} -py $job ${job_args[*]} $*"
+exec flink run "${run_args[@]}" -py "$job" "${job_args[@]}" "$@"

@@ -1,0 +1,342 @@
+"""Streaming features of LLM responses, per model and profile, in event-time windows (a PyFlink job).
+
+    python jobs/features.py --duration 60 --output out              # local mini-cluster + the simulator
+    python jobs/features.py --endpoint http://127.0.0.1:8000 --model M --duration 300
+    python jobs/features.py --replay captured/ --profile coder      # raw bodies captured earlier
+    flink run -m host:8081 -py jobs/features.py --endpoint http://vllm:8000 --output /results
+
+A 'dspark-vllm' table (`responses`) is declared in plain SQL and made queryable by `connector.flink.register`;
+its rejected bodies and failed requests come in `responses_errors`. Both are windowed on `created` (tumbling
+1 minute by default, `--slide` for sliding windows): requests, errors and their rate, the share of
+finish_reason = 'length', prompt/completion tokens (sum, mean), latency (mean, max), time to first token and
+tokens/s where the server sends them, and content features of the profile (code blocks for coder, a boxed
+answer for math, risk levels and mean score for a profile with `risk_level`/`score`). Features go to CSV files
+under OUTPUT/features (`--print` prints them instead); error rows to JSON files under OUTPUT/errors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import csv
+import json
+import os
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+# `python jobs/features.py` from a checkout: the package is one directory up.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from connector.profiles import Profile, load_profile  # noqa: E402
+
+FEATURE_COLUMNS = [
+    ("window_start", "STRING"),
+    ("window_end", "STRING"),
+    ("model", "STRING"),
+    ("profile", "STRING"),
+    ("requests", "BIGINT"),
+    ("errors", "BIGINT"),
+    ("error_rate", "DOUBLE"),
+    ("length_share", "DOUBLE"),
+    ("prompt_tokens_sum", "BIGINT"),
+    ("prompt_tokens_mean", "DOUBLE"),
+    ("completion_tokens_sum", "BIGINT"),
+    ("completion_tokens_mean", "DOUBLE"),
+    ("latency_ms_mean", "DOUBLE"),
+    ("latency_ms_max", "DOUBLE"),
+    ("ttft_ms_mean", "DOUBLE"),
+    ("tokens_per_second_mean", "DOUBLE"),
+]
+ERROR_COLUMNS = [
+    ("source", "STRING"),
+    ("line", "BIGINT"),
+    ("request_id", "STRING"),
+    ("prompt", "STRING"),
+    ("reason", "STRING"),
+    ("field", "STRING"),
+    ("body", "STRING"),
+    ("http_status", "INT"),
+    ("model", "STRING"),
+    ("created", "STRING"),
+]
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--endpoint", help="OpenAI-compatible server; without it (and --replay) the simulator starts")
+    p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
+    p.add_argument("--replay", metavar="PATH", help="file or directory of captured raw bodies, one per line")
+    p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
+    p.add_argument("--duration", type=float, default=60.0, help="seconds of requests (request mode)")
+    p.add_argument("--rate", type=float, default=50.0, help="prompts per second (request mode)")
+    p.add_argument("--output", default="out", help="output directory (features/, errors/)")
+    p.add_argument("--print", action="store_true", help="print features to stdout instead of files")
+    p.add_argument("--window", type=float, default=60.0, help="window size in seconds (default 60)")
+    p.add_argument("--slide", type=float, help="slide in seconds: sliding windows instead of tumbling")
+    p.add_argument("--watermark-delay", type=float, default=5.0, help="out-of-orderness allowed, seconds")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="parse backend")
+    p.add_argument("--batch-size", type=int, default=10000, help="bodies per parse batch")
+    p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
+    p.add_argument("--parallelism", type=int, help="job parallelism (default: the environment's)")
+    p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
+    p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines; 0: none")
+    return p.parse_args(argv)
+
+
+def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
+    """(declared content columns, feature columns, aggregate SQL) for what the profile's content holds."""
+    props = {p.name: p for p in profile.content_properties}
+    declared: list[tuple[str, str]] = []
+    features: list[tuple[str, str]] = []
+    sql: list[str] = []
+    ok = "is_error = 0"
+    if "code_blocks" in props:
+        declared.append(("code_blocks", "BIGINT"))
+        features += [("code_blocks_sum", "BIGINT"), ("with_code_share", "DOUBLE")]
+        sql += [
+            "SUM(code_blocks)",
+            f"AVG(CASE WHEN {ok} THEN CASE WHEN code_blocks > 0 THEN 1.0 ELSE 0.0 END END)",
+        ]
+    if "answer" in props:
+        declared.append(("answer", "STRING"))
+        features.append(("boxed_answer_share", "DOUBLE"))
+        sql.append(f"AVG(CASE WHEN {ok} THEN CASE WHEN answer IS NOT NULL THEN 1.0 ELSE 0.0 END END)")
+    if "risk_level" in props:
+        declared.append(("risk_level", "STRING"))
+        levels = list(props["risk_level"].schema.get("enum") or ["low", "medium", "high"])
+        for level in levels:
+            name = "risk_" + "".join(c if c.isalnum() else "_" for c in str(level).lower())
+            features.append((name, "BIGINT"))
+            sql.append(f"SUM(CASE WHEN risk_level = '{level}' THEN 1 ELSE 0 END)")
+    if "score" in props and props["score"].kind in ("integer", "number"):
+        declared.append(("score", "DOUBLE"))
+        features.append(("score_mean", "DOUBLE"))
+        sql.append("AVG(score)")
+    return declared, features, sql
+
+
+def first_model(endpoint: str) -> str:
+    with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=30) as response:
+        return str(json.load(response)["data"][0]["id"])
+
+
+@contextlib.contextmanager
+def endpoint_or_simulator(args: argparse.Namespace) -> Iterator[str | None]:
+    if args.replay or args.endpoint:
+        yield args.endpoint
+        return
+    try:
+        from connector.simulator.testing import serve_simulator
+    except ImportError:
+        sys.exit("features: no simulator in this installation; pass --endpoint URL or --replay PATH")
+    with serve_simulator(mode="process", profiles=(args.profile,), seed=7) as sim:
+        print(f"features: simulator on {sim.url}", file=sys.stderr, flush=True)
+        yield sim.url
+
+
+def table_ddl(args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None) -> str:
+    declared, _, _ = content_features(profile)
+    columns = [
+        "id STRING",
+        "model STRING",
+        "created TIMESTAMP(3)",
+        "finish_reason STRING",
+        "prompt_tokens BIGINT",
+        "completion_tokens BIGINT",
+        "time_to_first_token_ms DOUBLE",
+        "tokens_per_second DOUBLE",
+        *[f"`{name}` {kind}" for name, kind in declared],
+        "latency_ms DOUBLE METADATA FROM 'request.latency-ms' VIRTUAL",
+        f"WATERMARK FOR created AS created - {interval(args.watermark_delay)}",
+    ]
+    options = {
+        "connector": "dspark-vllm",
+        "profile": args.profile,
+        "parse.backend": args.backend,
+        "parse.batch-size": str(args.batch_size),
+    }
+    if args.replay:
+        options.update({"mode": "replay", "replay.path": str(Path(args.replay).resolve())})
+        if args.model:  # labels the rows whose body could not be read
+            options["model"] = args.model
+    else:
+        count = max(1, int(args.rate * args.duration))
+        options.update(
+            {
+                "mode": "request",
+                "endpoint": str(endpoint),
+                "model": str(model),
+                "prompts.rate": str(args.rate),
+                "prompts.count": str(count),
+                "request.concurrency": str(args.concurrency),
+                "python.fn-execution.bundle.size": str(max(args.concurrency, min(args.batch_size, 1000))),
+                "python.fn-execution.arrow.batch.size": str(max(args.concurrency, min(args.batch_size, 1000))),
+            }
+        )
+        if profile.content_schema is not None:
+            options["request.structured-output"] = "true"
+    with_clause = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
+    return f"CREATE TEMPORARY TABLE responses ({', '.join(columns)}) WITH ({with_clause})"
+
+
+def interval(seconds: float) -> str:
+    """A Flink SQL interval literal (no MILLISECOND unit; SECOND alone caps at 99)."""
+    millis = int(round(seconds * 1000))
+    hours, rest = divmod(millis, 3_600_000)
+    minutes, rest = divmod(rest, 60_000)
+    return f"INTERVAL '{hours}:{minutes:02d}:{rest // 1000:02d}.{rest % 1000:03d}' HOUR TO SECOND(3)"
+
+
+def window_sql(args: argparse.Namespace) -> str:
+    size = interval(args.window)
+    if args.slide:
+        slide = interval(args.slide)
+        return f"TABLE(HOP(TABLE events, DESCRIPTOR(created), {slide}, {size}))"
+    return f"TABLE(TUMBLE(TABLE events, DESCRIPTOR(created), {size}))"
+
+
+def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None):  # type: ignore[no-untyped-def]
+    """Declare the tables and return the statement set of the job (features + errors)."""
+    from connector.flink import register
+
+    register(t_env)
+    t_env.execute_sql(table_ddl(args, profile, endpoint, model))
+    declared, features, content_sql = content_features(profile)
+    content_cols = [name for name, _ in declared]
+    null_content = [f"CAST(NULL AS {kind}) AS `{name}`" for name, kind in declared]
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY VIEW events AS
+        SELECT model, created, 0 AS is_error, finish_reason, prompt_tokens, completion_tokens, latency_ms,
+               time_to_first_token_ms, tokens_per_second{"".join(f", `{c}`" for c in content_cols)}
+        FROM responses
+        UNION ALL
+        SELECT COALESCE(model, 'unknown'), created, 1, CAST(NULL AS STRING), CAST(NULL AS BIGINT),
+               CAST(NULL AS BIGINT), latency_ms, CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE)
+               {"".join(", " + c for c in null_content)}
+        FROM responses_errors""")
+    ok = "is_error = 0"
+    aggregates = [
+        "CAST(window_start AS STRING)",
+        "CAST(window_end AS STRING)",
+        "model",
+        f"'{profile.name}'",
+        "COUNT(*)",
+        "CAST(SUM(is_error) AS BIGINT)",
+        "SUM(is_error) * 1.0 / COUNT(*)",
+        f"AVG(CASE WHEN {ok} THEN CASE WHEN finish_reason = 'length' THEN 1.0 ELSE 0.0 END END)",
+        "SUM(prompt_tokens)",
+        "AVG(CAST(prompt_tokens AS DOUBLE))",
+        "SUM(completion_tokens)",
+        "AVG(CAST(completion_tokens AS DOUBLE))",
+        "AVG(latency_ms)",
+        "MAX(latency_ms)",
+        "AVG(time_to_first_token_ms)",
+        "AVG(tokens_per_second)",
+        *content_sql,
+    ]
+    columns = FEATURE_COLUMNS + features
+    output = Path(args.output).resolve()
+    column_ddl = ", ".join(f"`{n}` {k}" for n, k in columns)
+    if args.print:
+        t_env.execute_sql(f"CREATE TEMPORARY TABLE sink_features ({column_ddl}) WITH ('connector' = 'print')")
+    else:
+        t_env.execute_sql(
+            f"CREATE TEMPORARY TABLE sink_features ({column_ddl}) WITH ('connector' = 'filesystem', "
+            f"'path' = '{output / 'features'}', 'format' = 'csv')"
+        )
+    error_ddl = ", ".join(f"`{n}` {k}" for n, k in ERROR_COLUMNS)
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE sink_errors ({error_ddl}) WITH ('connector' = 'filesystem', "
+        f"'path' = '{output / 'errors'}', 'format' = 'json')"
+    )
+    statements = t_env.create_statement_set()
+    statements.add_insert_sql(
+        f"INSERT INTO sink_features SELECT {', '.join(aggregates)} FROM {window_sql(args)} "
+        "GROUP BY window_start, window_end, model"
+    )
+    statements.add_insert_sql(
+        "INSERT INTO sink_errors SELECT source, `line`, request_id, prompt, reason, field, "
+        "CAST(body AS STRING), http_status, model, CAST(created AS STRING) FROM responses_errors"
+    )
+    return statements, columns
+
+
+def read_csv_dir(path: Path, columns: list[tuple[str, str]]) -> list[dict[str, str]]:
+    rows: list[dict[str, str]] = []
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and not file.name.startswith("."):
+            with open(file, newline="") as f:
+                rows += [dict(zip([n for n, _ in columns], r, strict=False)) for r in csv.reader(f)]
+    return rows
+
+
+def summary(args: argparse.Namespace, columns: list[tuple[str, str]], seconds: float) -> str:
+    if args.print:
+        return f"features: done in {seconds:.1f} s"
+    output = Path(args.output).resolve()
+    rows = read_csv_dir(output / "features", columns)
+    errors = sum(
+        1
+        for f in (output / "errors").rglob("*")
+        if f.is_file() and not f.name.startswith(".")
+        for line in f.read_text().splitlines()
+        if line
+    )
+    requests = sum(int(r["requests"]) for r in rows)
+    models = sorted({r["model"] for r in rows})
+    return (
+        f"features: done in {seconds:.1f} s: {len(rows)} windows, {requests} requests "
+        f"({errors} errors) for {', '.join(models) or 'no model'} -> {output / 'features'} "
+        f"(errors: {output / 'errors'})"
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
+    from pyflink.table import StreamTableEnvironment
+
+    from connector.flink.progress import JobProgress, free_port
+
+    profile = load_profile(args.profile)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if args.parallelism:
+        env.set_parallelism(args.parallelism)
+    if args.checkpoint_interval > 0:
+        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.AT_LEAST_ONCE)
+    t_env = StreamTableEnvironment.create(env)
+    config = t_env.get_config()
+    # Under `flink run` the CLI starts this script and hands it its gateway: no local mini-cluster then.
+    local = "PYFLINK_GATEWAY_PORT" not in os.environ
+    rest_port = None
+    if local:
+        config.set("python.executable", sys.executable)
+        rest_port = free_port()
+        config.set("rest.port", str(rest_port))
+    config.set("pipeline.name", "dspark-vllm features")
+
+    started = time.monotonic()
+    with endpoint_or_simulator(args) as endpoint:
+        model = None
+        if not args.replay:
+            model = args.model or first_model(str(endpoint))
+        statements, columns = build(t_env, args, profile, endpoint, model)
+        result = statements.execute()
+        client = result.get_job_client()
+        stop = None
+        if client is not None and rest_port and args.progress > 0:
+            progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))
+            stop = progress.every(args.progress, lambda s: print(f"features: {s.line()}", file=sys.stderr, flush=True))
+        result.wait()
+        if stop is not None:
+            stop.set()
+            print(f"features: {progress.snapshot().line()}", file=sys.stderr, flush=True)
+    print(summary(args, columns, time.monotonic() - started), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

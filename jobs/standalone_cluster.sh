@@ -1,0 +1,148 @@
+#!/usr/bin/env bash
+# A standalone Flink cluster (one JobManager, one TaskManager) from the PyFlink wheel's own scripts, and the
+# feature job submitted to it with `flink run -py`: the same commands a real cluster takes.
+#
+#   jobs/standalone_cluster.sh run [features.py args...]   start, submit (attached), stop
+#   jobs/standalone_cluster.sh start | stop | status
+#   jobs/standalone_cluster.sh submit [features.py args...]
+#   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager (failure drills)
+#   jobs/standalone_cluster.sh start-taskmanager
+#
+# Settings (environment):
+#   DSPARK_PYTHON        Python with apache-flink and this package       (python3 on PATH)
+#   DSPARK_CLUSTER_DIR   conf, logs, pids, checkpoints of the cluster     (/tmp/dspark-cluster-$USER)
+#   DSPARK_REST_PORT     the JobManager's REST port                       (a free port, kept in the dir)
+#   DSPARK_SLOTS         task slots of the TaskManager                    (2)
+#   DSPARK_PROM_PORTS    Prometheus reporter port range                   (9250-9269)
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(dirname "$here")"
+python="${DSPARK_PYTHON:-python3}"
+python="$(command -v "$python")"
+dir="${DSPARK_CLUSTER_DIR:-/tmp/dspark-cluster-${USER:-$(id -un)}}"
+flink_home="$("$python" -c 'import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))')"
+
+export FLINK_HOME="$flink_home"
+export FLINK_CONF_DIR="$dir/conf"
+export FLINK_LOG_DIR="$dir/log"
+export FLINK_PID_DIR="$dir/pid"
+
+free_port() {
+    "$python" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'
+}
+
+write_conf() {
+    mkdir -p "$FLINK_CONF_DIR" "$FLINK_LOG_DIR" "$FLINK_PID_DIR" "$dir/checkpoints"
+    local rest_port="${DSPARK_REST_PORT:-}"
+    if [ -z "$rest_port" ]; then
+        rest_port="$(cat "$dir/rest.port" 2>/dev/null || free_port)"
+    fi
+    echo "$rest_port" >"$dir/rest.port"
+    local rpc_port
+    rpc_port="$(free_port)"
+    cp "$flink_home"/conf/log4j*.properties "$FLINK_CONF_DIR/"
+    # The JVM options of the wheel's own config (Java 17 needs its --add-opens), then ours.
+    local java_opts
+    java_opts="$(grep -E '^ +all: --add-' "$flink_home/conf/config.yaml" | sed 's/^ *all: //')"
+    cat >"$FLINK_CONF_DIR/config.yaml" <<EOF
+env.java.opts.all: $java_opts
+jobmanager.rpc.address: localhost
+jobmanager.rpc.port: $rpc_port
+jobmanager.bind-host: 127.0.0.1
+rest.address: localhost
+rest.bind-address: 127.0.0.1
+rest.port: $rest_port
+taskmanager.bind-host: 127.0.0.1
+taskmanager.host: localhost
+taskmanager.rpc.port: 0
+taskmanager.data.port: 0
+blob.server.port: 0
+jobmanager.memory.process.size: 1024m
+taskmanager.memory.process.size: 2048m
+taskmanager.memory.managed.fraction: 0.2
+taskmanager.numberOfTaskSlots: ${DSPARK_SLOTS:-2}
+parallelism.default: 1
+env.pid.dir: $FLINK_PID_DIR
+env.log.dir: $FLINK_LOG_DIR
+heartbeat.interval: 2000
+heartbeat.timeout: 10000
+restart-strategy.type: fixed-delay
+restart-strategy.fixed-delay.attempts: 20
+restart-strategy.fixed-delay.delay: 2 s
+execution.checkpointing.dir: file://$dir/checkpoints
+python.executable: $python
+python.client.executable: $python
+metrics.reporter.prom.factory.class: org.apache.flink.metrics.prometheus.PrometheusReporterFactory
+metrics.reporter.prom.port: ${DSPARK_PROM_PORTS:-9250-9269}
+EOF
+}
+
+rest_url() { echo "http://127.0.0.1:$(cat "$dir/rest.port")"; }
+
+wait_for_taskmanager() {
+    local deadline=$((SECONDS + ${1:-90}))
+    while [ $SECONDS -lt $deadline ]; do
+        if "$python" - "$(rest_url)" <<'PY' 2>/dev/null; then
+import json, sys, urllib.request
+overview = json.load(urllib.request.urlopen(sys.argv[1] + "/overview", timeout=3))
+sys.exit(0 if overview.get("taskmanagers", 0) > 0 else 1)
+PY
+            echo "cluster: ready at $(rest_url)"
+            return 0
+        fi
+        sleep 1
+    done
+    echo "cluster: no TaskManager registered within ${1:-90} s; logs in $FLINK_LOG_DIR" >&2
+    return 1
+}
+
+start() {
+    write_conf
+    "$flink_home/bin/jobmanager.sh" start >/dev/null
+    "$flink_home/bin/taskmanager.sh" start >/dev/null
+    wait_for_taskmanager 120
+}
+
+stop() {
+    "$flink_home/bin/taskmanager.sh" stop-all >/dev/null 2>&1 || true
+    "$flink_home/bin/jobmanager.sh" stop-all >/dev/null 2>&1 || true
+    echo "cluster: stopped"
+}
+
+submit() {
+    # connector.flink.register ships the package to the TaskManagers itself (python.files).
+    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" \
+        -pyexec "$python" -pyclientexec "$python" -py "$repo/jobs/features.py" "$@"
+}
+
+kill_taskmanager() {
+    local pidfile
+    for pidfile in "$FLINK_PID_DIR"/flink-*-taskexecutor.pid; do
+        [ -f "$pidfile" ] || continue
+        while read -r pid; do
+            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && echo "cluster: killed TaskManager $pid"
+        done <"$pidfile"
+        rm -f "$pidfile"
+    done
+}
+
+command="${1:-run}"
+shift || true
+case "$command" in
+    start) start ;;
+    stop) stop ;;
+    status) echo "FLINK_HOME=$flink_home conf=$FLINK_CONF_DIR rest=$(rest_url)" ;;
+    submit) submit "$@" ;;
+    kill-taskmanager) kill_taskmanager ;;
+    start-taskmanager) "$flink_home/bin/taskmanager.sh" start >/dev/null && wait_for_taskmanager 120 ;;
+    run)
+        trap stop EXIT
+        start
+        submit "$@"
+        ;;
+    *)
+        sed -n '2,16p' "$0" >&2
+        exit 2
+        ;;
+esac

@@ -1,0 +1,484 @@
+"""The deserializer on every backend: golden bodies, malformed input, content, profiles of all units."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from connector.decode import parse_batch
+from connector.decode.batch import ERRORS_SCHEMA
+from connector.decode.exact import Rejected, content_values, decode_body
+from connector.profiles import load_profile
+from connector.schema.columns import body_columns, output_schema
+from tests.bodies import CREATED, chat, choice, encode
+
+PROFILES = Path(__file__).parent / "data" / "profiles"
+T0 = datetime.fromtimestamp(CREATED, UTC)
+
+
+def parse(bodies: list[bytes], profile: str = "openai", backend: str = "cpu", **kw: Any):
+    result = parse_batch(bodies, profile=profile, backend=backend, **kw)
+    result.table.validate(full=True)
+    result.errors.validate(full=True)
+    assert result.table.schema == output_schema(load_profile(profile))
+    assert result.errors.schema == ERRORS_SCHEMA
+    # Every body is accounted for exactly once.
+    lines = sorted(result.table.column("line").to_pylist() + result.errors.column("line").to_pylist())
+    first = kw.get("first_line", 1)
+    assert lines == list(range(first, first + len(bodies)))
+    return result
+
+
+def reference(bodies: list[bytes], profile: str) -> list[dict[str, Any] | str]:
+    """What the exact path alone makes of each body: a row dict, or the rejection reason."""
+    prof = load_profile(profile)
+    columns = body_columns(prof)
+    out: list[dict[str, Any] | str] = []
+    for i, raw in enumerate(bodies):
+        try:
+            row = {"line": i + 1, **decode_body(raw, columns, prof.created_unit)}
+        except Rejected as exc:
+            out.append(exc.reason)
+            continue
+        if row["created"] is not None:
+            row["created"] = datetime.fromtimestamp(row["created"] / 1000, UTC)
+        if prof.content_properties:
+            values, error = content_values(row["content"], prof.content_properties)
+            row.update(values)
+            row["content_error"] = error
+        out.append(row)
+    return out
+
+
+def assert_matches_reference(bodies: list[bytes], profile: str, backend: str):
+    result = parse(bodies, profile, backend)
+    rows = {r["line"]: r for r in result.table.to_pylist()}
+    errors = {e["line"]: e["reason"] for e in result.errors.to_pylist()}
+    for i, expected in enumerate(reference(bodies, profile), start=1):
+        if isinstance(expected, str):
+            assert errors.get(i) == expected, f"line {i}"
+        else:
+            assert rows.get(i) == expected, f"line {i}"
+    return result
+
+
+# -- golden corpus ------------------------------------------------------------------------------------------
+
+GOLDEN: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
+    (
+        "plain chat",
+        chat(),
+        {
+            "id": "chatcmpl-0c1d2e3f",
+            "object": "chat.completion",
+            "created": T0,
+            "model": "Qwen/Qwen2.5-Coder-7B-Instruct",
+            "content": "Hello!",
+            "finish_reason": "stop",
+            "n_choices": 1,
+            "choice_contents": ["Hello!"],
+            "choice_finish_reasons": ["stop"],
+            "tool_call_names": [],
+            "prompt_tokens": 21,
+            "completion_tokens": 12,
+            "total_tokens": 33,
+            "cached_tokens": 16,
+            "reasoning_tokens": 0,
+            "time_to_first_token_ms": None,
+        },
+    ),
+    ("empty choices", chat(choices=[]), {"n_choices": 0, "content": None, "choice_contents": []}),
+    (
+        "n=3 with truncated choices",
+        chat(
+            choices=[
+                choice('{"a": 1}'),
+                choice('{"a": ', index=1, finish_reason="length"),
+                choice(None, index=2, finish_reason="length"),
+            ]
+        ),
+        {
+            "n_choices": 3,
+            "content": '{"a": 1}',
+            "choice_contents": ['{"a": 1}', '{"a": ', None],
+            "choice_finish_reasons": ["stop", "length", "length"],
+        },
+    ),
+    ("reasoning (new name)", chat(choices=[choice(reasoning="think")]), {"reasoning": "think"}),
+    ("reasoning_content (old name)", chat(choices=[choice(reasoning_content="old")]), {"reasoning": "old"}),
+    ("int stop_reason", chat(choices=[choice(stop_reason=151643)]), {"stop_reason": "151643"}),
+    ("str stop_reason", chat(choices=[choice(stop_reason="</s>")]), {"stop_reason": "</s>"}),
+    (
+        "unicode, escapes, surrogate pairs",
+        chat(choices=[choice('héllo "wörld"\n\t\\ 😀 \u2028 \x00')]),
+        {"content": 'héllo "wörld"\n\t\\ 😀 \u2028 \x00'},
+    ),
+    ("200 KB body", chat(choices=[choice("x" * 200_000)]), {"content": "x" * 200_000}),
+    (
+        "metrics present",
+        chat(
+            metrics={
+                "time_to_first_token_ms": 12.5,
+                "generation_time_ms": 300,
+                "queue_time_ms": 1.25,
+                "mean_itl_ms": 9.75,
+                "tokens_per_second": 80.5,
+            }
+        ),
+        {
+            "time_to_first_token_ms": 12.5,
+            "generation_time_ms": 300.0,
+            "queue_time_ms": 1.25,
+            "mean_itl_ms": 9.75,
+            "tokens_per_second": 80.5,
+        },
+    ),
+    (
+        "gateway metadata",
+        chat(metadata={"inference_time_ms": 41, "kv_cache_hit_rate": 0.5, "gpu_utilization_pct": 87.5}),
+        {"inference_time_ms": 41.0, "kv_cache_hit_rate": 0.5, "gpu_utilization_pct": 87.5},
+    ),
+    (
+        "completion",
+        {
+            "id": "cmpl-1",
+            "object": "text_completion",
+            "created": CREATED,
+            "model": "m",
+            "choices": [{"index": 0, "text": "four", "logprobs": None, "finish_reason": "length", "stop_reason": None}],
+            "usage": {"prompt_tokens": 3, "total_tokens": 4, "completion_tokens": 1},
+        },
+        {"object": "text_completion", "content": "four", "choice_contents": ["four"], "cached_tokens": None},
+    ),
+    (
+        "tool calls",
+        chat(
+            choices=[
+                choice(
+                    None,
+                    tool_calls=[
+                        {"id": "t1", "type": "function", "function": {"name": "get", "arguments": '{"x":1}'}},
+                        {"id": "t2", "type": "function", "function": {"name": "put", "arguments": "{}"}},
+                    ],
+                    finish_reason="tool_calls",
+                )
+            ]
+        ),
+        {"tool_call_names": ["get", "put"], "tool_call_arguments": ['{"x":1}', "{}"], "content": None},
+    ),
+    (
+        "unknown extra fields",
+        chat(trace_id="abc", extra={"deep": [1, {"x": None}]}, choices=[choice(new_field=[1, 2])]),
+        {"content": "Hello!"},
+    ),
+    ("null usage details", chat(usage={"prompt_tokens": 1, "total_tokens": 1}), {"cached_tokens": None}),
+    (
+        "absent fields",
+        {"id": "x", "created": CREATED},
+        {"model": None, "n_choices": None, "choice_contents": None},
+    ),
+    ("system fingerprint", chat(system_fingerprint="fp_1"), {"system_fingerprint": "fp_1"}),
+]
+
+
+def test_golden_values(backend: str):
+    bodies = [encode(body) for _, body, _ in GOLDEN]
+    # Shuffled key order must not matter.
+    bodies.append(encode(dict(reversed(list(chat().items())))))
+    result = assert_matches_reference(bodies, "openai", backend)
+    rows = result.table.to_pylist()
+    assert result.errors.num_rows == 0
+    for (name, _, expected), row in zip(GOLDEN, rows, strict=False):
+        for key, value in expected.items():
+            assert row[key] == value, f"{name}: {key}"
+    assert rows[-1] == {**rows[0], "line": len(bodies)}
+    # Only the int stop_reason body needs the exact path; the rest are read in one batch.
+    assert result.stats["exact"] == 1
+    assert result.backend == backend
+
+
+def test_bodies_as_str_and_first_line(backend: str):
+    result = parse([encode(chat()).decode(), "{"], "openai", backend, first_line=41)
+    assert result.table.column("line").to_pylist() == [41]
+    assert result.errors.column("line").to_pylist() == [42]
+
+
+def test_empty_batch(backend: str):
+    result = parse([], "coder", backend)
+    assert result.table.num_rows == 0 and result.errors.num_rows == 0
+
+
+# -- malformed input: each rejected as documented, the rest of the batch intact --------------------------
+
+MALFORMED: list[tuple[bytes, str, str | None]] = [
+    (b"not json", "not JSON: Expecting value at char 0", None),
+    (encode(chat())[:-40], "truncated JSON: input ends at char", None),
+    (b'{"id": "x", "created": 1', "truncated JSON: input ends at char 24", None),
+    (b"", "empty body", None),
+    (b"   ", "empty body", None),
+    (b'{"id": "\xff\xfe"}', "invalid UTF-8: byte 0xff at offset 8", None),
+    (b"[1, 2]", "not a JSON object: got array", None),
+    (b"null", "not a JSON object: got null", None),
+    (b'"text"', "not a JSON object: got string", None),
+    (encode(chat()) + b" trailing", "trailing data after the JSON value at char", None),
+    (encode(chat()) + encode(chat()), "trailing data after the JSON value at char", None),
+    (
+        encode({"error": {"message": "model not found", "type": "NotFoundError", "param": None, "code": 404}}),
+        "error response (type=NotFoundError, code=404): model not found",
+        "error",
+    ),
+    (
+        encode({"object": "error", "message": "too long", "type": "BadRequestError", "code": 400}),
+        "error response (type=BadRequestError, code=400): too long",
+        None,
+    ),
+    (encode(chat(created="yesterday")), "wrong type: expected integer, got string", "created"),
+    (encode(chat(created=1.5)), "wrong type: expected integer, got number 1.5", "created"),
+    (
+        encode(chat(created=10**15)),
+        "out of range: 1000000000000000 (seconds) is not within years 1..9999",
+        "created",
+    ),
+    (encode(chat(choices={"0": 1})), "wrong type: expected array, got object", "choices"),
+    (encode(chat(choices=[1])), "wrong type: expected object, got integer", "choices[0]"),
+    (
+        encode(chat(usage={"prompt_tokens": "12"})),
+        "wrong type: expected integer, got string",
+        "usage.prompt_tokens",
+    ),
+    (
+        encode(chat(usage={"prompt_tokens": 2**64})),
+        "out of range for a 64-bit integer",
+        "usage.prompt_tokens",
+    ),
+    (b'{"id": "\\ud800", "created": 1}', "invalid string: unpaired surrogate escape", "id"),
+    (b'{"id": "a\tb"}', "not JSON: Invalid control character at char 9", None),
+]
+
+
+@pytest.mark.parametrize("bad,reason,field", MALFORMED, ids=[m[1][:40] for m in MALFORMED])
+def test_malformed_rejected_rest_intact(backend: str, bad: bytes, reason: str, field: str | None):
+    good = [encode(chat(id=f"c{i}", created=CREATED + i)) for i in range(6)]
+    bodies = good[:3] + [bad] + good[3:]
+    result = parse(bodies, "openai", backend)
+    assert result.errors.num_rows == 1
+    error = result.errors.to_pylist()[0]
+    assert error["line"] == 4
+    assert error["reason"].startswith(reason), error["reason"]
+    assert error["field"] == field
+    assert error["body"] == bad
+    assert result.table.column("id").to_pylist() == [f"c{i}" for i in range(6)]
+    assert result.table.column("line").to_pylist() == [1, 2, 3, 5, 6, 7]
+    expected = parse(good, "openai", backend).table.drop_columns(["line"])
+    assert result.table.drop_columns(["line"]).equals(expected)
+
+
+def test_many_bad_bodies_scattered(backend: str):
+    bodies = []
+    for i in range(400):
+        bodies.append(encode(chat(id=f"c{i}")) if i % 7 else MALFORMED[i % len(MALFORMED)][0])
+    result = assert_matches_reference(bodies, "openai", backend)
+    assert result.table.num_rows == sum(1 for i in range(400) if i % 7)
+    assert result.errors.num_rows == 400 - result.table.num_rows
+
+
+def test_pretty_printed_body(backend: str):
+    result = assert_matches_reference([encode(chat(), indent=2), encode(chat())], "openai", backend)
+    assert result.table.num_rows == 2
+
+
+# -- created in other units ---------------------------------------------------------------------------------
+
+
+def test_created_millis_and_extra_field(backend: str):
+    profile = str(PROFILES / "gateway_ms.yaml")
+    bodies = [
+        encode(chat(created=CREATED * 1000 + 123, trace_id="t-1")),
+        encode(chat(created=CREATED * 1000)),
+    ]
+    result = assert_matches_reference(bodies, profile, backend)
+    assert result.table.column("created").to_pylist() == [
+        datetime(2024, 11, 30, 7, 0, 0, 123000, tzinfo=UTC),
+        T0,
+    ]
+    assert result.table.column("trace_id").to_pylist() == ["t-1", None]
+
+
+def test_created_iso(backend: str):
+    profile = str(PROFILES / "gateway_iso.yaml")
+    bodies = [
+        encode(chat(created="2024-11-30T07:00:00Z")),
+        encode(chat(created="2024-11-30T08:00:00.123456+01:00")),
+        encode(chat(created="2024-11-30 07:00:00")),
+        encode(chat(created="not a time")),
+        encode(chat(created=5)),
+    ]
+    result = assert_matches_reference(bodies, profile, backend)
+    assert result.table.column("created").to_pylist() == [T0, T0.replace(microsecond=123000), T0]
+    assert [e["reason"] for e in result.errors.to_pylist()] == [
+        "not an ISO-8601 timestamp: 'not a time'",
+        "wrong type: expected an ISO-8601 string, got integer",
+    ]
+
+
+# -- content ------------------------------------------------------------------------------------------------
+
+
+def _contents(profile: str, contents: list[Any], backend: str, **choice_kw: Any):
+    bodies = [encode(chat(choices=[choice(c, **choice_kw)])) for c in contents]
+    return assert_matches_reference(bodies, profile, backend)
+
+
+def test_json_content_columns(backend: str):
+    profile = str(PROFILES / "risk.yaml")
+    contents = [
+        '{"risk_level": "high", "approved": false, "score": 7, "tags": ["a", "b"], "detail": {"k": [1, "é"]}}',
+        '{\n  "risk_level": "low",\r\n\t"score": 2.0\n}',
+        '```json\n{"risk_level": "mid", "score": 5}\n```',
+        '{"risk_level": "high", "score": "7"}',
+        '{"risk_level": "hi',
+        "Sure! The risk is high.",
+        "[1, 2]",
+        None,
+        "",
+        '{"score": 1}{"score": 2}',
+        '{"risk_level": "x", "risk_level": "y"}',
+    ]
+    result = _contents(profile, contents, backend)
+    rows = result.table.to_pylist()
+    assert [r["risk_level"] for r in rows] == [
+        "high",
+        "low",
+        "mid",
+        "high",
+        None,
+        None,
+        None,
+        None,
+        None,
+        None,
+        "y",
+    ]
+    assert [r["score"] for r in rows] == [7, 2, 5, None, None, None, None, None, None, None, None]
+    assert rows[0]["approved"] is False and rows[0]["tags"] == ["a", "b"]
+    assert rows[0]["detail"] == '{"k":[1,"é"]}'
+    assert [r["content_error"] for r in rows] == [
+        None,
+        None,
+        None,
+        "property 'score': wrong type: expected integer, got string",
+        "truncated JSON: input ends at char 18 (Unterminated string starting at)",
+        "not JSON: Expecting value at char 0",
+        "not a JSON object: got array",
+        None,
+        "empty content",
+        "trailing data after the JSON value at char 12",
+        None,
+    ]
+
+
+def test_json_content_fast_path(backend: str):
+    """Contents that are plain JSON objects are read in one batch, not one by one."""
+    contents = [json.dumps({"language": "py", "code": f"print({i})", "explanation": "e"}) for i in range(50)]
+    result = _contents("coder", contents, backend)
+    assert result.stats["content_exact"] == 0
+    assert result.table.column("code").to_pylist() == [f"print({i})" for i in range(50)]
+
+
+CODER_TEXT = (
+    "Here is a function that adds numbers.\n\n```python\ndef add(a, b):\n    return a + b\n```\n\n"
+    "And a test:\n\n```python\nassert add(1, 2) == 3\n```\n"
+)
+MATH_TEXT = (
+    "Step 1: Let x be the number.\nStep 2: Then 2x = 10.\n3. So x = 5.\n"
+    "Hence \\boxed{x = \\frac{10}{2}} and finally \\boxed{5}.\nConfidence: 0.9"
+)
+VL_TEXT = (
+    "A cat and a dog on a sofa. <|ref|>cat<|/ref|><|det|>[[12, 30, 200, 310]]<|/det|> "
+    "<|ref|>dog<|/ref|><|det|>[[220,40,480,400],[500,40,600,90]]<|/det|>"
+)
+
+
+def test_text_extraction_coder(backend: str):
+    rows = _contents("coder", [CODER_TEXT, "no code here"], backend).table.to_pylist()
+    assert rows[0]["language"] == "python"
+    assert rows[0]["code"] == "def add(a, b):\n    return a + b\n"
+    assert rows[0]["explanation"] == "Here is a function that adds numbers."
+    assert rows[0]["code_blocks"] == 2
+    assert rows[0]["content_error"] is None
+    assert (rows[1]["language"], rows[1]["code_blocks"], rows[1]["explanation"]) == (None, 0, None)
+
+
+def test_text_extraction_math(backend: str):
+    rows = _contents("math", [MATH_TEXT, '{"steps": ["a"], "answer": "5"}'], backend).table.to_pylist()
+    assert rows[0]["steps"] == ["Let x be the number.", "Then 2x = 10.", "So x = 5."]
+    assert rows[0]["answer"] == "5"
+    assert rows[0]["confidence"] == 0.9
+    assert (rows[1]["steps"], rows[1]["answer"], rows[1]["confidence"]) == (["a"], "5", None)
+
+
+def test_text_extraction_vl(backend: str):
+    json_content = '{"caption": "c", "labels": ["cat"], "boxes": [[[1, 2, 3, 4]]]}'
+    rows = _contents("vl", [VL_TEXT, json_content, "<|det|>[[1,2<|/det|>"], backend).table.to_pylist()
+    assert rows[0]["caption"] == "A cat and a dog on a sofa."
+    assert rows[0]["labels"] == ["cat", "dog"]
+    assert rows[0]["boxes"] == "[[[12,30,200,310]],[[220,40,480,400],[500,40,600,90]]]"
+    assert rows[0]["objects"] == 2
+    assert rows[1]["boxes"] == "[[[1,2,3,4]]]" and rows[1]["labels"] == ["cat"]
+    assert rows[2]["boxes"] is None
+    assert rows[2]["content_error"] == "property 'boxes': not JSON: '[[1,2'"
+
+
+# -- backends ------------------------------------------------------------------------------------------------
+
+
+def test_unknown_backend_is_a_clear_error():
+    from connector.errors import BackendUnavailable
+
+    with pytest.raises(BackendUnavailable, match="unknown parse backend 'tpu': use one of auto, cpu, gpu"):
+        parse_batch([], backend="tpu")
+
+
+def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
+    pytest.importorskip("pyarrow")
+    from connector.decode import readers
+
+    readers._chosen.clear()
+    with caplog.at_level("WARNING"):
+        result = parse_batch([encode(chat())], backend="auto")
+        parse_batch([encode(chat())], backend="auto")
+    if result.backend == "gpu":
+        pytest.skip("a GPU is available: auto chose it")
+    assert result.fallback_reason and "set 'parse.backend' = 'cpu'" in result.fallback_reason
+    warnings = [r for r in caplog.records if "parse backend 'auto' uses the CPU" in r.getMessage()]
+    assert len(warnings) == 1
+    readers._chosen.clear()
+
+
+def test_arrow_tables_equal_across_backends():
+    from tests.conftest import _gpu_skip_reason
+
+    reason = _gpu_skip_reason()
+    if reason:
+        pytest.skip(reason)
+    bodies = [encode(body) for _, body, _ in GOLDEN] + [m[0] for m in MALFORMED]
+    for profile in ("openai", "coder", str(PROFILES / "risk.yaml")):
+        cpu = parse(bodies, profile, "cpu")
+        gpu = parse(bodies, profile, "gpu")
+        assert gpu.table.equals(cpu.table)
+        assert gpu.errors.equals(cpu.errors)
+
+
+def test_large_batch_matches_reference(backend: str):
+    bodies = []
+    for i in range(3000):
+        content = json.dumps({"risk_level": ["low", "high"][i % 2], "score": i}) if i % 5 else f"text {i}"
+        bodies.append(encode(chat(id=f"c{i}", created=CREATED + i, choices=[choice(content)])))
+    result = assert_matches_reference(bodies, str(PROFILES / "risk.yaml"), backend)
+    assert result.stats["exact"] == 0
+    assert pa.compute.sum(result.table.column("score")).as_py() == sum(i for i in range(3000) if i % 5)

@@ -1,0 +1,242 @@
+"""Mini-cluster end to end: replay files -> 'dspark-vllm' tables -> files, checked against known values.
+
+One Flink job (a statement set with four sinks) feeds every test of this module.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from connector.errors import OptionsError  # noqa: E402
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+T0 = 1_700_000_000  # 2023-11-14 22:13:20 UTC
+
+
+def good_body(i: int, model: str = "coder-7b") -> dict:
+    content = {"language": "python", "code": f"print({i})", "explanation": "prints", "code_blocks": 1 + i % 2}
+    body = {
+        "id": f"cmpl-{i}",
+        "object": "chat.completion",
+        "created": T0 + 10 * i,
+        "model": model,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": json.dumps(content)},
+                "finish_reason": "length" if i % 5 == 0 else "stop",
+            }
+        ],
+        "usage": {"prompt_tokens": 10 + i, "completion_tokens": 2 * i, "total_tokens": 10 + 3 * i},
+    }
+    if i % 3 == 0:
+        body["metrics"] = {"time_to_first_token_ms": float(i), "tokens_per_second": 100.0 + i}
+    return body
+
+
+BAD = [
+    (b"not json", "not JSON"),
+    (b'{"id": "cut", "object": "chat.completion", "created": 17', "truncated"),
+    (b'{"error": {"message": "model overloaded", "type": "ServiceUnavailable", "code": 503}}', "error"),
+    (b"\xff\xfe invalid utf-8", "UTF-8"),
+]
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("replay")
+    (root / "bodies").mkdir()
+    with open(root / "bodies" / "a.jsonl", "wb") as f:
+        for i in range(30):
+            f.write(json.dumps(good_body(i)).encode() + b"\n")
+    with open(root / "bodies" / "b.jsonl", "wb") as f:
+        for i in range(30, 40):
+            f.write(json.dumps(good_body(i, model="coder-1b")).encode() + b"\n")
+            if i - 30 < len(BAD):
+                f.write(BAD[i - 30][0] + b"\n")
+    return root
+
+
+def quoted(columns: str) -> str:
+    return ", ".join("`{}` {}".format(*c.strip().split(" ", 1)) for c in columns.split(","))
+
+
+def read_json_dir(path: Path) -> list[dict]:
+    rows = []
+    for file in sorted(path.rglob("*")):
+        if file.is_file() and not file.name.startswith("."):
+            rows += [json.loads(line) for line in file.read_text().splitlines() if line]
+    return rows
+
+
+@pytest.fixture(scope="module")
+def job(corpus: Path) -> dict[str, list[dict]]:
+    from connector.flink import local_environment, register
+
+    env, t_env = local_environment()
+    body_path = corpus / "bodies"
+    # Declared before register(): nested ROW, metadata, computed column, watermark, projection.
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE responses (
+            id STRING,
+            model STRING,
+            created TIMESTAMP(3),
+            finish_reason STRING,
+            `language` STRING,
+            code_blocks INT,
+            usage ROW<prompt_tokens INT, completion_tokens BIGINT, total_tokens BIGINT>,
+            metrics ROW<time_to_first_token_ms DOUBLE, tokens_per_second DOUBLE>,
+            backend STRING METADATA FROM 'parse.backend' VIRTUAL,
+            src STRING METADATA FROM 'source.path' VIRTUAL,
+            src_line BIGINT METADATA FROM 'source.line' VIRTUAL,
+            doubled AS usage.prompt_tokens * 2,
+            -- files are read in no set order: the delay covers the spread of the whole corpus
+            WATERMARK FOR created AS created - INTERVAL '10' MINUTE
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{body_path}',
+            'profile' = 'coder', 'parse.backend' = 'cpu', 'parse.batch-size' = '7'
+        )""")
+    registry = register(t_env)
+    # Declared after register(): no watermark, raw body as text, its own errors table.
+    t_env.execute_sql(f"""
+        CREATE TABLE plain (
+            id STRING, content STRING,
+            raw_body STRING METADATA FROM 'raw.body'
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{body_path / "a.jsonl"}',
+            'errors.table' = 'plain_rejected'
+        )""")
+    out = corpus / "out"
+    sinks = {
+        "rows": "id STRING, model STRING, created STRING, finish_reason STRING, lang STRING, "
+        "code_blocks INT, prompt_tokens INT, completion_tokens BIGINT, ttft DOUBLE, tps DOUBLE, "
+        "backend STRING, src STRING, "
+        "src_line BIGINT, doubled INT",
+        "errors": "source STRING, line BIGINT, reason STRING, body_len INT, model STRING, profile STRING, "
+        "created STRING",
+        "windows": "window_start STRING, model STRING, n BIGINT, tokens BIGINT",
+        "plain": "id STRING, content_len INT, raw_len INT",
+    }
+    for name, columns in sinks.items():
+        t_env.execute_sql(
+            f"CREATE TEMPORARY TABLE sink_{name} ({quoted(columns)}) WITH "
+            f"('connector' = 'filesystem', 'path' = '{out / name}', 'format' = 'json')"
+        )
+    statements = t_env.create_statement_set()
+    statements.add_insert_sql("""
+        INSERT INTO sink_rows SELECT id, model, CAST(created AS STRING), finish_reason, `language`,
+            code_blocks, usage.prompt_tokens, usage.completion_tokens, metrics.time_to_first_token_ms,
+            metrics.tokens_per_second, backend, src, src_line, doubled FROM responses""")
+    statements.add_insert_sql("""
+        INSERT INTO sink_errors SELECT source, `line`, reason, CHAR_LENGTH(CAST(body AS STRING)), model,
+            profile, CAST(created AS STRING) FROM responses_errors""")
+    statements.add_insert_sql("""
+        INSERT INTO sink_windows SELECT CAST(window_start AS STRING), model, COUNT(*),
+            SUM(usage.prompt_tokens + 0)
+        FROM TABLE(TUMBLE(TABLE responses, DESCRIPTOR(created), INTERVAL '1' MINUTES))
+        GROUP BY window_start, window_end, model""")
+    statements.add_insert_sql(
+        "INSERT INTO sink_plain SELECT id, CHAR_LENGTH(content), CHAR_LENGTH(raw_body) FROM plain"
+    )
+    statements.execute().wait()
+    result = {name: read_json_dir(out / name) for name in sinks}
+    result["_registry"] = registry  # type: ignore[assignment]
+    result["_t_env"] = t_env  # type: ignore[assignment]
+    return result
+
+
+def test_every_good_body_is_a_row_with_its_values(job):
+    rows = {r["id"]: r for r in job["rows"]}
+    assert sorted(rows) == sorted(f"cmpl-{i}" for i in range(40))
+    for i in range(40):
+        row = rows[f"cmpl-{i}"]
+        expected_time = datetime.fromtimestamp(T0 + 10 * i, UTC).strftime("%Y-%m-%d %H:%M:%S")
+        assert row["created"].startswith(expected_time)
+        assert row["model"] == ("coder-7b" if i < 30 else "coder-1b")
+        assert row["finish_reason"] == ("length" if i % 5 == 0 else "stop")
+        assert (row["lang"], row["code_blocks"]) == ("python", 1 + i % 2)
+        assert (row["prompt_tokens"], row["completion_tokens"]) == (10 + i, 2 * i)
+        assert row["doubled"] == 2 * (10 + i)
+        if i % 3 == 0:
+            assert (row["ttft"], row["tps"]) == (float(i), 100.0 + i)
+        else:
+            assert row["ttft"] is None and row["tps"] is None
+        assert row["backend"] == "cpu"
+
+
+def test_metadata_source_and_line(job):
+    rows = {r["id"]: r for r in job["rows"]}
+    assert rows["cmpl-0"]["src"].endswith("a.jsonl") and rows["cmpl-0"]["src_line"] == 1
+    assert rows["cmpl-29"]["src_line"] == 30
+    # b.jsonl alternates good and bad lines for its first bodies.
+    assert rows["cmpl-30"]["src"].endswith("b.jsonl") and rows["cmpl-30"]["src_line"] == 1
+    assert rows["cmpl-31"]["src_line"] == 3
+    assert rows["cmpl-39"]["src_line"] == 14
+
+
+def test_every_bad_body_is_an_error_row_with_reason_and_line(job):
+    errors = sorted(job["errors"], key=lambda r: r["line"])
+    assert [e["line"] for e in errors] == [2, 4, 6, 8]
+    for error, (_body, needle) in zip(errors, BAD, strict=True):
+        assert error["source"].endswith("b.jsonl")
+        assert needle.lower() in error["reason"].lower(), error
+        assert error["body_len"] >= 1
+        assert error["profile"] == "coder"
+        # Error rows carry the newest event time seen, never NULL (the watermark needs one).
+        assert error["created"] is not None and not error["created"].startswith("1970")
+
+
+def test_windows_use_event_time(job):
+    windows = {(w["window_start"][:16], w["model"]): w for w in job["windows"]}
+    total = sum(w["n"] for w in job["windows"])
+    assert total == 40
+    # 22:13:20 + 10 s steps: minute 22:13 holds bodies 0..3, 22:14 holds 4..9.
+    assert windows[("2023-11-14 22:13", "coder-7b")]["n"] == 4
+    assert windows[("2023-11-14 22:14", "coder-7b")]["n"] == 6
+    assert windows[("2023-11-14 22:14", "coder-7b")]["tokens"] == sum(10 + i for i in range(4, 10))
+
+
+def test_table_declared_after_register_projects_only_its_columns(job):
+    plain = {r["id"]: r for r in job["plain"]}
+    assert len(plain) == 30
+    body = json.dumps(good_body(3))
+    assert plain["cmpl-3"]["raw_len"] == len(body)
+    assert plain["cmpl-3"]["content_len"] == len(good_body(3)["choices"][0]["message"]["content"])
+    t_env = job["_t_env"]
+    assert t_env.from_path("plain").get_schema().get_field_names() == ["id", "content", "raw_body"]
+    assert job["_registry"].built["plain"].errors_table == "plain_rejected"
+
+
+def test_declared_schema_is_kept(job):
+    schema = job["_t_env"].from_path("responses").get_schema()
+    assert schema.get_field_names()[:3] == ["id", "model", "created"]
+    assert "ROWTIME" in str(schema) or "*ROWTIME*" in str(schema.get_field_data_type("created"))
+
+
+def test_bad_declarations_fail_with_clear_messages(job):
+    t_env = job["_t_env"]
+    with pytest.raises(OptionsError, match="Unsupported options found for 'dspark-vllm'"):
+        t_env.execute_sql(
+            "CREATE TEMPORARY TABLE bad1 (id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', "
+            "'replay.path' = '/x', 'parse.bakend' = 'cpu')"
+        )
+    t_env.execute_sql("DROP TEMPORARY TABLE bad1")
+    with pytest.raises(OptionsError, match="Column 'usage.foo' is not produced by this profile"):
+        t_env.execute_sql(
+            "CREATE TEMPORARY TABLE bad2 (usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', "
+            "'mode' = 'replay', 'replay.path' = '/x')"
+        )
+    t_env.execute_sql("DROP TEMPORARY TABLE bad2")
+    with pytest.raises(OptionsError, match="unknown metadata key 'request.colour'"):
+        t_env.execute_sql(
+            "CREATE TEMPORARY TABLE bad3 (c STRING METADATA FROM 'request.colour') WITH ("
+            "'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x')"
+        )
+    t_env.execute_sql("DROP TEMPORARY TABLE bad3")

@@ -1,0 +1,152 @@
+"""The option table of 'dspark-vllm': Flink's wording for unknown and missing keys, types, rules, docs."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from connector.errors import OptionsError
+from connector.options import OPTIONS, options_markdown, parse_duration, validate
+
+ROOT = Path(__file__).resolve().parent.parent
+REPLAY = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/tmp/bodies"}
+REQUEST = {
+    "connector": "dspark-vllm",
+    "endpoint": "http://127.0.0.1:8000",
+    "model": "m",
+    "prompts.rate": "10",
+}
+
+
+def test_defaults_are_filled_and_typed():
+    opts = validate(REPLAY)
+    assert opts["mode"] == "replay"
+    assert opts["parse.backend"] == "auto"
+    assert opts["parse.batch-size"] == 10000
+    assert opts["request.timeout"] == 60.0
+    assert opts["request.structured-output"] is False
+    assert opts.bundle_size == 10000 and opts.arrow_batch_size == 10000
+    assert opts.is_set("replay.path") and not opts.is_set("parse.backend")
+
+
+def test_unknown_key_uses_flinks_wording():
+    with pytest.raises(OptionsError) as info:
+        validate({**REPLAY, "parse.bakend": "cpu", "foo": "1"})
+    message = str(info.value)
+    assert message.startswith(
+        "Unsupported options found for 'dspark-vllm'.\n\nUnsupported options:\n\nfoo\nparse.bakend\n\n"
+        "Supported options:\n\n"
+    )
+    supported = message.split("Supported options:\n\n")[1].splitlines()
+    assert supported == sorted(supported)
+    assert {"connector", "property-version", "parse.backend", "replay.path"} <= set(supported)
+
+
+def test_missing_required_option_names_itself():
+    with pytest.raises(OptionsError, match="Missing required options are:\n\nconnector$"):
+        validate({"mode": "replay"})
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "expected"),
+    [
+        (
+            "parse.backend",
+            "tpu",
+            "Could not parse value 'tpu' for key 'parse.backend'.\n\nExpected one of 'auto'",
+        ),
+        ("parse.batch-size", "many", "Expected an integer"),
+        ("parse.batch-size", "0", "Option 'parse.batch-size' must be >= 1, got '0'."),
+        ("python.fn-execution.bundle.time", "soon", "Expected a duration such as '30 s'"),
+    ],
+)
+def test_values_are_typed(key, value, expected):
+    with pytest.raises(OptionsError, match=re.escape(expected)):
+        validate({**REPLAY, key: value})
+
+
+def test_enum_and_boolean_are_case_insensitive():
+    opts = validate({**REQUEST, "parse.backend": "CPU", "request.structured-output": "TRUE"})
+    assert opts["parse.backend"] == "cpu" and opts["request.structured-output"] is True
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [("30 s", 30.0), ("500ms", 0.5), ("2 min", 120.0), ("1h", 3600.0), ("250", 0.25), ("1.5 s", 1.5)],
+)
+def test_durations(text, seconds):
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({**REQUEST, "endpoint": None}, "Option 'endpoint' is required when 'mode' = 'request'"),
+        ({**REQUEST, "model": None}, "Option 'model' is required when 'mode' = 'request'"),
+        (
+            {**REQUEST, "prompts.path": "/p"},
+            "Option 'prompts.path' and 'prompts.rate' shouldn't be set together",
+        ),
+        (
+            {**REQUEST, "prompts.rate": None},
+            "One of 'prompts.table', 'prompts.path' or 'prompts.rate' is required",
+        ),
+        (
+            {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.table": "t"},
+            "Option 'prompts.table' and 'prompts.path' shouldn't be set together",
+        ),
+        (
+            {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.count": "3"},
+            "'prompts.count' needs",
+        ),
+        ({**REQUEST, "prompts.column": "q"}, "Option 'prompts.column' needs 'prompts.table'"),
+        ({**REPLAY, "replay.path": None}, "Option 'replay.path' is required when 'mode' = 'replay'."),
+        ({**REPLAY, "endpoint": "http://x"}, "Option 'endpoint' has no effect when 'mode' = 'replay'"),
+        ({**REQUEST, "replay.path": "/r"}, "Option 'replay.path' has no effect when 'mode' = 'request'"),
+        (
+            {**REQUEST, "api-key": "k", "api-key.env": "K"},
+            "'api-key' and 'api-key.env' shouldn't be set together",
+        ),
+        ({**REQUEST, "endpoint": "localhost:8000"}, "Option 'endpoint' must be an http(s) URL"),
+        ({**REPLAY, "parse.gpu-device": "first"}, "'parse.gpu-device' must be 'auto' or a device number"),
+        (
+            {**REQUEST, "request.concurrency": "500", "python.fn-execution.bundle.size": "100"},
+            "raise 'python.fn-execution.bundle.size' or lower 'request.concurrency'",
+        ),
+        (
+            {**REPLAY, "python.fn-execution.arrow.batch.size": "20000"},
+            "raise 'python.fn-execution.bundle.size' or lower 'python.fn-execution.arrow.batch.size'",
+        ),
+    ],
+)
+def test_rules_across_options(options, message):
+    options = {k: v for k, v in options.items() if v is not None}
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        validate(options)
+
+
+def test_valid_request_and_replay_tables():
+    assert validate(REQUEST)["mode"] == "request"
+    table = {k: v for k, v in REQUEST.items() if k != "prompts.rate"}
+    assert validate({**table, "prompts.table": "p", "prompts.column": "q"})["prompts.column"] == "q"
+    validate({**REPLAY, "parse.backend": "cpu", "errors.table": "bad", "replay.monitor-interval": "5 s"})
+
+
+def test_markdown_lists_every_option():
+    table = options_markdown()
+    for option in OPTIONS:
+        assert f"| `{option.key}` |" in table
+    assert "| `request.timeout` | no | `1 min` | duration |" in table
+
+
+def test_docs_match_the_code():
+    # docs/flink.md (and the README, once it carries the table) hold options_markdown() between markers.
+    for doc in (ROOT / "docs" / "flink.md", ROOT / "README.md"):
+        if not doc.exists() or "<!-- options:start -->" not in doc.read_text():
+            assert doc.name == "README.md", f"{doc} lacks the generated options table"
+            continue
+        text = doc.read_text()
+        block = text.split("<!-- options:start -->\n")[1].split("<!-- options:end -->")[0]
+        assert block == options_markdown(), f"{doc} is stale: run python -m connector.options --update {doc}"

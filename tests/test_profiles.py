@@ -1,0 +1,121 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from connector.errors import ProfileError
+from connector.profiles import builtin_profiles, load_profile, profile_for_model
+from connector.schema.columns import output_schema
+
+PROFILES = Path(__file__).parent / "data" / "profiles"
+
+
+def test_builtins():
+    assert builtin_profiles() == ["coder", "math", "openai", "vl"]
+    assert [p.name for p in load_profile("math").content_properties] == ["steps", "answer", "confidence"]
+    assert load_profile("openai").content_properties == ()
+
+
+def test_user_profile_from_issue():
+    profile = load_profile(PROFILES / "risk.yaml")
+    schema = output_schema(profile)
+    assert [f"{f.name}:{f.type}" for f in schema][-6:] == [
+        "risk_level:string",
+        "approved:bool",
+        "score:int64",
+        "tags:list<item: string>",
+        "detail:string",
+        "content_error:string",
+    ]
+    assert profile.response_format() == {
+        "type": "json_schema",
+        "json_schema": {
+            "name": "risk",
+            "schema": {
+                "type": "object",
+                "properties": {
+                    "risk_level": {"type": "string"},
+                    "approved": {"type": "boolean"},
+                    "score": {"type": "integer"},
+                    "tags": {"type": "array", "items": {"type": "string"}},
+                    "detail": {"type": "object"},
+                },
+            },
+        },
+    }
+
+
+def test_response_json_schema_carries_hints():
+    schema = load_profile("coder").response_json_schema()
+    assert schema["x-created-unit"] == "seconds"
+    assert schema["x-profile"] == "coder"
+    assert list(schema["x-content-schema"]["properties"]) == [
+        "language",
+        "code",
+        "explanation",
+        "code_blocks",
+    ]
+    assert schema["properties"]["created"]["type"] == "integer"
+
+
+def test_model_patterns():
+    assert profile_for_model("Qwen/Qwen2.5-Coder-7B-Instruct").name == "coder"
+    assert profile_for_model("deepseek-ai/deepseek-vl2-tiny").name == "vl"
+    assert profile_for_model("Qwen/Qwen2.5-Math-7B").name == "math"
+    assert profile_for_model("meta-llama/Llama-3.1-8B").name == "openai"
+
+
+@pytest.mark.parametrize(
+    "name,message",
+    [
+        ("bad_type.yaml", r"bad_type.yaml: key 'content.properties.score.type': 'integr' is not valid"),
+        (
+            "bad_regex.yaml",
+            r"bad_regex.yaml: key 'content.properties.answer.x-extract.pattern': not a valid regex",
+        ),
+        (
+            "bad_key.yaml",
+            r"bad_key.yaml: key '\(top level\)': Additional properties are not allowed \('creatd'",
+        ),
+        (
+            "clash.yaml",
+            r"clash.yaml: key 'content.properties.model': clashes with the column 'model'; rename it",
+        ),
+    ],
+)
+def test_bad_profile_names_file_and_key(name: str, message: str):
+    with pytest.raises(ProfileError, match=message):
+        load_profile(PROFILES / name)
+
+
+def test_unknown_profile_and_missing_file(tmp_path: Path):
+    with pytest.raises(ProfileError, match="unknown profile 'nope': use one of coder, math, openai, vl"):
+        load_profile("nope")
+    with pytest.raises(ProfileError, match="missing.yaml: profile file not found"):
+        load_profile(tmp_path / "missing.yaml")
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("name: [unclosed")
+    with pytest.raises(ProfileError, match="bad.yaml: not valid YAML"):
+        load_profile(bad)
+    bad.write_text("- a list")
+    with pytest.raises(ProfileError, match="bad.yaml: expected a mapping with at least 'name', got list"):
+        load_profile(bad)
+
+
+@pytest.mark.slow
+def test_wheel_ships_builtin_profiles(tmp_path: Path):
+    import subprocess
+    import sys
+    import zipfile
+
+    root = Path(__file__).resolve().parent.parent
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(tmp_path), str(root)],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    (wheel,) = tmp_path.glob("*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {f"connector/_schemas/{n}.yaml" for n in builtin_profiles()} <= names
