@@ -376,3 +376,28 @@ def test_stream_assembler_edge_cases() -> None:
     with pytest.raises(StreamError, match="error event 1: boom"):
         error.feed(b'data: {"error":{"message":"boom","type":"InternalServerError","code":500}}\n\n')
     assert error.error_body == b'{"error":{"message":"boom","type":"InternalServerError","code":500}}'
+
+
+# --- through the deserializer ---
+
+
+@pytest.mark.parametrize("profile", ["vl", "coder", "math"])
+def test_outcomes_parse_into_rows_and_error_rows(profile: str) -> None:
+    from connector.decode import parse_batch
+
+    faults = {"truncate": 0.1, "malformed": 0.1, "invalid-utf8": 0.1, "500": 0.1}
+    with serve_simulator(profiles=(profile,), seed=5, faults=faults) as running:
+        payloads = [chat(f"q{i}", n=1 + i % 2) for i in range(80)]
+        outcomes = run(send_all(running.url, payloads, structured_output=profile, concurrency=8))
+        stats = running.stats()
+    bodies = [o.body for o in outcomes if o.body is not None]
+    assert len(bodies) == 80
+    result = parse_batch(bodies, profile, backend="cpu")
+    broken = stats["fault truncate"] + stats["fault malformed"] + stats["fault invalid-utf8"]
+    assert result.errors.num_rows == broken + stats["fault 500"]  # an error body is an error row too
+    assert result.table.num_rows == 80 - result.errors.num_rows
+    assert result.table.column("content_error").null_count == result.table.num_rows  # structured output parses
+    names = [p.name for p in load_profile(profile).content_properties]
+    required = load_profile(profile).content_schema["required"]  # type: ignore[index]
+    for name in required:
+        assert name in names and result.table.column(name).null_count == 0
