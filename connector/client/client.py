@@ -130,7 +130,8 @@ class VllmClient:
                 raise OptionsError("give the server's base_url (http://host:port) or a ClientConfig")
             config = ClientConfig(base_url=base_url, **options)
         elif base_url is not None or options:
-            config = replace(config, **({"base_url": base_url} if base_url else {}), **options)
+            changes: dict[str, Any] = {"base_url": base_url} if base_url else {}
+            config = replace(config, **changes, **options)
         self.config = config
         self._rng = rng or random.Random()
         self._response_format = None
@@ -155,9 +156,7 @@ class VllmClient:
                 base_url=config.root_url,
                 headers=headers,
                 timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-                limits=httpx.Limits(
-                    max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0
-                ),
+                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0),
                 verify=verify,
                 transport=transport,
                 trust_env=False,

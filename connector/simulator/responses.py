@@ -373,7 +373,9 @@ def _id(rng: random.Random, prefix: str) -> str:
 
 
 def _tool_call(rng: random.Random, tools: Sequence[Any]) -> dict[str, Any] | None:
-    functions = [t.get("function") for t in tools if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)]
+    functions: list[Mapping[str, Any]] = [
+        t["function"] for t in tools if isinstance(t, Mapping) and isinstance(t.get("function"), Mapping)
+    ]
     if not functions:
         return None
     fn = rng.choice(functions)
