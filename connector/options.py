@@ -365,7 +365,8 @@ class Options(Mapping[str, Any]):
 
     @property
     def arrow_batch_size(self) -> int:
-        return int(self.values[ARROW_BATCH] or self.values["parse.batch-size"])
+        # Unset, it follows parse.batch-size, but never past the bundle (which caps it anyway).
+        return int(self.values[ARROW_BATCH] or min(self.values["parse.batch-size"], self.bundle_size))
 
 
 # ---------------------------------------------------------------- rules across options
@@ -449,8 +450,8 @@ def rule_bundle_holds_requests(opts: Mapping[str, Any], given: frozenset[str]) -
 
 def rule_arrow_batch_within_bundle(opts: Mapping[str, Any], given: frozenset[str]) -> None:
     bundle = opts[BUNDLE_SIZE] or opts["parse.batch-size"]
-    batch = opts[ARROW_BATCH] or opts["parse.batch-size"]
-    if batch > bundle:
+    batch = opts[ARROW_BATCH]
+    if batch is not None and batch > bundle:
         raise OptionsError(
             f"Option '{ARROW_BATCH}' ({batch}) is larger than '{BUNDLE_SIZE}' ({bundle}), which caps it; "
             f"raise '{BUNDLE_SIZE}' or lower '{ARROW_BATCH}'."
