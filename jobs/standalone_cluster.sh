@@ -5,7 +5,7 @@
 #   jobs/standalone_cluster.sh run [features.py args...]   start, submit (attached), stop
 #   jobs/standalone_cluster.sh start | stop | status
 #   jobs/standalone_cluster.sh submit [features.py args...]
-#   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager (failure drills)
+#   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager and its Python workers
 #   jobs/standalone_cluster.sh start-taskmanager
 #
 # Settings (environment):
@@ -14,6 +14,8 @@
 #   DSPARK_REST_PORT     the JobManager's REST port                       (a free port, kept in the dir)
 #   DSPARK_SLOTS         task slots of the TaskManager                    (2)
 #   DSPARK_PROM_PORTS    Prometheus reporter port range                   (9250-9269)
+#   DSPARK_JOB           the job script `submit` and `run` send           (jobs/features.py)
+#   DSPARK_DETACHED      1: `submit` returns once the job is submitted     (attached)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -112,16 +114,32 @@ stop() {
 
 submit() {
     # connector.flink.register ships the package to the TaskManagers itself (python.files).
-    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" \
-        -pyexec "$python" -pyclientexec "$python" -py "$repo/jobs/features.py" "$@"
+    local detached=()
+    [ "${DSPARK_DETACHED:-0}" = 1 ] && detached=(-d)
+    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" \
+        -pyexec "$python" -pyclientexec "$python" -py "${DSPARK_JOB:-$repo/jobs/features.py}" "$@"
+}
+
+descendants() {
+    local child
+    for child in $(pgrep -P "$1" 2>/dev/null); do
+        echo "$child"
+        descendants "$child"
+    done
 }
 
 kill_taskmanager() {
-    local pidfile
+    # The TaskManager and its Python workers, as when its machine or container dies: workers orphaned by a
+    # SIGKILLed TaskManager otherwise live on.
+    local pidfile pid
     for pidfile in "$FLINK_PID_DIR"/flink-*-taskexecutor.pid; do
         [ -f "$pidfile" ] || continue
         while read -r pid; do
-            [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null && echo "cluster: killed TaskManager $pid"
+            [ -n "$pid" ] || continue
+            local workers
+            workers="$(descendants "$pid")"
+            kill -9 "$pid" 2>/dev/null && echo "cluster: killed TaskManager $pid"
+            [ -n "$workers" ] && kill -9 $workers 2>/dev/null || true
         done <"$pidfile"
         rm -f "$pidfile"
     done
@@ -142,7 +160,7 @@ case "$command" in
         submit "$@"
         ;;
     *)
-        sed -n '2,16p' "$0" >&2
+        sed -n '2,18p' "$0" >&2
         exit 2
         ;;
 esac

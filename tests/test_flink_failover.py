@@ -1,0 +1,132 @@
+"""Failover on a standalone cluster: the TaskManager is killed mid-job, restarted, and no prompt is lost.
+
+`jobs/responses.py` sends a file of prompts to the simulator (request mode, checkpoints every 2 s,
+AT_LEAST_ONCE) and writes one CSV row per request to a filesystem sink, whose files are committed at
+checkpoints. After a checkpoint has completed the TaskManager is SIGKILLed and a new one started; the job
+restarts from that checkpoint (fixed-delay restart strategy of jobs/standalone_cluster.sh). Every prompt's
+request id must be in the committed output at least once; prompts sent twice share their id.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from connector.flink.requests import request_id_of  # noqa: E402
+from connector.simulator.testing import serve_simulator  # noqa: E402
+
+pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
+PROMPTS = 400
+
+
+def rest(base: str, path: str) -> dict:
+    with urllib.request.urlopen(base + path, timeout=10) as response:
+        return json.load(response)
+
+
+def wait_for(what: str, check, timeout: float, every: float = 0.5):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def committed_rows(out: Path) -> list[list[str]]:
+    # In-progress and pending files are hidden (".part-..."); only committed part files count.
+    rows: list[list[str]] = []
+    for file in sorted(out.rglob("part-*")):
+        rows += list(csv.reader(file.open(newline="")))
+    return rows
+
+
+def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
+    prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
+    out = tmp_path / "out"
+    env = {
+        **os.environ,
+        "DSPARK_PYTHON": sys.executable,
+        "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster"),
+        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
+        "DSPARK_DETACHED": "1",
+    }
+
+    def script(*args: str, timeout: float = 180) -> str:
+        run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
+        return run.stdout + run.stderr
+
+    # 400 prompts, 4 in flight, 200 ms each: ~20-25 s of requests, long enough to fail over in the middle.
+    with serve_simulator(mode="process", seed=7, latency_ms=200.0) as sim:
+        try:
+            script("start")
+            base = "http://127.0.0.1:" + (tmp_path / "cluster" / "rest.port").read_text().strip()
+            submitted = script(
+                "submit", "--endpoint", sim.url, "--prompts", str(tmp_path / "prompts.txt"),
+                "--output", str(out), "--concurrency", "4", "--checkpoint-interval", "2", "--detached",
+            )  # fmt: skip
+            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("responses: job "))
+
+            # Kill after a checkpoint triggered while requests were flowing, before the last prompt was sent.
+            def sent() -> float:
+                return sim.stats().get("requests /v1/chat/completions", 0.0)
+
+            def last_checkpoint_triggered_ms() -> int:
+                latest = rest(base, f"/jobs/{job}/checkpoints")["latest"]["completed"]
+                return int(latest["trigger_timestamp"]) if latest else 0
+
+            wait_for("the first requests", lambda: sent() >= 20, timeout=120)
+            flowing_since_ms = time.time() * 1000
+            wait_for("a checkpoint", lambda: last_checkpoint_triggered_ms() > flowing_since_ms, timeout=60)
+            sent_before_kill = sent()
+            committed_before_kill = len(committed_rows(out))
+            assert "killed TaskManager" in script("kill-taskmanager")
+            script("start-taskmanager")
+
+            state = wait_for(
+                "the job to end",
+                lambda: (s := rest(base, f"/jobs/{job}")["state"]) in ("FINISHED", "FAILED", "CANCELED") and s,
+                timeout=240,
+                every=1.0,
+            )
+            assert state == "FINISHED"
+            # The job really failed over: the lost TaskManager is in its exception history.
+            history = rest(base, f"/jobs/{job}/exceptions")["exceptionHistory"]["entries"]
+            assert history, "no failure recorded: the TaskManager was not killed while the job ran"
+            sent_total = sent()
+        finally:
+            script("stop")
+
+    rows = committed_rows(out)
+    ids = Counter(r[0] for r in rows)
+    expected = {request_id_of(p) for p in prompts}
+    assert len(expected) == PROMPTS
+    missing = expected - set(ids)
+    assert not missing, f"{len(missing)} of {PROMPTS} prompts lost"
+    assert set(ids) == expected
+    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
+    duplicates = sum(n - 1 for n in ids.values())
+    # The kill came mid-run, so some prompts were sent again after the restart (with the same request id).
+    assert 0 < sent_before_kill < PROMPTS, sent_before_kill
+    print(
+        f"failover: {PROMPTS} prompts, {len(rows)} rows, {duplicates} duplicates, "
+        f"{sent_total:.0f} requests ({sent_before_kill:.0f} before the kill, {committed_before_kill} rows committed), "
+        f"{len(history)} failure(s)"
+    )
