@@ -25,6 +25,7 @@ from connector.client import (
 from connector.errors import OptionsError
 from connector.profiles import load_profile
 from connector.simulator.responses import BodyOptions, make_body, request_rng, to_bytes
+from connector.simulator.server import system_fingerprint
 from connector.simulator.testing import serve_simulator
 
 CREATED = 1_760_000_555
@@ -64,7 +65,8 @@ def test_outcomes_in_order_with_the_exact_bodies(sim) -> None:  # type: ignore[n
         served = {**payload, "model": "meta-llama/Llama-3.1-8B-Instruct"}
         if "max_tokens" not in served:
             served["max_tokens"] = 4096  # the simulator fills in the default (or what is left of the context)
-        expected = make_body(request_rng(2, payload), "openai", served, BodyOptions(created=CREATED))
+        options = BodyOptions(created=CREATED, system_fingerprint=system_fingerprint("0.32.0", 2))
+        expected = make_body(request_rng(2, payload), "openai", served, options)
         assert (outcome.status, outcome.error, outcome.attempts, outcome.backoff_s) == (200, None, 1, 0.0)
         assert outcome.body == to_bytes(expected)
         assert outcome.ok and outcome.latency_ms > 0 and outcome.ttft_ms is None
@@ -141,7 +143,10 @@ def test_500_is_not_retried(sim, fault: str, status: int, message: str) -> None:
 def test_client_errors_are_not_retried(sim) -> None:  # type: ignore[no-untyped-def]
     outcomes = run(send_all(sim.url, [chat(model="nope"), chat(n=0), chat("x" * 40_000)], **FAST))
     assert [(o.status, o.attempts) for o in outcomes] == [(404, 1), (400, 1), (400, 1)]
-    assert outcomes[0].error == "HTTP 404: The model `nope` does not exist."
+    assert outcomes[0].error == (
+        "HTTP 404: The model `nope` does not exist. Valid aliases: meta-llama/Llama-3.1-8B-Instruct, "
+        "Qwen/Qwen2.5-Math-7B-Instruct."
+    )
     assert outcomes[2].error.startswith("HTTP 400: This model's maximum context length is 8192 tokens.")
 
 
@@ -321,8 +326,10 @@ def test_stream_gives_the_non_streaming_body(sim) -> None:  # type: ignore[no-un
         assert (s.status, s.error) == (200, None)
         assert s.ttft_ms is not None and 0 < s.ttft_ms <= s.latency_ms
         a, b = json.loads(s.body), json.loads(p.body)
-        for key in ("id", "object", "created", "model", "usage"):
+        for key in ("id", "object", "created", "model", "system_fingerprint"):
             assert a[key] == b[key]
+        for key in ("prompt_tokens", "total_tokens", "completion_tokens"):  # the usage chunk has no details
+            assert a["usage"][key] == b["usage"][key]
         for ca, cb in zip(a["choices"], b["choices"], strict=True):
             for key in ("index", "finish_reason", "stop_reason"):
                 assert ca[key] == cb[key]
