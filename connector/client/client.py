@@ -380,7 +380,7 @@ def _shard_sizes(concurrency: int) -> list[int]:
     return [POOL_SHARD] * full + ([rest] if rest else [])
 
 
-def _judge(status: int, body: bytes, headers: httpx.Headers) -> _Attempt:
+def _judge(status: int, body: bytes, headers: Mapping[str, str]) -> _Attempt:
     if 200 <= status < 300:
         return _Attempt(status=status, body=body)
     return _Attempt(
