@@ -113,9 +113,7 @@ def main() -> int:
     )
 
     config = SimulatorConfig(profiles=("openai",), seed=1)
-    with serve_simulator(config, mode="process") as sim:
-        if args.workers > 1:
-            raise SystemExit("--workers > 1: run `dspark-vllm simulate --workers N` yourself and use wrk")
+    with serve_simulator(config, mode="process", workers=args.workers) as sim:
         sim_max = wrk_rate(sim.url, 64, args.wrk_seconds)
         sim_max_1 = wrk_rate(sim.url, 1, max(2, args.wrk_seconds // 2))
         print(
@@ -142,7 +140,7 @@ def main() -> int:
             )
 
     latency = args.latency_ms
-    with serve_simulator(SimulatorConfig(seed=1, latency_ms=latency), mode="process") as sim:
+    with serve_simulator(SimulatorConfig(seed=1, latency_ms=latency), mode="process", workers=args.workers) as sim:
         print()
         print(f"Table 2: {latency:g} ms simulated latency per request")
         print(f"{'concurrency':>11} | {'client req/s':>12} | {'ideal c/lat':>11} | {'ratio':>5} | errors")

@@ -2,7 +2,8 @@
 
 Why: httpx + httpcore cost 2-3 ms of CPU per request here (about 3,000 Python calls: URL and header models,
 cookies, a pool that polls every connection on every event), which capped the client at a few hundred
-requests/s on one core; this engine costs about 0.15 ms (docs/client-and-simulator.md has the numbers).
+requests/s on one core; this engine costs 0.15-0.25 ms (benchmarks/bench_client.py; numbers in
+docs/client-and-simulator.md).
 It does only what the client needs: POST with a Content-Length body, responses with Content-Length, chunked
 or read-to-close bodies, keep-alive, TLS through `ssl`. httpx stays the engine when a `transport=` is
 injected, or with `engine="httpx"`.
