@@ -154,9 +154,9 @@ class FastPool:
             raise
         try:
             if stream:
-                chunks = self._body_chunks(conn, response_headers)
+                chunks = self._body_chunks(conn, status, response_headers)
                 return FastResponse(status, response_headers, b"", chunks)
-            body = b"".join([c async for c in self._body_chunks(conn, response_headers)])
+            body = b"".join([c async for c in self._body_chunks(conn, status, response_headers)])
         except BaseException:
             conn.close()
             raise
@@ -183,11 +183,13 @@ class FastPool:
             headers[name.strip().lower()] = value.strip()
         return int(parts[1]), headers
 
-    async def _body_chunks(self, conn: _Conn, headers: dict[str, str]) -> AsyncIterator[bytes]:
+    async def _body_chunks(self, conn: _Conn, status: int, headers: dict[str, str]) -> AsyncIterator[bytes]:
         reader = conn.reader
         keep = headers.get("connection", "").lower() != "close"
         try:
-            if "chunked" in headers.get("transfer-encoding", "").lower():
+            if status in (204, 304) or 100 <= status < 200:
+                pass  # no body by definition (an interim 1xx is not expected from vLLM: the head was final)
+            elif "chunked" in headers.get("transfer-encoding", "").lower():
                 while True:
                     size_line = await reader.readuntil(b"\r\n")
                     try:
