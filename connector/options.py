@@ -80,9 +80,7 @@ class ConfigOption:
             return "one of " + ", ".join(f"'{v}'" for v in self.values)
         if self.type == "duration":
             return "a duration such as '30 s', '500 ms' or '2 min'"
-        return {"int": "an integer", "double": "a number", "boolean": "'true' or 'false'"}.get(
-            self.type, "text"
-        )
+        return {"int": "an integer", "double": "a number", "boolean": "'true' or 'false'"}.get(self.type, "text")
 
     @property
     def default_text(self) -> str:
@@ -171,12 +169,8 @@ OPTIONS: tuple[ConfigOption, ...] = (
         "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode).",
         group="Request",
     ),
-    _option(
-        "api-key", "string", "API key sent as a bearer token. Never logged.", group="Request", secret=True
-    ),
-    _option(
-        "api-key.env", "string", "Name of the environment variable that holds the API key.", group="Request"
-    ),
+    _option("api-key", "string", "API key sent as a bearer token. Never logged.", group="Request", secret=True),
+    _option("api-key.env", "string", "Name of the environment variable that holds the API key.", group="Request"),
     # ---------------------------------------------------------------- prompts (request mode)
     _option(
         "prompts.table",
@@ -195,9 +189,9 @@ OPTIONS: tuple[ConfigOption, ...] = (
     _option("prompts.path", "string", "File or directory of prompts, one per line.", group="Prompts"),
     _option(
         "prompts.rate",
-        "double",
+        "int",
         "Send 'prompts.template' at this many prompts per second (load and health checks).",
-        minimum=0.001,
+        minimum=1,
         group="Prompts",
     ),
     _option(
@@ -281,9 +275,7 @@ OPTIONS: tuple[ConfigOption, ...] = (
         default=False,
         group="Request",
     ),
-    _option(
-        "request.tls-verify", "boolean", "Verify the server's TLS certificate.", default=True, group="Request"
-    ),
+    _option("request.tls-verify", "boolean", "Verify the server's TLS certificate.", default=True, group="Request"),
     # ---------------------------------------------------------------- parsing
     _option(
         "parse.backend",
@@ -373,7 +365,8 @@ class Options(Mapping[str, Any]):
 
     @property
     def arrow_batch_size(self) -> int:
-        return int(self.values[ARROW_BATCH] or self.values["parse.batch-size"])
+        # Unset, it follows parse.batch-size, but never past the bundle (which caps it anyway).
+        return int(self.values[ARROW_BATCH] or min(self.values["parse.batch-size"], self.bundle_size))
 
 
 # ---------------------------------------------------------------- rules across options
@@ -408,9 +401,7 @@ def rule_rate_options_need_rate(opts: Mapping[str, Any], given: frozenset[str]) 
         if "prompts.rate" not in given:
             raise OptionsError(f"Option '{key}' needs 'prompts.rate'; set it or remove '{key}'.")
     if "prompts.column" in given and "prompts.table" not in given:
-        raise OptionsError(
-            "Option 'prompts.column' needs 'prompts.table'; set it or remove 'prompts.column'."
-        )
+        raise OptionsError("Option 'prompts.column' needs 'prompts.table'; set it or remove 'prompts.column'.")
 
 
 def rule_mode_replay_needs_path(opts: Mapping[str, Any], given: frozenset[str]) -> None:
@@ -423,8 +414,7 @@ def rule_options_fit_mode(opts: Mapping[str, Any], given: frozenset[str]) -> Non
     other = "request" if opts["mode"] == "replay" else "replay"
     for key in _given(given, *wrong):
         raise OptionsError(
-            f"Option '{key}' has no effect when 'mode' = '{opts['mode']}'; "
-            f"remove it or set 'mode' = '{other}'."
+            f"Option '{key}' has no effect when 'mode' = '{opts['mode']}'; remove it or set 'mode' = '{other}'."
         )
 
 
@@ -460,8 +450,8 @@ def rule_bundle_holds_requests(opts: Mapping[str, Any], given: frozenset[str]) -
 
 def rule_arrow_batch_within_bundle(opts: Mapping[str, Any], given: frozenset[str]) -> None:
     bundle = opts[BUNDLE_SIZE] or opts["parse.batch-size"]
-    batch = opts[ARROW_BATCH] or opts["parse.batch-size"]
-    if batch > bundle:
+    batch = opts[ARROW_BATCH]
+    if batch is not None and batch > bundle:
         raise OptionsError(
             f"Option '{ARROW_BATCH}' ({batch}) is larger than '{BUNDLE_SIZE}' ({bundle}), which caps it; "
             f"raise '{BUNDLE_SIZE}' or lower '{ARROW_BATCH}'."
@@ -495,8 +485,7 @@ def validate(raw: Mapping[str, str]) -> Options:
     missing = sorted(o.key for o in OPTIONS if o.required and o.key not in raw)
     if missing:
         raise OptionsError(
-            "One or more required options are missing.\n\nMissing required options are:\n\n"
-            + "\n".join(missing)
+            "One or more required options are missing.\n\nMissing required options are:\n\n" + "\n".join(missing)
         )
     if raw["connector"] != CONNECTOR:
         raise OptionsError(f"Option 'connector' must be '{CONNECTOR}', got '{raw['connector']}'.")

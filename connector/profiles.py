@@ -25,6 +25,7 @@ import jsonschema
 import yaml
 
 from connector.errors import ProfileError
+from connector.schema.json_types import PRIMITIVE_TYPES, declared_types
 
 __all__ = [
     "BUILTIN_DIR",
@@ -40,7 +41,7 @@ __all__ = [
 BUILTIN_DIR = Path(__file__).resolve().parent / "_schemas"
 CreatedUnit = Literal["seconds", "millis", "iso"]
 ContentKind = Literal["string", "integer", "number", "boolean", "array", "json"]
-PRIMITIVES = ("string", "integer", "number", "boolean")
+PRIMITIVES = PRIMITIVE_TYPES
 
 _EXTRACT = {
     "type": "object",
@@ -284,14 +285,8 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
     )
 
 
-def _types(schema: Mapping[str, Any]) -> list[str]:
-    declared = schema.get("type")
-    types = declared if isinstance(declared, list) else [declared]
-    return [t for t in types if t != "null"]
-
-
 def _check_kind(path: Path, where: str, schema: Mapping[str, Any], *, allow_nested: bool) -> str:
-    types = _types(schema)
+    types = declared_types(schema)
     if len(types) != 1:
         raise ProfileError(f"{path}: key '{where}.type': expected one type besides null, got {schema.get('type')}")
     kind = types[0]
@@ -305,7 +300,7 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
     item_kind = None
     if kind == "array":
         items = schema.get("items")
-        item_types = _types(items) if isinstance(items, Mapping) else []
+        item_types = declared_types(items) if isinstance(items, Mapping) else []
         if len(item_types) == 1 and item_types[0] in PRIMITIVES:
             item_kind = item_types[0]
         else:

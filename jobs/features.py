@@ -71,7 +71,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--replay", metavar="PATH", help="file or directory of captured raw bodies, one per line")
     p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of requests (request mode)")
-    p.add_argument("--rate", type=float, default=50.0, help="prompts per second (request mode)")
+    p.add_argument("--rate", type=int, default=50, help="prompts per second (request mode)")
     p.add_argument("--output", default="out", help="output directory (features/, errors/)")
     p.add_argument("--print", action="store_true", help="print features to stdout instead of files")
     p.add_argument("--window", type=float, default=60.0, help="window size in seconds (default 60)")

@@ -16,6 +16,7 @@ from typing import Any
 
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
+from connector.schema.json_types import json_type
 
 __all__ = ["Rejected", "body_values", "content_values", "decode_body", "load_json_object"]
 
@@ -34,22 +35,6 @@ class Rejected(Exception):
         self.field = field
 
 
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
-
-
 def load_json_object(text: str) -> dict[str, Any]:
     """`json.loads` that must give an object; raises `Rejected` saying what is wrong and where."""
     stripped = text.strip()
@@ -66,7 +51,7 @@ def load_json_object(text: str) -> dict[str, Any]:
     except RecursionError:
         raise Rejected("not JSON: nested too deeply") from None
     if not isinstance(value, dict):
-        raise Rejected(f"not a JSON object: got {_json_type(value)}")
+        raise Rejected(f"not a JSON object: got {json_type(value)}")
     return value
 
 
@@ -87,11 +72,11 @@ def _walk(node: Any, path: Sequence[str], done: list[str]) -> Any:
             return None
         if segment == "0":
             if not isinstance(node, list):
-                raise Rejected(f"wrong type: expected array, got {_json_type(node)}", _display(done))
+                raise Rejected(f"wrong type: expected array, got {json_type(node)}", _display(done))
             node = node[0] if node else None
         else:
             if not isinstance(node, dict):
-                raise Rejected(f"wrong type: expected object, got {_json_type(node)}", _display(done))
+                raise Rejected(f"wrong type: expected object, got {json_type(node)}", _display(done))
             node = node.get(segment)
         done.append(segment)
     return node
@@ -122,7 +107,7 @@ def _leaf(value: Any, kind: str, where: str, created_unit: str) -> Any:
     elif kind == "timestamp":
         return _timestamp(value, where, created_unit)
     expected = "integer or string" if kind == "any" else kind
-    raise Rejected(f"wrong type: expected {expected}, got {_json_type(value)}", where)
+    raise Rejected(f"wrong type: expected {expected}, got {json_type(value)}", where)
 
 
 def _utf8(value: str, where: str) -> str:
@@ -135,7 +120,7 @@ def _utf8(value: str, where: str) -> str:
 
 def _integer(value: Any, where: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise Rejected(f"wrong type: expected integer, got {_json_type(value)}", where)
+        raise Rejected(f"wrong type: expected integer, got {json_type(value)}", where)
     if isinstance(value, float):
         if not value.is_integer():
             raise Rejected(f"wrong type: expected integer, got number {value!r}", where)
@@ -149,7 +134,7 @@ def _timestamp(value: Any, where: str, unit: str) -> int:
     """Epoch milliseconds (UTC) of a `created` value in the profile's unit."""
     if unit == "iso":
         if not isinstance(value, str):
-            raise Rejected(f"wrong type: expected an ISO-8601 string, got {_json_type(value)}", where)
+            raise Rejected(f"wrong type: expected an ISO-8601 string, got {json_type(value)}", where)
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:
@@ -190,7 +175,7 @@ def _column_value(obj: Mapping[str, Any], column: Column, created_unit: str) -> 
         if value is None:
             return None
         if not isinstance(value, list):
-            raise Rejected(f"wrong type: expected array, got {_json_type(value)}", _display(done))
+            raise Rejected(f"wrong type: expected array, got {json_type(value)}", _display(done))
         return len(value)
     star = column.star
     if star is None:
@@ -206,7 +191,7 @@ def _column_value(obj: Mapping[str, Any], column: Column, created_unit: str) -> 
     if items is None:
         return None
     if not isinstance(items, list):
-        raise Rejected(f"wrong type: expected array, got {_json_type(items)}", _display(done))
+        raise Rejected(f"wrong type: expected array, got {json_type(items)}", _display(done))
     out = []
     for i, item in enumerate(items):
         element = None
@@ -249,7 +234,7 @@ def _content_leaf(value: Any, prop: ContentProperty) -> Any:
             raise Rejected("wrong type: NaN or Infinity in a JSON value", prop.name) from None
     if prop.kind == "array":
         if not isinstance(value, list):
-            raise Rejected(f"wrong type: expected array, got {_json_type(value)}", prop.name)
+            raise Rejected(f"wrong type: expected array, got {json_type(value)}", prop.name)
         assert prop.item_kind is not None
         return [_leaf(v, prop.item_kind, f"{prop.name}[{i}]", "seconds") for i, v in enumerate(value)]
     return _leaf(value, prop.kind, prop.name, "seconds")

@@ -3,8 +3,9 @@
 Imported only when the "gpu" or "auto" backend is asked for. It implements the same `Reader.read` as the CPU
 reader and gives the same Arrow table. Where libcudf would accept what the CPU reader refuses, it is told not
 to (strict validation, no leading zeros, no NaN/Infinity, no raw control characters in strings), and what it
-cannot check (integers beyond 64 bits wrap silently; bytes that are not UTF-8) is checked on the host before
-the bytes go to the device: such a batch fails, and the exact path decides its bad records.
+cannot check is checked on the host: numbers of 19+ digits (libcudf wraps integers beyond 64 bits) before
+the bytes go to the device, UTF-8 in the strings of the result after. Such a batch fails, and the exact path
+decides its bad records.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import ReadFailed, check_utf8
+from connector.decode.readers import ReadFailed, validated
 from connector.errors import BackendUnavailable
 
 try:
@@ -93,7 +94,7 @@ class GpuReader:
         _setup_pool()
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        host = check_utf8(data, self.separator)
+        host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
         if _LONG_NUMBER.search(host):
             raise ReadFailed("a number of 19 or more digits (libcudf would wrap it)")
         dtypes = [(f.name, *_dtype(f.type)) for f in schema]
@@ -123,4 +124,4 @@ class GpuReader:
         arrays = [
             _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type) for f in schema
         ]
-        return pa.Table.from_arrays(arrays, schema=schema)
+        return validated(pa.Table.from_arrays(arrays, schema=schema))

@@ -50,6 +50,17 @@ class ParseFunction(ScalarFunction):
             )
             if device is not None:
                 os.environ["CUDA_VISIBLE_DEVICES"] = device
+        # 'auto' is resolved once per instance; whatever stops the GPU reader, this instance parses on the CPU
+        # and says so (metric gpu_fallback_batches, one WARNING).
+        self._effective = self.backend
+        if self.backend == "auto":
+            try:
+                from connector.decode.readers import select_reader
+
+                self._effective = select_reader("auto")[0].name
+            except Exception as exc:
+                log.warning("parse backend 'auto' uses the CPU: %s", exc)
+                self._effective = "cpu"
         group = function_context.get_metric_group().add_group("dspark")
         self._bodies = group.counter("bodies")
         self._rows = group.counter("rows")
@@ -63,7 +74,7 @@ class ParseFunction(ScalarFunction):
     def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pd.DataFrame:
         count = len(body)
         started = time.perf_counter()
-        result = parse_batch(list(body), self.profile, backend=self.backend, first_line=0)
+        result = parse_batch(list(body), self.profile, backend=self._effective, first_line=0)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         lines = self._count_lines(source)

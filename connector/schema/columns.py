@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from connector.errors import ProfileError
 from connector.profiles import ContentProperty, Profile
+from connector.schema.json_types import declared_types
 
 __all__ = [
     "Column",
@@ -65,16 +66,10 @@ class Column:
         return self.paths[0].index("*") if self.is_list else None
 
 
-def _node_types(schema: Mapping[str, Any]) -> list[str]:
-    declared = schema.get("type", [])
-    types = declared if isinstance(declared, list) else [declared]
-    return [t for t in types if t != "null"]
-
-
 def _leaf_kind(body_schema: Mapping[str, Any], path: Path, where: str) -> str:
     node: Mapping[str, Any] = body_schema
     for segment in path:
-        types = _node_types(node)
+        types = declared_types(node)
         if segment in ("0", "*"):
             if "array" not in types:
                 raise ProfileError(f"{where}: '{segment}' in a path needs an array in the body schema")
@@ -86,7 +81,7 @@ def _leaf_kind(body_schema: Mapping[str, Any], path: Path, where: str) -> str:
             if segment not in properties:
                 raise ProfileError(f"{where}: the body schema has no field '{segment}'")
             node = properties[segment]
-    leaf = _node_types(node)
+    leaf = declared_types(node)
     if len(leaf) == 1 and leaf[0] in ARROW_OF:
         return leaf[0]
     if leaf and all(t in ARROW_OF for t in leaf):

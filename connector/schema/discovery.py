@@ -37,6 +37,7 @@ from connector.errors import DsparkError, ProfileError, SchemaDiscoveryError
 from connector.profiles import Profile, builtin_profiles, load_profile, profile_for_model
 from connector.schema.columns import output_schema
 from connector.schema.flink_types import ddl_columns
+from connector.schema.json_types import PRIMITIVE_TYPES, declared_types, json_type
 
 __all__ = ["DiscoveredSchema", "SchemaCache", "discover_schema"]
 
@@ -158,23 +159,6 @@ def _profile(value: Profile | str | None) -> Profile | None:
     return load_profile(value)
 
 
-def _types_of(schema: Mapping[str, Any]) -> list[str]:
-    declared = schema.get("type", [])
-    return [t for t in (declared if isinstance(declared, list) else [declared]) if t != "null"]
-
-
-def _json_type(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return None
-
-
 def _extend(
     base: Profile, served: Mapping[str, Any], label: str, content: Any, created: str | None
 ) -> tuple[Profile, tuple[str, ...], list[str]]:
@@ -186,7 +170,7 @@ def _extend(
     for name, schema in (served.get("properties") or {}).items():
         if name in known or not isinstance(schema, Mapping):
             continue
-        kinds = _types_of(schema)
+        kinds = declared_types(schema)
         if len(kinds) != 1 or kinds[0] not in _PRIMITIVE:
             notes.append(f"field '{name}' ({schema.get('type')}) is not a primitive: not a column")
         elif name in columns or name in ("line", "content_error"):
@@ -336,7 +320,7 @@ def _probe(http: _Http, found: DiscoveredSchema) -> DiscoveredSchema:
     seen = {
         name: {"type": kind}
         for name, value in body.items()
-        if name not in schema.get("properties", {}) and (kind := _json_type(value)) is not None
+        if name not in schema.get("properties", {}) and (kind := json_type(value)) in PRIMITIVE_TYPES
     }
     nested = sorted(n for n, v in body.items() if n not in schema.get("properties", {}) and isinstance(v, dict | list))
     if nested:  # (null fields say nothing about their type: they are left out silently)

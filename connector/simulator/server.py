@@ -28,6 +28,7 @@ from typing import Any
 
 from connector.errors import OptionsError
 from connector.profiles import Profile, load_profile
+from connector.schema.json_types import json_type
 from connector.simulator.responses import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODELS,
@@ -387,7 +388,7 @@ class Simulator:
         model, profile = self._profile_for(request.query)
         schema = profile.response_json_schema()
         for name, value in self.config.extra_fields.items():
-            schema["properties"][name] = {"type": _json_type(value)}
+            schema["properties"][name] = {"type": json_type(value)}
         schema["x-model"] = model
         schema["x-server"] = f"{SERVER_NAME} (vLLM {self.config.version} shape)"
         return self._json(200, schema)
@@ -742,20 +743,6 @@ def _version(text: str) -> tuple[int, ...]:
 
 def _seconds(value: float) -> str:
     return str(int(value)) if value == int(value) else f"{value:g}"
-
-
-def _json_type(value: Any) -> str:
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
 
 
 def _malform(data: bytes, rng: random.Random) -> bytes:
