@@ -48,16 +48,18 @@ def payloads(n: int, tag: str) -> list[dict[str, object]]:
     ]
 
 
-async def client_rate(url: str, n: int, concurrency: int, stream: bool = False) -> tuple[float, int]:
+async def client_rate(url: str, n: int, concurrency: int, stream: bool = False) -> tuple[float, float, int]:
+    """(requests/s, client CPU ms per request, errors). CPU time is this process's: the simulator runs in
+    another, so it is the client's own cost, and it moves less than wall time on a shared machine."""
     async with VllmClient(url, concurrency=concurrency, stream=stream, max_attempts=1) as client:
         await client.send_all(payloads(min(n, 2 * concurrency), "warm"))  # connections open before timing
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         outcomes = await client.send_all(payloads(n, f"c{concurrency}-"))
-        elapsed = time.perf_counter() - start
-    return n / elapsed, sum(not o.ok for o in outcomes)
+        elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
+    return n / elapsed, cpu * 1000 / n, sum(not o.ok for o in outcomes)
 
 
-async def httpx_rate(url: str, n: int, concurrency: int) -> float:
+async def httpx_rate(url: str, n: int, concurrency: int) -> tuple[float, float]:
     """Baseline: a bare httpx.AsyncClient (one pool), a semaphore and gather; no retries, no outcomes."""
     import httpx
 
@@ -70,9 +72,9 @@ async def httpx_rate(url: str, n: int, concurrency: int) -> float:
                 return (await http.post("/v1/chat/completions", json=payload)).status_code
 
         await asyncio.gather(*(one(p) for p in payloads(min(n, 2 * concurrency), "warm")))
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one(p) for p in payloads(n, f"h{concurrency}-")))
-        return n / (time.perf_counter() - start)
+        return n / (time.perf_counter() - start), (time.process_time() - cpu) * 1000 / n
 
 
 def wrk_rate(url: str, connections: int, seconds: int) -> float | None:
@@ -97,14 +99,10 @@ def wrk_rate(url: str, connections: int, seconds: int) -> float | None:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--concurrency", default="1,4,16,64,256")
-    parser.add_argument(
-        "--workers", type=int, default=1, help="simulator processes (wrk runs against the same)"
-    )
+    parser.add_argument("--workers", type=int, default=1, help="simulator processes (wrk runs against the same)")
     parser.add_argument("--wrk-seconds", type=int, default=5)
     parser.add_argument("--latency-ms", type=float, default=20.0)
     args = parser.parse_args()
@@ -115,9 +113,7 @@ def main() -> int:
     )
 
     config = SimulatorConfig(profiles=("openai",), seed=1)
-    with serve_simulator(config, mode="process") as sim:
-        if args.workers > 1:
-            raise SystemExit("--workers > 1: run `dspark-vllm simulate --workers N` yourself and use wrk")
+    with serve_simulator(config, mode="process", workers=args.workers) as sim:
         sim_max = wrk_rate(sim.url, 64, args.wrk_seconds)
         sim_max_1 = wrk_rate(sim.url, 1, max(2, args.wrk_seconds // 2))
         print(
@@ -128,27 +124,29 @@ def main() -> int:
         print()
         print("Table 1: no simulated latency (CPU-bound)")
         print(
-            f"{'concurrency':>11} | {'client req/s':>12} | {'bare httpx':>10} | {'client/httpx':>12} | "
-            f"{'stream req/s':>12} | {'sim max':>8} | {'client/sim':>10} | errors"
+            f"{'concurrency':>11} | {'client req/s':>12} | {'CPU ms/req':>10} | {'bare httpx':>10} | "
+            f"{'CPU ms/req':>10} | {'client/httpx':>12} | {'stream req/s':>12} | {'sim max':>8} | "
+            f"{'client/sim':>10} | errors"
         )
         for c in levels:
-            rate, errors = asyncio.run(client_rate(sim.url, args.requests, c))
-            bare = asyncio.run(httpx_rate(sim.url, args.requests, c))
-            srate, serrors = asyncio.run(client_rate(sim.url, args.requests // 2, c, stream=True))
+            rate, cpu, errors = asyncio.run(client_rate(sim.url, args.requests, c))
+            bare, bare_cpu = asyncio.run(httpx_rate(sim.url, args.requests, c))
+            srate, _, serrors = asyncio.run(client_rate(sim.url, args.requests // 2, c, stream=True))
             ratio = f"{rate / sim_max:.2f}" if sim_max else "n/a"
             print(
-                f"{c:>11} | {rate:>12,.0f} | {bare:>10,.0f} | {rate / bare:>12.2f} | {srate:>12,.0f} | "
-                f"{sim_max or 0:>8,.0f} | {ratio:>10} | {errors + serrors}"
+                f"{c:>11} | {rate:>12,.0f} | {cpu:>10.2f} | {bare:>10,.0f} | {bare_cpu:>10.2f} | "
+                f"{rate / bare:>12.2f} | {srate:>12,.0f} | {sim_max or 0:>8,.0f} | {ratio:>10} | "
+                f"{errors + serrors}"
             )
 
     latency = args.latency_ms
-    with serve_simulator(SimulatorConfig(seed=1, latency_ms=latency), mode="process") as sim:
+    with serve_simulator(SimulatorConfig(seed=1, latency_ms=latency), mode="process", workers=args.workers) as sim:
         print()
         print(f"Table 2: {latency:g} ms simulated latency per request")
         print(f"{'concurrency':>11} | {'client req/s':>12} | {'ideal c/lat':>11} | {'ratio':>5} | errors")
         for c in levels:
             n = min(args.requests, max(200, int(c * 1000 / latency * 2)))
-            rate, errors = asyncio.run(client_rate(sim.url, n, c))
+            rate, _, errors = asyncio.run(client_rate(sim.url, n, c))
             ideal = c * 1000.0 / latency
             print(f"{c:>11} | {rate:>12,.0f} | {ideal:>11,.0f} | {rate / ideal:>5.2f} | {errors}")
     return 0

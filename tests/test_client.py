@@ -11,6 +11,7 @@ import socket
 import pytest
 
 import connector.client
+import connector.client.client as client_module
 from connector.client import (
     BlockingClient,
     ClientConfig,
@@ -25,6 +26,7 @@ from connector.client import (
 from connector.errors import OptionsError
 from connector.profiles import load_profile
 from connector.simulator.responses import BodyOptions, make_body, request_rng, to_bytes
+from connector.simulator.server import system_fingerprint
 from connector.simulator.testing import serve_simulator
 
 CREATED = 1_760_000_555
@@ -44,6 +46,13 @@ async def send_all(url: str, payloads: list[dict[str, object]], **options: objec
         return await client.send_all(payloads)
 
 
+@pytest.fixture(params=["asyncio", "httpx"], autouse=True)
+def engine(request, monkeypatch) -> str:  # type: ignore[no-untyped-def]
+    """Every test runs with both engines: the default asyncio one and httpx."""
+    monkeypatch.setattr(client_module, "DEFAULT_ENGINE", request.param)
+    return str(request.param)
+
+
 @pytest.fixture(scope="module")
 def sim():  # type: ignore[no-untyped-def]
     with serve_simulator(profiles=("openai", "math"), seed=2, created=CREATED, retry_after_s=0.01) as running:
@@ -52,7 +61,7 @@ def sim():  # type: ignore[no-untyped-def]
 
 def test_public_names() -> None:
     public = {n for n in vars(connector.client) if not n.startswith("_")}
-    public -= {"annotations", "client", "outcome", "ratelimit", "retry", "sse", "sync"}
+    public -= {"annotations", "client", "fasthttp", "outcome", "ratelimit", "retry", "sse", "sync"}
     assert sorted(connector.client.__all__) == sorted(public)
 
 
@@ -64,7 +73,8 @@ def test_outcomes_in_order_with_the_exact_bodies(sim) -> None:  # type: ignore[n
         served = {**payload, "model": "meta-llama/Llama-3.1-8B-Instruct"}
         if "max_tokens" not in served:
             served["max_tokens"] = 4096  # the simulator fills in the default (or what is left of the context)
-        expected = make_body(request_rng(2, payload), "openai", served, BodyOptions(created=CREATED))
+        options = BodyOptions(created=CREATED, system_fingerprint=system_fingerprint("0.32.0", 2))
+        expected = make_body(request_rng(2, payload), "openai", served, options)
         assert (outcome.status, outcome.error, outcome.attempts, outcome.backoff_s) == (200, None, 1, 0.0)
         assert outcome.body == to_bytes(expected)
         assert outcome.ok and outcome.latency_ms > 0 and outcome.ttft_ms is None
@@ -141,7 +151,10 @@ def test_500_is_not_retried(sim, fault: str, status: int, message: str) -> None:
 def test_client_errors_are_not_retried(sim) -> None:  # type: ignore[no-untyped-def]
     outcomes = run(send_all(sim.url, [chat(model="nope"), chat(n=0), chat("x" * 40_000)], **FAST))
     assert [(o.status, o.attempts) for o in outcomes] == [(404, 1), (400, 1), (400, 1)]
-    assert outcomes[0].error == "HTTP 404: The model `nope` does not exist."
+    assert outcomes[0].error == (
+        "HTTP 404: The model `nope` does not exist. Valid aliases: meta-llama/Llama-3.1-8B-Instruct, "
+        "Qwen/Qwen2.5-Math-7B-Instruct."
+    )
     assert outcomes[2].error.startswith("HTTP 400: This model's maximum context length is 8192 tokens.")
 
 
@@ -278,7 +291,7 @@ def test_option_validation() -> None:
 # --- secrets and TLS ---
 
 
-def test_api_key_never_appears_in_logs_errors_or_reprs(monkeypatch, caplog) -> None:  # type: ignore[no-untyped-def]
+def test_api_key_never_appears_in_logs_errors_or_reprs(monkeypatch, caplog, engine) -> None:  # type: ignore[no-untyped-def]
     secret = "sk-very-secret-0123456789"
     monkeypatch.setenv("DSPARK_VLLM_API_KEY", secret)
     caplog.set_level(logging.DEBUG)
@@ -295,7 +308,8 @@ def test_api_key_never_appears_in_logs_errors_or_reprs(monkeypatch, caplog) -> N
     assert (bad[0].status, bad[0].error) == (401, "HTTP 401: Unauthorized")
     for text in [caplog.text, *texts]:
         assert secret not in text and "sk-wrong-key-987" not in text
-    assert any(r.name.startswith("httpcore") for r in caplog.records)  # the transport's debug log was on
+    if engine == "httpx":
+        assert any(r.name.startswith("httpcore") for r in caplog.records)  # the transport's debug log was on
 
 
 def test_tls_is_verified_by_default(tls_server_context) -> None:  # type: ignore[no-untyped-def]
@@ -321,8 +335,10 @@ def test_stream_gives_the_non_streaming_body(sim) -> None:  # type: ignore[no-un
         assert (s.status, s.error) == (200, None)
         assert s.ttft_ms is not None and 0 < s.ttft_ms <= s.latency_ms
         a, b = json.loads(s.body), json.loads(p.body)
-        for key in ("id", "object", "created", "model", "usage"):
+        for key in ("id", "object", "created", "model", "system_fingerprint"):
             assert a[key] == b[key]
+        for key in ("prompt_tokens", "total_tokens", "completion_tokens"):  # the usage chunk has no details
+            assert a["usage"][key] == b["usage"][key]
         for ca, cb in zip(a["choices"], b["choices"], strict=True):
             for key in ("index", "finish_reason", "stop_reason"):
                 assert ca[key] == cb[key]

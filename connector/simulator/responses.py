@@ -55,8 +55,9 @@ class BodyOptions:
     """What the server adds around the content: the clock, per-request metrics, the reasoning field's name."""
 
     created: int | None = None  # Unix seconds; None: the current time
-    metrics: bool = True  # vLLM --enable-per-request-metrics
+    metrics: bool = True  # vLLM --enable-per-request-metrics (else `"metrics": null`)
     reasoning_field: str = "reasoning"  # vLLM < 0.10 says "reasoning_content"
+    system_fingerprint: str = "vllm-0.32.0-5eed5eed"  # vLLM 0.32: "vllm-<version>-<build hash>"
 
 
 def to_bytes(body: Mapping[str, Any]) -> bytes:
@@ -368,8 +369,8 @@ def count_prompt_tokens(request: Mapping[str, Any]) -> int:
     return _tokens(str(prompt)) or 1
 
 
-def _id(rng: random.Random, prefix: str) -> str:
-    return f"{prefix}{rng.getrandbits(128):032x}"
+def _id(rng: random.Random, prefix: str, bits: int = 64) -> str:
+    return f"{prefix}{rng.getrandbits(bits):0{bits // 4}x}"
 
 
 def _tool_call(rng: random.Random, tools: Sequence[Any]) -> dict[str, Any] | None:
@@ -381,7 +382,7 @@ def _tool_call(rng: random.Random, tools: Sequence[Any]) -> dict[str, Any] | Non
     fn = rng.choice(functions)
     args = _from_schema(rng, fn.get("parameters") or {"type": "object", "properties": {}})
     return {
-        "id": _id(rng, "chatcmpl-tool-"),
+        "id": _id(rng, "chatcmpl-tool-", 128),
         "type": "function",
         "function": {"name": str(fn.get("name", "f")), "arguments": json.dumps(args, ensure_ascii=False)},
     }
@@ -440,9 +441,10 @@ def make_body(
                 "annotations": None,
                 "audio": None,
                 "function_call": None,
-                "tool_calls": tool_calls,
-                options.reasoning_field: reasoning,
             }
+            if tool_calls:  # vLLM 0.32 leaves the key out when there are none
+                message["tool_calls"] = tool_calls
+            message[options.reasoning_field] = reasoning
             choices.append(
                 {
                     "index": index,
@@ -451,6 +453,7 @@ def make_body(
                     "finish_reason": finish_reason,
                     "stop_reason": stop_reason,
                     "token_ids": None,
+                    "routed_experts": None,
                 }
             )
         else:
@@ -464,6 +467,7 @@ def make_body(
                     "token_ids": None,
                     "prompt_logprobs": None,
                     "prompt_token_ids": None,
+                    "routed_experts": None,
                 }
             )
 
@@ -473,9 +477,9 @@ def make_body(
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
         "prompt_tokens_details": {"cached_tokens": min(cached, prompt_tokens)} if cached else None,
+        "completion_tokens_details": {"reasoning_tokens": reasoning_tokens} if reasoning_tokens else None,
     }
-    if reasoning_tokens:
-        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    # Field order and presence as vLLM 0.32 sends them (checked against a real server).
     body: dict[str, Any] = {
         "id": _id(rng, "chatcmpl-" if chat else "cmpl-"),
         "object": "chat.completion" if chat else "text_completion",
@@ -483,12 +487,12 @@ def make_body(
         "model": model,
         "choices": choices,
         "service_tier": None,
-        "system_fingerprint": None,
+        "system_fingerprint": options.system_fingerprint,
         "usage": usage,
-        "prompt_logprobs": None,
-        "prompt_token_ids": None,
-        "kv_transfer_params": None,
     }
+    if chat:
+        body.update(prompt_logprobs=None, prompt_token_ids=None, prompt_text=None)
+    body.update(kv_transfer_params=None, ec_transfer_params=None, metrics=None)
     if options.metrics:
         # Modelled like a busy GPU server (queueing, prefill, ~10-25 ms per output token), not the sleep.
         queue = round(rng.random() * 50.0, 3)
@@ -506,7 +510,8 @@ def make_body(
 
 
 def stream_chunks(body: Mapping[str, Any], rng: random.Random, include_usage: bool = False) -> list[dict[str, Any]]:
-    """The SSE chunks (before `data: [DONE]`) vLLM sends for `body` with `stream: true`."""
+    """The SSE chunks (before `data: [DONE]`) vLLM 0.32 sends for `body` with `stream: true`: per choice a
+    role chunk, content pieces, the last piece carrying `finish_reason`; then the usage chunk if asked."""
     chat = body["object"] == "chat.completion"
     head = {
         "id": body["id"],
@@ -517,70 +522,57 @@ def stream_chunks(body: Mapping[str, Any], rng: random.Random, include_usage: bo
     chunks: list[dict[str, Any]] = []
     for choice in body["choices"]:
         index = choice["index"]
+        deltas: list[dict[str, Any]] = []
         if chat:
             message = choice["message"]
-            first = {"role": "assistant", "content": ""}
             chunks.append(
                 {
                     **head,
-                    "choices": [{"index": index, "delta": first, "logprobs": None, "finish_reason": None}],
+                    "choices": [
+                        {
+                            "index": index,
+                            "delta": {"role": "assistant", "content": ""},
+                            "logprobs": None,
+                            "finish_reason": None,
+                        }
+                    ],
+                    "prompt_token_ids": None,
+                    "prompt_text": None,
                 }
             )
             for field in ("reasoning", "reasoning_content"):
                 if message.get(field):
-                    chunks.append(
-                        {
-                            **head,
-                            "choices": [
-                                {
-                                    "index": index,
-                                    "delta": {field: message[field]},
-                                    "logprobs": None,
-                                    "finish_reason": None,
-                                }
-                            ],
-                        }
-                    )
-            for i, call in enumerate(message.get("tool_calls") or ()):
-                delta = {"tool_calls": [{"index": i, **call}]}
-                chunks.append(
-                    {
-                        **head,
-                        "choices": [{"index": index, "delta": delta, "logprobs": None, "finish_reason": None}],
-                    }
-                )
+                    deltas.append({field: message[field]})
+            deltas += [{"tool_calls": [{"index": i, **c}]} for i, c in enumerate(message.get("tool_calls") or ())]
             text = message.get("content") or ""
         else:
             text = choice["text"] or ""
         pos = 0
         while pos < len(text):
             step = _ri(rng, 1, 4) * CHARS_PER_TOKEN
-            piece = text[pos : pos + step]
+            deltas.append({"content": text[pos : pos + step]})
             pos += step
+        if not deltas:
+            deltas.append({"content": ""})
+        for n, delta in enumerate(deltas):
+            last = n == len(deltas) - 1
             if chat:
-                c = {"index": index, "delta": {"content": piece}, "logprobs": None, "finish_reason": None}
+                c: dict[str, Any] = {"index": index, "delta": delta, "logprobs": None}
             else:
-                c = {
-                    "index": index,
-                    "text": piece,
-                    "logprobs": None,
-                    "finish_reason": None,
-                    "stop_reason": None,
-                }
-            chunks.append({**head, "choices": [c]})
-        last: dict[str, Any] = {
-            "index": index,
-            "logprobs": None,
-            "finish_reason": choice["finish_reason"],
-            "stop_reason": choice["stop_reason"],
-        }
-        if chat:
-            last["delta"] = {"content": ""}
-        else:
-            last["text"] = ""
-        chunks.append({**head, "choices": [last]})
+                c = {"index": index, "text": delta.get("content", ""), "logprobs": None}
+            c["finish_reason"] = choice["finish_reason"] if last else None
+            if last or not chat:
+                c["stop_reason"] = choice["stop_reason"] if last else None
+            if not chat:
+                c["prompt_token_ids"] = None
+            c["token_ids"] = None
+            chunk = {**head, "choices": [c]}
+            if last and not include_usage:  # else it comes with the usage chunk (vLLM 0.32)
+                chunk["system_fingerprint"] = body["system_fingerprint"]
+            chunks.append(chunk)
     if include_usage:
-        chunks.append({**head, "choices": [], "usage": body["usage"]})
+        usage = {k: body["usage"][k] for k in ("prompt_tokens", "total_tokens", "completion_tokens")}
+        chunks.append({**head, "choices": [], "usage": usage, "system_fingerprint": body["system_fingerprint"]})
     return chunks
 
 

@@ -13,6 +13,7 @@ request with the configured rates (`Faults`), or forced by a request header (`x-
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import random
 import socket
@@ -40,7 +41,7 @@ from connector.simulator.responses import (
     to_bytes,
 )
 
-__all__ = ["FAULT_KINDS", "Simulator", "SimulatorConfig", "parse_fault"]
+__all__ = ["FAULT_KINDS", "Simulator", "SimulatorConfig", "parse_fault", "system_fingerprint"]
 
 # Every fault the simulator can inject, in the order they are drawn.
 FAULT_KINDS = (
@@ -322,6 +323,7 @@ class Simulator:
     def _configured(self) -> None:
         self._fault_table = [(k, r) for k in FAULT_KINDS if (r := self.config.faults.get(k, 0.0)) > 0]
         old = _version(self.config.version) < (0, 10)
+        self._fingerprint = system_fingerprint(self.config.version, self.config.seed)
         self._reasoning_field = "reasoning_content" if old else "reasoning"
 
     async def start(
@@ -546,43 +548,72 @@ class Simulator:
             u -= rate
         return None
 
+    def _bad_request(self, kind: str, loc: str, msg: str, items: int, extra: str = "") -> _Response:
+        # vLLM 0.32's wording for a request that fails validation (pydantic, through FastAPI).
+        message = (
+            f"1 validation error:\n  {{'type': '{kind}', 'loc': '{loc}', 'msg': '{msg}', 'input': "
+            f"'<dict of {items} items>'{extra}}}"
+        )
+        return self._json(400, error_body(message, "Bad Request", 400, loc))
+
     def _validate(self, request: _Request) -> tuple[dict[str, Any], dict[str, Any], Profile] | _Response:
+        """The request as vLLM 0.32 checks it: its error messages, and `max_tokens` cut to what fits."""
         try:
             payload = json.loads(request.body)
         except (ValueError, UnicodeDecodeError) as exc:
-            return self._error(400, f"The request body is not valid JSON: {exc}")
+            return self._bad_request(
+                "json_invalid", "body.1", "JSON decode error", 0, f", 'ctx': {{'error': '{getattr(exc, 'msg', exc)}'}}"
+            )
         if not isinstance(payload, dict):
-            return self._error(400, "The request body must be a JSON object")
+            return self._bad_request("model_attributes_type", "body", "Input should be an object", 0)
         chat = request.path == "/v1/chat/completions"
         key = "messages" if chat else "prompt"
-        if key not in payload or (chat and not isinstance(payload[key], list)):
-            return self._error(400, f"Field required: {key}", key)
+        if key not in payload:
+            return self._bad_request("missing", f"body.{key}", "Field required", len(payload))
+        if chat and not isinstance(payload[key], list):
+            return self._bad_request("list_type", f"body.{key}", "Input should be a valid list", len(payload))
         model = payload.get("model") or self.default_model
         if model not in self.profiles:
-            return self._error(404, f"The model `{model}` does not exist.", "model")
+            aliases = ", ".join(self.profiles)
+            return self._error(404, f"The model `{model}` does not exist. Valid aliases: {aliases}.", "model")
         sent = payload
         payload = {**payload, "model": model}
-        for name in ("n", "max_tokens"):
-            value = payload.get(name)
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-                return self._error(400, f"{name} must be at least 1, got {value}.", name)
-        prompt_tokens = count_prompt_tokens(payload)
-        max_tokens = payload.get("max_tokens") or 0
-        if prompt_tokens + max_tokens > self.config.max_model_len:
+        value = payload.get("n")
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+            return self._error(400, f"n must be at least 1, got {value}.")
+        limit = self.config.max_model_len
+        max_tokens = payload.get("max_tokens")
+        if max_tokens is not None and (
+            not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1
+        ):
+            return self._error(400, f"max_tokens must be at least 1, got {max_tokens}.", "max_tokens")
+        if max_tokens is not None and max_tokens > limit:
             return self._error(
                 400,
-                f"This model's maximum context length is {self.config.max_model_len} tokens. However, you "
-                f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, "
-                f"{max_tokens} in the completion). Please reduce the length of the messages or completion.",
+                f"max_tokens={max_tokens} cannot be greater than max_model_len={limit}. Please request fewer "
+                f"output tokens. (parameter=max_tokens, value={max_tokens})",
+                "max_tokens",
             )
-        if payload.get("max_tokens") is None:
-            payload["max_tokens"] = min(DEFAULT_MAX_TOKENS, self.config.max_model_len - prompt_tokens)
+        prompt_tokens = count_prompt_tokens(payload)
+        if prompt_tokens >= limit:
+            return self._error(
+                400,
+                f"This model's maximum context length is {limit} tokens. However, your prompt contains at least "
+                f"{prompt_tokens} input tokens, which exceeds this limit even without any output tokens. Please "
+                f"reduce the length of the input prompt. (parameter=input_tokens, value={prompt_tokens})",
+                "input_tokens",
+            )
+        # vLLM 0.32 cuts max_tokens to what is left of the context (checked), instead of refusing.
+        payload["max_tokens"] = min(max_tokens or DEFAULT_MAX_TOKENS, limit - prompt_tokens)
         # The body's generator is seeded from the request as sent, before the defaults are filled in.
         return payload, sent, self.profiles[model]
 
     def _body(self, payload: dict[str, Any], sent: dict[str, Any], profile: Profile) -> dict[str, Any]:
         options = BodyOptions(
-            created=self.config.created, metrics=self.config.metrics, reasoning_field=self._reasoning_field
+            created=self.config.created,
+            metrics=self.config.metrics,
+            reasoning_field=self._reasoning_field,
+            system_fingerprint=self._fingerprint,
         )
         body = make_body(request_rng(self.config.seed, sent), profile, payload, options)
         body.update(self.config.extra_fields)
@@ -695,6 +726,11 @@ class Simulator:
             conn.reset()
             return
         conn.write(b"0\r\n\r\n")
+
+
+def system_fingerprint(version: str, seed: int) -> str:
+    """The `system_fingerprint` a simulator of this version and seed sends (vLLM: version and build hash)."""
+    return f"vllm-{version}-{hashlib.blake2b(str(seed).encode(), digest_size=4).hexdigest()}"
 
 
 def _version(text: str) -> tuple[int, ...]:

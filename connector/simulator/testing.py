@@ -75,16 +75,20 @@ def serve_simulator(
     *,
     mode: Literal["thread", "process"] = "thread",
     ssl_context: ssl.SSLContext | None = None,
+    workers: int = 1,
     **changes: Any,
 ) -> Iterator[RunningSimulator]:
     """Start a simulator (`config`, with `changes` applied: `profiles=("vl",)`, `faults={"429": 0.1}`).
 
-    With `ssl_context` (thread mode) it serves HTTPS and `url` starts with https://."""
+    With `ssl_context` (thread mode) it serves HTTPS and `url` starts with https://. `workers` > 1 (process
+    mode) runs that many server processes on the port; `stats()` then shows whichever answered /metrics."""
     config = replace(config or SimulatorConfig(), **changes)
+    if workers != 1 and mode != "process":
+        raise ValueError("workers > 1 needs mode='process'")
     if mode == "process":
         if ssl_context is not None:
             raise ValueError("ssl_context needs mode='thread'")
-        with _in_process(config) as running:
+        with _in_process(config, workers) as running:
             yield running
         return
     loop = asyncio.new_event_loop()
@@ -107,7 +111,7 @@ def serve_simulator(
 
 
 @contextlib.contextmanager
-def _in_process(config: SimulatorConfig) -> Iterator[RunningSimulator]:
+def _in_process(config: SimulatorConfig, workers: int = 1) -> Iterator[RunningSimulator]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
     env.pop("DSPARK_SIM_API_KEY", None)
@@ -123,6 +127,8 @@ def _in_process(config: SimulatorConfig) -> Iterator[RunningSimulator]:
         "0",
         *config_to_args(config),
     ]
+    if workers > 1:
+        cmd += ["--workers", str(workers)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None
