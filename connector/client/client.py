@@ -44,7 +44,9 @@ __all__ = ["API_KEY_ENV", "ClientConfig", "VllmClient", "endpoint_for"]
 API_KEY_ENV = "DSPARK_VLLM_API_KEY"
 USER_AGENT = "dspark-vllm/0.1"
 ENGINES = ("asyncio", "httpx")
-DEFAULT_ENGINE = "asyncio"  # see connector/client/fasthttp.py for why
+# httpx by default (a well-kept library: proxies, HTTP edge cases); "asyncio" is the opt-in engine of
+# connector/client/fasthttp.py, ~10x less CPU per request (docs/client-and-simulator.md).
+DEFAULT_ENGINE = "httpx"
 _TLS_HINT = "Check the certificate, or set verify=False only for a server you trust"
 POOL_SHARD = 4  # connections per httpx pool (see VllmClient.__init__)
 logger = logging.getLogger("connector.client")
@@ -70,7 +72,7 @@ class ClientConfig:
     structured_output: Profile | str | None = None  # send this profile's content schema as response_format
     stream: bool = False  # SSE, assembled into the non-streaming body shape
     headers: Mapping[str, str] = field(default_factory=dict)
-    engine: str | None = None  # "asyncio" (default, fasthttp.py) or "httpx"; an injected transport means httpx
+    engine: str | None = None  # "httpx" (default) or "asyncio" (fasthttp.py); an injected transport means httpx
 
     def __post_init__(self) -> None:
         checks = [

@@ -1,12 +1,12 @@
-"""A small HTTP/1.1 client on asyncio streams: the client's default engine (`engine="asyncio"`).
+"""A small HTTP/1.1 client on asyncio streams: the client's opt-in engine (`engine="asyncio"`).
 
 Why: httpx + httpcore cost 2-3 ms of CPU per request here (about 3,000 Python calls: URL and header models,
 cookies, a pool that polls every connection on every event), which capped the client at a few hundred
 requests/s on one core; this engine costs 0.15-0.25 ms (benchmarks/bench_client.py; numbers in
 docs/client-and-simulator.md).
 It does only what the client needs: POST with a Content-Length body, responses with Content-Length, chunked
-or read-to-close bodies, keep-alive, TLS through `ssl`. httpx stays the engine when a `transport=` is
-injected, or with `engine="httpx"`.
+or read-to-close bodies, keep-alive, TLS through `ssl`; no proxies, no 1xx interim responses. httpx is the
+default engine, and the engine whenever a `transport=` is injected.
 
 Failures are raised as the exceptions below, named like httpx's so that messages read the same.
 """

@@ -70,6 +70,7 @@ class RequestFunction(AsyncFunction):
             max_attempts=o["request.max-retries"] + 1,
             rate_limit=o.get("request.rate-limit"),
             verify=o["request.tls-verify"],
+            engine=o["request.engine"],
             structured_output=self.profile if o["request.structured-output"] else None,
         )
         self._client = VllmClient(config=config)
