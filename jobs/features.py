@@ -69,6 +69,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--endpoint", help="OpenAI-compatible server; without it (and --replay) the simulator starts")
     p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
     p.add_argument("--replay", metavar="PATH", help="file or directory of captured raw bodies, one per line")
+    p.add_argument(
+        "--replay-monitor", type=float, metavar="SECONDS", help="watch --replay for new files (unbounded job)"
+    )
     p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
     p.add_argument("--duration", type=float, default=60.0, help="seconds of requests (request mode)")
     p.add_argument("--rate", type=int, default=50, help="prompts per second (request mode)")
@@ -83,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--parallelism", type=int, help="job parallelism (default: the environment's)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines; 0: none")
+    p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
     return p.parse_args(argv)
 
 
@@ -160,6 +164,8 @@ def table_ddl(args: argparse.Namespace, profile: Profile, endpoint: str | None, 
     }
     if args.replay:
         options.update({"mode": "replay", "replay.path": str(Path(args.replay).resolve())})
+        if args.replay_monitor:
+            options["replay.monitor-interval"] = f"{int(args.replay_monitor * 1000)} ms"
         if args.model:  # labels the rows whose body could not be read
             options["model"] = args.model
     else:
@@ -326,6 +332,10 @@ def main(argv: list[str] | None = None) -> int:
         statements, columns = build(t_env, args, profile, endpoint, model)
         result = statements.execute()
         client = result.get_job_client()
+        if client is not None:
+            print(f"features: job {client.get_job_id()}", flush=True)
+        if args.detached:
+            return 0
         stop = None
         if client is not None and rest_port and args.progress > 0:
             progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))

@@ -5,6 +5,7 @@
 #   jobs/standalone_cluster.sh run [features.py args...]   start, submit (attached), stop
 #   jobs/standalone_cluster.sh start | stop | status
 #   jobs/standalone_cluster.sh submit [features.py args...]
+#   jobs/standalone_cluster.sh drain JOB_ID                 stop a job with a final savepoint, draining it
 #   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager and its Python workers
 #   jobs/standalone_cluster.sh start-taskmanager
 #
@@ -152,6 +153,11 @@ case "$command" in
     stop) stop ;;
     status) echo "FLINK_HOME=$flink_home conf=$FLINK_CONF_DIR rest=$(rest_url)" ;;
     submit) submit "$@" ;;
+    drain)
+        # MAX_WATERMARK first (every window fires), then a savepoint that commits the sinks' files.
+        "$flink_home/bin/flink" stop -m "localhost:$(cat "$dir/rest.port")" --drain \
+            --savepointPath "file://$dir/savepoints" "$1"
+        ;;
     kill-taskmanager) kill_taskmanager ;;
     start-taskmanager) "$flink_home/bin/taskmanager.sh" start >/dev/null && wait_for_taskmanager 120 ;;
     run)
@@ -160,7 +166,7 @@ case "$command" in
         submit "$@"
         ;;
     *)
-        sed -n '2,18p' "$0" >&2
+        sed -n '2,19p' "$0" >&2
         exit 2
         ;;
 esac

@@ -1,12 +1,20 @@
-"""A real standalone Flink cluster from the PyFlink wheel's scripts: `flink run -py jobs/features.py` (replay)."""
+"""A real standalone Flink cluster from the PyFlink wheel's scripts: `flink run -py jobs/features.py` (replay).
+
+The job is submitted detached and watches the replay directory (unbounded), so that while it runs the
+TaskManager's Prometheus reporter (jobs/standalone_cluster.sh enables it) can be scraped for our `dspark`
+metrics; then `flink stop --drain` ends it the way a bounded replay ends (all windows fire, files commit).
+"""
 
 from __future__ import annotations
 
 import csv
 import json
 import os
+import re
 import subprocess
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -18,6 +26,44 @@ pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
 T0 = 1_700_000_000
+# Our metrics as Flink's Prometheus reporter names them: <scope>_<group>_<name>, labels for the variables.
+DSPARK = "flink_taskmanager_job_task_operator_dspark_"
+
+
+def wait_for(what: str, check, timeout: float, every: float = 0.5):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rest(base: str, path: str) -> dict:
+    with urllib.request.urlopen(base + path, timeout=10) as response:
+        return json.load(response)
+
+
+def prometheus_port(log_dir: Path) -> int | None:
+    # The reporter takes the first free port of its range and logs which.
+    for log in log_dir.glob("flink-*-taskexecutor-*.log"):
+        found = re.search(r"Started PrometheusReporter HTTP server on port (\d+)", log.read_text(errors="replace"))
+        if found:
+            return int(found.group(1))
+    return None
+
+
+def dspark_metrics(port: int, job: str) -> dict[str, float]:
+    """The `dspark` metrics of one job from the TaskManager's /metrics, summed over subtasks."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        text = response.read().decode()
+    metrics: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(DSPARK) and f'job_id="{job}"' in line:
+            name, value = line[len(DSPARK) :].split("{", 1)[0], float(line.rsplit(" ", 1)[1])
+            metrics[name] = metrics.get(name, 0.0) + value
+    return metrics
 
 
 def body(i: int, model: str) -> bytes:
@@ -48,17 +94,47 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
             f.write(body(i, "math-b") + b"\n")
         f.write(b"{broken\n")
     out = tmp_path / "out"
-    env = {**os.environ, "DSPARK_PYTHON": sys.executable, "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster")}
-    run = subprocess.run(
-        [
-            str(SCRIPT), "run", "--replay", str(bodies), "--profile", "math", "--output", str(out),
-            "--model", "math-a", "--progress", "0",
-        ],
-        env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    assert "cluster: ready" in run.stdout and "cluster: stopped" in run.stdout
-    assert "Job has been submitted with JobID" in run.stdout + run.stderr
+    cluster = tmp_path / "cluster"
+    env = {**os.environ, "DSPARK_PYTHON": sys.executable, "DSPARK_CLUSTER_DIR": str(cluster), "DSPARK_DETACHED": "1"}
+
+    def script(*args: str, timeout: float = 300) -> str:
+        run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
+        return run.stdout + run.stderr
+
+    try:
+        assert "cluster: ready" in script("start")
+        base = "http://127.0.0.1:" + (cluster / "rest.port").read_text().strip()
+        submitted = script(
+            "submit", "--replay", str(bodies), "--replay-monitor", "1", "--profile", "math",
+            "--output", str(out), "--model", "math-a", "--progress", "0", "--detached",
+        )  # fmt: skip
+        assert "Job has been submitted with JobID" in submitted
+        job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("features: job "))
+
+        # Issue 4: our metrics through Flink's metric reporters, here the Prometheus reporter of the wheel's
+        # plugins/ (the metrics leave with the job's tasks, so they are read while it runs).
+        port = wait_for("the Prometheus reporter", lambda: prometheus_port(cluster / "log"), timeout=60)
+        metrics = wait_for(
+            "the parse metrics", lambda: (m := dspark_metrics(port, job)).get("bodies") == 49 and m, timeout=240
+        )
+        print(f"prometheus :{port} {DSPARK}*: {metrics}")
+        assert (metrics["rows"], metrics["rejected"]) == (48, 1)  # the broken line is rejected
+        assert metrics["batches"] >= 1 and metrics["parse_ms"] >= 0 and metrics["last_batch_parse_ms"] >= 0
+        assert metrics["backend_gpu"] == 0  # no GPU here: 'auto' parses on the CPU, and says so
+        assert metrics["gpu_fallback_batches"] == metrics["batches"]
+
+        # End it as a bounded replay ends: MAX_WATERMARK fires every window, the final savepoint commits the files.
+        assert "Savepoint completed" in script("drain", job)
+        state = wait_for(
+            "the job to end",
+            lambda: (s := rest(base, f"/jobs/{job}")["state"]) in ("FINISHED", "FAILED", "CANCELED") and s,
+            timeout=120,
+            every=1.0,
+        )
+        assert state == "FINISHED"
+    finally:
+        assert "cluster: stopped" in script("stop")
 
     rows = []
     for file in (out / "features").rglob("part-*"):
