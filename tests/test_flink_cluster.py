@@ -13,36 +13,20 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.cluster import SCRIPT, rest, wait_for
+
 pytest.importorskip("pyflink")
 
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
 T0 = 1_700_000_000
 # Our metrics as Flink's Prometheus reporter names them: <scope>_<group>_<name>, labels for the variables.
 DSPARK = "flink_taskmanager_job_task_operator_dspark_"
-
-
-def wait_for(what: str, check, timeout: float, every: float = 0.5):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
-
-
-def rest(base: str, path: str) -> dict:
-    with urllib.request.urlopen(base + path, timeout=10) as response:
-        return json.load(response)
 
 
 def prometheus_port(log_dir: Path) -> int | None:

@@ -10,16 +10,16 @@ request id must be in the committed output at least once; prompts sent twice sha
 from __future__ import annotations
 
 import csv
-import json
 import os
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
 import pytest
+
+from tests.cluster import ROOT, SCRIPT, rest, wait_for
 
 pytest.importorskip("pyflink")
 
@@ -28,24 +28,7 @@ from connector.simulator.testing import serve_simulator  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parent.parent
-SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
 PROMPTS = 400
-
-
-def rest(base: str, path: str) -> dict:
-    with urllib.request.urlopen(base + path, timeout=10) as response:
-        return json.load(response)
-
-
-def wait_for(what: str, check, timeout: float, every: float = 0.5):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = check()
-        if value:
-            return value
-        time.sleep(every)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def committed_rows(out: Path) -> list[list[str]]:

@@ -1,0 +1,30 @@
+"""Helpers for the tests that drive a standalone Flink cluster (jobs/standalone_cluster.sh) over its REST API."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
+T = TypeVar("T")
+
+
+def wait_for(what: str, check: Callable[[], T], timeout: float, every: float = 0.5) -> T:
+    """`check()`'s first truthy value; AssertionError naming `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def rest(base: str, path: str) -> Any:
+    with urllib.request.urlopen(base + path, timeout=10) as response:
+        return json.load(response)
