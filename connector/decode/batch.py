@@ -117,8 +117,9 @@ def parse_batch(
     reader, fallback_reason = select_reader(backend)
     raw = [_as_bytes(b) for b in bodies]
 
-    # Only records that start like an object go to the reader: it would turn `null` into a row of nulls.
-    candidates = np.array([i for i, b in enumerate(raw) if b[:1] == b"{"], dtype=np.int64)
+    # Only records that look like one object go to the reader: it would turn `null` into a row of nulls, and a
+    # truncated body (a cut connection) would fail the read, costing a re-read of the records before it.
+    candidates = np.array([i for i, b in enumerate(raw) if b[:1] == b"{" and b[-1:] == b"}"], dtype=np.int64)
     isolated = read_isolating(
         reader, len(candidates), joined([raw[i] for i in candidates], reader.separator), plan.read_schema
     )

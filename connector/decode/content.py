@@ -7,27 +7,19 @@ whatever the reader refuses go through the exact path, which also writes `conten
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.decode.exact import content_values
-from connector.decode.isolate import read_isolating
+from connector.decode.isolate import joined, read_isolating
 from connector.decode.readers import Reader
 from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
 
 __all__ = ["parse_contents"]
-
-
-def _joined(strings: pa.Array, separator: bytes) -> Callable[[int, int], pa.Buffer]:
-    def chunk(lo: int, hi: int) -> pa.Buffer:
-        one_list = pa.ListArray.from_arrays(pa.array([lo, hi], pa.int32()), strings)
-        return pc.binary_join(one_list, separator.decode())[0].as_buffer()
-
-    return chunk
 
 
 def parse_contents(
@@ -48,7 +40,7 @@ def parse_contents(
         isolated = read_isolating(
             reader,
             len(candidates),
-            _joined(strings, reader.separator),
+            joined(strings, reader.separator),
             content_read_schema(properties),
             multiline=True,
         )

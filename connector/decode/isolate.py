@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.decode.readers import Reader, ReadFailed
 
@@ -25,15 +27,32 @@ class Isolated:
     reads: int = 0
 
 
-def joined(records: Sequence[bytes], separator: bytes) -> Callable[[int, int], bytes]:
-    """Records [lo, hi) joined with `separator`."""
-    return lambda lo, hi: separator.join(records[lo:hi])
+def joined(records: Sequence[bytes] | pa.Array, separator: bytes) -> Callable[[int, int], pa.Buffer]:
+    """Records [lo, hi) joined with `separator`, as zero-copy slices of one buffer joined once.
+
+    Re-joining a range on every retry would cost a copy of the rest of the batch per bad record.
+    `records` is a list of bytes or a (non-null) string/binary array.
+    """
+    if isinstance(records, pa.Array):
+        lengths = pc.binary_length(records).to_numpy(zero_copy_only=False).astype(np.int64)
+        everything = pa.ListArray.from_arrays(pa.array([0, len(records)], pa.int32()), records)
+        data = pc.binary_join(everything, separator.decode())[0].as_buffer()
+    else:
+        lengths = np.fromiter(map(len, records), dtype=np.int64, count=len(records))
+        data = pa.py_buffer(separator.join(records))
+    ends = np.cumsum(lengths + len(separator)) - len(separator)
+    starts = ends - lengths
+
+    def chunk(lo: int, hi: int) -> pa.Buffer:
+        return data.slice(int(starts[lo]), int(ends[hi - 1] - starts[lo]))
+
+    return chunk
 
 
 def read_isolating(
     reader: Reader,
     count: int,
-    chunk: Callable[[int, int], bytes],
+    chunk: Callable[[int, int], bytes | pa.Buffer],
     schema: pa.Schema,
     *,
     multiline: bool = False,
