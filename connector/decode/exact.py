@@ -272,6 +272,7 @@ def content_values(text: str | None, properties: Sequence[ContentProperty]) -> t
 
 
 def extract_from_text(text: str, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
+    """Content properties read from free text with their `x-extract` patterns (group 1, else the whole match)."""
     values: dict[str, Any] = {}
     error = None
     for prop in properties:
@@ -280,16 +281,17 @@ def extract_from_text(text: str, properties: Sequence[ContentProperty]) -> tuple
             continue
         pattern, mode = prop.extract.pattern, prop.extract.mode
         if mode == "count":
-            values[prop.name] = sum(1 for _ in pattern.finditer(text))
+            values[prop.name] = len(pattern.findall(text))
             continue
         if prop.kind == "boolean":
             values[prop.name] = pattern.search(text) is not None
             continue
+        group = 1 if pattern.groups else 0
         if mode == "first":
             found = pattern.search(text)
-            matches = [] if found is None else [found.group(1) if found.groups() else found.group(0)]
+            matches = [] if found is None else [found.group(group)]
         else:
-            matches = [m.group(1) if m.groups() else m.group(0) for m in pattern.finditer(text)]
+            matches = [m.group(group) for m in pattern.finditer(text)]
         try:
             if mode == "all":
                 if prop.kind == "json":
