@@ -14,6 +14,7 @@ are parsed a second time (`content`). All rows come back in input order.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from connector.decode.content import parse_contents
 from connector.decode.exact import Rejected, decode_body
 from connector.decode.flatten import flatten
 from connector.decode.isolate import joined, read_isolating
-from connector.decode.readers import select_reader
+from connector.decode.readers import Reader, ReadFailed, select_reader
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import Column, body_columns, output_schema, read_schema
 
@@ -67,6 +68,11 @@ class _Plan:
     read_schema: pa.Schema
     body_schema: pa.Schema
     output_schema: pa.Schema
+    # For fields that are an integer or a string (stop_reason): the schema that reads them as integers, the
+    # reader's words when a batch holds such integers, and a byte pattern that finds the bodies that do.
+    int_read_schema: pa.Schema
+    int_markers: tuple[str, ...]
+    int_probe: re.Pattern[bytes] | None
 
 
 _plans: dict[int, tuple[Profile, _Plan]] = {}
@@ -78,11 +84,17 @@ def _plan(profile: Profile) -> _Plan:
         return cached[1]
     columns = body_columns(profile)
     out = output_schema(profile)
+    mixed = sorted({p[-1] for c in columns if c.kind == "any" for p in c.paths})
     plan = _Plan(
         columns=columns,
         read_schema=read_schema(columns, profile.created_unit),
         body_schema=pa.schema(list(out)[: 1 + len(columns)]),
         output_schema=out,
+        int_read_schema=read_schema(columns, profile.created_unit, mixed_as=pa.int64()),
+        int_markers=tuple(f"/{name}) changed from string to number" for name in mixed),
+        int_probe=re.compile(rb'"(?:%s)"\s*:\s*-?\d' % b"|".join(re.escape(n.encode()) for n in mixed))
+        if mixed
+        else None,
     )
     if len(_plans) > 64:
         _plans.clear()
@@ -97,6 +109,40 @@ def _as_bytes(body: bytes | str | Any) -> bytes:
         # surrogatepass keeps unpaired surrogates as (invalid) bytes, so they are rejected like any bad UTF-8.
         return body.encode("utf-8", "surrogatepass")
     return bytes(body)
+
+
+def _read_bodies(
+    reader: Reader, records: list[bytes], index: np.ndarray, plan: _Plan
+) -> tuple[list[pa.Table], np.ndarray, int]:
+    """Tables of the records the reader took, the input positions of their rows (in table order), reads made.
+
+    A batch whose integer-or-string fields (stop_reason) hold integers is read in two groups, one per type,
+    instead of isolating each such body: servers that stop on token ids send them often.
+    """
+    groups = [(index, records, plan.read_schema)]
+    reads = 0
+    if plan.int_probe is not None and records:
+        reads += 1
+        try:
+            whole = reader.read(joined(records, reader.separator)(0, len(records)), plan.read_schema)
+        except ReadFailed as exc:
+            if any(marker in str(exc) for marker in plan.int_markers):
+                ints = np.array([plan.int_probe.search(r) is not None for r in records], dtype=bool)
+                groups = [
+                    (index[~ints], [r for r, i in zip(records, ints, strict=True) if not i], plan.read_schema),
+                    (index[ints], [r for r, i in zip(records, ints, strict=True) if i], plan.int_read_schema),
+                ]
+        else:
+            if whole.num_rows == len(records):
+                return [whole], index, reads
+    tables: list[pa.Table] = []
+    positions: list[np.ndarray] = []
+    for group_index, group, schema in groups:
+        isolated = read_isolating(reader, len(group), joined(group, reader.separator), schema)
+        tables += [t if schema is plan.read_schema else t.cast(plan.read_schema) for t in isolated.tables]
+        positions.append(group_index[np.array(isolated.good, dtype=np.int64)])
+        reads += isolated.reads
+    return tables, np.concatenate(positions), reads
 
 
 def parse_batch(
@@ -120,11 +166,8 @@ def parse_batch(
     # Only records that look like one object go to the reader: it would turn `null` into a row of nulls, and a
     # truncated body (a cut connection) would fail the read, costing a re-read of the records before it.
     candidates = np.array([i for i, b in enumerate(raw) if b[:1] == b"{" and b[-1:] == b"}"], dtype=np.int64)
-    isolated = read_isolating(
-        reader, len(candidates), joined([raw[i] for i in candidates], reader.separator), plan.read_schema
-    )
-    good = candidates[np.array(isolated.good, dtype=np.int64)]
-    parsed = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else plan.read_schema.empty_table()
+    tables, good, reads = _read_bodies(reader, [raw[i] for i in candidates], candidates, plan)
+    parsed = pa.concat_tables(tables).combine_chunks() if tables else plan.read_schema.empty_table()
     values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
     keep = ~needs_exact
     fast_index = good[keep]
@@ -169,7 +212,7 @@ def parse_batch(
         "rejected": float(error_table.num_rows),
         "exact": float(len(exact_index)),
         "content_exact": float(content_exact),
-        "reads": float(isolated.reads),
+        "reads": float(reads),
         "seconds": time.perf_counter() - started,
     }
     return ParseResult(table, error_table, reader.name, fallback_reason, stats)

@@ -150,8 +150,11 @@ def _insert(tree: dict[str, Any], path: Path, leaf: pa.DataType) -> None:
             node = node[key]
 
 
-def read_schema(columns: Sequence[Column], created_unit: str) -> pa.Schema:
-    """The explicit schema the JSON readers parse bodies with: exactly the fields the columns walk."""
+def read_schema(columns: Sequence[Column], created_unit: str, mixed_as: pa.DataType | None = None) -> pa.Schema:
+    """The explicit schema the JSON readers parse bodies with: exactly the fields the columns walk.
+
+    Fields that may be an integer or a string (`stop_reason`) are read as strings, or as `mixed_as`.
+    """
     tree: dict[str, Any] = {}
     for column in columns:
         for path in column.paths:
@@ -160,6 +163,8 @@ def read_schema(columns: Sequence[Column], created_unit: str) -> pa.Schema:
                 continue
             if column.kind == "timestamp":
                 leaf = pa.string() if created_unit == "iso" else pa.int64()
+            elif column.kind == "any" and mixed_as is not None:
+                leaf = mixed_as
             else:
                 leaf = ARROW_OF[column.read_kind]
             _insert(tree, path, leaf)
