@@ -28,3 +28,13 @@ def wait_for(what: str, check: Callable[[], T], timeout: float, every: float = 0
 def rest(base: str, path: str) -> Any:
     with urllib.request.urlopen(base + path, timeout=10) as response:
         return json.load(response)
+
+
+def wait_for_job_end(base: str, job: str, timeout: float) -> str:
+    """The final state of `job` (FINISHED, FAILED or CANCELED) from the REST API at `base`."""
+    return wait_for(
+        f"job {job} to end",
+        lambda: (s := rest(base, f"/jobs/{job}")["state"]) in ("FINISHED", "FAILED", "CANCELED") and s,
+        timeout=timeout,
+        every=1.0,
+    )

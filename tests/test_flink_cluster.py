@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import SCRIPT, rest, wait_for
+from tests.cluster import SCRIPT, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
@@ -110,12 +110,7 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
 
         # End it as a bounded replay ends: MAX_WATERMARK fires every window, the final savepoint commits the files.
         assert "Savepoint completed" in script("drain", job)
-        state = wait_for(
-            "the job to end",
-            lambda: (s := rest(base, f"/jobs/{job}")["state"]) in ("FINISHED", "FAILED", "CANCELED") and s,
-            timeout=120,
-            every=1.0,
-        )
+        state = wait_for_job_end(base, job, timeout=120)
         assert state == "FINISHED"
     finally:
         assert "cluster: stopped" in script("stop")

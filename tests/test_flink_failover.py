@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cluster import ROOT, SCRIPT, rest, wait_for
+from tests.cluster import ROOT, SCRIPT, rest, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
@@ -83,12 +83,7 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
             assert "killed TaskManager" in script("kill-taskmanager")
             script("start-taskmanager")
 
-            state = wait_for(
-                "the job to end",
-                lambda: (s := rest(base, f"/jobs/{job}")["state"]) in ("FINISHED", "FAILED", "CANCELED") and s,
-                timeout=240,
-                every=1.0,
-            )
+            state = wait_for_job_end(base, job, timeout=240)
             assert state == "FINISHED"
             # The job really failed over: the lost TaskManager is in its exception history.
             history = rest(base, f"/jobs/{job}/exceptions")["exceptionHistory"]["entries"]
