@@ -498,3 +498,13 @@ def test_int_stop_reasons_are_read_in_their_own_group(backend: str):
     # Only the body that mixes an int and a string stop_reason needs the exact path.
     assert result.stats["exact"] == 1
     assert result.stats["reads"] < 20
+
+
+@pytest.mark.parametrize("list_type", [pa.list_, pa.large_list])
+def test_list_offsets_rebuild_lists_with_nulls(list_type):
+    """The helper the flatten and the GPU reader's re-typing rebuild lists with (also from large lists)."""
+    from connector.decode.flatten import list_offsets
+
+    lists = pa.array([[1, 2], None, [], [3]], list_type(pa.int64()))
+    rebuilt = pa.ListArray.from_arrays(list_offsets(lists), lists.values.cast(pa.string()))
+    assert rebuilt.to_pylist() == [["1", "2"], None, [], ["3"]]

@@ -121,12 +121,15 @@ def _read_bodies(
     """
     groups = [(index, records, plan.read_schema)]
     reads = 0
+    failed = None
     if plan.int_probe is not None and records:
         reads += 1
         try:
             whole = reader.read(joined(records, reader.separator)(0, len(records)), plan.read_schema)
         except ReadFailed as exc:
+            failed = exc
             if any(marker in str(exc) for marker in plan.int_markers):
+                failed = None
                 ints = np.array([plan.int_probe.search(r) is not None for r in records], dtype=bool)
                 groups = [
                     (index[~ints], [r for r, i in zip(records, ints, strict=True) if not i], plan.read_schema),
@@ -138,7 +141,9 @@ def _read_bodies(
     tables: list[pa.Table] = []
     positions: list[np.ndarray] = []
     for group_index, group, schema in groups:
-        isolated = read_isolating(reader, len(group), joined(group, reader.separator), schema)
+        isolated = read_isolating(
+            reader, len(group), joined(group, reader.separator), schema, failed=failed if len(groups) == 1 else None
+        )
         tables += [t if schema is plan.read_schema else t.cast(plan.read_schema) for t in isolated.tables]
         positions.append(group_index[np.array(isolated.good, dtype=np.int64)])
         reads += isolated.reads

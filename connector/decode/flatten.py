@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from connector.decode.exact import MS_MAX, MS_MIN
 from connector.schema.columns import TIMESTAMP, Column
 
-__all__ = ["flatten"]
+__all__ = ["flatten", "list_offsets"]
 
 
 def _first(lists: pa.Array) -> pa.Array:
@@ -54,11 +54,19 @@ def _column(raw: pa.Table, column: Column) -> pa.Array:
         return _coalesce([walk(p) for p in column.paths])
     lists = walk(column.paths[0][:star])
     values = _coalesce([_walk(lists.values, p[star + 1 :]) for p in column.paths])
-    offsets = lists.offsets
-    if lists.null_count:
-        # Offsets that are null make null lists in from_arrays.
-        offsets = pa.array(offsets.to_numpy(), mask=np.append(~lists.is_valid().to_numpy(False), False))
-    return pa.ListArray.from_arrays(offsets, values)
+    return pa.ListArray.from_arrays(list_offsets(lists), values)
+
+
+def list_offsets(lists: pa.Array) -> pa.Array:
+    """int32 offsets of a (large) list array into its `.values`, null where the list is null.
+
+    `ListArray.from_arrays(list_offsets(a), new_values)` rebuilds `a` over new values, nulls included.
+    """
+    offsets = lists.offsets.cast(pa.int32())
+    if not lists.null_count:
+        return offsets
+    # Offsets that are null make null lists in from_arrays.
+    return pa.array(offsets.to_numpy(), pa.int32(), mask=np.append(~lists.is_valid().to_numpy(False), False))
 
 
 def _created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:

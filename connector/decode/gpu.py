@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from connector.decode.flatten import list_offsets
 from connector.decode.readers import ReadFailed, validated
 from connector.errors import BackendUnavailable
 
@@ -77,11 +78,7 @@ def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
         ]
         return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
     if pa.types.is_list(target) or pa.types.is_large_list(array.type):
-        offsets = array.offsets.cast(pa.int32())
-        if array.null_count:
-            offsets = pa.array(offsets.to_pylist()[:-1], pa.int32(), mask=array.is_null().to_numpy(False))
-            offsets = pa.concat_arrays([offsets, array.offsets[-1:].cast(pa.int32())])
-        return pa.ListArray.from_arrays(offsets, _conform(array.values, target.value_type))
+        return pa.ListArray.from_arrays(list_offsets(array), _conform(array.values, target.value_type))
     return array.cast(target)
 
 

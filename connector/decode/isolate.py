@@ -56,10 +56,12 @@ def read_isolating(
     schema: pa.Schema,
     *,
     multiline: bool = False,
+    failed: ReadFailed | None = None,
 ) -> Isolated:
     """Parse `count` records, records [lo, hi) given by `chunk(lo, hi)`, with `reader`.
 
-    Every record ends up in `good` (with a row in `tables`) or in `bad`.
+    Every record ends up in `good` (with a row in `tables`) or in `bad`. `failed`: how a read of all the
+    records already failed, so that read is not made again.
     """
     out = Isolated()
     # A stack of [lo, hi) ranges still to read, in input order (top = leftmost).
@@ -68,8 +70,11 @@ def read_isolating(
         lo, hi = stack.pop()
         if lo >= hi:
             continue
-        out.reads += 1
         try:
+            if failed is not None:
+                known, failed = failed, None
+                raise known
+            out.reads += 1
             table = reader.read(chunk(lo, hi), schema, multiline=multiline)
         except ReadFailed as exc:
             if hi - lo == 1:

@@ -91,7 +91,7 @@ def _leaf_kind(body_schema: Mapping[str, Any], path: Path, where: str) -> str:
     raise ProfileError(f"{where}: the field at {'.'.join(path)} is {leaf or 'untyped'}, not a primitive")
 
 
-def body_columns(profile: Profile, created_unit: str | None = None) -> tuple[Column, ...]:
+def body_columns(profile: Profile) -> tuple[Column, ...]:
     """The columns of `profile`, typed from its body schema."""
     columns = []
     for spec in profile.columns:
