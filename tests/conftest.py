@@ -5,6 +5,8 @@ from __future__ import annotations
 import shutil
 import ssl
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -55,11 +57,45 @@ def _gpu_skip_reason() -> str | None:
     return None
 
 
-@pytest.fixture(params=["cpu", pytest.param("gpu", marks=pytest.mark.gpu)])
-def backend(request: pytest.FixtureRequest) -> str:
-    """Every deserializer test runs on each backend; gpu is skipped, with the reason, where it cannot run."""
-    if request.param == "gpu":
+@contextmanager
+def _backend_for(param: str) -> Iterator[str]:
+    """The backend name to pass to parse_batch for a fixture param (see `backend`)."""
+    if param == "gpu":
         reason = _gpu_skip_reason()
         if reason:
             pytest.skip(reason)
-    return request.param
+    if param != "gpu-emulated":
+        yield param
+        return
+    from connector.decode import readers
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    saved = readers._chosen.get("gpu")
+    readers._chosen["gpu"] = (EmulatedLibcudfReader(), None)
+    try:
+        yield "gpu"
+    finally:
+        if saved is None:
+            readers._chosen.pop("gpu", None)
+        else:
+            readers._chosen["gpu"] = saved
+
+
+_GPU = pytest.param("gpu", marks=pytest.mark.gpu)
+
+
+@pytest.fixture(params=["cpu", _GPU, "gpu-emulated"])
+def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """Every deserializer test runs on each backend; gpu is skipped, with the reason, where it cannot run.
+
+    "gpu-emulated" runs the gpu backend with libcudf replaced by `tests.libcudf_emulator` (everywhere).
+    """
+    with _backend_for(request.param) as name:
+        yield name
+
+
+@pytest.fixture(params=[_GPU, "gpu-emulated"])
+def gpu_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+    """The gpu backend, real where it can run and emulated everywhere."""
+    with _backend_for(request.param) as name:
+        yield name

@@ -110,15 +110,22 @@ def expected_row(body: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(
+    max_examples=60,
+    deadline=None,
+    # The backend fixture is the same for every example.
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(bodies=st.lists(body_st, min_size=1, max_size=25), ensure_ascii=st.booleans(), shuffle=st.randoms())
-def test_random_valid_bodies_equal_json(bodies: list[dict[str, Any]], ensure_ascii: bool, shuffle: Any):
+def test_random_valid_bodies_equal_json(
+    backend: str, bodies: list[dict[str, Any]], ensure_ascii: bool, shuffle: Any
+) -> None:
     raw = []
     for body in bodies:
         items = list(body.items())
         shuffle.shuffle(items)
         raw.append(json.dumps(dict(items), ensure_ascii=ensure_ascii).encode())
-    result = parse_batch(raw, profile="openai", backend="cpu")
+    result = parse_batch(raw, profile="openai", backend=backend)
     result.table.validate(full=True)
     assert result.errors.num_rows == 0, result.errors.to_pylist()
     rows = result.table.to_pylist()

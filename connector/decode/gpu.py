@@ -1,23 +1,28 @@
 """GPU reader: libcudf's JSON reader through pylibcudf, memory from an rmm pool. Needs pylibcudf and a GPU.
 
 Imported only when the "gpu" or "auto" backend is asked for. It implements the same `Reader.read` as the CPU
-reader and gives the same Arrow table. Where libcudf would accept what the CPU reader refuses, it is told not
-to (strict validation, no leading zeros, no NaN/Infinity, no raw control characters in strings), and what it
-cannot check is checked on the host: numbers of 19+ digits (libcudf wraps integers beyond 64 bits) before
-the bytes go to the device, UTF-8 in the strings of the result after. Such a batch fails, and the exact path
-decides its bad records.
+reader and gives the same Arrow table:
+- The records go to libcudf as one JSON array (`[r1,r2,...]`): pylibcudf 26.10 cannot set a record
+  delimiter other than a newline, and in an array a newline inside a record is only whitespace.
+- The bytes are copied to the device once and read twice from there, every primitive leaf as text: once
+  as values and once with the quotes kept. `connector.decode.retype` checks each leaf's JSON type and
+  converts it with pyarrow's casts on the host, since libcudf itself would take `"12"` for an integer,
+  `5` for a string and wrap integers beyond 64 bits.
+- libcudf is told to be strict where it would accept what the CPU reader refuses (strict validation, no
+  leading zeros, no NaN/Infinity, no raw control characters in strings); UTF-8 is checked on the result.
+Such a batch fails with `ReadFailed`, and the exact path decides its bad records.
 """
 
 from __future__ import annotations
 
 import os
-import re
+from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.flatten import list_offsets
-from connector.decode.readers import ReadFailed, validated
+from connector.decode.readers import ReadFailed
+from connector.decode.retype import read_as_text
 from connector.errors import BackendUnavailable
 
 try:
@@ -31,20 +36,33 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
 
 __all__ = ["GpuReader"]
 
-# 19+ digits may not fit in int64, and libcudf wraps instead of failing.
-_LONG_NUMBER = re.compile(rb"\d{19}")
 _pool_ready = False
+
+
+def gpu_problem() -> str | None:
+    """Why no GPU can be used here (no driver, no device), or None; asks the CUDA runtime, allocates nothing."""
+    from cuda.bindings import runtime  # a dependency of pylibcudf and rmm
+
+    error, count = runtime.cudaGetDeviceCount()
+    if error != runtime.cudaError_t.cudaSuccess:
+        return f"no usable NVIDIA GPU (CUDA: {error.name})"
+    if not count:
+        return "no NVIDIA GPU visible (CUDA counts 0 devices; check CUDA_VISIBLE_DEVICES)"
+    return None
 
 
 def _setup_pool() -> None:
     global _pool_ready
     if _pool_ready:
         return
+    problem = gpu_problem()
+    if problem:
+        raise BackendUnavailable(f"{problem}; set 'parse.backend' = 'cpu'")
     try:
         size = int(os.environ.get("DSPARK_RMM_POOL_BYTES", str(2 << 30)))
         pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=size)
         rmm.mr.set_current_device_resource(pool)
-    except Exception as exc:  # rmm raises RuntimeError/MemoryError/CUDA errors when there is no usable GPU
+    except Exception as exc:  # rmm raises RuntimeError/MemoryError/CUDA errors when the GPU is not usable
         raise BackendUnavailable(
             f"no usable NVIDIA GPU ({type(exc).__name__}: {exc}); set 'parse.backend' = 'cpu'"
         ) from exc
@@ -52,73 +70,60 @@ def _setup_pool() -> None:
 
 
 def _dtype(arrow_type: pa.DataType) -> tuple[Any, list[Any]]:
-    """Arrow type -> pylibcudf (DataType, children) as libcudf's JSON reader takes them."""
+    """Arrow type -> pylibcudf (DataType, children) as libcudf's JSON reader takes them; leaves as text."""
     if pa.types.is_struct(arrow_type):
         children = [(f.name, *_dtype(f.type)) for f in arrow_type]
         return plc.DataType(plc.TypeId.STRUCT), children
     if pa.types.is_list(arrow_type):
         element = ("element", *_dtype(arrow_type.value_type))
         return plc.DataType(plc.TypeId.LIST), [("offsets", plc.DataType(plc.TypeId.INT32), []), element]
-    if pa.types.is_string(arrow_type):
-        return plc.DataType(plc.TypeId.STRING), []
-    return plc.DataType.from_arrow(arrow_type), []
+    return plc.DataType(plc.TypeId.STRING), []
 
 
-def _metadata(name: str, children: dict[str, Any]) -> Any:
+def json_options(source: Any, schema: pa.Schema, *, keep_quotes: bool) -> Any:
+    """libcudf reader options: `source` (a JSON array of records) read as `schema`'s tree, leaves as text."""
+    return (
+        plc.io.json.JsonReaderOptions.builder(source)
+        .lines(False)
+        .dtypes([(f.name, *_dtype(f.type)) for f in schema])
+        .prune_columns(True)
+        .keep_quotes(keep_quotes)
+        .recovery_mode(plc.io.types.JSONRecoveryMode.FAIL)
+        # libcudf refuses the three options below unless strict validation is already on.
+        .strict_validation(True)
+        .numeric_leading_zeros(False)
+        .nonnumeric_numbers(False)
+        .unquoted_control_chars(False)
+        .build()
+    )
+
+
+def _metadata(name: str, children: Mapping[str, Any]) -> Any:
     return plc.interop.ColumnMetadata(name, children_meta=[_metadata(k, v) for k, v in children.items()])
 
 
-def _conform(array: pa.Array, target: pa.DataType) -> pa.Array:
-    """Rebuild `array` as `target`, matching struct fields by name (libcudf orders them its own way)."""
-    if pa.types.is_struct(target):
-        present = {array.type.field(i).name: i for i in range(array.type.num_fields)}
-        children = [
-            _conform(array.field(present[f.name]), f.type) if f.name in present else pa.nulls(len(array), f.type)
-            for f in target
-        ]
-        return pa.StructArray.from_arrays(children, fields=list(target), mask=array.is_null())
-    if pa.types.is_list(target) or pa.types.is_large_list(array.type):
-        return pa.ListArray.from_arrays(list_offsets(array), _conform(array.values, target.value_type))
-    return array.cast(target)
+def _read(source: Any, schema: pa.Schema, *, keep_quotes: bool) -> pa.Table:
+    try:
+        result = plc.io.json.read_json(json_options(source, schema, keep_quotes=keep_quotes))
+    except Exception as exc:  # libcudf raises RuntimeError / ValueError subclasses for bad input
+        raise ReadFailed(f"libcudf: {exc}") from None
+    names = result.child_names
+    metadata = [_metadata(name, names[name]) for name in map(str, result.column_names())]
+    return plc.Table(list(result.columns)).to_arrow(metadata=metadata)
 
 
 class GpuReader:
     name = "gpu"
-    # Records are split on a byte that valid JSON never holds raw, so a record may contain newlines.
-    separator = b"\x1e"
+    # Records are joined into one JSON array (see the module doc).
+    separator = b","
 
     def __init__(self) -> None:
         _setup_pool()
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        host = data.to_pybytes() if isinstance(data, pa.Buffer) else data
-        if _LONG_NUMBER.search(host):
-            raise ReadFailed("a number of 19 or more digits (libcudf would wrap it)")
-        dtypes = [(f.name, *_dtype(f.type)) for f in schema]
-        options = (
-            plc.io.json.JsonReaderOptions.builder(plc.io.SourceInfo([host]))
-            .lines(True)
-            .delimiter(self.separator.decode())
-            .dtypes(dtypes)
-            .prune_columns(True)
-            .recovery_mode(plc.io.types.JSONRecoveryMode.FAIL)
-            .numeric_leading_zeros(False)
-            .nonnumeric_numbers(False)
-            .unquoted_control_chars(False)
-            .strict_validation(True)
-            .build()
-        )
-        try:
-            result = plc.io.json.read_json(options)
-        except Exception as exc:  # libcudf raises RuntimeError / ValueError subclasses for bad input
-            raise ReadFailed(f"libcudf: {exc}") from None
-        names = result.child_names
-        metadata = [_metadata(name, names[name]) for name in result.column_names()]
-        table = plc.Table(list(result.columns)).to_arrow(metadata=metadata)
-        if table.num_rows == 0 and host.strip():
-            raise ReadFailed("libcudf read no rows")
-        columns = {name: table.column(name).combine_chunks() for name in table.column_names}
-        arrays = [
-            _conform(columns[f.name], f.type) if f.name in columns else pa.nulls(table.num_rows, f.type) for f in schema
-        ]
-        return validated(pa.Table.from_arrays(arrays, schema=schema))
+        if len(data) == 0:
+            return schema.empty_table()
+        device = rmm.DeviceBuffer.to_device(b"".join((b"[", memoryview(data), b"]")))
+        # A device buffer is a `Span`, which SourceInfo reads in place (its stub names only host sources).
+        source = plc.io.SourceInfo([device])  # type: ignore[arg-type]
+        return read_as_text(lambda keep_quotes: _read(source, schema, keep_quotes=keep_quotes), schema)

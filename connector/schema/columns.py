@@ -22,6 +22,8 @@ __all__ = [
     "body_columns",
     "content_arrow_type",
     "content_read_schema",
+    "INT_OR_STRING",
+    "is_int_or_string",
     "output_schema",
     "read_schema",
 ]
@@ -35,6 +37,9 @@ ARROW_OF: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
 }
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
+# Marks a read-schema leaf that may hold an integer or a string (`stop_reason`): the GPU reader checks such
+# leaves by this mark; pyarrow.json ignores field metadata.
+INT_OR_STRING = {b"dspark.json": b"integer|string"}
 
 
 @dataclass(frozen=True)
@@ -123,7 +128,10 @@ def body_columns(profile: Profile) -> tuple[Column, ...]:
 def _tree_to_type(tree: dict[str, Any]) -> pa.DataType:
     fields = []
     for name, sub in tree.items():
-        fields.append(pa.field(name, sub if isinstance(sub, pa.DataType) else _subtree_type(sub)))
+        if isinstance(sub, pa.Field):
+            fields.append(sub.with_name(name))
+        else:
+            fields.append(pa.field(name, sub if isinstance(sub, pa.DataType) else _subtree_type(sub)))
     return pa.struct(fields)
 
 
@@ -131,11 +139,18 @@ def _subtree_type(sub: dict[str, Any]) -> pa.DataType:
     # A subtree under an array marker becomes a list of what is below it.
     if "[]" in sub:
         inner = sub["[]"]
+        if isinstance(inner, pa.Field):
+            return pa.list_(inner.with_name("item"))
         return pa.list_(inner if isinstance(inner, pa.DataType) else _tree_to_type(inner))
     return _tree_to_type(sub)
 
 
-def _insert(tree: dict[str, Any], path: Path, leaf: pa.DataType) -> None:
+def is_int_or_string(field: pa.Field) -> bool:
+    """Whether a read-schema field is a leaf that holds an integer or a string (see `INT_OR_STRING`)."""
+    return (field.metadata or {}).get(b"dspark.json") == INT_OR_STRING[b"dspark.json"]
+
+
+def _insert(tree: dict[str, Any], path: Path, leaf: pa.DataType | pa.Field) -> None:
     node = tree
     for i, segment in enumerate(path):
         key = "[]" if segment in ("0", "*") else segment
@@ -144,7 +159,7 @@ def _insert(tree: dict[str, Any], path: Path, leaf: pa.DataType) -> None:
             if key not in node:
                 node[key] = leaf
         else:
-            if key not in node or isinstance(node[key], pa.DataType):
+            if key not in node or isinstance(node[key], (pa.DataType, pa.Field)):
                 # An array counted by `reduce: length` may also be walked into by other columns.
                 node[key] = {}
             node = node[key]
@@ -161,10 +176,11 @@ def read_schema(columns: Sequence[Column], created_unit: str, mixed_as: pa.DataT
             if column.kind == "length":
                 _insert(tree, (*path, "*"), pa.struct([]))
                 continue
+            leaf: pa.DataType | pa.Field
             if column.kind == "timestamp":
                 leaf = pa.string() if created_unit == "iso" else pa.int64()
-            elif column.kind == "any" and mixed_as is not None:
-                leaf = mixed_as
+            elif column.kind == "any":
+                leaf = mixed_as or pa.field(path[-1], pa.string(), metadata=INT_OR_STRING)
             else:
                 leaf = ARROW_OF[column.read_kind]
             _insert(tree, path, leaf)

@@ -1,0 +1,123 @@
+"""Typing the GPU reader's output on the host: every leaf arrives as text, pyarrow gives it its type.
+
+libcudf's JSON reader converts values to whatever type it is asked for: it takes `"12"` for an integer,
+`5` for a string, and wraps integers beyond 64 bits. So the GPU reader asks it for every primitive leaf as
+a string, twice from the same device bytes: once as the value (strings unescaped) and once with the quotes
+kept, which tells a JSON string from a number or a literal. `retype` then checks each leaf's JSON type
+against the schema and converts the text with pyarrow's own casts, the converters pyarrow.json uses on the
+CPU, so both backends agree to the last bit (overflow fails, doubles are correctly rounded). Anything that
+does not fit raises `ReadFailed`, and the batch's records are isolated as with any reader.
+
+Pure pyarrow, no GPU: the tests run it on arrays shaped like libcudf's output (struct fields in another
+order, large lists, null-typed columns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from connector.decode.flatten import list_offsets
+from connector.decode.readers import ReadFailed, validated
+from connector.schema.columns import is_int_or_string
+
+__all__ = ["read_as_text", "retype", "retype_table"]
+
+_LITERALS = pa.array(["true", "false"])
+
+
+def read_as_text(read: Callable[[bool], pa.Table], schema: pa.Schema) -> pa.Table:
+    """A batch that `read(keep_quotes)` gives with every leaf as text, read twice, typed to `schema`, UTF-8 checked."""
+    return validated(retype_table(read(False), read(True), schema))
+
+
+def retype_table(values: pa.Table, quoted: pa.Table, schema: pa.Schema) -> pa.Table:
+    """The two reads of one batch (see the module doc) as a table of exactly `schema`."""
+    if values.num_rows != quoted.num_rows:
+        raise ReadFailed(f"the two reads disagree: {values.num_rows} and {quoted.num_rows} rows")
+    arrays = []
+    for field in schema:
+        if field.name in values.column_names and field.name in quoted.column_names:
+            arrays.append(retype(_whole(values, field.name), _whole(quoted, field.name), field))
+        else:
+            arrays.append(pa.nulls(values.num_rows, field.type))
+    return pa.Table.from_arrays(arrays, schema=schema)
+
+
+def retype(values: pa.Array, quoted: pa.Array, field: pa.Field) -> pa.Array:
+    """`values` rebuilt as `field.type`, fields matched by name; `quoted` is the same array read with quotes."""
+    target = field.type
+    if len(values) != len(quoted):
+        raise ReadFailed(f"the two reads disagree on '{field.name}': {len(values)} and {len(quoted)} values")
+    if pa.types.is_null(values.type):
+        return pa.nulls(len(values), target)
+    if pa.types.is_struct(target):
+        if not pa.types.is_struct(values.type) or not pa.types.is_struct(quoted.type):
+            raise ReadFailed(f"'{field.name}': expected an object, the reader gave {values.type}")
+        children = [
+            retype(_child(values, f.name), _child(quoted, f.name), f)
+            if values.type.get_field_index(f.name) >= 0 and quoted.type.get_field_index(f.name) >= 0
+            else pa.nulls(len(values), f.type)
+            for f in target
+        ]
+        return pa.StructArray.from_arrays(children, fields=list(target), mask=values.is_null())
+    if pa.types.is_list(target):
+        if not _is_list(values.type) or not _is_list(quoted.type):
+            raise ReadFailed(f"'{field.name}': expected an array, the reader gave {values.type}")
+        items = retype(values.values, quoted.values, target.value_field)
+        return pa.ListArray.from_arrays(list_offsets(values), items)
+    return _leaf(values, quoted, field)
+
+
+def _leaf(values: pa.Array, quoted: pa.Array, field: pa.Field) -> pa.Array:
+    target = field.type
+    if not _is_text(values.type) or not _is_text(quoted.type):
+        raise ReadFailed(f"'{field.name}': expected a value, the reader gave {values.type}")
+    text = values.cast(pa.string())
+    is_string = pc.starts_with(quoted.cast(pa.string()), '"')  # null where the value is null
+    if is_int_or_string(field):
+        # An integer or a string (stop_reason), kept as text: integers as pyarrow writes them.
+        integers = _cast(pc.if_else(is_string, "0", text), pa.int64(), field)
+        return pc.if_else(is_string, text, integers.cast(pa.string()))
+    if pa.types.is_string(target):
+        _expect(is_string, True, field, "a string")
+        return text
+    _expect(is_string, False, field, "a number" if not pa.types.is_boolean(target) else "true or false")
+    if pa.types.is_boolean(target):
+        if not pc.all(pc.is_in(text, value_set=_LITERALS), skip_nulls=True, min_count=0).as_py():
+            raise ReadFailed(f"'{field.name}': expected true or false")
+        return pc.equal(text, "true")
+    return _cast(text, target, field)
+
+
+def _cast(text: pa.Array, target: pa.DataType, field: pa.Field) -> pa.Array:
+    try:
+        return text.cast(target)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ReadFailed(f"'{field.name}': {exc}") from None
+
+
+def _expect(is_string: pa.Array, want: bool, field: pa.Field, what: str) -> None:
+    matches = pc.equal(is_string, want)
+    if not pc.all(matches, skip_nulls=True, min_count=0).as_py():
+        raise ReadFailed(f"'{field.name}': expected {what}, got another JSON type")
+
+
+def _child(struct: pa.Array, name: str) -> pa.Array:
+    """A struct's child, null where the struct is (a reader may leave values under null parents)."""
+    return pc.struct_field(struct, [struct.type.get_field_index(name)])
+
+
+def _whole(table: pa.Table, name: str) -> pa.Array:
+    column = table.column(name)
+    return column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+
+
+def _is_list(t: pa.DataType) -> bool:
+    return pa.types.is_list(t) or pa.types.is_large_list(t)
+
+
+def _is_text(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
