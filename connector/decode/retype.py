@@ -86,7 +86,8 @@ def _leaf(values: pa.Array, quoted: pa.Array, field: pa.Field) -> pa.Array:
         return text
     _expect(is_string, False, field, "a number" if not pa.types.is_boolean(target) else "true or false")
     if pa.types.is_boolean(target):
-        if not pc.all(pc.is_in(text, value_set=_LITERALS), skip_nulls=True, min_count=0).as_py():
+        literal = pc.or_(pc.is_in(text, value_set=_LITERALS), pc.is_null(text))  # is_in says False for null
+        if not pc.all(literal, min_count=0).as_py():
             raise ReadFailed(f"'{field.name}': expected true or false")
         return pc.equal(text, "true")
     return _cast(text, target, field)

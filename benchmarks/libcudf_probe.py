@@ -1,0 +1,69 @@
+"""What libcudf's JSON reader really does with the inputs the GPU reader's design depends on (needs a GPU).
+
+`connector/decode/gpu.py` and `tests/libcudf_emulator.py` assume: records read as one JSON array, every leaf
+asked for as a string gives a JSON string's value (with keep_quotes, its quoted text), a number's token text,
+true/false as text, null as null. This prints, for each probe, what comes back with and without
+keep_quotes, so a session with a GPU can check the assumptions in seconds (and see whether keep_quotes also
+unescapes, which would allow one read instead of two). Run: `python benchmarks/libcudf_probe.py`.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pyarrow as pa
+import pylibcudf as plc
+
+from connector.decode import gpu
+
+PROBES: list[tuple[str, bytes, pa.Schema]] = [
+    (
+        "leaf kinds",
+        b'[{"a":"x\\"y\\u00e9\\n"},{"a":12},{"a":-0},{"a":1.50},{"a":true},{"a":null},{}]',
+        pa.schema([("a", pa.string())]),
+    ),
+    ("quoted number", b'[{"a":"12"},{"a":12}]', pa.schema([("a", pa.int64())])),
+    ("object where a leaf is asked", b'[{"a":{"b":1}},{"a":[1,2]},{"a":"s"}]', pa.schema([("a", pa.string())])),
+    (
+        "value where an object is asked",
+        b'[{"a":5},{"a":{"b":"x"}}]',
+        pa.schema([("a", pa.struct([("b", pa.string())]))]),
+    ),
+    ("newline inside a record", b'[{"a":\n"x"},\n{"a":"y"}]', pa.schema([("a", pa.string())])),
+    ("two values in one record", b'[{"a":"x"}{"a":"y"}]', pa.schema([("a", pa.string())])),
+    ("20-digit integer", b'[{"a":18446744073709551616}]', pa.schema([("a", pa.string())])),
+    ('empty string and "null"', b'[{"a":""},{"a":"null"}]', pa.schema([("a", pa.string())])),
+    (
+        "nested lists",
+        b'[{"c":[{"m":{"t":[{"f":{"n":"x"}}]}}]},{"c":[]},{"c":null}]',
+        pa.schema(
+            [
+                (
+                    "c",
+                    pa.list_(
+                        pa.struct(
+                            [("m", pa.struct([("t", pa.list_(pa.struct([("f", pa.struct([("n", pa.string())]))])))]))]
+                        )
+                    ),
+                )
+            ]
+        ),
+    ),
+]
+
+
+def main() -> None:
+    for name, data, schema in PROBES:
+        print(f"== {name}: {data.decode()!r}")
+        for keep_quotes in (False, True):
+            source = plc.io.SourceInfo([data])
+            try:
+                table = gpu._read(source, schema, keep_quotes=keep_quotes)
+                shown = json.dumps(table.to_pylist(), ensure_ascii=True)
+                print(f"   keep_quotes={keep_quotes}: {table.schema.types} {shown}")
+            except Exception as exc:  # what the reader raises is the finding
+                print(f"   keep_quotes={keep_quotes}: {type(exc).__name__}: {exc}")
+
+
+if __name__ == "__main__":
+    main()
