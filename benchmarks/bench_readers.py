@@ -1,0 +1,116 @@
+"""Which CPU JSON reader could carry the CPU backend: each reads the same 10k-body batch, one core.
+
+The CPU backend's speed is bounded by its JSON reader (see docs/benchmarks.md). This measures the readers a
+CPU backend could be built on, on the benchmark corpus, each asked for the same fields where it takes a
+schema, and prints MB/s and the ratio to pyarrow.json (the reader the CPU backend uses). Readers that are
+not installed are skipped: `pip install polars duckdb msgspec orjson` for the full table.
+
+    python benchmarks/bench_readers.py [--bodies 10000] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import os
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+os.environ.setdefault("POLARS_MAX_THREADS", "1")
+
+import pyarrow as pa  # noqa: E402
+import pyarrow.json as pa_json  # noqa: E402
+
+from connector.decode.batch import _plan  # noqa: E402
+from connector.profiles import load_profile  # noqa: E402
+from connector.simulator.responses import make_corpus  # noqa: E402
+
+
+def _duckdb_type(t: pa.DataType) -> str:
+    if pa.types.is_struct(t):
+        return "STRUCT(" + ", ".join(f'"{f.name}" {_duckdb_type(f.type)}' for f in t) + ")"
+    if pa.types.is_list(t):
+        return _duckdb_type(t.value_type) + "[]"
+    return {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}.get(t, "VARCHAR")
+
+
+def readers(bodies: list[bytes], schema: pa.Schema, tmp: Path) -> dict[str, Callable[[], object]]:
+    data = b"\n".join(bodies)
+    path = tmp / "bodies.ndjson"
+    path.write_bytes(data)
+    out: dict[str, Callable[[], object]] = {}
+
+    def pyarrow_json() -> object:
+        options = pa_json.ReadOptions(use_threads=False, block_size=len(data) + 1)
+        parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
+        return pa_json.read_json(io.BytesIO(data), read_options=options, parse_options=parse)
+
+    out["pyarrow.json, explicit schema (the CPU backend's reader)"] = pyarrow_json
+    one_field = pa.schema([("id", pa.string())])
+    out["pyarrow.json, one field (its tokenizer alone)"] = lambda: pa_json.read_json(
+        io.BytesIO(data),
+        read_options=pa_json.ReadOptions(use_threads=False, block_size=len(data) + 1),
+        parse_options=pa_json.ParseOptions(explicit_schema=one_field, unexpected_field_behavior="ignore"),
+    )
+    try:
+        import duckdb
+
+        con = duckdb.connect()
+        con.execute("SET threads = 1")
+        columns = "{" + ", ".join(f"'{f.name}': '{_duckdb_type(f.type)}'" for f in schema) + "}"
+        query = f"SELECT * FROM read_json('{path}', format = 'newline_delimited', columns = {columns})"
+        out["duckdb read_json, same columns"] = lambda: con.sql(query).to_arrow_table()
+    except ImportError:
+        pass
+    try:
+        import polars as pl
+
+        pl_schema = pl.from_arrow(schema.empty_table()).schema  # type: ignore[union-attr]
+        out["polars read_ndjson, same schema"] = lambda: pl.read_ndjson(io.BytesIO(data), schema=pl_schema)
+    except ImportError:
+        pass
+    try:
+        import msgspec
+
+        array = b"[" + b",".join(bodies) + b"]"
+        out["msgspec, to Python objects (no columns yet)"] = lambda: msgspec.json.decode(array)
+    except ImportError:
+        pass
+    try:
+        import orjson
+
+        out["orjson per body, to Python objects (no columns yet)"] = lambda: [orjson.loads(b) for b in bodies]
+    except ImportError:
+        pass
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bodies", type=int, default=10_000)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--profile", default="coder")
+    args = parser.parse_args()
+    bodies = make_corpus(args.bodies, args.profile, seed=7, json_share=0.8)
+    size = sum(map(len, bodies))
+    schema = _plan(load_profile(args.profile)).read_schema
+    print(f"{len(bodies)} bodies, {size / 1e6:.1f} MB ({args.profile} corpus); best of {args.repeat}, one core")
+    with tempfile.TemporaryDirectory() as tmp:
+        results = []
+        for name, read in readers(bodies, schema, Path(tmp)).items():
+            best = float("inf")
+            for _ in range(args.repeat):
+                started = time.perf_counter()
+                read()
+                best = min(best, time.perf_counter() - started)
+            results.append((name, best))
+    base = results[0][1]
+    print(f"\n{'reader':<56} {'ms':>8} {'MB/s':>8} {'x pyarrow':>10}")
+    for name, seconds in results:
+        print(f"{name:<56} {seconds * 1e3:>8.1f} {size / seconds / 1e6:>8.1f} {base / seconds:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
