@@ -12,7 +12,7 @@ rules across options as small named functions whose messages name the keys and t
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -353,29 +353,29 @@ REPLAY_ONLY = tuple(o.key for o in OPTIONS if o.group == "Replay")
 class Options(Mapping[str, Any]):
     """Validated options: every key of `OPTIONS`, parsed to its type, defaults filled in."""
 
-    values: Mapping[str, Any]
+    parsed: Mapping[str, Any]
     given: frozenset[str] = field(default_factory=frozenset)
 
     def __getitem__(self, key: str) -> Any:
-        return self.values[key]
+        return self.parsed[key]
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
-        return iter(self.values)
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.parsed)
 
     def __len__(self) -> int:
-        return len(self.values)
+        return len(self.parsed)
 
     def is_set(self, key: str) -> bool:
         return key in self.given
 
     @property
     def bundle_size(self) -> int:
-        return int(self.values[BUNDLE_SIZE] or self.values["parse.batch-size"])
+        return int(self.parsed[BUNDLE_SIZE] or self.parsed["parse.batch-size"])
 
     @property
     def arrow_batch_size(self) -> int:
         # Unset, it follows parse.batch-size, but never past the bundle (which caps it anyway).
-        return int(self.values[ARROW_BATCH] or min(self.values["parse.batch-size"], self.bundle_size))
+        return int(self.parsed[ARROW_BATCH] or min(self.parsed["parse.batch-size"], self.bundle_size))
 
 
 # ---------------------------------------------------------------- rules across options
@@ -502,7 +502,7 @@ def validate(raw: Mapping[str, str]) -> Options:
     given = frozenset(raw)
     for rule in RULES:
         rule(values, given)
-    return Options(values=values, given=given)
+    return Options(parsed=values, given=given)
 
 
 def options_markdown() -> str:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pyflink.table import TableEnvironment
@@ -81,15 +82,18 @@ class Registry:
 
     def _hook(self) -> None:
         for name in _WRAPPED:
-            original = getattr(self.t_env, name)
+            setattr(self.t_env, name, self._then_scan(getattr(self.t_env, name)))
 
-            @functools.wraps(original)
-            def wrapper(*args: Any, __original: Any = original, **kwargs: Any) -> Any:
-                result = __original(*args, **kwargs)
-                self.scan()
-                return result
+    def _then_scan(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """`original`, then a scan for tables declared by it."""
 
-            setattr(self.t_env, name, wrapper)
+        @functools.wraps(original)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            self.scan()
+            return result
+
+        return wrapper
 
 
 def register(t_env: TableEnvironment) -> Registry:

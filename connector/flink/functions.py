@@ -42,7 +42,7 @@ class ParseFunction(ScalarFunction):
     def open(self, function_context: FunctionContext) -> None:
         self._lines: dict[str, int] = {}
         self._last_created: pd.Timestamp | None = None
-        self._last_ms = 0
+        self._last_ms = 0.0
         self._gpu = 0
         if self.backend != "cpu":
             device = choose_device(

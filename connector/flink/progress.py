@@ -12,6 +12,7 @@ import urllib.parse
 import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 __all__ = ["JobProgress", "Snapshot", "free_port"]
 
@@ -44,7 +45,7 @@ class JobProgress:
         self.sink_prefix = sink_prefix
         self.last = Snapshot()
 
-    def _get(self, path: str) -> object:
+    def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.rest_url + path, timeout=5) as response:
             return json.load(response)
 
@@ -52,9 +53,9 @@ class JobProgress:
         try:
             job = self._get(f"/jobs/{self.job_id}")
             totals = {"bodies": 0, "rows": 0, "rejected": 0, "written": 0}
-            for vertex in job["vertices"]:  # type: ignore[index]
+            for vertex in job["vertices"]:
                 base = f"/jobs/{self.job_id}/vertices/{vertex['id']}/subtasks/metrics"
-                names = [m["id"] for m in self._get(base)]  # type: ignore[union-attr]
+                names = [m["id"] for m in self._get(base)]
                 wanted = {}
                 for name in names:
                     for key in ("bodies", "rows", "rejected"):
@@ -65,7 +66,7 @@ class JobProgress:
                 if not wanted:
                     continue
                 query = urllib.parse.urlencode({"get": ",".join(wanted), "agg": "sum"})
-                for metric in self._get(f"{base}?{query}"):  # type: ignore[union-attr]
+                for metric in self._get(f"{base}?{query}"):
                     totals[wanted[metric["id"]]] += int(float(metric.get("sum", 0)))
             self.last = Snapshot(**totals)
         except Exception:  # the job may be starting or finished: keep the last numbers
