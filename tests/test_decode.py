@@ -267,18 +267,6 @@ MALFORMED: list[tuple[bytes, str, str | None]] = [
         "wrong type: expected integer or string, got number",
         "choices[0].stop_reason",
     ),
-    (encode(chat(choices=[choice(stop_reason=2**64)])), "out of range for a 64-bit integer", "choices[0].stop_reason"),
-    (encode(chat(model=5)), "wrong type: expected string, got integer", "model"),
-    (
-        encode(chat(choices=[choice(finish_reason=True)])),
-        "wrong type: expected string, got boolean",
-        "choices[0].finish_reason",
-    ),
-    (
-        encode(chat(choices=[choice(stop_reason=1.5)])),
-        "wrong type: expected integer or string, got number",
-        "choices[0].stop_reason",
-    ),
     (
         encode(chat(choices=[choice(stop_reason=2**64)])),
         "out of range for a 64-bit integer",
