@@ -303,6 +303,20 @@ def test_many_bad_bodies_scattered(backend: str):
     assert result.errors.num_rows == 400 - result.table.num_rows
 
 
+def test_empty_and_null_strings_stay_strings(backend: str):
+    """ "" and "null" are strings, not nulls (libcudf's null literals are "" and "null": see retype.py)."""
+    bodies = [
+        encode(chat(id="", model="null", choices=[choice("", stop_reason="null")])),
+        encode(chat(id="null", model="", choices=[choice("null", stop_reason="")])),
+    ]
+    result = assert_matches_reference(bodies, "openai", backend)
+    columns = result.table.select(["id", "model", "content", "stop_reason"]).to_pylist()
+    assert columns == [
+        {"id": "", "model": "null", "content": "", "stop_reason": "null"},
+        {"id": "null", "model": "", "content": "null", "stop_reason": ""},
+    ]
+
+
 def test_pretty_printed_body(backend: str):
     result = assert_matches_reference([encode(chat(), indent=2), encode(chat())], "openai", backend)
     assert result.table.num_rows == 2

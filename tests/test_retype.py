@@ -90,3 +90,12 @@ def test_structs_by_name_lists_from_large_lists_and_nulls_under_null_parents():
 def test_a_column_libcudf_left_untyped_is_all_null():
     out = retype(pa.nulls(2), pa.nulls(2), pa.field("x", pa.list_(pa.int64())))
     assert out.type == pa.list_(pa.int64()) and out.to_pylist() == [None, None]
+
+
+def test_a_string_libcudf_could_not_decode_fails_the_read():
+    # libcudf leaves a string with an escape it cannot decode (`\-`, `\u12`) null; the quoted read has it.
+    values = pa.array([None, "x"], pa.large_string())
+    quoted = pa.array(['"bad \\- escape"', '"x"'], pa.large_string())
+    with pytest.raises(ReadFailed, match="^'s': a string libcudf could not decode$"):
+        retype(values, quoted, pa.field("s", pa.string()))
+    assert retype(pa.array([None, "x"]), pa.array([None, '"x"']), pa.field("s", pa.string())).to_pylist() == [None, "x"]

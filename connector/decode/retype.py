@@ -75,8 +75,9 @@ def _leaf(values: pa.Array, quoted: pa.Array, field: pa.Field) -> pa.Array:
     target = field.type
     if not _is_text(values.type) or not _is_text(quoted.type):
         raise ReadFailed(f"'{field.name}': expected a value, the reader gave {values.type}")
-    text = values.cast(pa.string())
-    is_string = pc.starts_with(quoted.cast(pa.string()), '"')  # null where the value is null
+    quoted = quoted.cast(pa.string())
+    is_string = pc.starts_with(quoted, '"')  # null where the value is null
+    text = _decoded(values.cast(pa.string()), is_string, field)
     if is_int_or_string(field):
         # An integer or a string (stop_reason), kept as text: integers as pyarrow writes them.
         integers = _cast(pc.if_else(is_string, "0", text), pa.int64(), field)
@@ -91,6 +92,14 @@ def _leaf(values: pa.Array, quoted: pa.Array, field: pa.Field) -> pa.Array:
             raise ReadFailed(f"'{field.name}': expected true or false")
         return pc.equal(text, "true")
     return _cast(text, target, field)
+
+
+def _decoded(text: pa.Array, is_string: pa.Array, field: pa.Field) -> pa.Array:
+    """`text`, or ReadFailed where libcudf left a JSON string null: it does so for escapes it cannot decode
+    (`\\-`, `\\u12`), which the CPU reader and the exact path reject."""
+    if text.null_count != is_string.null_count and pc.any(pc.and_(pc.is_null(text), is_string)).as_py():
+        raise ReadFailed(f"'{field.name}': a string libcudf could not decode")
+    return text
 
 
 def _cast(text: pa.Array, target: pa.DataType, field: pa.Field) -> pa.Array:
