@@ -64,14 +64,14 @@ def _backend_for(param: str) -> Iterator[str]:
         reason = _gpu_skip_reason()
         if reason:
             pytest.skip(reason)
-    if param != "gpu-emulated":
+    if not param.startswith("gpu-emulated"):
         yield param
         return
     from connector.decode import readers
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     saved = readers._chosen.get("gpu")
-    readers._chosen["gpu"] = (EmulatedLibcudfReader(), None)
+    readers._chosen["gpu"] = (EmulatedLibcudfReader(one_read=param != "gpu-emulated-two-reads"), None)
     try:
         yield "gpu"
     finally:
@@ -94,8 +94,8 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
         yield name
 
 
-@pytest.fixture(params=[_GPU, "gpu-emulated"])
+@pytest.fixture(params=[_GPU, "gpu-emulated", "gpu-emulated-two-reads"])
 def gpu_backend(request: pytest.FixtureRequest) -> Iterator[str]:
-    """The gpu backend, real where it can run and emulated everywhere."""
+    """The gpu backend, real where it can run and emulated everywhere (in both of the GPU reader's ways)."""
     with _backend_for(request.param) as name:
         yield name

@@ -5,8 +5,9 @@ Only libcudf itself is replaced; the GPU reader's own host code (`read_as_text`:
 path here. It follows libcudf's documented behaviour for what `connector.decode.gpu` asks of it:
 - the input is one JSON array of records, read strictly: invalid JSON, NaN/Infinity, leading zeros and raw
   control characters fail the read;
-- every leaf is asked for as a string: a JSON string gives its value (with `keep_quotes`, its text in
-  quotes), a number its token text, true/false their text, null a null;
+- every leaf is asked for as a string: a JSON string gives its value, escapes decoded (with `keep_quotes`,
+  the same in quotes: libcudf's string parser decodes escapes either way), a number its token text,
+  true/false their text, null a null;
 - struct fields come back in libcudf's order, not the schema's (here: sorted by name, as libcudf's map of
   dtypes is), lists as large lists, strings as large strings.
 Where libcudf's behaviour is not documented (an object where a leaf was asked for, a value where an object
@@ -78,10 +79,16 @@ def _read(text: str, schema: pa.Schema, keep_quotes: bool) -> pa.Table:
 
 
 class EmulatedLibcudfReader:
-    """`GpuReader` with libcudf replaced by the emulator above (same name, separator and host code)."""
+    """`GpuReader` with libcudf replaced by the emulator above (same name, separator and host code).
+
+    `one_read=False` takes the GPU reader's second way, for a libcudf that would not decode quoted strings.
+    """
 
     name = "gpu"
     separator = b","
+
+    def __init__(self, one_read: bool = True) -> None:
+        self.one_read = one_read
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
         if len(data) == 0:
@@ -91,4 +98,4 @@ class EmulatedLibcudfReader:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
             raise ReadFailed(f"emulated libcudf: {exc}") from None
-        return read_as_text(lambda keep_quotes: _read(text, schema, keep_quotes), schema)
+        return read_as_text(lambda keep_quotes: _read(text, schema, keep_quotes), schema, one_read=self.one_read)

@@ -99,3 +99,17 @@ def test_a_string_libcudf_could_not_decode_fails_the_read():
     with pytest.raises(ReadFailed, match="^'s': a string libcudf could not decode$"):
         retype(values, quoted, pa.field("s", pa.string()))
     assert retype(pa.array([None, "x"]), pa.array([None, '"x"']), pa.field("s", pa.string())).to_pylist() == [None, "x"]
+
+
+def test_one_read_takes_string_values_from_the_quoted_text():
+    # libcudf decodes escapes with quotes kept too: the value is the quoted text without its quotes.
+    quoted = pa.array(['"a"b"', '"\\u00e9"', "12", None, '""'], pa.large_string())
+    assert retype(quoted, quoted, pa.field("s", pa.string(), metadata=INT_OR_STRING), unquote=True).to_pylist() == [
+        'a"b',
+        "\\u00e9",
+        "12",
+        None,
+        "",
+    ]
+    with pytest.raises(ReadFailed, match="expected a string"):
+        retype(quoted, quoted, pa.field("s", pa.string()), unquote=True)
