@@ -113,13 +113,36 @@ def _read(source: Any, schema: pa.Schema, *, keep_quotes: bool) -> pa.Table:
     return plc.Table(list(result.columns)).to_arrow(metadata=metadata)
 
 
-def _quoted_strings_decoded() -> bool:
-    """Whether libcudf decodes escapes in strings read with quotes kept (its string parser does)."""
+def _on_device(data: bytes) -> Any:
+    """A libcudf source of `data`, copied to the device once (every read of it reads it there)."""
+    # A device buffer is a `Span`, which SourceInfo reads in place (its stub names only host sources).
+    return plc.io.SourceInfo([rmm.DeviceBuffer.to_device(data)])  # type: ignore[arg-type]
+
+
+def _check_libcudf() -> bool:
+    """What this libcudf does with the two inputs the reader depends on; True when one read per batch does.
+
+    Strings read with quotes kept must have their escapes decoded for one read to do (libcudf's string
+    parser does); otherwise a second read gives the values. Strings with an invalid escape must fail the read
+    under strict validation: libcudf's string parser would make them null where the CPU reader rejects the
+    body, so without that the GPU backend refuses to start rather than give other results.
+    """
     schema = pa.schema([("a", pa.string())])
     try:
-        table = _read(plc.io.SourceInfo([b'[{"a":"x\\"y"}]']), schema, keep_quotes=True)
+        table = _read(_on_device(b'[{"a":"x\\"y"}]'), schema, keep_quotes=True)
+    except ReadFailed as exc:
+        raise BackendUnavailable(
+            f"libcudf could not read a one-record JSON array ({exc}); set 'parse.backend' = 'cpu'"
+        ) from None
+    try:
+        _read(_on_device(b'[{"a":"bad \\- escape"}]'), schema, keep_quotes=True)
     except ReadFailed:
-        return False
+        pass
+    else:
+        raise BackendUnavailable(
+            "this libcudf accepts invalid string escapes under strict validation, so the gpu backend cannot give "
+            "the cpu backend's results; set 'parse.backend' = 'cpu' (and see benchmarks/libcudf_probe.py)"
+        )
     return bool(table.column("a").to_pylist() == ['"x"y"'])
 
 
@@ -130,14 +153,12 @@ class GpuReader:
 
     def __init__(self) -> None:
         _setup_pool()
-        self.one_read = _quoted_strings_decoded()
+        self.one_read = _check_libcudf()
 
     def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
         if len(data) == 0:
             return schema.empty_table()
-        device = rmm.DeviceBuffer.to_device(b"".join((b"[", memoryview(data), b"]")))
-        # A device buffer is a `Span`, which SourceInfo reads in place (its stub names only host sources).
-        source = plc.io.SourceInfo([device])  # type: ignore[arg-type]
+        source = _on_device(b"".join((b"[", memoryview(data), b"]")))
         return read_as_text(
             lambda keep_quotes: _read(source, schema, keep_quotes=keep_quotes), schema, one_read=self.one_read
         )
