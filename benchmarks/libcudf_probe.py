@@ -30,6 +30,8 @@ PROBES: list[tuple[str, bytes, pa.Schema]] = [
     ),
     ("newline inside a record", b'[{"a":\n"x"},\n{"a":"y"}]', pa.schema([("a", pa.string())])),
     ("two values in one record", b'[{"a":"x"}{"a":"y"}]', pa.schema([("a", pa.string())])),
+    # A record `{..}],[{..}` turns the batch into two arrays: the read must fail (or give other row counts).
+    ("data after the root array", b'[{"a":"x"}],[{"a":"y"}]', pa.schema([("a", pa.string())])),
     ("20-digit integer", b'[{"a":18446744073709551616}]', pa.schema([("a", pa.string())])),
     ('empty string and "null"', b'[{"a":""},{"a":"null"}]', pa.schema([("a", pa.string())])),
     # Does strict validation refuse them? If not, libcudf gives null (JSONTypeCastTest), and the GPU reader
