@@ -200,9 +200,12 @@ def parse_batch(
         pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type) for c in plan.columns
     ]
     positions = np.concatenate([fast_index, np.array(exact_lines, dtype=np.int64)])
-    order = pa.array(np.argsort(positions, kind="stable"))
-    line = pa.array(np.sort(positions) + first_line, pa.int64())
-    body_arrays = [pa.concat_arrays([f, e]).take(order) for f, e in zip(fast_columns, exact_columns, strict=True)]
+    order = np.argsort(positions, kind="stable")
+    line = pa.array(positions[order] + first_line, pa.int64())
+    body_arrays = [pa.concat_arrays([f, e]) if len(e) else f for f, e in zip(fast_columns, exact_columns, strict=True)]
+    if not np.array_equal(order, np.arange(len(order))):  # most batches are in order already: no copy then
+        indices = pa.array(order)
+        body_arrays = [a.take(indices) for a in body_arrays]
     arrays = [line, *body_arrays]
 
     content_exact = 0

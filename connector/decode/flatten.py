@@ -20,18 +20,26 @@ from connector.schema.columns import TIMESTAMP, Column
 __all__ = ["flatten", "list_offsets"]
 
 
-def _first(lists: pa.Array) -> pa.Array:
-    """Element 0 of every list (null for null or empty lists)."""
+def _first_index(lists: pa.Array) -> pa.Array:
+    """Where element 0 of every list is in `lists.values` (null for null or empty lists)."""
     lengths = pc.list_value_length(lists)
     starts = lists.offsets[:-1]
-    index = pc.if_else(pc.greater(lengths, 0), starts, pa.scalar(None, pa.int32()))
-    return lists.values.take(index)
+    return pc.if_else(pc.greater(lengths, 0), starts, pa.scalar(None, pa.int32()))
 
 
 def _walk(array: pa.Array, path: Sequence[str]) -> pa.Array:
+    # Element 0 ("0") is taken at the end, from the leaf only: taking it first would copy every field of the
+    # list's items (all of choices[0], contents included) for each column.
+    index = None
     for segment in path:
-        array = _first(array) if segment == "0" else pc.struct_field(array, [array.type.get_field_index(segment)])
-    return array
+        if segment == "0":
+            if index is not None:
+                array = array.take(index)
+            index = _first_index(array)
+            array = array.values
+        else:
+            array = pc.struct_field(array, [array.type.get_field_index(segment)])
+    return array if index is None else array.take(index)
 
 
 def _coalesce(arrays: list[pa.Array]) -> pa.Array:
