@@ -112,6 +112,16 @@ def _as_bytes(body: bytes | str | Any) -> bytes:
     return bytes(body)
 
 
+def _object_like(raw: list[bytes]) -> tuple[np.ndarray, int]:
+    """Positions of the bodies that start with `{` and end with `}`, and the bytes of all bodies."""
+    lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+    ends = np.cumsum(lengths)
+    blob = np.frombuffer(b"".join(raw), dtype=np.uint8)
+    filled = np.flatnonzero(lengths)
+    looks = (blob[ends[filled] - lengths[filled]] == ord("{")) & (blob[ends[filled] - 1] == ord("}"))
+    return filled[looks], int(ends[-1]) if len(raw) else 0
+
+
 def _read_bodies(
     reader: Reader, records: list[bytes], index: np.ndarray, plan: _Plan
 ) -> tuple[list[pa.Table], np.ndarray, int]:
@@ -167,13 +177,14 @@ def parse_batch(
         profile = load_profile(profile)
     plan = _plan(profile)
     reader, fallback_reason = select_reader(backend)
-    raw = [_as_bytes(b) for b in bodies]
+    raw = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
 
     # Only records that look like one object go to the reader: it would turn `null` into a row of nulls, and a
     # truncated body (a cut connection) would fail the read, costing a re-read of the records before it.
-    candidates = np.array([i for i, b in enumerate(raw) if b[:1] == b"{" and b[-1:] == b"}"], dtype=np.int64)
+    candidates, size = _object_like(raw)
     read_started = time.perf_counter()
-    tables, good, reads = _read_bodies(reader, [raw[i] for i in candidates], candidates, plan)
+    records = raw if len(candidates) == len(raw) else [raw[i] for i in candidates.tolist()]
+    tables, good, reads = _read_bodies(reader, records, candidates, plan)
     parsed = pa.concat_tables(tables).combine_chunks() if tables else plan.read_schema.empty_table()
     flatten_started = time.perf_counter()
     values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
@@ -221,7 +232,7 @@ def parse_batch(
     done = time.perf_counter()
     stats = {
         "bodies": float(len(raw)),
-        "bytes": float(sum(len(b) for b in raw)),
+        "bytes": float(size),
         "rows": float(table.num_rows),
         "rejected": float(error_table.num_rows),
         "exact": float(len(exact_index)),
