@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -143,13 +144,28 @@ def _flink_seconds(path: Path, props: Sequence[str]) -> float:
     return time.perf_counter() - started
 
 
-def _best(fn: Callable[[], int], repeat: int) -> tuple[float, int]:
-    best, rows = float("inf"), 0
+@dataclass
+class _Path:
+    """One way of parsing the corpus, timed best-of-N."""
+
+    name: str
+    run: Callable[[], int]  # parses, returns the rows it made
+    bodies: int
+    size: int
+    phases: dict[str, float] | None = None  # filled by the run, for the note
+    note: str = ""
+    seconds: float = float("inf")
+    rows: int = 0
+
+
+def _time_round_robin(paths: list[_Path], repeat: int) -> None:
+    """Best of `repeat` runs of each path, the paths taking turns: the machine's drift hits them all alike."""
     for _ in range(repeat):
-        started = time.perf_counter()
-        rows = fn()
-        best = min(best, time.perf_counter() - started)
-    return best, rows
+        for path in paths:
+            started = time.perf_counter()
+            path.rows = path.run()
+            path.seconds = min(path.seconds, time.perf_counter() - started)
+            print(f"  measured {path.name}: {time.perf_counter() - started:.3f} s", file=sys.stderr, flush=True)
 
 
 def run_parse_benchmark(args: argparse.Namespace) -> int:
@@ -164,53 +180,53 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
     size = sum(len(b) for b in bodies)
     print(
         f"corpus: {len(bodies)} bodies, {size / 1e6:.1f} MB, {size / len(bodies):.0f} B/body, profile "
-        f"{args.profile}, {args.json_share:.0%} JSON content; batch {args.batch_size} bodies; best of {args.repeat}; "
-        f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores",
+        f"{args.profile}, {args.json_share:.0%} JSON content; batch {args.batch_size} bodies; best of {args.repeat}, "
+        f"paths taking turns; {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         flush=True,
     )
-    results: list[dict[str, Any]] = []
-
-    def record(name: str, seconds: float | None, rows: int | None, note: str = "") -> None:
-        results.append({"path": name, "seconds": seconds, "rows": rows, "note": note})
-        if seconds is not None:
-            print(f"  measured {name}: {seconds:.3f} s", file=sys.stderr, flush=True)
-
-    seconds, rows = _best(lambda: _json_pandas(bodies, props), max(1, args.repeat - 1))
-    record("json.loads + pandas + fromtimestamp (today)", seconds, rows)
+    n = len(bodies)
+    paths = [_Path("json.loads + pandas + fromtimestamp (today)", lambda: _json_pandas(bodies, props), n, size)]
+    skipped: list[dict[str, Any]] = []
     try:
         import orjson  # noqa: F401
 
-        seconds, rows = _best(lambda: _orjson_arrow(bodies, props), args.repeat)
-        record("orjson + pyarrow.Table.from_pylist", seconds, rows)
+        paths.append(_Path("orjson + pyarrow.Table.from_pylist", lambda: _orjson_arrow(bodies, props), n, size))
     except ImportError:
-        record("orjson + pyarrow.Table.from_pylist", None, None, "orjson not installed")
-    phases: dict[str, float] = {}
-    seconds, rows = _best(lambda: _ours(bodies, args.profile, "cpu", args.batch_size, phases), args.repeat)
-    record(f"dspark-vllm cpu (pyarrow), batch {args.batch_size}", seconds, rows, _phase_note(phases))
+        skipped.append({"path": "orjson + pyarrow.Table.from_pylist", "note": "orjson not installed"})
+
+    def ours(name: str, batch_bodies: list[bytes], backend: str, batch: int) -> _Path:
+        phases: dict[str, float] = {}
+        run = functools.partial(_ours, batch_bodies, args.profile, backend, batch, phases)
+        return _Path(name, run, len(batch_bodies), sum(map(len, batch_bodies)), phases)
+
+    paths.append(ours(f"dspark-vllm cpu (pyarrow), batch {args.batch_size}", bodies, "cpu", args.batch_size))
     try:
         select_reader("gpu")
-        seconds, rows = _best(lambda: _ours(bodies, args.profile, "gpu", args.batch_size, phases), args.repeat)
-        record(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", seconds, rows, _phase_note(phases))
-        per_body = size / len(bodies)
-        big = max(args.batch_size, int(args.gpu_batch_mb * 1e6 / per_body))
-        big_bodies = (bodies * (big // len(bodies) + 1))[:big]
-        big_bytes = sum(map(len, big_bodies))
-        for big_backend in ("gpu", "cpu"):
-            run = functools.partial(_ours, big_bodies, args.profile, big_backend, big, phases)
-            seconds, rows = _best(run, args.repeat)
-            reads = f"; its reads alone {big_bytes / phases['read_s'] / 1e9:.2f} GB/s" if phases["read_s"] else ""
-            results.append(
-                {
-                    "path": f"dspark-vllm {big_backend}, one {big_bytes / 1e6:.0f} MB batch",
-                    "seconds": seconds,
-                    "rows": rows,
-                    "note": _phase_note(phases) + reads,
-                    "bodies": len(big_bodies),
-                    "bytes": big_bytes,
-                }
-            )
+        paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, "gpu", args.batch_size))
+        big = max(args.batch_size, int(args.gpu_batch_mb * 1e6 / (size / n)))
+        big_bodies = (bodies * (big // n + 1))[:big]
+        big_mb = sum(map(len, big_bodies)) / 1e6
+        for backend in ("gpu", "cpu"):
+            paths.append(ours(f"dspark-vllm {backend}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
     except BackendUnavailable as exc:
-        record("dspark-vllm gpu (pylibcudf)", None, None, f"skipped: {exc}")
+        skipped.append({"path": "dspark-vllm gpu (pylibcudf)", "note": f"skipped: {exc}"})
+    _time_round_robin(paths, args.repeat)
+    results: list[dict[str, Any]] = []
+    for path in paths:
+        note = path.note
+        if path.phases:
+            note = _phase_note(path.phases)
+            if path.bodies != n and path.phases["read_s"]:
+                note += f"; its reads alone {path.size / path.phases['read_s'] / 1e9:.2f} GB/s"
+        results.append(
+            {"path": path.name, "seconds": path.seconds, "rows": path.rows, "note": note}
+            | ({"bodies": path.bodies, "bytes": path.size} if path.bodies != n else {})
+        )
+    results += [{"seconds": None, "rows": None, **s} for s in skipped]
+
+    def record(name: str, seconds: float | None, rows: int | None, note: str = "") -> None:
+        results.append({"path": name, "seconds": seconds, "rows": rows, "note": note})
+
     if not args.no_flink:
         with tempfile.TemporaryDirectory() as tmp:
             full, small = Path(tmp, "full.ndjson"), Path(tmp, "small.ndjson")

@@ -70,3 +70,35 @@ def test_parse_bad_arguments(tmp_path: Path):
     assert "unknown profile 'nope'" in proc.stderr.decode()
     proc = run("parse", str(source), "--backend", "tpu", "--output", str(tmp_path / "o.parquet"))
     assert proc.returncode == 2 and b"invalid choice: 'tpu'" in proc.stderr
+
+
+def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
+    """`dspark-vllm bench parse` (Flink baseline left out: it has its own job test), with the gpu rows that a
+    GPU machine prints, made here with libcudf emulated."""
+    from connector.cli import main
+    from connector.decode import readers
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    saved = dict(readers._chosen)
+    readers._chosen["gpu"] = (EmulatedLibcudfReader(), None)
+    try:
+        args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1"]
+        assert main([*args, "--gpu-batch-mb", "1", "--output-json", str(tmp_path / "bench.json")]) == 0
+    finally:
+        readers._chosen.clear()
+        readers._chosen.update(saved)
+    report = json.loads((tmp_path / "bench.json").read_text())
+    paths = [r["path"] for r in report["results"]]
+    assert paths[0] == "json.loads + pandas + fromtimestamp (today)"
+    assert paths[2:] == [
+        "dspark-vllm cpu (pyarrow), batch 100",
+        "dspark-vllm gpu (pylibcudf), batch 100",
+        "dspark-vllm gpu, one 1 MB batch",
+        "dspark-vllm cpu, one 1 MB batch",
+    ]
+    by_path = {r["path"]: r for r in report["results"]}
+    assert by_path["dspark-vllm cpu (pyarrow), batch 100"]["rows"] == 300
+    assert by_path["dspark-vllm gpu, one 1 MB batch"]["rows"] == by_path["dspark-vllm gpu, one 1 MB batch"]["bodies"]
+    assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
+    printed = capsys.readouterr().out
+    assert "x today" in printed and "read " in printed and "content " in printed
