@@ -16,6 +16,7 @@ Such a batch fails with `ReadFailed`, and the exact path decides its bad records
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -37,6 +38,7 @@ except ImportError as exc:  # pragma: no cover - depends on the machine
 
 __all__ = ["GpuReader"]
 
+log = logging.getLogger(__name__)
 _pool_ready = False
 
 
@@ -106,17 +108,44 @@ def _metadata(name: str, children: Mapping[str, Any]) -> Any:
 def _read(source: Any, schema: pa.Schema, *, keep_quotes: bool) -> pa.Table:
     try:
         result = plc.io.json.read_json(json_options(source, schema, keep_quotes=keep_quotes))
-    except Exception as exc:  # libcudf raises RuntimeError / ValueError subclasses for bad input
-        raise ReadFailed(f"libcudf: {exc}") from None
-    names = result.child_names
-    metadata = [_metadata(name, names[name]) for name in map(str, result.column_names())]
-    return plc.Table(list(result.columns)).to_arrow(metadata=metadata)
+        names = result.child_names
+        metadata = [_metadata(name, names[name]) for name in map(str, result.column_names())]
+        return plc.Table(list(result.columns)).to_arrow(metadata=metadata)
+    except Exception as exc:  # libcudf raises RuntimeError / ValueError for bad input; CUDA errors otherwise
+        _warn_if_device_error(exc)
+        raise ReadFailed(f"libcudf: {type(exc).__name__}: {exc}") from None
+
+
+_device_errors_seen: set[str] = set()
+
+
+def _warn_if_device_error(exc: Exception) -> None:
+    """Say so (once per kind) when a read failed for the device rather than the data: isolation then reads
+    smaller parts, which is right for a full device memory, and the exact path takes what still fails."""
+    kind = type(exc).__name__
+    if type(exc) in (RuntimeError, ValueError, IndexError, OverflowError) or kind in _device_errors_seen:
+        return
+    _device_errors_seen.add(kind)
+    log.warning(
+        "a GPU read failed for the device, not the data (%s: %s); affected records take smaller reads "
+        "or the exact path on the CPU (ParseResult.stats['exact'])",
+        kind,
+        exc,
+    )
 
 
 def _on_device(data: bytes) -> Any:
-    """A libcudf source of `data`, copied to the device once (every read of it reads it there)."""
+    """A libcudf source of `data`, copied to the device once (every read of it reads it there).
+
+    ReadFailed when the copy fails (device memory full): isolation then reads the batch in smaller parts.
+    """
+    try:
+        buffer = rmm.DeviceBuffer.to_device(data)
+    except Exception as exc:  # rmm raises MemoryError / RuntimeError subclasses
+        _warn_if_device_error(exc)
+        raise ReadFailed(f"copy to the device: {type(exc).__name__}: {exc}") from None
     # A device buffer is a `Span`, which SourceInfo reads in place (its stub names only host sources).
-    return plc.io.SourceInfo([rmm.DeviceBuffer.to_device(data)])  # type: ignore[arg-type]
+    return plc.io.SourceInfo([buffer])  # type: ignore[arg-type]
 
 
 def _check_libcudf() -> bool:
