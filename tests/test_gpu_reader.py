@@ -82,3 +82,15 @@ def test_without_a_gpu_the_reader_says_why():
         pytest.skip("a GPU is usable here")
     with pytest.raises(BackendUnavailable, match=r"^no (usable )?NVIDIA GPU.*set 'parse.backend' = 'cpu'$"):
         gpu.GpuReader()
+
+
+def test_device_errors_are_logged_once_data_errors_not_at_all(caplog: pytest.LogCaptureFixture):
+    gpu._device_errors_seen.clear()
+    with caplog.at_level("WARNING", logger="connector.decode.gpu"):
+        gpu._warn_if_device_error(RuntimeError("CUDF failure at: json: Invalid character"))
+        gpu._warn_if_device_error(MemoryError("std::bad_alloc: out_of_memory"))
+        gpu._warn_if_device_error(MemoryError("std::bad_alloc: out_of_memory"))
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1
+    assert warnings[0].startswith("a GPU read failed for the device, not the data (MemoryError: std::bad_alloc")
+    gpu._device_errors_seen.clear()
