@@ -317,6 +317,18 @@ def test_empty_and_null_strings_stay_strings(backend: str):
     ]
 
 
+def test_empty_batch_and_bodies_too_short_to_be_objects(backend: str):
+    empty = parse([], "openai", backend)
+    assert (empty.table.num_rows, empty.errors.num_rows, empty.stats["bytes"]) == (0, 0, 0.0)
+    result = parse([b"", b"{", b"}", encode(chat(id="x"))], "openai", backend)
+    assert result.table.column("id").to_pylist() == ["x"]
+    assert [e["reason"].split(":")[0] for e in result.errors.to_pylist()] == [
+        "empty body",
+        "truncated JSON",
+        "not JSON",
+    ]
+
+
 def test_pretty_printed_body(backend: str):
     result = assert_matches_reference([encode(chat(), indent=2), encode(chat())], "openai", backend)
     assert result.table.num_rows == 2
