@@ -287,6 +287,10 @@ def extract_from_text(text: str, properties: Sequence[ContentProperty]) -> tuple
             values[prop.name] = pattern.search(text) is not None
             continue
         group = 1 if pattern.groups else 0
+        if mode == "first" and prop.kind == "string":  # the common case, with nothing to convert
+            found = pattern.search(text)
+            values[prop.name] = None if found is None else found.group(group)
+            continue
         if mode == "first":
             found = pattern.search(text)
             matches = [] if found is None else [found.group(group)]
