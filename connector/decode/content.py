@@ -50,7 +50,8 @@ def parse_contents(
         order.append(candidates[np.array(isolated.good, dtype=np.int64)])
         fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
     slow = np.flatnonzero(~fast)
-    texts = contents.take(pa.array(slow)).to_pylist() if len(slow) else []
+    # to_numpy makes the Python strings ~15x faster than to_pylist (None for nulls all the same).
+    texts = contents.take(pa.array(slow)).to_numpy(zero_copy_only=False).tolist() if len(slow) else []
     slow_values = [content_values(text, properties) for text in texts]
     for p in properties:
         columns[p.name].append(pa.array([v[0][p.name] for v in slow_values], content_arrow_type(p)))

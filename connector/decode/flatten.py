@@ -82,7 +82,7 @@ def _created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
     if unit == "iso":
         out: list[int | None] = []
         needs_exact = np.zeros(len(values), dtype=bool)
-        for i, text in enumerate(values.to_pylist()):
+        for i, text in enumerate(values.to_numpy(zero_copy_only=False).tolist()):
             if text is None:
                 out.append(None)
                 continue
