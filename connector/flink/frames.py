@@ -18,10 +18,8 @@ from connector.decode import ParseResult
 from connector.profiles import Profile
 from connector.schema.columns import output_schema
 
-__all__ = ["ALWAYS", "INTERNAL", "flat_schema", "prune_profile", "to_frame"]
+__all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_frame"]
 
-# Columns always parsed: what the errors table, the features job and event time need.
-ALWAYS = ("id", "created", "model")
 INTERNAL = pa.schema(
     [
         pa.field("_line", pa.int64()),
@@ -33,11 +31,11 @@ INTERNAL = pa.schema(
 
 
 def prune_profile(profile: Profile, needed: Iterable[str]) -> Profile:
-    """The profile reduced to the columns in `needed` (plus `ALWAYS`): the parser reads only those.
+    """The profile reduced to the columns in `needed`: the parser reads only those.
 
     Content properties need the `content` column; `content_error` comes with any content property.
     """
-    wanted = set(needed) | set(ALWAYS)
+    wanted = set(needed)
     properties = tuple(p for p in profile.content_properties if p.name in wanted or "content_error" in wanted)
     if properties:
         wanted.add("content")
