@@ -60,7 +60,9 @@ public final class SqlRunner {
             n++;
             try {
                 TableResult result = t.executeSql(statement);
-                if (result.getJobClient().isPresent()) {
+                if (isQuery(statement) && result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
+                    result.print(); // a query's rows (waits for a bounded query to end)
+                } else if (result.getJobClient().isPresent()) {
                     System.err.println("SqlRunner: statement " + n + " submitted job "
                             + result.getJobClient().get().getJobID());
                     jobs.add(result);
@@ -73,19 +75,16 @@ public final class SqlRunner {
         }
         for (TableResult job : jobs) {
             try {
-                if (job.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT && isQuery(job)) {
-                    job.print();
-                } else {
-                    job.await();
-                }
+                job.await();
             } catch (Exception e) {
                 fail(n, "(waiting for the job)", e);
             }
         }
     }
 
-    private static boolean isQuery(TableResult result) {
-        return !result.getResolvedSchema().getColumnNames().equals(List.of("job id"));
+    private static boolean isQuery(String statement) {
+        String head = statement.stripLeading().split("\\s+", 2)[0].toUpperCase(Locale.ROOT);
+        return List.of("SELECT", "WITH", "VALUES", "(", "SHOW", "EXPLAIN", "DESCRIBE", "DESC").contains(head);
     }
 
     private static void fail(int n, String statement, Exception e) {
