@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
 from pyflink.table.udf import FunctionContext, ScalarFunction
 
 from connector.decode import parse_batch
@@ -86,20 +85,15 @@ class ParseFunction(ScalarFunction):
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         lines = self._count_lines(source)
-        if "created" in result.table.column_names and result.table.num_rows:
-            newest = pc.max(result.table.column("created")).as_py()
-            if newest is not None:
-                newest = pd.Timestamp(newest).tz_convert(None)
-                if self._last_created is None or newest > self._last_created:
-                    self._last_created = newest
-        if self.mode == "request":
-            # A failed request has no `created`: it happened now (servers set `created` to now too).
-            fallback = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms")
-        else:
-            # A rejected body gets the newest event time seen: it neither moves the watermark nor is late.
-            fallback = self._last_created if self._last_created is not None else pd.Timestamp(0)
+        # A failed request has no `created`: it happened now (servers set `created` to now too).
+        now = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms") if self.mode == "request" else None
         errors = request_error[0] if request_error else None
-        frame = to_frame(result, count, lines, fallback, errors, self.require_created)[list(self.columns)]
+        frame = to_frame(result, count, lines, self._last_created, errors, self.require_created, now)
+        if "created" in frame and count:
+            newest = frame["created"].max()
+            if pd.notna(newest) and (self._last_created is None or newest > self._last_created):
+                self._last_created = newest
+        frame = frame[list(self.columns)]
 
         rejected = int(frame["_error"].notna().sum())
         self._bodies.inc(count)

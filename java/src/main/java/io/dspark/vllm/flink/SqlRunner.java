@@ -13,6 +13,8 @@ import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Locale;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
 
 /**
  * Runs the statements of a {@code .sql} file through a {@link TableEnvironment}, as the SQL Client does without
@@ -28,7 +30,14 @@ import java.util.Locale;
  */
 public final class SqlRunner {
 
+    private static final Pattern SET =
+            Pattern.compile("SET\\s+('(?:[^']|'')*')\\s*=\\s*('(?:[^']|'')*')", Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
+
     private SqlRunner() {}
+
+    private static String unquote(String literal) {
+        return literal.substring(1, literal.length() - 1).replace("''", "'");
+    }
 
     public static void main(String[] args) {
         if (args.length < 1) {
@@ -58,6 +67,12 @@ public final class SqlRunner {
         int n = 0;
         for (String statement : statements(script)) {
             n++;
+            Matcher set = SET.matcher(statement);
+            if (set.matches()) {
+                // As the SQL Client does: TableEnvironment.executeSql has no SET.
+                t.getConfig().getConfiguration().setString(unquote(set.group(1)), unquote(set.group(2)));
+                continue;
+            }
             try {
                 TableResult result = t.executeSql(statement);
                 if (isQuery(statement) && result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
