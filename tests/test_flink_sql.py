@@ -24,6 +24,7 @@ pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 T0 = 1_700_000_000
 PROMPTS = 120
+FUNCTION_PROMPTS = 40
 GOOD = 50
 BAD = [
     b"not json",
@@ -84,12 +85,30 @@ WITH ('connector' = 'filesystem', 'path' = '{out}/responses', 'format' = 'json')
 CREATE TABLE sink_windows (model STRING, n BIGINT, bad BIGINT, mean_tokens DOUBLE)
 WITH ('connector' = 'filesystem', 'path' = '{out}/windows', 'format' = 'json');
 
+-- The building blocks as SQL functions, over tables of any connector.
+CREATE TEMPORARY FUNCTION parse_coder AS 'connector.flink.sql.parse_coder' LANGUAGE PYTHON;
+CREATE TEMPORARY FUNCTION vllm_request AS 'connector.flink.sql.vllm_request' LANGUAGE PYTHON;
+CREATE TABLE raw_bodies (body BYTES) WITH ('connector' = 'filesystem', 'path' = '{bodies}', 'format' = 'raw');
+CREATE TABLE prompt_lines (prompt STRING)
+WITH ('connector' = 'filesystem', 'path' = '{prompts_file}', 'format' = 'raw');
+CREATE TABLE sink_functions (id STRING, lang STRING, tokens BIGINT, error STRING)
+WITH ('connector' = 'filesystem', 'path' = '{out}/functions', 'format' = 'json');
+CREATE TABLE sink_requested (prompt STRING, status INT, id STRING, error STRING)
+WITH ('connector' = 'filesystem', 'path' = '{out}/requested', 'format' = 'json');
+CREATE VIEW requested AS
+  SELECT prompt, r.http_status AS status, r.body AS body, r.error AS error
+  FROM (SELECT prompt, vllm_request('{endpoint}', '{model}', prompt) AS r FROM prompt_lines);
+
 EXECUTE STATEMENT SET BEGIN
   INSERT INTO sink_replayed SELECT id, model, usage.completion_tokens, `language`, line, reason FROM replayed;
   INSERT INTO sink_responses SELECT rid, prompt, id, `language`, latency_ms,
     CASE WHEN reason IS NULL THEN NULL ELSE reason END FROM responses;
   INSERT INTO sink_windows SELECT model, COUNT(*), COUNT(reason), AVG(CAST(usage.completion_tokens AS DOUBLE))
     FROM replayed GROUP BY model, TUMBLE(created, INTERVAL '10' SECOND);
+  INSERT INTO sink_functions SELECT p.id, p.`language`, p.completion_tokens, p.error
+    FROM (SELECT parse_coder(body) AS p FROM raw_bodies);
+  INSERT INTO sink_requested SELECT prompt, status, p.id, COALESCE(error, p.error)
+    FROM (SELECT prompt, status, error, parse_coder(body) AS p FROM requested);
 END;
 """
 
@@ -104,12 +123,17 @@ def job(tmp_path_factory):
         lines.insert(10 * (k + 1), bad)
     (bodies / "captured.jsonl").write_bytes(b"\n".join(lines) + b"\n")
     out = root / "out"
+    prompts_file = root / "prompts.txt"
+    prompts_file.write_text("".join(f"function prompt {n}\n" for n in range(FUNCTION_PROMPTS)))
     with testing.serve_simulator(mode="process", profiles=("coder",), seed=3, faults={"500": 0.1}) as sim:
         with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
             model = json.load(response)["data"][0]["id"]
         script = root / "job.sql"
         script.write_text(
-            SCRIPT.format(bodies=bodies, endpoint=sim.url, model=model, prompts=PROMPTS, out=out), encoding="utf-8"
+            SCRIPT.format(
+                bodies=bodies, endpoint=sim.url, model=model, prompts=PROMPTS, out=out, prompts_file=prompts_file
+            ),
+            encoding="utf-8",
         )
         command = java_command(str(script), [], str(root / "flink.log"))
         assert command[0] == "java" and "io.dspark.vllm.flink.SqlRunner" in command
@@ -121,6 +145,8 @@ def job(tmp_path_factory):
         "replayed": read_json_dir(out / "replayed"),
         "responses": read_json_dir(out / "responses"),
         "windows": read_json_dir(out / "windows"),
+        "functions": read_json_dir(out / "functions"),
+        "requested": read_json_dir(out / "requested"),
         "stats": stats,
         "stderr": run.stderr,
     }
@@ -166,10 +192,30 @@ def test_every_prompt_is_one_row(job):
         else:
             assert row["reason"].startswith("request failed: HTTP 500")
     assert any(r["reason"] for r in rows), "the simulator answered 10% with 500"
-    assert job["stats"]["requests /v1/chat/completions"] == PROMPTS
+    # Each prompt sent once (500 is not retried): the table's and the SQL function's.
+    assert job["stats"]["requests /v1/chat/completions"] == PROMPTS + FUNCTION_PROMPTS
 
 
 def test_group_window_of_the_issue(job):
     windows = job["windows"]
     assert sum(w["n"] for w in windows) == GOOD + len(BAD)
     assert sum(w["bad"] for w in windows) == len(BAD)
+
+
+def test_parse_function_from_sql(job):
+    rows = job["functions"]
+    assert len(rows) == len(job["lines"])
+    good = sorted((r for r in rows if r["error"] is None), key=lambda r: r["tokens"])
+    assert [r["id"] for r in good] == [f"cmpl-{i}" for i in range(GOOD)]
+    assert [r["lang"] for r in good] == ["python" if i % 2 else "go" for i in range(GOOD)]
+    assert sorted(r["error"][:8] for r in rows if r["error"]) == ["error re", "not JSON", "truncate"]
+
+
+def test_request_function_from_sql(job):
+    rows = job["requested"]
+    assert sorted(r["prompt"] for r in rows) == sorted(f"function prompt {n}" for n in range(FUNCTION_PROMPTS))
+    for row in rows:
+        if row["error"] is None:
+            assert row["status"] == 200 and row["id"].startswith("chatcmpl-")
+        else:
+            assert "500" in row["error"]
