@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
@@ -94,7 +94,7 @@ class ConfigOption(Generic[T]):
         if self.default is None:
             return "(none)"
         if self.type == "duration":
-            return _fmt_duration(self.default)
+            return _fmt_duration(float(cast(float, self.default)))
         if self.type == "boolean":
             return str(self.default).lower()
         return _fmt(self.default)
@@ -486,8 +486,7 @@ def rule_options_fit_mode(o: Options) -> None:
     other = "request" if o.get(MODE) == "replay" else "replay"
     for option in _given(o, *wrong):
         raise OptionsError(
-            f"Option {_named(option)} has no effect when 'mode' = '{o.get(MODE)}'; remove it or set "
-            f"'mode' = '{other}'."
+            f"Option {_named(option)} has no effect when 'mode' = '{o.get(MODE)}'; remove it or set 'mode' = '{other}'."
         )
 
 

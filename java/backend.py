@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import build_jar
 from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403  (the PEP 517 hooks not overridden here)
-
-import build_jar
 
 
 def build_wheel(wheel_directory: str, config_settings: Any = None, metadata_directory: str | None = None) -> str:

@@ -27,9 +27,7 @@ def flink_jars() -> list[Path]:
     locations = list(spec.submodule_search_locations or []) if spec else []
     jars = [j for location in locations for folder in ("lib", "opt") for j in Path(location, folder).glob("*.jar")]
     if not jars:
-        raise SystemExit(
-            "dspark-vllm: no Flink jars to compile against; install apache-flink-libraries==2.3.0 first"
-        )
+        raise SystemExit("dspark-vllm: no Flink jars to compile against; install apache-flink-libraries==2.3.0 first")
     return jars
 
 

@@ -278,8 +278,10 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         f"INSERT INTO sink_features SELECT {', '.join(aggregates)} FROM {window_sql(args)} "
         "GROUP BY window_start, window_end, model"
     )
-    where = "source, source_line, CAST(NULL AS STRING), CAST(NULL AS STRING)" if args.replay else (
-        "CAST(NULL AS STRING), CAST(NULL AS BIGINT), request_id, prompt"
+    where = (
+        "source, source_line, CAST(NULL AS STRING), CAST(NULL AS STRING)"
+        if args.replay
+        else ("CAST(NULL AS STRING), CAST(NULL AS BIGINT), request_id, prompt")
     )
     status = "CAST(NULL AS INT)" if args.replay else "http_status"
     statements.add_insert_sql(

@@ -184,7 +184,7 @@ def test_metadata_source_and_line(job):
 def test_every_bad_body_is_an_error_row_with_reason_and_line(job):
     errors = sorted(job["errors"], key=lambda r: r["line"])
     assert [e["line"] for e in errors] == [2, 4, 6, 8]
-    for error, (body, needle) in zip(errors, BAD, strict=True):
+    for error, (_body, needle) in zip(errors, BAD, strict=True):
         assert error["source"].endswith("b.jsonl")
         assert needle.lower() in error["reason"].lower(), error
         assert error["body_len"] >= 1
@@ -252,7 +252,9 @@ def test_bad_declarations_fail_with_clear_messages(job, declaration, message):
         with pytest.raises(Py4JJavaError) as info:
             t_env.explain_sql("SELECT * FROM bad")
         text = str(info.value)
-        assert "ValidationException: Table 'default_catalog.default_database.bad' ('connector' = 'dspark-vllm'): " in text
+        assert (
+            "ValidationException: Table 'default_catalog.default_database.bad' ('connector' = 'dspark-vllm'): " in text
+        )
         assert message in text
     finally:
         t_env.execute_sql("DROP TEMPORARY TABLE bad")

@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 import pickle
 
-from connector.flink.pyflink_fixes import copy_async_scalar_inputs
 from connector.flink.planner import TablePlan
+from connector.flink.pyflink_fixes import copy_async_scalar_inputs
 
 __all__ = ["parse_function", "request_function"]
 
