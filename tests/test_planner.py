@@ -130,3 +130,13 @@ def test_main_answers_errors_as_json_never_a_traceback():
     assert "please report it" in run("{not json")["error"]
     good = run(json.dumps(declared(REPLAY, column("id", "VARCHAR(2147483647)", "VARCHAR"))))
     assert "error" not in good and good["physical"]["id"]["needs"] == ["id"]
+
+
+def test_docs_show_the_metadata_registry():
+    from pathlib import Path
+
+    from connector.flink.metadata import metadata_markdown
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
+    block = text.split("<!-- metadata:start -->\n")[1].split("<!-- metadata:end -->")[0]
+    assert block == metadata_markdown(), "docs/flink.md is stale: run python -m connector.flink.metadata docs/flink.md"

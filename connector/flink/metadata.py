@@ -78,7 +78,24 @@ def metadata_for(mode: str) -> tuple[MetadataKey, ...]:
 
 
 def metadata_markdown() -> str:
+    """The registry as Markdown: docs/flink.md holds it between `<!-- metadata:start -->` and `:end -->`."""
     lines = ["| Key | Type | Modes | What |", "|---|---|---|---|"]
     for m in METADATA:
         lines.append(f"| `{m.key}` | {m.type} | {', '.join(m.modes)} | {m.description} |")
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    import sys
+    from pathlib import Path
+
+    doc = Path(sys.argv[1])
+    head, rest = doc.read_text(encoding="utf-8").split("<!-- metadata:start -->\n", 1)
+    doc.write_text(
+        head
+        + "<!-- metadata:start -->\n"
+        + metadata_markdown()
+        + "<!-- metadata:end -->"
+        + rest.split("<!-- metadata:end -->", 1)[1],
+        encoding="utf-8",
+    )
