@@ -328,6 +328,8 @@ def test_option_validation() -> None:
         ClientConfig("https://x", verify=False, ca_bundle="ca.pem")
     with pytest.raises(OptionsError, match="'client_key' must be given with client_cert"):
         ClientConfig("https://x", client_key="key.pem")
+    with pytest.raises(OptionsError, match="'headers' must be strings without line breaks"):
+        ClientConfig("https://x", headers={"x-a": "1\r\nx-b: 2"})
 
 
 # --- secrets and TLS ---
@@ -337,15 +339,17 @@ def test_api_key_never_appears_in_logs_errors_or_reprs(caplog) -> None:  # type:
     secret = "sk-very-secret-0123456789"
     caplog.set_level(logging.DEBUG)
     with serve_simulator(api_key=secret, faults={"503": 0.3}, retry_after_s=0.001) as running:
-        good = run(send_all(running.url, [chat(f"q{i}") for i in range(10)], api_key=secret, max_attempts=5))
+        payloads = [chat(f"q{i}") for i in range(10)]
+        good = run(send_all(running.url, payloads, api_key=secret, max_attempts=5, hold_while_down=False))
+        gated = run(send_all(running.url, payloads, api_key=secret, backoff_initial_s=0.01))
         config = ClientConfig(running.url, api_key="sk-wrong-key-987")
         bad = run(send_all(running.url, [chat()], config=config))
         client = VllmClient(running.url, api_key=secret)
-        texts = [repr(client), repr(client.config), repr(config), *(repr(o) for o in good + bad)]
+        texts = [repr(client), repr(client.config), repr(config), *(repr(o) for o in good + gated + bad)]
         run(client.aclose())
-    assert all(o.ok for o in good)
-    assert any(o.attempts > 1 for o in good)  # retries were logged
-    assert "retrying" in caplog.text
+    assert all(o.ok for o in good + gated)
+    assert any(o.attempts > 1 for o in good)  # retries were logged, and the gate's closing
+    assert "retrying" in caplog.text and "the server looks down (status: HTTP 503" in caplog.text
     assert (bad[0].status, bad[0].error) == (401, "status: HTTP 401: Unauthorized")
     for text in [caplog.text, *texts]:
         assert secret not in text and "sk-wrong-key-987" not in text

@@ -56,6 +56,63 @@ def test_every_aiohttp_exception_is_mapped() -> None:
     assert all(issubclass(ours, ClientError) for ours, _, _ in EXCEPTION_MAP.values())
 
 
+# What a broken or malicious server may answer, and the kind and message of the outcome.
+MALICIOUS = {
+    "not-http": (b"SMTP ready\r\n\r\n", "protocol", "not a valid HTTP/1.1 response: Bad status line: .+"),
+    "bad-header": (b"HTTP/1.1 200 OK\r\nbroken\r\n\r\n", "protocol", "not a valid HTTP/1.1 response: .+"),
+    "huge-header": (
+        b"HTTP/1.1 200 OK\r\nx-big: " + b"a" * 70_000 + b"\r\ncontent-length: 2\r\n\r\n{}",
+        "protocol",
+        "not a valid HTTP/1.1 response: Got more than 16384 bytes when reading: .+",
+    ),
+    "short-body": (
+        b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\nshort",
+        "stream",
+        r"the response body broke off: .+received 5 of 10 bytes.+",
+    ),
+    "bad-chunk": (
+        b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\nzz\r\nabc\r\n0\r\n\r\n",
+        "protocol",
+        "not a valid HTTP/1.1 response: Invalid character in chunk size: .+",
+    ),
+    "nothing": (b"", "stream", "the server closed the connection: Server disconnected"),
+    "redirect": (
+        b"HTTP/1.1 307 Temporary Redirect\r\nlocation: http://elsewhere:8000/\r\ncontent-length: 0\r\n\r\n",
+        "status",
+        "HTTP 307: redirects are not followed: point base_url at http://elsewhere:8000/",
+    ),
+    "bad-gzip": (
+        b"HTTP/1.1 200 OK\r\ncontent-encoding: gzip\r\ncontent-length: 5\r\n\r\nabcde",
+        "stream",
+        "the response body broke off: .*Can not decode content-encoding: gzip",
+    ),
+}
+
+
+@pytest.mark.parametrize("answer", sorted(MALICIOUS))
+def test_a_broken_answer_is_an_outcome_of_its_kind(answer: str) -> None:
+    raw, kind, message = MALICIOUS[answer]
+
+    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.write(raw)
+        await writer.drain()
+        writer.close()
+
+    async def go() -> Outcome:
+        server = await asyncio.start_server(handle, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            async with VllmClient(f"http://127.0.0.1:{port}", max_attempts=1, hold_while_down=False) as client:
+                return await client.send(chat())
+        finally:
+            server.close()
+
+    outcome = asyncio.run(go())
+    assert (outcome.error_kind, outcome.body if kind != "status" else None) == (kind, None)
+    assert re.fullmatch(rf"{kind}: {message}( \(gave up after 1 attempts in \d+\.\d s\))?", outcome.error)
+
+
 # --- interim responses ---
 
 

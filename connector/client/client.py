@@ -44,6 +44,7 @@ USER_AGENT = "dspark-vllm/0.1"
 MIB = 1024 * 1024
 # Statuses that say a gateway cannot reach the server (it is down or restarting): they close the gate.
 _DOWN_STATUS = frozenset({502, 503})
+_BREAKS = frozenset("\r\n")
 _TLS_HINT = "set ca_bundle to the CA that signed the server's certificate (verify=False only for a server you trust)"
 logger = logging.getLogger("connector.client")
 
@@ -92,6 +93,14 @@ class ClientConfig:
             (self.max_body_bytes >= 1024, "max_body_bytes", "at least 1024"),
             (self.verify or self.ca_bundle is None, "ca_bundle", "unset when verify=False (nothing is verified)"),
             (self.client_key is None or self.client_cert is not None, "client_key", "given with client_cert"),
+            (
+                all(
+                    isinstance(k, str) and isinstance(v, str) and not _BREAKS & set(k + v)
+                    for k, v in self.headers.items()
+                ),
+                "headers",
+                "strings without line breaks",
+            ),
         ]
         for ok, name, rule in checks:
             if not ok:
@@ -261,6 +270,8 @@ class VllmClient:
                 break
             if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
                 break
+            if self.gate is not None and not self.gate.is_open:
+                continue  # the gate's probes pace the next attempt
             if result.retry_after is not None:
                 delay = min(result.retry_after, cfg.max_retry_after_s)
             else:
@@ -370,10 +381,13 @@ def _judge(status: int, body: bytes, headers: Mapping[str, str]) -> _Attempt:
     if 200 <= status < 300:
         return _Attempt(status=status, body=body)
     retryable = status in RETRYABLE_STATUS
+    message = _error_message(body)
+    if 300 <= status < 400:
+        message = f"redirects are not followed: point base_url at {headers.get('location', 'the new address')}"
     return _Attempt(
         status=status,
         body=body,
-        error=StatusError(f"HTTP {status}: {_error_message(body)}", status=status, retryable=retryable),
+        error=StatusError(f"HTTP {status}: {message}", status=status, retryable=retryable),
         retry_after=parse_retry_after(headers.get("retry-after")) if retryable else None,
     )
 

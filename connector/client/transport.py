@@ -104,7 +104,7 @@ def _detail(exc: BaseException) -> str:
         text = f"{exc.host}:{exc.port}: {exc.os_error}"
     else:
         text = str(exc)
-    return text.strip() or type(exc).__name__
+    return " ".join(text.split()) or type(exc).__name__  # (aiohttp's parser errors span lines)
 
 
 @contextlib.contextmanager
