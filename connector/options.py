@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 
+from connector.client.params import REQUEST_PARAMS, check_params
 from connector.errors import OptionsError
 
 __all__ = [
@@ -42,7 +43,7 @@ class ConfigOption(Generic[T]):
     """One option: its key, type, default and the sentence the docs show. Read it with `Options.get`."""
 
     key: str
-    type: str  # string | int | double | boolean | duration | enum
+    type: str  # string | int | double | boolean | duration | memory | list | enum
     description: str
     default: T | None = None
     required: bool = False
@@ -67,6 +68,10 @@ class ConfigOption(Generic[T]):
                 value = text.lower() == "true"
             elif self.type == "duration":
                 value = parse_duration(text)
+            elif self.type == "memory":
+                value = parse_memory(text)
+            elif self.type == "list":
+                value = [item for item in str(raw).split(";") if item]
             elif self.type == "enum":
                 if text.lower() not in self.values:
                     raise ValueError(text)
@@ -87,6 +92,8 @@ class ConfigOption(Generic[T]):
             return "one of " + ", ".join(f"'{v}'" for v in self.values)
         if self.type == "duration":
             return "a duration such as '30 s', '500 ms' or '2 min'"
+        if self.type == "memory":
+            return "a memory size such as '32 mb', '512 kb' or '1 gb'"
         return {"int": "an integer", "double": "a number", "boolean": "'true' or 'false'"}.get(self.type, "text")
 
     @property
@@ -95,6 +102,8 @@ class ConfigOption(Generic[T]):
             return "(none)"
         if self.type == "duration":
             return _fmt_duration(float(cast(float, self.default)))
+        if self.type == "memory":
+            return _fmt_memory(int(cast(int, self.default)))
         if self.type == "boolean":
             return str(self.default).lower()
         return _fmt(self.default)
@@ -129,6 +138,30 @@ def parse_duration(text: str) -> float:
     if unit.lower() not in _UNITS:
         raise ValueError(text)
     return float(number) * _UNITS[unit.lower()]
+
+
+_MEMORY = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1024, "kb": 1024, "kibibytes": 1024,
+    "m": 1024**2, "mb": 1024**2, "mebibytes": 1024**2,
+    "g": 1024**3, "gb": 1024**3, "gibibytes": 1024**3,
+}  # fmt: skip
+
+
+def parse_memory(text: str) -> int:
+    """Flink's memory size syntax ("32 mb", "512kb", "1 g"; units of 1024) -> bytes."""
+    match = _MEMORY.match(text)
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(text)
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+
+
+def _fmt_memory(size: int) -> str:
+    for unit, factor in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} b"
 
 
 def _fmt_duration(seconds: float) -> str:
@@ -180,7 +213,8 @@ API_KEY: ConfigOption[str | None] = _option(
 API_KEY_ENV: ConfigOption[str | None] = _option(
     "api-key.env",
     "string",
-    "Name of the environment variable that holds the API key on the TaskManagers.",
+    "Name of the environment variable that holds the API key, read where the table is planned (SQL Client, "
+    "Gateway, the job's main); the key travels in the job, not in the TaskManagers' environment.",
     group="Request",
 )
 # ---------------------------------------------------------------- prompts (request mode)
@@ -249,17 +283,17 @@ REQUEST_API: ConfigOption[str] = _option(
 REQUEST_TIMEOUT: ConfigOption[float] = _option(
     "request.timeout",
     "duration",
-    "Timeout of one attempt of one request.",
+    "Timeout of one attempt of one request (first byte sent to last byte read).",
     default=60.0,
     minimum=0.001,
     group="Request",
 )
-REQUEST_MAX_RETRIES: ConfigOption[int] = _option(
-    "request.max-retries",
-    "int",
-    "Retries on connect errors, timeouts, 429 and 502/503/504.",
-    default=3,
-    minimum=0,
+REQUEST_CONNECT_TIMEOUT: ConfigOption[float] = _option(
+    "request.connect-timeout",
+    "duration",
+    "Longest wait for a connection.",
+    default=10.0,
+    minimum=0.001,
     group="Request",
 )
 REQUEST_CONCURRENCY: ConfigOption[int] = _option(
@@ -277,11 +311,12 @@ REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
     minimum=0.001,
     group="Request",
 )
-REQUEST_MAX_TOKENS: ConfigOption[int | None] = _option(
-    "request.max-tokens",
-    "int",
-    "max_tokens sent with each request (server default when unset).",
-    minimum=1,
+REQUEST_MAX_BODY_SIZE: ConfigOption[int] = _option(
+    "request.max-body-size",
+    "memory",
+    "A larger response is not read: its connection is closed and the prompt becomes an error row (too-large).",
+    default=32 * 1024**2,
+    minimum=1024,
     group="Request",
 )
 REQUEST_STRUCTURED_OUTPUT: ConfigOption[bool] = _option(
@@ -294,14 +329,73 @@ REQUEST_STRUCTURED_OUTPUT: ConfigOption[bool] = _option(
 REQUEST_TLS_VERIFY: ConfigOption[bool] = _option(
     "request.tls-verify", "boolean", "Verify the server's TLS certificate.", default=True, group="Request"
 )
-REQUEST_ENGINE: ConfigOption[str] = _option(
-    "request.engine",
-    "enum",
-    "HTTP engine of the client: 'httpx' (httpx.AsyncClient) or 'asyncio' (the client's own HTTP/1.1 on asyncio "
-    "streams: ~10x less CPU per request, no proxies).",
-    default="httpx",
-    values=("httpx", "asyncio"),
+REQUEST_TLS_CA_BUNDLE: ConfigOption[str | None] = _option(
+    "request.tls-ca-bundle",
+    "string",
+    "PEM file of the CAs to trust instead of the public ones (a private CA), on the TaskManagers.",
     group="Request",
+)
+REQUEST_TLS_CLIENT_CERT: ConfigOption[str | None] = _option(
+    "request.tls-client-cert", "string", "PEM certificate shown to a server that asks for one.", group="Request"
+)
+REQUEST_TLS_CLIENT_KEY: ConfigOption[str | None] = _option(
+    "request.tls-client-key", "string", "Its private key, when in a separate file.", group="Request"
+)
+# ---------------------------------------------------------------- request body parameters (vLLM's names)
+_PARAM_TYPES = {"int": "int", "float": "double", "bool": "boolean", "list[str]": "list"}
+REQUEST_PARAM_OPTIONS: dict[str, ConfigOption[Any]] = {
+    name: _option(
+        "request." + name.replace("_", "-"),
+        _PARAM_TYPES[param.type],
+        f"{param.description} Sent as '{name}'" + ("; a list separated by ';'." if param.type == "list[str]" else "."),
+        group="Request body",
+    )
+    for name, param in REQUEST_PARAMS.items()
+}
+# ---------------------------------------------------------------- retries and outages
+RETRY_DEADLINE: ConfigOption[float] = _option(
+    "request.retry.deadline",
+    "duration",
+    "Most time one request may take: attempts, backoff and waits while the server is down; after it the prompt "
+    "becomes an error row. The default rides out a server restart of a few minutes.",
+    default=300.0,
+    minimum=0.001,
+    group="Retry",
+)
+RETRY_MAX_ATTEMPTS: ConfigOption[int | None] = _option(
+    "request.retry.max-attempts",
+    "int",
+    "Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: "
+    "connect errors, timeouts, broken connections, 429 (Retry-After honoured) and 502/503/504.",
+    minimum=1,
+    group="Retry",
+)
+RETRY_INITIAL_BACKOFF: ConfigOption[float] = _option(
+    "request.retry.initial-backoff", "duration", "First backoff step.", default=0.5, minimum=0.0, group="Retry"
+)
+RETRY_MAX_BACKOFF: ConfigOption[float] = _option(
+    "request.retry.max-backoff",
+    "duration",
+    "Largest backoff step, and the probe interval while the server is down.",
+    default=10.0,
+    minimum=0.0,
+    group="Retry",
+)
+RETRY_MAX_RETRY_AFTER: ConfigOption[float] = _option(
+    "request.retry.max-retry-after",
+    "duration",
+    "A longer Retry-After header is cut to this.",
+    default=60.0,
+    minimum=0.0,
+    group="Retry",
+)
+RETRY_HOLD_WHILE_DOWN: ConfigOption[bool] = _option(
+    "request.retry.hold-while-down",
+    "boolean",
+    "Hold new requests back while the server cannot be reached (back-pressure) instead of spending their "
+    "attempts; a probe of /health or a request that gets through opens the way again.",
+    default=True,
+    group="Retry",
 )
 # ---------------------------------------------------------------- parsing
 PARSE_BACKEND: ConfigOption[str] = _option(
@@ -371,13 +465,22 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REPLAY_MONITOR_INTERVAL,
     REQUEST_API,
     REQUEST_TIMEOUT,
-    REQUEST_MAX_RETRIES,
+    REQUEST_CONNECT_TIMEOUT,
     REQUEST_CONCURRENCY,
     REQUEST_RATE_LIMIT,
-    REQUEST_MAX_TOKENS,
+    REQUEST_MAX_BODY_SIZE,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TLS_VERIFY,
-    REQUEST_ENGINE,
+    REQUEST_TLS_CA_BUNDLE,
+    REQUEST_TLS_CLIENT_CERT,
+    REQUEST_TLS_CLIENT_KEY,
+    *REQUEST_PARAM_OPTIONS.values(),
+    RETRY_DEADLINE,
+    RETRY_MAX_ATTEMPTS,
+    RETRY_INITIAL_BACKOFF,
+    RETRY_MAX_BACKOFF,
+    RETRY_MAX_RETRY_AFTER,
+    RETRY_HOLD_WHILE_DOWN,
     PARSE_BACKEND,
     PARSE_BATCH_SIZE,
     PARSE_GPU_DEVICE,
@@ -388,7 +491,7 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
 
 _BY_KEY = {o.key: o for o in OPTIONS if not o.prefix}
 _PREFIXES = tuple(o for o in OPTIONS if o.prefix)
-REQUEST_ONLY = tuple(o for o in OPTIONS if o.group in ("Prompts", "Request"))
+REQUEST_ONLY = tuple(o for o in OPTIONS if o.group in ("Prompts", "Request", "Request body", "Retry"))
 REPLAY_ONLY = tuple(o for o in OPTIONS if o.group == "Replay")
 
 
@@ -519,6 +622,34 @@ def rule_bundle_holds_requests(o: Options) -> None:
         )
 
 
+def rule_request_params_are_valid(o: Options) -> None:
+    for name, option in REQUEST_PARAM_OPTIONS.items():
+        value = o.get(option)
+        if value is not None:
+            try:
+                check_params({name: value})
+            except OptionsError:
+                rule = REQUEST_PARAMS[name].rule
+                raise OptionsError(f"Option '{option.key}' must be {rule}, got '{o.raw[option.key]}'.") from None
+
+
+def rule_attempt_fits_deadline(o: Options) -> None:
+    if o.get(MODE) == "request" and o.get(REQUEST_TIMEOUT) > o.get(RETRY_DEADLINE):
+        raise OptionsError(
+            "Option 'request.timeout' is longer than 'request.retry.deadline', which ends every request: lower "
+            "'request.timeout' or raise 'request.retry.deadline'."
+        )
+
+
+def rule_tls_files(o: Options) -> None:
+    if o.is_set(REQUEST_TLS_CA_BUNDLE) and not o.get(REQUEST_TLS_VERIFY):
+        raise OptionsError(
+            "Option 'request.tls-ca-bundle' has no effect with 'request.tls-verify' = 'false'; remove one of them."
+        )
+    if o.is_set(REQUEST_TLS_CLIENT_KEY) and not o.is_set(REQUEST_TLS_CLIENT_CERT):
+        raise OptionsError("Option 'request.tls-client-key' needs 'request.tls-client-cert'; set it or remove the key.")
+
+
 def rule_arrow_batch_within_bundle(o: Options) -> None:
     batch = o.get(ARROW_BATCH_OPTION)
     if batch is not None and batch > o.bundle_size:
@@ -538,6 +669,9 @@ RULES: tuple[Rule, ...] = (
     rule_endpoint_is_url,
     rule_gpu_device,
     rule_bundle_holds_requests,
+    rule_request_params_are_valid,
+    rule_attempt_fits_deadline,
+    rule_tls_files,
     rule_arrow_batch_within_bundle,
 )
 

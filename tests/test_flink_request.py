@@ -46,7 +46,7 @@ def job(tmp_path_factory):
             ) WITH (
                 'connector' = 'dspark-vllm', 'endpoint' = '{sim.url}', 'model' = '{model}',
                 'profile' = 'coder', 'prompts.rate' = '500', 'prompts.count' = '{N}',
-                'prompts.template' = 'Write function number {{n}}', 'request.max-retries' = '0',
+                'prompts.template' = 'Write function number {{n}}', 'request.retry.max-attempts' = '1',
                 'request.concurrency' = '32', 'request.structured-output' = 'true', 'parse.backend' = 'cpu',
                 'python.fn-execution.bundle.size' = '100', 'python.fn-execution.arrow.batch.size' = '100'
             )""")

@@ -74,7 +74,7 @@ CREATE TABLE responses (
   WATERMARK FOR created AS created - INTERVAL '5' SECOND
 ) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'profile' = 'coder',
         'model' = '{model}', 'prompts.rate' = '100', 'prompts.count' = '{prompts}',
-        'prompts.template' = 'Say ''hi''; then count to {{n}}', 'request.max-retries' = '0',
+        'prompts.template' = 'Say ''hi''; then count to {{n}}', 'request.retry.max-attempts' = '1',
         'parse.backend' = 'cpu', 'python.fn-execution.bundle.size' = '100',
         'python.fn-execution.arrow.batch.size' = '100');
 
@@ -190,7 +190,7 @@ def test_every_prompt_is_one_row(job):
         if row["reason"] is None:
             assert row["id"].startswith("chatcmpl-") and row["lang"] and row["latency_ms"] > 0
         else:
-            assert row["reason"].startswith("request failed: HTTP 500")
+            assert row["reason"].startswith("request failed: status: HTTP 500")
     assert any(r["reason"] for r in rows), "the simulator answered 10% with 500"
     # Each prompt sent once (500 is not retried): the table's and the SQL function's.
     assert job["stats"]["requests /v1/chat/completions"] == PROMPTS + FUNCTION_PROMPTS

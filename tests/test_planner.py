@@ -140,3 +140,26 @@ def test_docs_show_the_metadata_registry():
     text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
     block = text.split("<!-- metadata:start -->\n")[1].split("<!-- metadata:end -->")[0]
     assert block == metadata_markdown(), "docs/flink.md is stale: run python -m connector.flink.metadata docs/flink.md"
+
+
+def test_api_key_env_is_read_where_the_table_is_planned(monkeypatch):
+    options = {**REQUEST, "api-key.env": "DSPARK_TEST_KEY"}
+    monkeypatch.delenv("DSPARK_TEST_KEY", raising=False)
+    with pytest.raises(OptionsError, match="names the environment variable 'DSPARK_TEST_KEY', which is not set"):
+        plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
+    monkeypatch.setenv("DSPARK_TEST_KEY", "k-123")
+    table_plan = pickle.loads(base64.b64decode(plan(declared(options))["plan"]))
+    assert table_plan.api_key == "k-123" and "k-123" not in repr(table_plan)
+    assert pickle.loads(base64.b64decode(plan(declared(REQUEST))["plan"])).api_key is None  # none unless asked
+
+
+def test_a_request_longer_than_a_checkpoint_timeout_is_refused():
+    slow = {**REQUEST, "request.timeout": "8 s", "request.retry.deadline": "30 s"}
+    flink = {"execution.checkpointing.interval": "2 s", "execution.checkpointing.timeout": "5 s"}
+    with pytest.raises(OptionsError) as info:
+        plan({**declared(slow), "flink": flink})
+    assert str(info.value).startswith(
+        "Option 'request.retry.deadline' (30 s) is not shorter than 'execution.checkpointing.timeout' (5 s)"
+    )
+    assert plan({**declared({**slow, "request.retry.deadline": "4 s", "request.timeout": "2 s"}), "flink": flink})
+    assert plan(declared(slow))  # no checkpoints: nothing to hold up

@@ -26,15 +26,18 @@ from __future__ import annotations
 import base64
 import json
 import math
+import os
 import pickle
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from connector.errors import DsparkError, OptionsError
 from connector.flink.metadata import metadata_for
 from connector.options import (
+    API_KEY,
+    API_KEY_ENV,
     ARROW_BATCH,
     BUNDLE_SIZE,
     BUNDLE_TIME,
@@ -51,9 +54,10 @@ from connector.options import (
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
     REQUEST_CONCURRENCY,
-    REQUEST_MAX_RETRIES,
     REQUEST_TIMEOUT,
+    RETRY_DEADLINE,
     Options,
+    parse_duration,
     validate,
 )
 from connector.profiles import Profile, load_profile
@@ -81,6 +85,9 @@ class TablePlan:
     options: Options
     profile: Profile
     require_created: bool
+    # Read on the client ('api-key', or the variable 'api-key.env' names): the key travels in the job, never
+    # in the TaskManagers' environment (which Beam logs when it closes a Python worker).
+    api_key: str | None = field(default=None, repr=False)
 
 
 def sql_literal(text: str) -> str:
@@ -167,9 +174,8 @@ def _settings(options: Options) -> dict[str, str]:
         BUNDLE_TIME: str(max(1, round(options.get(BUNDLE_TIME_OPTION) * 1000))),  # a long (ms) in PyFlink
     }
     if options.get(MODE) == "request":
-        attempts = options.get(REQUEST_MAX_RETRIES) + 1
-        # The client bounds each request itself and never raises; Flink's own timer must never fire first.
-        worst = attempts * options.get(REQUEST_TIMEOUT) + 60.0 * attempts + 60.0
+        # The client ends every request by its deadline and never raises; Flink's own timer must never fire first.
+        worst = options.get(RETRY_DEADLINE) + options.get(REQUEST_TIMEOUT) + 60.0
         settings.update(
             {
                 "table.exec.async-scalar.max-concurrent-operations": str(options.get(REQUEST_CONCURRENCY)),
@@ -188,10 +194,47 @@ def _bounded(options: Options) -> bool:
     return options.get(PROMPTS_PATH) is not None
 
 
+def _api_key(options: Options) -> str | None:
+    name = options.get(API_KEY_ENV)
+    if name is None:
+        return options.get(API_KEY)
+    key = os.environ.get(name)
+    if not key:
+        raise OptionsError(
+            f"Option 'api-key.env' names the environment variable '{name}', which is not set where the table is "
+            "planned (the SQL Client, the Gateway, the job's main): set it there, or give 'api-key'."
+        )
+    return key
+
+
+def _check_checkpoints(options: Options, flink: Mapping[str, str]) -> None:
+    """A checkpoint waits for the requests in flight: the longest one must fit in a checkpoint's timeout."""
+    if options.get(MODE) != "request" or not flink.get("execution.checkpointing.interval"):
+        return
+    timeout_text = flink.get("execution.checkpointing.timeout", "10 min")
+    try:
+        timeout = parse_duration(timeout_text)
+    except ValueError:
+        return
+    deadline = options.get(RETRY_DEADLINE)
+    if deadline >= timeout:
+        raise OptionsError(
+            f"Option 'request.retry.deadline' ({_seconds(deadline)}) is not shorter than "
+            f"'execution.checkpointing.timeout' ({timeout_text}): a checkpoint waits for the requests in flight, so "
+            "one slow request would fail every checkpoint and restart the job again and again. Lower "
+            "'request.retry.deadline' (and 'request.timeout') or raise 'execution.checkpointing.timeout'."
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
 def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of one declared table (see the module docstring); raises DsparkError for the user's mistakes."""
     name = str(declared["name"])
     options = validate(declared["options"])
+    _check_checkpoints(options, declared.get("flink", {}))
     profile = load_profile(options.get(PROFILE))
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -208,7 +251,8 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     rowtime = declared.get("watermark")
     require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
     metadata = metadata_for(mode)
-    table_plan = TablePlan(table=name, options=options, profile=profile, require_created=require_created)
+    api_key = _api_key(options) if mode == "request" else None
+    table_plan = TablePlan(name, options, profile, require_created, api_key)
     result: dict[str, Any] = {
         "mode": mode,
         "bounded": _bounded(options),

@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import os
 import time
 from typing import Any
 
@@ -23,19 +22,27 @@ from pyflink.table.udf import AsyncScalarFunction, FunctionContext
 
 from connector.flink.planner import TablePlan
 from connector.options import (
-    API_KEY,
-    API_KEY_ENV,
     ENDPOINT,
     MODEL,
     REQUEST_API,
     REQUEST_CONCURRENCY,
-    REQUEST_ENGINE,
-    REQUEST_MAX_RETRIES,
-    REQUEST_MAX_TOKENS,
+    REQUEST_CONNECT_TIMEOUT,
+    REQUEST_MAX_BODY_SIZE,
+    REQUEST_PARAM_OPTIONS,
     REQUEST_RATE_LIMIT,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TIMEOUT,
+    REQUEST_TLS_CA_BUNDLE,
+    REQUEST_TLS_CLIENT_CERT,
+    REQUEST_TLS_CLIENT_KEY,
     REQUEST_TLS_VERIFY,
+    RETRY_DEADLINE,
+    RETRY_HOLD_WHILE_DOWN,
+    RETRY_INITIAL_BACKOFF,
+    RETRY_MAX_ATTEMPTS,
+    RETRY_MAX_BACKOFF,
+    RETRY_MAX_RETRY_AFTER,
+    Options,
 )
 
 __all__ = ["RequestFunction", "request_id_of"]
@@ -49,26 +56,9 @@ class RequestFunction(AsyncScalarFunction):
         self.plan = plan
 
     def open(self, function_context: FunctionContext) -> None:
-        from connector.client import ClientConfig, VllmClient
+        from connector.client import VllmClient
 
-        o = self.plan.options
-        api_key = o.get(API_KEY)
-        env_name = o.get(API_KEY_ENV)
-        if env_name:
-            api_key = os.environ.get(env_name)
-        config = ClientConfig(
-            base_url=str(o.get(ENDPOINT)),
-            api_key=api_key,
-            model=o.get(MODEL),
-            concurrency=o.get(REQUEST_CONCURRENCY),
-            timeout_s=o.get(REQUEST_TIMEOUT),
-            max_attempts=o.get(REQUEST_MAX_RETRIES) + 1,
-            rate_limit=o.get(REQUEST_RATE_LIMIT),
-            verify=o.get(REQUEST_TLS_VERIFY),
-            engine=o.get(REQUEST_ENGINE),
-            structured_output=self.plan.profile if o.get(REQUEST_STRUCTURED_OUTPUT) else None,
-        )
-        self._client = VllmClient(config=config)
+        self._client = VllmClient(config=client_config(self.plan))
         group = function_context.get_metric_group().add_group("dspark")
         self._requests = group.counter("requests")
         self._responses = group.counter("responses")
@@ -86,15 +76,10 @@ class RequestFunction(AsyncScalarFunction):
                 asyncio.new_event_loop().run_until_complete(client.aclose())
 
     def payload(self, prompt: str) -> dict[str, Any]:
-        o = self.plan.options
-        if o.get(REQUEST_API) == "completions":
-            payload: dict[str, Any] = {"prompt": prompt}
-        else:
-            payload = {"messages": [{"role": "user", "content": prompt}]}
-        max_tokens = o.get(REQUEST_MAX_TOKENS)
-        if max_tokens:
-            payload["max_tokens"] = max_tokens
-        return payload
+        # The request parameters ('request.temperature', ...) are the client's defaults of every payload.
+        if self.plan.options.get(REQUEST_API) == "completions":
+            return {"prompt": prompt}
+        return {"messages": [{"role": "user", "content": prompt}]}
 
     async def eval(self, prompt: str | None, request_id: str | None) -> Row:
         self._requests.inc(1)
@@ -122,6 +107,36 @@ class RequestFunction(AsyncScalarFunction):
         self._retries.inc(max(0, attempts - 1))
         self._latency.inc(int(latency))
         return Row(body or b"", status, float(latency), attempts, error)
+
+
+def client_config(plan: TablePlan) -> Any:
+    """The client of a table: its `request.*` options (the key was read on the client by the planner)."""
+    from connector.client import ClientConfig
+
+    o: Options = plan.options
+    params = {name: o.get(option) for name, option in REQUEST_PARAM_OPTIONS.items() if o.get(option) is not None}
+    return ClientConfig(
+        base_url=str(o.get(ENDPOINT)),
+        api_key=plan.api_key,
+        model=o.get(MODEL),
+        concurrency=o.get(REQUEST_CONCURRENCY),
+        timeout_s=o.get(REQUEST_TIMEOUT),
+        connect_timeout_s=o.get(REQUEST_CONNECT_TIMEOUT),
+        deadline_s=o.get(RETRY_DEADLINE),
+        max_attempts=o.get(RETRY_MAX_ATTEMPTS),
+        backoff_initial_s=o.get(RETRY_INITIAL_BACKOFF),
+        backoff_max_s=o.get(RETRY_MAX_BACKOFF),
+        max_retry_after_s=o.get(RETRY_MAX_RETRY_AFTER),
+        hold_while_down=o.get(RETRY_HOLD_WHILE_DOWN),
+        rate_limit=o.get(REQUEST_RATE_LIMIT),
+        max_body_bytes=o.get(REQUEST_MAX_BODY_SIZE),
+        verify=o.get(REQUEST_TLS_VERIFY),
+        ca_bundle=o.get(REQUEST_TLS_CA_BUNDLE),
+        client_cert=o.get(REQUEST_TLS_CLIENT_CERT),
+        client_key=o.get(REQUEST_TLS_CLIENT_KEY),
+        structured_output=plan.profile if o.get(REQUEST_STRUCTURED_OUTPUT) else None,
+        params=params,
+    )
 
 
 def request_id_of(prompt: str) -> str:

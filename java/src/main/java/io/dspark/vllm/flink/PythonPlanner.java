@@ -38,7 +38,7 @@ final class PythonPlanner {
     private PythonPlanner() {}
 
     static TablePlan plan(ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
-        String request = declaredTable(identifier, table).toString();
+        String request = declaredTable(identifier, table, config).toString();
         String python = pythonExecutable(config);
         JsonNode answer = CACHE.get(python + "\0" + request);
         if (answer == null) {
@@ -67,9 +67,17 @@ final class PythonPlanner {
         return worker != null && !worker.isBlank() ? worker : "python3";
     }
 
-    static ObjectNode declaredTable(ObjectIdentifier identifier, ResolvedCatalogTable table) {
+    static ObjectNode declaredTable(
+            ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
         ObjectNode root = JSON.createObjectNode();
         root.put("name", identifier.getObjectName());
+        // The job settings the plan is checked against (checkpoint timeout vs the longest request, the target).
+        ObjectNode flink = root.putObject("flink");
+        config.forEach((key, value) -> {
+            if (key.startsWith("execution.")) {
+                flink.put(key, value);
+            }
+        });
         ObjectNode options = root.putObject("options");
         table.getOptions().forEach(options::put);
         ResolvedSchema schema = table.getResolvedSchema();
