@@ -82,7 +82,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--slide", type=float, help="slide in seconds: sliding windows instead of tumbling")
     p.add_argument("--watermark-delay", type=float, default=5.0, help="out-of-orderness allowed, seconds")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="parse backend")
-    p.add_argument("--batch-size", type=int, default=10000, help="bodies per parse batch")
+    p.add_argument("--batch-size", type=int, help="bodies per parse batch (the table's default when unset)")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
     p.add_argument("--parallelism", type=int, help="job parallelism (default: the environment's)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
@@ -178,7 +178,9 @@ def responses_table(args: argparse.Namespace, profile: Profile, endpoint: str | 
     schema.watermark("created", f"created - {interval(args.watermark_delay)}")
 
     descriptor = TableDescriptor.for_connector("dspark-vllm").schema(schema.build())
-    options = {"profile": args.profile, "parse.backend": args.backend, "parse.batch-size": str(args.batch_size)}
+    options = {"profile": args.profile, "parse.backend": args.backend}
+    if args.batch_size:
+        options["parse.batch-size"] = str(args.batch_size)
     if args.replay:
         options.update({"mode": "replay", "replay.path": str(Path(args.replay).resolve())})
         if args.replay_monitor:
@@ -195,8 +197,6 @@ def responses_table(args: argparse.Namespace, profile: Profile, endpoint: str | 
                 "prompts.rate": str(args.rate),
                 "prompts.count": str(count),
                 "request.concurrency": str(args.concurrency),
-                "python.fn-execution.bundle.size": str(max(args.concurrency, min(args.batch_size, 1000))),
-                "python.fn-execution.arrow.batch.size": str(max(args.concurrency, min(args.batch_size, 1000))),
             }
         )
         if profile.content_schema is not None:

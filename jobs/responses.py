@@ -41,6 +41,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="another option of the 'dspark-vllm' table"
+    )
     return p.parse_args(argv)
 
 
@@ -71,9 +74,10 @@ def main(argv: list[str] | None = None) -> int:
         "model": model,
         "prompts.path": str(Path(args.prompts).resolve()),
         "request.concurrency": str(args.concurrency),
-        # Small bundles: in-flight requests are drained at each bundle end; rows reach the sink sooner.
-        "parse.batch-size": str(max(args.concurrency, 100)),
     }
+    for item in args.option:
+        key, _, value = item.partition("=")
+        options[key.strip()] = value.strip()
     with_clause = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in options.items())
     t_env.execute_sql(
         "CREATE TEMPORARY TABLE responses (id STRING, model STRING, finish_reason STRING, "

@@ -101,13 +101,16 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         # plugins/ (the metrics leave with the job's tasks, so they are read while it runs).
         port = wait_for("the Prometheus reporter", lambda: prometheus_port(cluster / "log"), timeout=60)
         metrics = wait_for(
-            "the parse metrics", lambda: (m := dspark_metrics(port, job)).get("bodies") == 49 and m, timeout=240
+            "the parse metrics", lambda: (m := dspark_metrics(port, job)).get("numRecordsIn") == 49 and m, timeout=240
         )
         print(f"prometheus :{port} {DSPARK}*: {metrics}")
-        assert (metrics["rows"], metrics["rejected"]) == (48, 1)  # the broken line is rejected
-        assert metrics["batches"] >= 1 and metrics["parse_ms"] >= 0 and metrics["last_batch_parse_ms"] >= 0
-        assert metrics["backend_gpu"] == 0  # no GPU here: 'auto' parses on the CPU, and says so
-        assert metrics["gpu_fallback_batches"] == metrics["batches"]
+        assert (metrics["numRecordsOut"], metrics["numRecordsInErrors"]) == (48, 1)  # the broken line
+        assert metrics["numBytesIn"] == sum(len(line) for line in (bodies / "captured.jsonl").read_bytes().split(b"\n"))
+        assert metrics["numBatches"] >= 1 and metrics["parseTimeMsP99"] >= metrics["parseTimeMsP50"] >= 0
+        # A meter: the reporter exports its rate, which Flink's view updates every 5 s.
+        wait_for("the meter's rate", lambda: dspark_metrics(port, job).get("numRecordsInPerSecond", 0) > 0, 30)
+        assert metrics["backendGpu"] == 0  # no GPU here: 'auto' parses on the CPU, and says so
+        assert metrics["gpuFallbackBatches"] == metrics["numBatches"]
 
         # End it as a bounded replay ends: MAX_WATERMARK fires every window, the final savepoint commits the files.
         assert "Savepoint completed" in script("drain", job)

@@ -37,7 +37,8 @@ def test_defaults_are_filled_and_typed():
     opts = validate(REPLAY)
     assert opts.get(MODE) == "replay"
     assert opts.get(PARSE_BACKEND) == "auto"
-    assert opts.get(PARSE_BATCH_SIZE) == 10000
+    assert opts.get(PARSE_BATCH_SIZE) is None and opts.batch_size == 10000
+    assert validate(REQUEST).batch_size == 1000  # responses can be large: smaller batches in request mode
     assert opts.get(REQUEST_TIMEOUT) == 60.0
     assert opts.get(REQUEST_STRUCTURED_OUTPUT) is False
     assert opts.bundle_size == 10000 and opts.arrow_batch_size == 10000

@@ -17,6 +17,7 @@ from pyflink.table.udf import FunctionContext, ScalarFunction
 from connector.decode import parse_batch
 from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_frame
 from connector.flink.gpu import choose_device
+from connector.flink.metrics import Recent
 from connector.flink.planner import TablePlan
 from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
 
@@ -29,8 +30,8 @@ class ParseFunction(ScalarFunction):
     """Called with (body BYTES, source STRING[, request_error STRING]) per Arrow batch.
 
     `source` is the file a replayed body came from (lines are counted per file), or the prompt of a request.
-    Metrics (group `dspark`): bodies, rows, rejected, batches, parse_ms (total), last_batch_parse_ms,
-    backend_gpu (1 while the GPU parses), gpu_fallback_batches (batches 'auto' parsed on the CPU).
+    Metrics: see `connector.flink.metrics` (`backendGpu` is 1 while the GPU parses, `gpuFallbackBatches`
+    counts the batches 'auto' parsed on the CPU).
     """
 
     def __init__(self, plan: TablePlan, columns: tuple[str, ...]):
@@ -68,14 +69,19 @@ class ParseFunction(ScalarFunction):
                 log.warning("parse backend 'auto' uses the CPU: %s", exc)
                 self._effective = "cpu"
         group = function_context.get_metric_group().add_group("dspark")
-        self._bodies = group.counter("bodies")
-        self._rows = group.counter("rows")
-        self._rejected = group.counter("rejected")
-        self._batches = group.counter("batches")
-        self._parse_ms = group.counter("parse_ms")
-        self._fallbacks = group.counter("gpu_fallback_batches")
-        group.gauge("last_batch_parse_ms", lambda: int(self._last_ms))
-        group.gauge("backend_gpu", lambda: int(self._gpu))
+        self._bodies = group.counter("numRecordsIn")
+        self._rows = group.counter("numRecordsOut")
+        self._rejected = group.counter("numRecordsInErrors")
+        self._bytes = group.counter("numBytesIn")
+        self._batches = group.counter("numBatches")
+        self._fallbacks = group.counter("gpuFallbackBatches")
+        self._in_rate = group.meter("numRecordsInPerSecond", time_span_in_seconds=60)
+        self._out_rate = group.meter("numRecordsOutPerSecond", time_span_in_seconds=60)
+        self._parse_times = Recent(100)
+        group.gauge("parseTimeMsP50", lambda: self._parse_times.percentile(50))
+        group.gauge("parseTimeMsP99", lambda: self._parse_times.percentile(99))
+        group.gauge("lastBatchParseTimeMs", lambda: int(self._last_ms))
+        group.gauge("backendGpu", lambda: int(self._gpu))
 
     def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pd.DataFrame:
         count = len(body)
@@ -98,8 +104,11 @@ class ParseFunction(ScalarFunction):
         self._bodies.inc(count)
         self._rows.inc(count - rejected)
         self._rejected.inc(rejected)
+        self._bytes.inc(int(body.map(len, na_action="ignore").sum()) if count else 0)
         self._batches.inc(1)
-        self._parse_ms.inc(int(elapsed_ms))
+        self._in_rate.mark_event(count)
+        self._out_rate.mark_event(count - rejected)
+        self._parse_times.add(elapsed_ms)
         self._last_ms = elapsed_ms
         self._gpu = 1 if result.backend == "gpu" else 0
         if self.backend == "auto" and result.backend != "gpu":

@@ -20,6 +20,7 @@ from typing import Any
 from pyflink.common import Row
 from pyflink.table.udf import AsyncScalarFunction, FunctionContext
 
+from connector.flink.metrics import Recent
 from connector.flink.planner import TablePlan
 from connector.options import (
     ENDPOINT,
@@ -42,6 +43,7 @@ from connector.options import (
     RETRY_MAX_ATTEMPTS,
     RETRY_MAX_BACKOFF,
     RETRY_MAX_RETRY_AFTER,
+    RETRY_ON_FAILURE,
     Options,
 )
 
@@ -49,8 +51,7 @@ __all__ = ["RequestFunction", "request_id_of"]
 
 
 class RequestFunction(AsyncScalarFunction):
-    """One request per prompt through `connector.client.VllmClient`; metrics in group `dspark`:
-    requests, responses (2xx), failed, retries, latency_ms (total), in_flight."""
+    """One request per prompt through `connector.client.VllmClient`; metrics: see `connector.flink.metrics`."""
 
     def __init__(self, plan: TablePlan) -> None:
         self.plan = plan
@@ -60,13 +61,17 @@ class RequestFunction(AsyncScalarFunction):
 
         self._client = VllmClient(config=client_config(self.plan))
         group = function_context.get_metric_group().add_group("dspark")
-        self._requests = group.counter("requests")
-        self._responses = group.counter("responses")
-        self._failed = group.counter("failed")
-        self._retries = group.counter("retries")
-        self._latency = group.counter("latency_ms")
+        self._requests = group.counter("numRequests")
+        self._responses = group.counter("numResponses")
+        self._failed = group.counter("numRequestsFailed")
+        self._retries = group.counter("numRetries")
+        self._bytes = group.counter("numBytesIn")
+        self._response_rate = group.meter("numResponsesPerSecond", time_span_in_seconds=60)
+        self._latencies = Recent(1000)
         self._in_flight = 0
-        group.gauge("in_flight", lambda: int(self._in_flight))
+        group.gauge("inFlight", lambda: int(self._in_flight))
+        for p in (50, 95, 99):
+            group.gauge(f"latencyMsP{p}", lambda p=p: self._latencies.percentile(p))
 
     def close(self) -> None:
         client = getattr(self, "_client", None)
@@ -102,10 +107,14 @@ class RequestFunction(AsyncScalarFunction):
             self._in_flight -= 1
         if error is None:
             self._responses.inc(1)
+            self._response_rate.mark_event(1)
         else:
             self._failed.inc(1)
+            if self.plan.options.get(RETRY_ON_FAILURE) == "fail-job":
+                raise RuntimeError(f"request {request_id} failed for good ('request.on-failure' = 'fail-job'): {error}")
         self._retries.inc(max(0, attempts - 1))
-        self._latency.inc(int(latency))
+        self._bytes.inc(len(body or b""))
+        self._latencies.add(latency)
         return Row(body or b"", status, float(latency), attempts, error)
 
 
