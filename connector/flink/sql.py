@@ -25,13 +25,14 @@ import time
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyflink.common import Row
 from pyflink.table.udf import AsyncScalarFunction, FunctionContext, udf
 
 from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
 from connector.flink.planner import REQUEST_RESULT, TablePlan
-from connector.flink.pyflink_fixes import copy_async_scalar_inputs
+from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
 from connector.options import validate
 from connector.profiles import builtin_profiles, load_profile
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
@@ -39,15 +40,16 @@ from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 __all__ = ["RequestFunction", "SqlParseFunction", "parse_function_for", "vllm_request"]
 
 copy_async_scalar_inputs()
+arrow_results()
 _RENAMED = {"_error": "error", "_error_field": "error_field"}
 
 
 class SqlParseFunction(ParseFunction):
     """`parse_<profile>(body)`: the table's parse step with the profile's every column."""
 
-    def eval(self, body: pd.Series, *unused: pd.Series) -> pd.DataFrame:  # type: ignore[override]
-        frame = super().eval(body, pd.Series([""] * len(body)))
-        return frame.rename(columns=_RENAMED)
+    def eval(self, body: pd.Series, *unused: pd.Series) -> pa.StructArray:  # type: ignore[override]
+        # The fields take the declared names (error, error_field) from the result type.
+        return super().eval(body, pd.Series([""] * len(body)))
 
 
 def parse_function_for(profile_name: str) -> Any:
