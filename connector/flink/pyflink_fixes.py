@@ -47,7 +47,7 @@ def arrow_results() -> None:
     """
     import pyarrow as pa
 
-    modules = []
+    modules: list[Any] = []
     for name in ("coder_impl_fast", "coder_impl_slow"):
         try:
             modules.append(__import__(f"pyflink.fn_execution.{name}", fromlist=["pandas_to_arrow"]))
@@ -58,7 +58,9 @@ def arrow_results() -> None:
         if getattr(original, "_dspark_arrow", False):
             continue
 
-        def pandas_to_arrow(schema: Any, timezone: Any, field_types: Any, series: Any, _original: Any = original) -> Any:
+        def pandas_to_arrow(
+            schema: Any, timezone: Any, field_types: Any, series: Any, _original: Any = original
+        ) -> Any:
             if len(series) == 1 and isinstance(series[0], pa.Array):
                 column = series[0]
                 target = schema.types[0]
@@ -70,4 +72,4 @@ def arrow_results() -> None:
             return _original(schema, timezone, field_types, series)
 
         pandas_to_arrow._dspark_arrow = True  # type: ignore[attr-defined]
-        module.pandas_to_arrow = pandas_to_arrow
+        module.pandas_to_arrow = pandas_to_arrow  # type: ignore[attr-defined]
