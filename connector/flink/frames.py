@@ -111,8 +111,9 @@ def to_table(
             filled = np.where(missing, running, values)
         created = pa.array(filled, type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
         full = full.set_column(full.column_names.index("created"), "created", created)
-    return full.append_column("_line", pa.array(lines, type=pa.int64())).append_column(
-        "_error", pa.array(reason, type=pa.string())
-    ).append_column("_error_field", pa.array(field, type=pa.string())).append_column(
-        "_backend", pa.array([result.backend] * count, type=pa.string())
+    return (
+        full.append_column("_line", pa.array(lines, type=pa.int64()))
+        .append_column("_error", pa.array(reason, type=pa.string()))
+        .append_column("_error_field", pa.array(field, type=pa.string()))
+        .append_column("_backend", pa.array([result.backend] * count, type=pa.string()))
     )
