@@ -66,7 +66,7 @@ def test_fault_matrix(tmp_path):
 
     port = free_port()
     simulator = dict(
-        mode="process", port=port, seed=5, faults=FAULTS, api_key=KEY, latency_ms=400.0, slow_ms=1500.0,
+        mode="process", port=port, seed=5, faults=FAULTS, api_key=KEY, latency_ms=200.0, slow_ms=1500.0,
         hang_s=60.0, big_bytes=2 * 1024 * 1024, flood_bytes=256 * 1024 * 1024,
     )  # fmt: skip
     seen_before_outage = 0
@@ -76,8 +76,8 @@ def test_fault_matrix(tmp_path):
         with serve_simulator(**simulator) as sim:
             submitted = script(
                 "submit", "--endpoint", sim.url, "--model", "meta-llama/Llama-3.1-8B-Instruct",
-                "--prompts", str(tmp_path / "prompts.txt"), "--output", str(out), "--concurrency", "16",
-                "--checkpoint-interval", "2",
+                "--prompts", str(tmp_path / "prompts.txt"), "--output", str(out), "--concurrency", "4",
+                "--checkpoint-interval", "2", "--detached",
                 "--option", "api-key.env=DSPARK_TEST_API_KEY", "--option", "request.timeout=3 s",
                 "--option", "request.retry.deadline=90 s", "--option", "request.retry.max-backoff=1 s",
                 extra={"DSPARK_TEST_API_KEY": KEY},  # only the submitting client has it
@@ -106,14 +106,14 @@ def test_fault_matrix(tmp_path):
         script("stop")
 
     rows = committed(out)
+    errors = [r[6] for r in rows if r[6]]
+    kinds = Counter(e.split(":")[0] if not e.startswith("request failed") else e.split(":")[1].strip() for e in errors)
+    print(f"error rows by kind: {dict(kinds)}; {len(rows) - len(errors)} rows; {seen_before_outage} requests before")
     ids = Counter(r[0] for r in rows)
     assert len(rows) == PROMPTS and set(ids) == {request_id_of(p) for p in prompts}  # each prompt once
-    errors = [r[6] for r in rows if r[6]]
     # The outage cost no prompt: while the server was down requests waited for it instead of failing.
     assert not [e for e in errors if "connect" in e], errors
     assert 0 < seen_before_outage < PROMPTS and after.get("requests /v1/chat/completions", 0) > 0
-    kinds = Counter(e.split(":")[0] if not e.startswith("request failed") else e.split(":")[1].strip() for e in errors)
-    print(f"error rows by kind: {dict(kinds)}; {len(rows) - len(errors)} rows")
     assert len(errors) < PROMPTS * 0.25
     assert any(r[4] == "200" and r[1] for r in rows)  # the 2 MB answers came through (no OOM, no restarts)
 

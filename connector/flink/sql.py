@@ -12,7 +12,8 @@
   parsed). Nested ROWs are built in SQL (`ROW(p.prompt_tokens, ...)`).
 - `vllm_request(endpoint, model, prompt)`: an async function (PyFlink's `AsyncScalarFunction`; its concurrency
   is `table.exec.async-scalar.max-concurrent-operations`, and `table.exec.async-scalar.timeout` must exceed a
-  request's retries) returning ROW<body BYTES, http_status INT, latency_ms DOUBLE, attempts INT, error STRING>.
+  request's retries) returning ROW<body BYTES, http_status INT, latency_ms DOUBLE, attempts INT, error STRING,
+  received_ms BIGINT>.
   Feed `r.body` to a parse function.
 
 A 'dspark-vllm' table is the same steps with options, metadata and projection; these are for the cases a
@@ -79,10 +80,11 @@ class RequestFunction(AsyncScalarFunction):
                 self._clients[key] = VllmClient(config=ClientConfig(base_url=key[0], model=key[1]))
             payload = {"messages": [{"role": "user", "content": prompt or ""}]}
             outcome = await self._clients[key].send(payload)
-            return Row(outcome.body or b"", outcome.status, float(outcome.latency_ms), outcome.attempts, outcome.error)
+            body, status, attempts, error = outcome.body or b"", outcome.status, outcome.attempts, outcome.error
+            return Row(body, status, float(outcome.latency_ms), attempts, error, int(time.time() * 1000))
         except Exception as exc:  # a bad endpoint is an error row, never a failed task
             latency = (time.perf_counter() - started) * 1000.0
-            return Row(b"", None, latency, 1, f"{type(exc).__name__}: {exc}")
+            return Row(b"", None, latency, 1, f"{type(exc).__name__}: {exc}", int(time.time() * 1000))
 
 
 _RESULT = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind, _ in REQUEST_RESULT)
