@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,6 +21,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
+import pyarrow as pa
+import pyarrow.compute as pc
+import re2
 import yaml
 
 from connector.errors import ProfileError
@@ -100,10 +102,72 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Extractor:
-    """How to take a content property out of free text: a regex, its first/last/all matches or their count."""
+    """How to take a content property out of free text: an RE2 pattern, its first/last/all matches or their
+    count (see `connector.decode.extract`).
 
-    pattern: re.Pattern[str]
+    `source`: the pattern as given, `.` matching newlines; `pattern`: it compiled by RE2. `arrow_pattern`:
+    the same with every capturing group named, as pyarrow's `extract_regex` needs, and `arrow_group` the name
+    of the group that holds the value (None when the pattern could not be given to pyarrow).
+    """
+
+    source: str
+    pattern: Any  # re2._Regexp (google-re2 has no type stubs)
     mode: Literal["first", "last", "all", "count"]
+    arrow_pattern: str | None = None
+    arrow_group: str | None = None
+
+
+def _capturing_parens(pattern: str) -> list[int]:
+    """Positions of the `(` that open unnamed capturing groups in an RE2 pattern."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        if pattern.startswith("\\Q", i):  # a literal span, up to \E or the end
+            end = pattern.find("\\E", i + 2)
+            i = len(pattern) if end < 0 else end + 2
+        elif pattern[i] == "\\":
+            i += 2
+        elif in_class:
+            if pattern.startswith("[:", i) and pattern.find(":]", i + 2) > 0:
+                i = pattern.find(":]", i + 2) + 2
+            else:
+                in_class = pattern[i] != "]"
+                i += 1
+        elif pattern[i] == "[":
+            in_class = True
+            i += 1
+            i += pattern.startswith("^", i)
+            i += pattern.startswith("]", i)  # a `]` first in a class is literal
+        else:
+            if pattern[i] == "(" and not pattern.startswith("(?", i):
+                out.append(i)
+            i += 1
+    return out
+
+
+def _for_arrow(source: str, compiled: Any) -> tuple[str | None, str | None]:
+    """`source` with all groups named (pyarrow's extract_regex refuses unnamed ones) and the value group's
+    name; (None, None) when the rewrite does not give RE2 the same groups (then the RE2 binding is used)."""
+    if not compiled.groups:
+        return f"(?P<value>{source})", "value"
+    rewritten = source
+    for number, at in reversed(list(enumerate(_capturing_parens(source), start=1))):
+        rewritten = f"{rewritten[:at]}(?P<_group{number}>{rewritten[at + 1 :]}"
+    try:
+        check = re2.compile(rewritten, _RE2_OPTIONS)
+    except re2.error:
+        return None, None
+    names = {index: name for name, index in check.groupindex.items()}
+    if check.groups != compiled.groups or len(names) != check.groups:
+        return None, None
+    try:
+        pc.extract_regex(pa.array([], pa.string()), rewritten)
+    except pa.ArrowInvalid:
+        return None, None
+    return rewritten, names[1]
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 
 
 @dataclass(frozen=True)
@@ -310,10 +374,17 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
     extract = None
     if "x-extract" in schema:
         spec = schema["x-extract"]
+        source = "(?s)" + spec["pattern"]
         try:
-            pattern = re.compile(spec["pattern"], re.DOTALL)
-        except re.error as exc:
-            raise ProfileError(f"{path}: key '{where}.x-extract.pattern': not a valid regex: {exc}") from exc
+            pattern = re2.compile(source, _RE2_OPTIONS)
+            pc.match_substring_regex(pa.array([], pa.string()), source)  # pyarrow's RE2 takes it too
+        except (re2.error, pa.ArrowInvalid) as exc:
+            detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            detail = detail.replace(source, spec["pattern"])
+            raise ProfileError(
+                f"{path}: key '{where}.x-extract.pattern': {spec['pattern']!r} is not an RE2 pattern ({detail}); "
+                "patterns are RE2 (https://github.com/google/re2/wiki/Syntax): no look-around, no backreferences"
+            ) from None
         modes = [m for m in ("all", "last", "count") if spec.get(m)]
         if len(modes) > 1:
             raise ProfileError(f"{path}: key '{where}.x-extract': set only one of all, last, count")
@@ -324,5 +395,6 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
             raise ProfileError(f"{path}: key '{where}.x-extract.all': needs type array, got {kind}")
         if mode != "all" and kind in ("array",):
             raise ProfileError(f"{path}: key '{where}.x-extract': an array property needs 'all: true'")
-        extract = Extractor(pattern=pattern, mode=mode)  # type: ignore[arg-type]
+        arrow_pattern, arrow_group = _for_arrow(source, pattern) if mode == "first" else (None, None)
+        extract = Extractor(source, pattern, mode, arrow_pattern, arrow_group)  # type: ignore[arg-type]
     return ContentProperty(name=name, kind=kind, item_kind=item_kind, schema=schema, extract=extract)  # type: ignore[arg-type]

@@ -72,7 +72,7 @@ def test_model_patterns():
         ("bad_type.yaml", r"bad_type.yaml: key 'content.properties.score.type': 'integr' is not valid"),
         (
             "bad_regex.yaml",
-            r"bad_regex.yaml: key 'content.properties.answer.x-extract.pattern': not a valid regex",
+            r"bad_regex.yaml: key 'content.properties.answer.x-extract.pattern': '\(unclosed' is not an RE2 pattern \(missing \): \(unclosed\); patterns are RE2",
         ),
         (
             "bad_key.yaml",
