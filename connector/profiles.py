@@ -24,7 +24,10 @@ import jsonschema
 import pyarrow as pa
 import pyarrow.compute as pc
 import re2
+import referencing
+import referencing.exceptions
 import yaml
+from referencing.jsonschema import DRAFT202012
 
 from connector.errors import ProfileError
 from connector.schema.json_types import PRIMITIVE_TYPES, declared_types
@@ -63,7 +66,20 @@ _PROPERTY = {
         "type": {"anyOf": [_JSON_TYPE, {"type": "array", "items": _JSON_TYPE, "minItems": 1}]},
         "x-extract": _EXTRACT,
     },
-    "required": ["type"],
+    # A content property may also say its type through $ref or anyOf (as pydantic writes it): see _resolved.
+    "anyOf": [{"required": ["type"]}, {"required": ["$ref"]}, {"required": ["anyOf"]}, {"required": ["oneOf"]}],
+}
+_FIELD = {**_PROPERTY, "anyOf": [{"required": ["type"]}]}
+_PATH = {"type": "string", "pattern": r"^[^.]+(\.[^.]+)*$"}
+_COLUMN = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+        "path": {"anyOf": [_PATH, {"type": "array", "items": _PATH, "minItems": 1}]},
+        "reduce": {"enum": ["length"]},
+    },
+    "required": ["name", "path"],
+    "additionalProperties": False,
 }
 # What a profile file may hold. Validated with jsonschema so that errors name the exact key.
 PROFILE_FILE_SCHEMA: dict[str, Any] = {
@@ -74,7 +90,7 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
         "description": {"type": "string"},
         "models": {"type": "array", "items": {"type": "string"}},
         "created": {"enum": ["seconds", "millis", "iso"]},
-        "fields": {"type": "object", "additionalProperties": _PROPERTY},
+        "fields": {"type": "object", "additionalProperties": _FIELD},
         "content": {
             "anyOf": [
                 {"type": "null"},
@@ -93,7 +109,7 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
             ]
         },
         "body": {"type": "object"},
-        "columns": {"type": "array"},
+        "columns": {"type": "array", "items": _COLUMN, "minItems": 1},
     },
     "required": ["name"],
     "additionalProperties": False,
@@ -278,7 +294,10 @@ def _read_file(path: str, mtime: float) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read the profile file: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ProfileError(f"{path}: not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping with at least 'name', got {type(data).__name__}")
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(PROFILE_FILE_SCHEMA).iter_errors(data))
@@ -304,10 +323,20 @@ def _load(name_or_path: str, seen: tuple[str, ...], relative_to: str | None = No
 
 def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
     if parent is None:
-        if "columns" not in data:
+        if "columns" not in data or "body" not in data:
             raise ProfileError(f"{path}: key 'columns': a profile without 'extends' must define body and columns")
+        try:
+            jsonschema.Draft202012Validator.check_schema(data["body"])
+        except jsonschema.SchemaError as exc:
+            key = ".".join(["body", *map(str, exc.absolute_path)])
+            raise ProfileError(f"{path}: key '{key}': not a valid JSON Schema: {exc.message}") from None
         body_schema: dict[str, Any] = copy.deepcopy(data["body"])
         columns = [dict(c) for c in data["columns"]]
+        seen: set[str] = set()
+        for i, column in enumerate(columns):
+            if column["name"] in seen:
+                raise ProfileError(f"{path}: key 'columns.{i}.name': '{column['name']}' is already a column")
+            seen.add(column["name"])
     else:
         if "body" in data or "columns" in data:
             raise ProfileError(f"{path}: keys 'body' and 'columns' belong to a base profile; add 'fields' instead")
@@ -335,7 +364,7 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
             where = f"content.properties.{prop}"
             if prop in names or prop in ("content_error", "line"):
                 raise ProfileError(f"{path}: key '{where}': clashes with the column '{prop}'; rename it")
-            properties.append(_content_property(path, where, prop, schema))
+            properties.append(_content_property(path, where, prop, _resolved(path, where, schema, content_schema)))
     return Profile(
         name=data["name"],
         description=data.get("description", parent.description if parent else ""),
@@ -347,6 +376,39 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
         content_schema=content_schema,
         content_properties=tuple(properties),
     )
+
+
+def _resolved(path: Path, where: str, schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """A content property's schema with `$ref`s followed (within the content schema, e.g. to `$defs`) and
+    `anyOf`/`oneOf` alternatives of type null dropped, as pydantic's `model_json_schema()` writes them.
+
+    Resolved as deep as the property's own type and its `items` need: nested objects become JSON text.
+    """
+    resource = referencing.Resource.from_contents(dict(root), default_specification=DRAFT202012)
+    resolver = referencing.Registry().with_resource("urn:content", resource).resolver("urn:content")
+
+    def resolve(node: Mapping[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+        out = dict(node)
+        ref = out.pop("$ref", None)
+        if ref is not None:
+            if ref in seen or len(seen) > 32:
+                return {**out, "type": "object"}  # a recursive type: kept as JSON text
+            try:
+                target = resolver.lookup(ref).contents
+            except referencing.exceptions.Unresolvable:
+                raise ProfileError(f"{path}: key '{where}.$ref': {ref!r} does not resolve in 'content'") from None
+            out = {**resolve(target, (*seen, ref)), **out}
+        for key in ("anyOf", "oneOf"):
+            if key in out:
+                options = [o for o in out[key] if not (isinstance(o, Mapping) and o.get("type") == "null")]
+                if len(options) == 1 and isinstance(options[0], Mapping):
+                    del out[key]
+                    out = {**resolve(options[0], seen), **out}
+        if isinstance(out.get("items"), Mapping):
+            out["items"] = resolve(out["items"], seen)
+        return out
+
+    return resolve(schema, ())
 
 
 def _check_kind(path: Path, where: str, schema: Mapping[str, Any], *, allow_nested: bool) -> str:

@@ -497,7 +497,10 @@ def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
         parse_batch([encode(chat())], backend="auto")
     if result.backend == "gpu":
         pytest.skip("a GPU is available: auto chose it")
-    assert result.fallback_reason and "set 'parse.backend' = 'cpu'" in result.fallback_reason
+    assert (
+        result.fallback_reason
+        and "('parse.backend' = 'cpu' in a table, --backend cpu on the command line)" in result.fallback_reason
+    )
     warnings = [r for r in caplog.records if "parse backend 'auto' uses the CPU" in r.getMessage()]
     assert len(warnings) == 1
     readers._chosen.clear()

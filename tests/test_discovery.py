@@ -193,7 +193,7 @@ def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
         assert json.loads(out) == load_profile("math").response_json_schema()
     assert main(["schema", "--endpoint", sim.url]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and err.startswith(f"error: cannot connect to {sim.url}")
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"dspark-vllm schema: cannot connect to {sim.url}")
 
 
 def test_cli_simulate_rejects_a_bad_profile(capsys) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,6 @@ import json
 import sys
 
 from connector.client.client import API_KEY_ENV
-from connector.errors import DsparkError
 from connector.schema.discovery import discover_schema
 
 __all__ = ["add_arguments", "run"]
@@ -34,24 +33,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        found = discover_schema(
-            args.endpoint,
-            args.profile,
-            probe=args.probe,
-            api_key=args.api_key,
-            verify=not args.insecure,
-            timeout_s=args.timeout,
-        )
-        if args.format == "ddl":
-            text = found.ddl()
-        elif args.format == "arrow":
-            text = found.arrow_schema().to_string(show_schema_metadata=False)
-        else:
-            text = json.dumps(found.json_schema(), indent=2)
-    except DsparkError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    """Print the columns; errors are raised for `connector.cli.main`, which gives them their exit status."""
+    found = discover_schema(
+        args.endpoint,
+        args.profile,
+        probe=args.probe,
+        api_key=args.api_key,
+        verify=not args.insecure,
+        timeout_s=args.timeout,
+    )
+    if args.format == "ddl":
+        text = found.ddl()
+    elif args.format == "arrow":
+        text = found.arrow_schema().to_string(show_schema_metadata=False)
+    else:
+        text = json.dumps(found.json_schema(), indent=2)
     print(f"-- schema source: {found.source}: {found.detail}; profile '{found.profile.name}'", file=sys.stderr)
     if found.added_fields:
         print(f"-- fields beyond the profile: {', '.join(found.added_fields)}", file=sys.stderr)
