@@ -318,7 +318,19 @@ def _load(name_or_path: str, seen: tuple[str, ...], relative_to: str | None = No
         parent = _load(data["extends"], (*seen, key), relative_to=key)
     elif "body" not in data:
         parent = _load("openai", (*seen, key))
-    return _build(path, data, parent)
+    # Built once per file version and parent: building checks schemas and compiles patterns, and a batch
+    # names its profile on every call. `data` is the cached read of this very version of the file.
+    cache_key = (str(path), id(data), id(parent))
+    cached = _built.get(cache_key)
+    if cached is None:
+        if len(_built) > 64:
+            _built.clear()
+        # The parent and data are kept with the profile so that their ids stay theirs.
+        cached = _built[cache_key] = (_build(path, data, parent), parent, data)
+    return cached[0]
+
+
+_built: dict[tuple[str, int, int], tuple[Profile, Profile | None, dict[str, Any]]] = {}
 
 
 def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:

@@ -13,6 +13,7 @@ Each content is one of:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,6 +30,8 @@ from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
 
 __all__ = ["content_values", "parse_contents"]
+
+log = logging.getLogger(__name__)
 
 # One markdown fence around the whole content (JSON whitespace around it): its body is the JSON.
 _FENCE = r"(?s)^[ \t\n\r]*```[A-Za-z]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```[ \t\n\r]*$"
@@ -81,7 +84,7 @@ def parse_contents(
 
     exact = np.flatnonzero(as_json & ~fast)
     texts = unfenced.take(pa.array(exact)).to_numpy(zero_copy_only=False).tolist() if len(exact) else []
-    decided = [json_content_values(text, properties) for text in texts]
+    decided = [_json_content(text, properties) for text in texts]
     add(
         exact,
         {p.name: pa.array([v[0][p.name] for v in decided], content_arrow_type(p)) for p in properties},
@@ -104,6 +107,14 @@ def parse_contents(
     back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
     out = {name: pa.concat_arrays(arrays).take(back) for name, arrays in parts.items()}
     return out, pa.concat_arrays(error_parts).take(back), len(exact) + len(text_rows)
+
+
+def _json_content(text: str, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
+    try:
+        return json_content_values(text, properties)
+    except Exception as exc:  # a defect of ours must cost this content, not its batch
+        log.exception("a content could not be decoded")
+        return {p.name: None for p in properties}, f"internal error ({type(exc).__name__}); please report it"
 
 
 def content_values(text: str | None, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:

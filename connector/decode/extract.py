@@ -70,12 +70,13 @@ def extract(texts: pa.Array, properties: Sequence[ContentProperty]) -> tuple[dic
 def _matches(extractor: Extractor, text: str) -> Any:
     """What `all` (every match) and `last` (the last match, or None) take from one text; `first` where its
     pattern could not be given to pyarrow."""
-    data = text.encode("utf-8")
+    # str in, str out: the binding maps byte offsets to characters as it goes (linear), and steps past an
+    # empty match by a character, never into the middle of one.
     group = 1 if extractor.pattern.groups else 0
     if extractor.mode == "first":
-        found = extractor.pattern.search(data)
-        return None if found is None else (found.group(group) or b"").decode("utf-8")
-    matches = [(m.group(group) or b"").decode("utf-8") for m in extractor.pattern.finditer(data)]
+        found = extractor.pattern.search(text)
+        return None if found is None else found.group(group) or ""
+    matches = [m.group(group) or "" for m in extractor.pattern.finditer(text)]
     if extractor.mode == "all":
         return matches
     return matches[-1] if matches else None
