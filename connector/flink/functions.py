@@ -1,25 +1,27 @@
-"""The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink)."""
+"""The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink).
+
+Built on the workers by `connector.flink.runtime.parse_function` from a table's plan; `parse_udf` wraps one
+for a PyFlink program (the SQL-function route, see `connector.flink.sql`).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
-from pyflink.table import DataTypes
-from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+from pyflink.table.udf import FunctionContext, ScalarFunction
 
 from connector.decode import parse_batch
-from connector.flink.frames import flat_schema, to_frame
+from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_frame
 from connector.flink.gpu import choose_device
-from connector.flink.types import flink_type
-from connector.profiles import Profile
+from connector.flink.metrics import Recent
+from connector.flink.planner import TablePlan
+from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
 
-__all__ = ["ParseFunction", "parse_udf"]
+__all__ = ["ParseFunction"]
 
 log = logging.getLogger(__name__)
 
@@ -28,16 +30,21 @@ class ParseFunction(ScalarFunction):
     """Called with (body BYTES, source STRING[, request_error STRING]) per Arrow batch.
 
     `source` is the file a replayed body came from (lines are counted per file), or the prompt of a request.
-    Metrics (group `dspark`): bodies, rows, rejected, batches, parse_ms (total), last_batch_parse_ms,
-    backend_gpu (1 while the GPU parses), gpu_fallback_batches (batches 'auto' parsed on the CPU).
+    Metrics: see `connector.flink.metrics` (`backendGpu` is 1 while the GPU parses, `gpuFallbackBatches`
+    counts the batches 'auto' parsed on the CPU).
     """
 
-    def __init__(self, profile: Profile, backend: str, gpu_device: str, require_created: bool, mode: str):
-        self.profile = profile
-        self.backend = backend
-        self.gpu_device = gpu_device
-        self.require_created = require_created
-        self.mode = mode
+    def __init__(self, plan: TablePlan, columns: tuple[str, ...]):
+        internal = set(INTERNAL.names)
+        self.columns = columns
+        self.profile = prune_profile(plan.profile, [c for c in columns if c not in internal])
+        self.backend = plan.options.get(PARSE_BACKEND)
+        self.gpu_device = plan.options.get(PARSE_GPU_DEVICE)
+        self.require_created = plan.require_created
+        self.mode = plan.options.get(MODE)
+        unknown = set(columns) - set(flat_schema(self.profile).names)
+        if unknown:
+            raise ValueError(f"the parse function cannot produce {sorted(unknown)}")
 
     def open(self, function_context: FunctionContext) -> None:
         self._lines: dict[str, int] = {}
@@ -62,14 +69,19 @@ class ParseFunction(ScalarFunction):
                 log.warning("parse backend 'auto' uses the CPU: %s", exc)
                 self._effective = "cpu"
         group = function_context.get_metric_group().add_group("dspark")
-        self._bodies = group.counter("bodies")
-        self._rows = group.counter("rows")
-        self._rejected = group.counter("rejected")
-        self._batches = group.counter("batches")
-        self._parse_ms = group.counter("parse_ms")
-        self._fallbacks = group.counter("gpu_fallback_batches")
-        group.gauge("last_batch_parse_ms", lambda: int(self._last_ms))
-        group.gauge("backend_gpu", lambda: int(self._gpu))
+        self._bodies = group.counter("numRecordsIn")
+        self._rows = group.counter("numRecordsOut")
+        self._rejected = group.counter("numRecordsInErrors")
+        self._bytes = group.counter("numBytesIn")
+        self._batches = group.counter("numBatches")
+        self._fallbacks = group.counter("gpuFallbackBatches")
+        self._in_rate = group.meter("numRecordsInPerSecond", time_span_in_seconds=60)
+        self._out_rate = group.meter("numRecordsOutPerSecond", time_span_in_seconds=60)
+        self._parse_times = Recent(100)
+        group.gauge("parseTimeMsP50", lambda: self._parse_times.percentile(50))
+        group.gauge("parseTimeMsP99", lambda: self._parse_times.percentile(99))
+        group.gauge("lastBatchParseTimeMs", lambda: int(self._last_ms))
+        group.gauge("backendGpu", lambda: int(self._gpu))
 
     def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pd.DataFrame:
         count = len(body)
@@ -78,27 +90,25 @@ class ParseFunction(ScalarFunction):
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         lines = self._count_lines(source)
-        if "created" in result.table.column_names and result.table.num_rows:
-            newest = pc.max(result.table.column("created")).as_py()
-            if newest is not None:
-                newest = pd.Timestamp(newest).tz_convert(None)
-                if self._last_created is None or newest > self._last_created:
-                    self._last_created = newest
-        if self.mode == "request":
-            # A failed request has no `created`: it happened now (servers set `created` to now too).
-            fallback = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms")
-        else:
-            # A rejected body gets the newest event time seen: it neither moves the watermark nor is late.
-            fallback = self._last_created if self._last_created is not None else pd.Timestamp(0)
+        # A failed request has no `created`: it happened now (servers set `created` to now too).
+        now = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms") if self.mode == "request" else None
         errors = request_error[0] if request_error else None
-        frame = to_frame(result, count, lines, fallback, errors, self.require_created)
+        frame = to_frame(result, count, lines, self._last_created, errors, self.require_created, now)
+        if "created" in frame and count:
+            newest = frame["created"].max()
+            if pd.notna(newest) and (self._last_created is None or newest > self._last_created):
+                self._last_created = newest
+        frame = frame[list(self.columns)]
 
         rejected = int(frame["_error"].notna().sum())
         self._bodies.inc(count)
         self._rows.inc(count - rejected)
         self._rejected.inc(rejected)
+        self._bytes.inc(int(body.map(len, na_action="ignore").sum()) if count else 0)
         self._batches.inc(1)
-        self._parse_ms.inc(int(elapsed_ms))
+        self._in_rate.mark_event(count)
+        self._out_rate.mark_event(count - rejected)
+        self._parse_times.add(elapsed_ms)
         self._last_ms = elapsed_ms
         self._gpu = 1 if result.backend == "gpu" else 0
         if self.backend == "auto" and result.backend != "gpu":
@@ -121,10 +131,3 @@ class ParseFunction(ScalarFunction):
 def _subtask_index(context: FunctionContext) -> int:
     index = context.get_index_of_this_subtask()  # PyFlink >= 2.3; None where the runtime does not say
     return int(index) if index is not None else 0
-
-
-def parse_udf(function: ParseFunction) -> Any:
-    """The pandas UDF of `function`, returning a flat ROW of `flat_schema(profile)`."""
-    schema = flat_schema(function.profile)
-    result_type = DataTypes.ROW([DataTypes.FIELD(f.name, flink_type(f.type)) for f in schema])
-    return udf(function, result_type=result_type, func_type="pandas")

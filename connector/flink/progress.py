@@ -1,6 +1,7 @@
 """Progress of a running job from Flink's REST API: bodies in, rows out, errors (pure code, urllib only).
 
-Our parse function reports the metrics `dspark.bodies`, `dspark.rows`, `dspark.rejected`; sinks report
+Our parse function reports the metrics `dspark.numRecordsIn`, `dspark.numRecordsOut`,
+`dspark.numRecordsInErrors` (bodies, rows, error rows); sinks report
 `numRecordsIn` on their writers. Summed over subtasks with the REST API's `agg=sum`.
 """
 
@@ -15,6 +16,8 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = ["JobProgress", "Snapshot", "free_port"]
+
+_PARSE_METRICS = {"numRecordsIn": "bodies", "numRecordsOut": "rows", "numRecordsInErrors": "rejected"}
 
 
 @dataclass(frozen=True)
@@ -58,8 +61,8 @@ class JobProgress:
                 names = [m["id"] for m in self._get(base)]
                 wanted = {}
                 for name in names:
-                    for key in ("bodies", "rows", "rejected"):
-                        if name.endswith(f".dspark.{key}"):
+                    for metric, key in _PARSE_METRICS.items():
+                        if name.endswith(f".dspark.{metric}"):
                             wanted[name] = key
                     if name.startswith(self.sink_prefix) and name.endswith("Writer.numRecordsIn"):
                         wanted[name] = "written"

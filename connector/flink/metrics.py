@@ -1,0 +1,44 @@
+"""The metrics of our functions, named as Flink names its own (FLIP-33), and recent percentiles (pyflink-free).
+
+Group `dspark` of each operator:
+
+- parse: counters `numRecordsIn` (bodies), `numRecordsOut` (parsed rows), `numRecordsInErrors` (error rows),
+  `numBytesIn`, `numBatches`, `gpuFallbackBatches`; meters `numRecordsInPerSecond`, `numRecordsOutPerSecond`;
+  gauges `parseTimeMsP50`, `parseTimeMsP99` (the last 100 batches), `lastBatchParseTimeMs`, `backendGpu`.
+- request: counters `numRequests`, `numResponses` (a body came back), `numRequestsFailed` (error rows),
+  `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges `inFlight`, `latencyMsP50`,
+  `latencyMsP95`, `latencyMsP99` (the last 1,000 requests).
+
+Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
+reporter shows a meter as its rate.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+__all__ = ["Recent"]
+
+
+class Recent:
+    """The last `size` values and their percentiles (nearest rank), for numeric gauges.
+
+    >>> r = Recent(4)
+    >>> for v in (10, 20, 30, 40, 50): r.add(v)
+    >>> r.percentile(50), r.percentile(100)
+    (30, 50)
+    """
+
+    def __init__(self, size: int) -> None:
+        self._values: deque[float] = deque(maxlen=size)
+
+    def add(self, value: float) -> None:
+        self._values.append(value)
+
+    def percentile(self, p: float) -> int:
+        if not self._values:
+            return 0
+        ordered = sorted(self._values)
+        rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+        return int(round(ordered[rank - 1]))
