@@ -22,7 +22,7 @@ timeout 60 python3 benchmarks/libcudf_probe.py 2>&1 | tee "$out/probe.txt"
 # Equality: the host-side checks, then every deserializer test on the gpu backend (golden, malformed, content,
 # the property test) and the cross-backend table comparison.
 timeout 60 python3 -m pytest -q -p no:cacheprovider tests/test_gpu_reader.py 2>&1 | tee "$out/pytest.txt"
-timeout 180 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_decode.py tests/test_properties.py 2>&1 \
+timeout 180 python3 -m pytest -q -p no:cacheprovider -m gpu tests/test_decode.py tests/test_properties.py tests/test_hostile.py 2>&1 \
   | tee -a "$out/pytest.txt"
 # Timings: both backends, 10k-body batches and one >= 64 MB batch.
 timeout 240 python3 -m connector.cli bench parse --no-flink --bodies 100000 --repeat 3 \

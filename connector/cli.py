@@ -5,21 +5,36 @@ dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink]
 dspark-vllm simulate --host 127.0.0.1 --port P [--profile NAME|FILE] [--seed N] [fault options]
 dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json-schema]
 dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
+
+Exit status: 0 done (rejected bodies are error rows, not a failure); 1 the work failed while running (a
+file could not be read or written, a server could not be reached); 2 a usage error, found before any work
+(arguments, profile, input and output paths, backend); 130 interrupted. Every error is one line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import base64
+import contextlib
 import importlib
 import json
 import logging
+import os
+import stat
 import sys
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import IO, Any
 
-from connector.errors import DsparkError
+from connector.errors import BackendUnavailable, DsparkError, OptionsError, ProfileError
 
-__all__ = ["main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+# Raised for these, the fix is in how the command was called.
+_USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 
 # Subcommands that live with their subsystem: module with add_arguments(parser) and run(args) -> int.
 _DELEGATED = {
@@ -27,58 +42,213 @@ _DELEGATED = {
     "schema": ("connector.schema.cli", "print the columns a table gets from an endpoint"),
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
 }
+_READ_SIZE = 1 << 24
 
 
-def _read_lines(source: str) -> list[bytes]:
+class _Failed(DsparkError):
+    """The work failed while running (exit 1)."""
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
+    return value
+
+
+def _open_input(source: str) -> IO[bytes]:
     if source == "-":
-        data = sys.stdin.buffer.read()
-    else:
-        path = Path(source)
-        if not path.is_file():
-            raise DsparkError(f"{source}: no such file")
+        return sys.stdin.buffer
+    try:
+        return open(source, "rb")  # noqa: SIM115 - closed by the caller
+    except FileNotFoundError:
+        raise OptionsError(f"{source}: no such file") from None
+    except IsADirectoryError:
+        raise OptionsError(f"{source}: is a directory; give a file with one response body per line") from None
+    except OSError as exc:
+        raise OptionsError(f"{source}: cannot read: {exc.strerror}") from None
+
+
+def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
+    """The lines of `stream` (without `\\n` or `\\r\\n`) in lists of `size`, reading a block at a time."""
+    batch: list[bytes] = []
+    rest = b""
+    while True:
         try:
-            data = path.read_bytes()
+            block = stream.read(_READ_SIZE)
         except OSError as exc:
-            raise DsparkError(f"{source}: cannot read: {exc.strerror}") from exc
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the newline that ends the last line does not start another
-    return [line[:-1] if line.endswith(b"\r") else line for line in lines]
+            raise _Failed(f"cannot read the input: {exc.strerror}") from None
+        if not block:
+            break
+        lines = (rest + block).split(b"\n")
+        rest = lines.pop()
+        for line in lines:
+            batch.append(line[:-1] if line.endswith(b"\r") else line)
+            if len(batch) == size:
+                yield batch
+                batch = []
+    if rest:
+        batch.append(rest[:-1] if rest.endswith(b"\r") else rest)
+    if batch:
+        yield batch
+
+
+class _Output:
+    """A file written whole or not at all: a temporary file beside it, renamed at the end (a device such as
+    /dev/stdout is written directly). Opening it checks the path, before any work."""
+
+    def __init__(self, path: str, what: str) -> None:
+        self.path, self.what = path, what
+        target = Path(path)
+        try:
+            mode = target.stat().st_mode
+        except FileNotFoundError:
+            mode = None
+        except OSError as exc:
+            raise OptionsError(f"{what} {path}: {exc.strerror}") from None
+        if mode is not None and stat.S_ISDIR(mode):
+            raise OptionsError(f"{what} {path}: is a directory; give a file name")
+        self.direct = mode is not None and not stat.S_ISREG(mode)
+        try:
+            if self.direct:
+                self.file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()/discard()
+                self.temp = None
+            else:
+                handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+                self.file, self.temp = os.fdopen(handle, "wb"), temp
+        except OSError as exc:
+            raise OptionsError(f"{what} {path}: cannot write there: {exc.strerror}") from None
+
+    def finish(self) -> None:
+        """Everything written (ENOSPC shows here at the latest); `commit` then puts the file in place."""
+        try:
+            self.file.close()
+        except OSError as exc:
+            raise _Failed(f"{self.what} {self.path}: cannot write: {exc.strerror}") from None
+
+    def commit(self) -> None:
+        if self.temp is not None:
+            try:
+                os.replace(self.temp, self.path)
+            except OSError as exc:
+                raise _Failed(f"{self.what} {self.path}: cannot write: {exc.strerror}") from None
+
+    def discard(self) -> None:
+        with contextlib.suppress(OSError):
+            self.file.close()
+        if self.temp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(self.temp)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.abspath(a) == os.path.abspath(b)
+
+
+class _ErrorsWriter:
+    """Rejected bodies, as NDJSON (the body as text when it is UTF-8, else as `body_base64`) or Parquet."""
+
+    def __init__(self, output: _Output) -> None:
+        self.output = output
+        self.parquet: Any = None
+        if output.path.endswith(".parquet"):
+            import pyarrow.parquet as pq
+
+            from connector.decode.batch import ERRORS_SCHEMA
+
+            self.parquet = pq.ParquetWriter(output.file, ERRORS_SCHEMA)
+
+    def write(self, errors: Any) -> None:
+        if self.parquet is not None:
+            self.parquet.write_table(errors)
+            return
+        lines = []
+        for row in errors.to_pylist():
+            body = row.pop("body")
+            try:
+                row["body"] = None if body is None else body.decode("utf-8")
+            except UnicodeDecodeError:
+                row["body_base64"] = base64.b64encode(body).decode("ascii")
+            lines.append(json.dumps(row, ensure_ascii=False) + "\n")
+        self.output.file.write("".join(lines).encode("utf-8"))
+
+    def close(self) -> None:
+        if self.parquet is not None:
+            self.parquet.close()
 
 
 def _parse(args: argparse.Namespace) -> int:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     from connector.decode import parse_batch
+    from connector.decode.readers import select_reader
     from connector.profiles import load_profile
+    from connector.schema.columns import output_schema
 
+    # Everything that can be wrong with the call is found before the input is read.
     profile = load_profile(args.profile)
-    lines = _read_lines(args.input)
-    started = time.perf_counter()
-    tables, errors, backend = [], [], args.backend
-    for start in range(0, max(len(lines), 1), args.batch_size):
-        result = parse_batch(lines[start : start + args.batch_size], profile, args.backend, first_line=start + 1)
-        tables.append(result.table)
-        errors.append(result.errors)
-        backend = result.backend + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else "")
-    seconds = time.perf_counter() - started
-    table = pa.concat_tables(tables)
-    pq.write_table(table, args.output)
-    error_table = pa.concat_tables(errors)
-    if args.errors:
-        with open(args.errors, "w", encoding="utf-8") as out:
-            for row in error_table.to_pylist():
-                body = row.pop("body")
-                row["body"] = body.decode("utf-8", "replace")
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    size = sum(len(line) for line in lines)
+    schema = output_schema(profile)
+    for path, flag in ((args.output, "--output"), (args.errors, "--errors")):
+        if path and args.input != "-" and _same_file(path, args.input):
+            raise OptionsError(f"{flag} {path} is the input file: give another path (it would be overwritten)")
+    if args.errors and _same_file(args.errors, args.output):
+        raise OptionsError(f"--errors {args.errors} is the --output file: give another path")
+    stream = _open_input(args.input)
+    outputs: list[_Output] = []
+    try:
+        select_reader(args.backend)
+        outputs.append(_Output(args.output, "--output"))
+        if args.errors:
+            outputs.append(_Output(args.errors, "--errors"))
+        rows_writer = pq.ParquetWriter(outputs[0].file, schema)
+        errors_writer = _ErrorsWriter(outputs[1]) if args.errors else None
+        started = time.perf_counter()
+        parsed = rejected = size = 0
+        backend = args.backend
+        line = 1
+        for batch in _batches(stream, args.batch_size):
+            result = parse_batch(batch, profile, args.backend, first_line=line)
+            line += len(batch)
+            size += sum(map(len, batch))
+            parsed += result.table.num_rows
+            rejected += result.errors.num_rows
+            backend = result.backend + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else "")
+            try:
+                rows_writer.write_table(result.table)
+                if errors_writer is not None:
+                    errors_writer.write(result.errors)
+            except OSError as exc:
+                raise _Failed(f"cannot write the output: {exc.strerror or exc}") from None
+        seconds = time.perf_counter() - started
+        try:
+            rows_writer.close()
+            if errors_writer is not None:
+                errors_writer.close()
+        except OSError as exc:
+            raise _Failed(f"cannot write the output: {exc.strerror or exc}") from None
+        for output in outputs:
+            output.finish()
+        for output in outputs:
+            output.commit()
+    except BaseException:
+        for output in outputs:
+            output.discard()
+        raise
+    finally:
+        if stream is not sys.stdin.buffer:
+            stream.close()
     print(
-        f"parsed {table.num_rows}, rejected {error_table.num_rows}, backend {backend}, "
+        f"parsed {parsed}, rejected {rejected}, backend {backend}, "
         f"{size / 1e6 / max(seconds, 1e-9):.1f} MB/s ({size / 1e6:.1f} MB in {seconds:.2f} s)",
         file=sys.stderr,
     )
-    return 0
+    return EXIT_OK
 
 
 def _bench(args: argparse.Namespace) -> int:
@@ -88,35 +258,46 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dspark-vllm", description=__doc__.split("\n\n")[0])
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO")
+    common = argparse.ArgumentParser(add_help=False)
+    # SUPPRESS: given after the subcommand, -v must not be reset by the subcommand's default.
+    common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO")
+    parser = argparse.ArgumentParser(
+        prog="dspark-vllm",
+        description=__doc__.split("\n\n")[0],
+        epilog=__doc__.split("\n\n")[2],
+        parents=[common],
+    )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    p = sub.add_parser("parse", help="parse raw response bodies (one per line) into Parquet")
+    p = sub.add_parser("parse", parents=[common], help="parse raw response bodies (one per line) into Parquet")
     p.add_argument("input", help="file with one response body per line, or - for stdin")
     p.add_argument("--profile", default="openai", help="built-in profile name or profile file (default: openai)")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
     p.add_argument("--output", required=True, help="Parquet file for the parsed rows")
-    p.add_argument("--errors", help="NDJSON file for rejected lines (line, reason, field, body)")
-    p.add_argument("--batch-size", type=int, default=10_000, help="bodies per batch (default 10000)")
+    p.add_argument(
+        "--errors",
+        help="file for rejected lines: NDJSON (line, reason, field, body or body_base64), or Parquet if it "
+        "ends with .parquet (body as bytes)",
+    )
+    p.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per batch (default 10000)")
     p.set_defaults(func=_parse)
 
-    b = sub.add_parser("bench", help="benchmarks")
+    b = sub.add_parser("bench", parents=[common], help="benchmarks")
     bench = b.add_subparsers(dest="bench", required=True)
-    bp = bench.add_parser("parse", help="deserializer throughput against the usual baselines")
-    bp.add_argument("--bodies", type=int, default=100_000, help="corpus size (default 100000)")
-    bp.add_argument("--batch-size", type=int, default=10_000, help="bodies per parse_batch call")
+    bp = bench.add_parser("parse", parents=[common], help="deserializer throughput against the usual baselines")
+    bp.add_argument("--bodies", type=_positive, default=100_000, help="corpus size (default 100000)")
+    bp.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per parse_batch call")
     bp.add_argument("--profile", default="coder")
     bp.add_argument("--json-share", type=float, default=0.8, help="share of bodies whose content is JSON")
     bp.add_argument("--seed", type=int, default=7)
-    bp.add_argument("--repeat", type=int, default=3, help="runs per path; the best is reported")
+    bp.add_argument("--repeat", type=_positive, default=3, help="runs per path; the best is reported")
     bp.add_argument("--no-flink", action="store_true", help="skip the Flink json-format baseline")
-    bp.add_argument("--gpu-batch-mb", type=int, default=64, help="batch size in MB of the large-batch GPU row")
+    bp.add_argument("--gpu-batch-mb", type=_positive, default=64, help="batch size in MB of the large-batch GPU row")
     bp.add_argument("--output-json", help="also write the results as JSON")
     bp.set_defaults(func=_bench)
 
     for name, (module, help_text) in _DELEGATED.items():
-        d = sub.add_parser(name, help=help_text)
+        d = sub.add_parser(name, parents=[common], help=help_text)
         d.set_defaults(func=None, module=module)
         importlib.import_module(module).add_arguments(d)
     return parser
@@ -125,14 +306,21 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    verbose = getattr(args, "verbose", False)
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
     try:
         if args.func is None:
             return int(importlib.import_module(args.module).run(args))
         return int(args.func(args))
+    except _USAGE_ERRORS as exc:
+        print(f"dspark-vllm {args.command}: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except DsparkError as exc:
         print(f"dspark-vllm {args.command}: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print(f"dspark-vllm {args.command}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import lru_cache
@@ -22,7 +21,13 @@ from pathlib import Path
 from typing import Any, Literal
 
 import jsonschema
+import pyarrow as pa
+import pyarrow.compute as pc
+import re2
+import referencing
+import referencing.exceptions
 import yaml
+from referencing.jsonschema import DRAFT202012
 
 from connector.errors import ProfileError
 from connector.schema.json_types import PRIMITIVE_TYPES, declared_types
@@ -61,7 +66,20 @@ _PROPERTY = {
         "type": {"anyOf": [_JSON_TYPE, {"type": "array", "items": _JSON_TYPE, "minItems": 1}]},
         "x-extract": _EXTRACT,
     },
-    "required": ["type"],
+    # A content property may also say its type through $ref or anyOf (as pydantic writes it): see _resolved.
+    "anyOf": [{"required": ["type"]}, {"required": ["$ref"]}, {"required": ["anyOf"]}, {"required": ["oneOf"]}],
+}
+_FIELD = {**_PROPERTY, "anyOf": [{"required": ["type"]}]}
+_PATH = {"type": "string", "pattern": r"^[^.]+(\.[^.]+)*$"}
+_COLUMN = {
+    "type": "object",
+    "properties": {
+        "name": {"type": "string", "pattern": r"^[A-Za-z_][A-Za-z0-9_]*$"},
+        "path": {"anyOf": [_PATH, {"type": "array", "items": _PATH, "minItems": 1}]},
+        "reduce": {"enum": ["length"]},
+    },
+    "required": ["name", "path"],
+    "additionalProperties": False,
 }
 # What a profile file may hold. Validated with jsonschema so that errors name the exact key.
 PROFILE_FILE_SCHEMA: dict[str, Any] = {
@@ -72,7 +90,7 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
         "description": {"type": "string"},
         "models": {"type": "array", "items": {"type": "string"}},
         "created": {"enum": ["seconds", "millis", "iso"]},
-        "fields": {"type": "object", "additionalProperties": _PROPERTY},
+        "fields": {"type": "object", "additionalProperties": _FIELD},
         "content": {
             "anyOf": [
                 {"type": "null"},
@@ -91,7 +109,7 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
             ]
         },
         "body": {"type": "object"},
-        "columns": {"type": "array"},
+        "columns": {"type": "array", "items": _COLUMN, "minItems": 1},
     },
     "required": ["name"],
     "additionalProperties": False,
@@ -100,10 +118,72 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
 
 @dataclass(frozen=True)
 class Extractor:
-    """How to take a content property out of free text: a regex, its first/last/all matches or their count."""
+    """How to take a content property out of free text: an RE2 pattern, its first/last/all matches or their
+    count (see `connector.decode.extract`).
 
-    pattern: re.Pattern[str]
+    `source`: the pattern as given, `.` matching newlines; `pattern`: it compiled by RE2. `arrow_pattern`:
+    the same with every capturing group named, as pyarrow's `extract_regex` needs, and `arrow_group` the name
+    of the group that holds the value (None when the pattern could not be given to pyarrow).
+    """
+
+    source: str
+    pattern: Any  # re2._Regexp (google-re2 has no type stubs)
     mode: Literal["first", "last", "all", "count"]
+    arrow_pattern: str | None = None
+    arrow_group: str | None = None
+
+
+def _capturing_parens(pattern: str) -> list[int]:
+    """Positions of the `(` that open unnamed capturing groups in an RE2 pattern."""
+    out, i, in_class = [], 0, False
+    while i < len(pattern):
+        if pattern.startswith("\\Q", i):  # a literal span, up to \E or the end
+            end = pattern.find("\\E", i + 2)
+            i = len(pattern) if end < 0 else end + 2
+        elif pattern[i] == "\\":
+            i += 2
+        elif in_class:
+            if pattern.startswith("[:", i) and pattern.find(":]", i + 2) > 0:
+                i = pattern.find(":]", i + 2) + 2
+            else:
+                in_class = pattern[i] != "]"
+                i += 1
+        elif pattern[i] == "[":
+            in_class = True
+            i += 1
+            i += pattern.startswith("^", i)
+            i += pattern.startswith("]", i)  # a `]` first in a class is literal
+        else:
+            if pattern[i] == "(" and not pattern.startswith("(?", i):
+                out.append(i)
+            i += 1
+    return out
+
+
+def _for_arrow(source: str, compiled: Any) -> tuple[str | None, str | None]:
+    """`source` with all groups named (pyarrow's extract_regex refuses unnamed ones) and the value group's
+    name; (None, None) when the rewrite does not give RE2 the same groups (then the RE2 binding is used)."""
+    if not compiled.groups:
+        return f"(?P<value>{source})", "value"
+    rewritten = source
+    for number, at in reversed(list(enumerate(_capturing_parens(source), start=1))):
+        rewritten = f"{rewritten[:at]}(?P<_group{number}>{rewritten[at + 1 :]}"
+    try:
+        check = re2.compile(rewritten, _RE2_OPTIONS)
+    except re2.error:
+        return None, None
+    names = {index: name for name, index in check.groupindex.items()}
+    if check.groups != compiled.groups or len(names) != check.groups:
+        return None, None
+    try:
+        pc.extract_regex(pa.array([], pa.string()), rewritten)
+    except pa.ArrowInvalid:
+        return None, None
+    return rewritten, names[1]
+
+
+_RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 
 
 @dataclass(frozen=True)
@@ -214,7 +294,10 @@ def _read_file(path: str, mtime: float) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         raise ProfileError(f"{path}: cannot read the profile file: {exc}") from exc
     except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ProfileError(f"{path}: not valid YAML{where}: {problem}") from None
     if not isinstance(data, dict):
         raise ProfileError(f"{path}: expected a mapping with at least 'name', got {type(data).__name__}")
     error = jsonschema.exceptions.best_match(jsonschema.Draft202012Validator(PROFILE_FILE_SCHEMA).iter_errors(data))
@@ -235,15 +318,37 @@ def _load(name_or_path: str, seen: tuple[str, ...], relative_to: str | None = No
         parent = _load(data["extends"], (*seen, key), relative_to=key)
     elif "body" not in data:
         parent = _load("openai", (*seen, key))
-    return _build(path, data, parent)
+    # Built once per file version and parent: building checks schemas and compiles patterns, and a batch
+    # names its profile on every call. `data` is the cached read of this very version of the file.
+    cache_key = (str(path), id(data), id(parent))
+    cached = _built.get(cache_key)
+    if cached is None:
+        if len(_built) > 64:
+            _built.clear()
+        # The parent and data are kept with the profile so that their ids stay theirs.
+        cached = _built[cache_key] = (_build(path, data, parent), parent, data)
+    return cached[0]
+
+
+_built: dict[tuple[str, int, int], tuple[Profile, Profile | None, dict[str, Any]]] = {}
 
 
 def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
     if parent is None:
-        if "columns" not in data:
+        if "columns" not in data or "body" not in data:
             raise ProfileError(f"{path}: key 'columns': a profile without 'extends' must define body and columns")
+        try:
+            jsonschema.Draft202012Validator.check_schema(data["body"])
+        except jsonschema.SchemaError as exc:
+            key = ".".join(["body", *map(str, exc.absolute_path)])
+            raise ProfileError(f"{path}: key '{key}': not a valid JSON Schema: {exc.message}") from None
         body_schema: dict[str, Any] = copy.deepcopy(data["body"])
         columns = [dict(c) for c in data["columns"]]
+        seen: set[str] = set()
+        for i, column in enumerate(columns):
+            if column["name"] in seen:
+                raise ProfileError(f"{path}: key 'columns.{i}.name': '{column['name']}' is already a column")
+            seen.add(column["name"])
     else:
         if "body" in data or "columns" in data:
             raise ProfileError(f"{path}: keys 'body' and 'columns' belong to a base profile; add 'fields' instead")
@@ -271,7 +376,7 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
             where = f"content.properties.{prop}"
             if prop in names or prop in ("content_error", "line"):
                 raise ProfileError(f"{path}: key '{where}': clashes with the column '{prop}'; rename it")
-            properties.append(_content_property(path, where, prop, schema))
+            properties.append(_content_property(path, where, prop, _resolved(path, where, schema, content_schema)))
     return Profile(
         name=data["name"],
         description=data.get("description", parent.description if parent else ""),
@@ -283,6 +388,39 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
         content_schema=content_schema,
         content_properties=tuple(properties),
     )
+
+
+def _resolved(path: Path, where: str, schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:
+    """A content property's schema with `$ref`s followed (within the content schema, e.g. to `$defs`) and
+    `anyOf`/`oneOf` alternatives of type null dropped, as pydantic's `model_json_schema()` writes them.
+
+    Resolved as deep as the property's own type and its `items` need: nested objects become JSON text.
+    """
+    resource = referencing.Resource.from_contents(dict(root), default_specification=DRAFT202012)
+    resolver = referencing.Registry().with_resource("urn:content", resource).resolver("urn:content")
+
+    def resolve(node: Mapping[str, Any], seen: tuple[str, ...]) -> dict[str, Any]:
+        out = dict(node)
+        ref = out.pop("$ref", None)
+        if ref is not None:
+            if ref in seen or len(seen) > 32:
+                return {**out, "type": "object"}  # a recursive type: kept as JSON text
+            try:
+                target = resolver.lookup(ref).contents
+            except referencing.exceptions.Unresolvable:
+                raise ProfileError(f"{path}: key '{where}.$ref': {ref!r} does not resolve in 'content'") from None
+            out = {**resolve(target, (*seen, ref)), **out}
+        for key in ("anyOf", "oneOf"):
+            if key in out:
+                options = [o for o in out[key] if not (isinstance(o, Mapping) and o.get("type") == "null")]
+                if len(options) == 1 and isinstance(options[0], Mapping):
+                    del out[key]
+                    out = {**resolve(options[0], seen), **out}
+        if isinstance(out.get("items"), Mapping):
+            out["items"] = resolve(out["items"], seen)
+        return out
+
+    return resolve(schema, ())
 
 
 def _check_kind(path: Path, where: str, schema: Mapping[str, Any], *, allow_nested: bool) -> str:
@@ -310,10 +448,17 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
     extract = None
     if "x-extract" in schema:
         spec = schema["x-extract"]
+        source = "(?s)" + spec["pattern"]
         try:
-            pattern = re.compile(spec["pattern"], re.DOTALL)
-        except re.error as exc:
-            raise ProfileError(f"{path}: key '{where}.x-extract.pattern': not a valid regex: {exc}") from exc
+            pattern = re2.compile(source, _RE2_OPTIONS)
+            pc.match_substring_regex(pa.array([], pa.string()), source)  # pyarrow's RE2 takes it too
+        except (re2.error, pa.ArrowInvalid) as exc:
+            detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
+            detail = detail.replace(source, spec["pattern"])
+            raise ProfileError(
+                f"{path}: key '{where}.x-extract.pattern': {spec['pattern']!r} is not an RE2 pattern ({detail}); "
+                "patterns are RE2 (https://github.com/google/re2/wiki/Syntax): no look-around, no backreferences"
+            ) from None
         modes = [m for m in ("all", "last", "count") if spec.get(m)]
         if len(modes) > 1:
             raise ProfileError(f"{path}: key '{where}.x-extract': set only one of all, last, count")
@@ -324,5 +469,6 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
             raise ProfileError(f"{path}: key '{where}.x-extract.all': needs type array, got {kind}")
         if mode != "all" and kind in ("array",):
             raise ProfileError(f"{path}: key '{where}.x-extract': an array property needs 'all: true'")
-        extract = Extractor(pattern=pattern, mode=mode)  # type: ignore[arg-type]
+        arrow_pattern, arrow_group = _for_arrow(source, pattern) if mode == "first" else (None, None)
+        extract = Extractor(source, pattern, mode, arrow_pattern, arrow_group)  # type: ignore[arg-type]
     return ContentProperty(name=name, kind=kind, item_kind=item_kind, schema=schema, extract=extract)  # type: ignore[arg-type]

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 
 from tests.bodies import chat, choice, encode
 
@@ -102,3 +104,185 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
     printed = capsys.readouterr().out
     assert "x today" in printed and "read " in printed and "content " in printed
+
+
+# -- hostile use (issue 12): one-line errors before any work, one exit scheme, nothing lost -----------------
+
+
+def one_line_error(proc: subprocess.CompletedProcess[bytes], code: int, message: str) -> None:
+    err = proc.stderr.decode()
+    assert proc.returncode == code, err
+    assert "Traceback" not in err and err.count("\n") == 1, err
+    assert err.startswith("dspark-vllm "), err
+    assert message in err, err
+
+
+@pytest.fixture
+def bodies_file(tmp_path: Path) -> Path:
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(encode(chat(id="a")) + b"\n" + b"garbage\n")
+    return source
+
+
+@pytest.mark.parametrize(
+    "where,message",
+    [
+        ("missing/o.parquet", "cannot write there: No such file or directory"),
+        ("dir", "is a directory; give a file name"),
+        ("file/o.parquet", "Not a directory"),
+        ("/proc/o.parquet", "cannot write there"),
+    ],
+)
+@pytest.mark.parametrize("flag", ["--output", "--errors"])
+def test_bad_output_paths_are_one_line_before_parsing(
+    tmp_path: Path, bodies_file: Path, where: str, message: str, flag: str
+):
+    (tmp_path / "dir").mkdir()
+    (tmp_path / "file").write_text("x")
+    bad = where if where.startswith("/") else str(tmp_path / where)
+    paths = {"--output": str(tmp_path / "o.parquet"), "--errors": str(tmp_path / "e.ndjson"), flag: bad}
+    proc = run(
+        "parse", str(bodies_file), "--backend", "cpu", "--output", paths["--output"], "--errors", paths["--errors"]
+    )
+    one_line_error(proc, 2, f"dspark-vllm parse: {flag} {bad}: ")
+    assert message in proc.stderr.decode()
+    assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "e.ndjson").exists()
+
+
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path: Path, bodies_file: Path):
+    proc = run(
+        "parse", str(bodies_file), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), "--errors", "/dev/full"
+    )
+    one_line_error(proc, 1, "No space left on device")
+    assert list(tmp_path.iterdir()) == [bodies_file]
+
+
+@pytest.mark.parametrize("size", ["0", "-3", "x"])
+def test_batch_size_must_be_positive(tmp_path: Path, bodies_file: Path, size: str):
+    proc = run("parse", str(bodies_file), "--output", str(tmp_path / "o.parquet"), "--batch-size", size)
+    assert proc.returncode == 2 and b"Traceback" not in proc.stderr
+    assert b"argument --batch-size: expected a positive integer" in proc.stderr
+
+
+def test_output_or_errors_equal_to_the_input_is_refused(tmp_path: Path, bodies_file: Path):
+    before = bodies_file.read_bytes()
+    proc = run("parse", str(bodies_file), "--output", str(bodies_file))
+    one_line_error(proc, 2, f"--output {bodies_file} is the input file: give another path")
+    proc = run("parse", str(bodies_file), "--output", str(tmp_path / "o.parquet"), "--errors", str(bodies_file))
+    one_line_error(proc, 2, f"--errors {bodies_file} is the input file: give another path")
+    assert bodies_file.read_bytes() == before
+
+
+def test_input_that_is_a_directory_or_a_device(tmp_path: Path):
+    proc = run("parse", str(tmp_path), "--output", str(tmp_path / "o.parquet"))
+    one_line_error(
+        proc, 2, f"dspark-vllm parse: {tmp_path}: is a directory; give a file with one response body per line"
+    )
+    proc = run(
+        "parse", "/dev/stdin", "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), stdin=encode(chat()) + b"\n"
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert pq.read_table(tmp_path / "o.parquet").num_rows == 1
+
+
+@pytest.mark.parametrize(
+    "text,message",
+    [
+        ("name: [unclosed", "not valid YAML at line 1, column 16: expected ',' or ']', but got '<stream end>'"),
+        ("name: b\ncolumns: [x]\nbody: {type: object}\n", "key 'columns.0': 'x' is not of type 'object'"),
+        ("name: b\ncolumns: [{name: x}]\nbody: {type: object}\n", "key 'columns.0': 'path' is a required property"),
+        ("name: b\ncolumns: [{name: x, path: 5}]\nbody: {type: object}\n", "key 'columns.0.path': 5 is not valid"),
+        ("name: b\ncolumns: [{name: x, path: x}]\nbody: {type: object, properties: [x]}\n", "key 'body.properties'"),
+        (
+            "name: b\ncolumns: [{name: x, path: x}, {name: x, path: x}]\nbody: {type: object, properties: {x: {type: string}}}\n",
+            "key 'columns.1.name': 'x' is already a column",
+        ),
+    ],
+)
+def test_a_bad_profile_is_one_line(tmp_path: Path, bodies_file: Path, text: str, message: str):
+    profile = tmp_path / "bad.yaml"
+    profile.write_text(text)
+    proc = run("parse", str(bodies_file), "--profile", str(profile), "--output", str(tmp_path / "o.parquet"))
+    one_line_error(proc, 2, f"dspark-vllm parse: {profile}: ")
+    assert message in proc.stderr.decode()
+
+
+def test_gpu_message_names_the_flag(tmp_path: Path, bodies_file: Path):
+    from connector.decode.readers import select_reader
+    from connector.errors import BackendUnavailable
+
+    try:
+        select_reader("gpu")
+    except BackendUnavailable:
+        pass
+    else:
+        pytest.skip("a GPU is usable here")
+    proc = run("parse", str(bodies_file), "--backend", "gpu", "--output", str(tmp_path / "o.parquet"))
+    one_line_error(proc, 2, "--backend cpu on the command line")
+
+
+def test_verbose_after_the_subcommand(tmp_path: Path, bodies_file: Path):
+    proc = run("parse", str(bodies_file), "-v", "--backend", "cpu", "--output", str(tmp_path / "o.parquet"))
+    assert proc.returncode == 0, proc.stderr
+    proc = run("-v", "parse", str(bodies_file), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"))
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_errors_file_keeps_every_body_exactly(tmp_path: Path):
+    bad = [b"caf\xe9 not utf-8", b'{"id": "\xff"}', "é garbage".encode(), b"", b"\x00\x01{"]
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(b"\n".join([encode(chat(id="a")), *bad]) + b"\n")
+    for name in ("e.ndjson", "e.parquet"):
+        errors = tmp_path / name
+        proc = run(
+            "parse", str(source), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), "--errors", str(errors)
+        )
+        assert proc.returncode == 0, proc.stderr
+        if name.endswith(".parquet"):
+            kept = pq.read_table(errors).column("body").to_pylist()
+        else:
+            rows = [json.loads(line) for line in errors.read_text().splitlines()]
+            kept = [r["body"].encode() if "body" in r else base64.b64decode(r["body_base64"]) for r in rows]
+        assert kept == bad
+
+
+def test_parse_streams_in_batches_with_the_same_output(tmp_path: Path):
+    lines = [encode(chat(id=f"c{i}")) if i % 9 else b"bad" for i in range(250)]
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(b"\r\n".join(lines))  # CRLF, no newline at the end
+    tables = []
+    for size in ("7", "10000"):
+        out, errors = tmp_path / f"o{size}.parquet", tmp_path / f"e{size}.ndjson"
+        proc = run(
+            "parse",
+            str(source),
+            "--backend",
+            "cpu",
+            "--batch-size",
+            size,
+            "--output",
+            str(out),
+            "--errors",
+            str(errors),
+        )
+        assert proc.returncode == 0, proc.stderr
+        tables.append((pq.read_table(out), errors.read_text()))
+    assert tables[0][0].equals(tables[1][0]) and tables[0][1] == tables[1][1]
+    assert tables[0][0].column("line").to_pylist() == [i + 1 for i in range(250) if i % 9]
+    assert [json.loads(e)["line"] for e in tables[0][1].splitlines()] == [i + 1 for i in range(250) if not i % 9]
+
+
+def test_a_body_that_crashed_the_batch_is_one_error_row(tmp_path: Path):
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(encode(chat(id="a")) + b'\n{"error":{"message":"bad \\ud800 escape","code":500}}\n')
+    errors = tmp_path / "e.ndjson"
+    proc = run(
+        "parse", str(source), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), "--errors", str(errors)
+    )
+    assert proc.returncode == 0, proc.stderr
+    (error,) = [json.loads(line) for line in errors.read_text().splitlines()]
+    assert (error["line"], error["reason"], error["field"]) == (
+        2,
+        "invalid string: unpaired surrogate escape",
+        "error.message",
+    )

@@ -12,7 +12,8 @@ import pytest
 
 from connector.decode import parse_batch
 from connector.decode.batch import ERRORS_SCHEMA
-from connector.decode.exact import Rejected, content_values, decode_body
+from connector.decode.content import content_values
+from connector.decode.exact import Rejected, decode_body
 from connector.profiles import load_profile
 from connector.schema.columns import body_columns, output_schema
 from tests.bodies import CREATED, chat, choice, encode
@@ -414,7 +415,7 @@ def test_json_content_columns(backend: str):
         None,
         None,
         "property 'score': wrong type: expected integer, got string",
-        "truncated JSON: input ends at char 18 (Unterminated string starting at)",
+        "truncated JSON: input ends at char 18 (Unterminated string starting)",
         "not JSON: Expecting value at char 0",
         "not a JSON object: got array",
         None,
@@ -496,7 +497,10 @@ def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
         parse_batch([encode(chat())], backend="auto")
     if result.backend == "gpu":
         pytest.skip("a GPU is available: auto chose it")
-    assert result.fallback_reason and "set 'parse.backend' = 'cpu'" in result.fallback_reason
+    assert (
+        result.fallback_reason
+        and "('parse.backend' = 'cpu' in a table, --backend cpu on the command line)" in result.fallback_reason
+    )
     warnings = [r for r in caplog.records if "parse backend 'auto' uses the CPU" in r.getMessage()]
     assert len(warnings) == 1
     readers._chosen.clear()

@@ -194,7 +194,7 @@ def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
         assert json.loads(out) == load_profile("math").response_json_schema()
     assert main(["schema", "--endpoint", sim.url]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and err.startswith(f"error: cannot connect to {sim.url}")
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"dspark-vllm schema: cannot connect to {sim.url}")
 
 
 def test_cli_simulate_rejects_a_bad_profile(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -213,9 +213,9 @@ def test_an_api_key_only_when_asked_for(monkeypatch, capsys) -> None:  # type: i
         assert discover_schema(sim.url, api_key="sk-x").source == "vllm"
         assert main(["schema", "--endpoint", sim.url, "--api-key-env", "MY_KEY"]) == 0
         capsys.readouterr()
-        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "UNSET_KEY"]) == 1
+        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "UNSET_KEY"]) == 2  # a usage error
     _, err = capsys.readouterr()
-    assert err == "error: --api-key-env: $UNSET_KEY is not set; export it, or name another one\n"
+    assert err == "dspark-vllm schema: --api-key-env: $UNSET_KEY is not set; export it, or name another one\n"
 
 
 def test_discovery_from_inside_a_running_loop() -> None:

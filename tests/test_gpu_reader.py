@@ -80,7 +80,10 @@ def test_column_metadata_names_nested_children():
 def test_without_a_gpu_the_reader_says_why():
     if gpu.gpu_problem() is None:
         pytest.skip("a GPU is usable here")
-    with pytest.raises(BackendUnavailable, match=r"^no (usable )?NVIDIA GPU.*set 'parse.backend' = 'cpu'$"):
+    with pytest.raises(
+        BackendUnavailable,
+        match=r"^no (usable )?NVIDIA GPU.*use the cpu backend \('parse.backend' = 'cpu' in a table, --backend cpu on the command line\)$",
+    ):
         gpu.GpuReader()
 
 

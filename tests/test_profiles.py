@@ -72,7 +72,7 @@ def test_model_patterns():
         ("bad_type.yaml", r"bad_type.yaml: key 'content.properties.score.type': 'integr' is not valid"),
         (
             "bad_regex.yaml",
-            r"bad_regex.yaml: key 'content.properties.answer.x-extract.pattern': not a valid regex",
+            r"bad_regex.yaml: key 'content.properties.answer.x-extract.pattern': '\(unclosed' is not an RE2 pattern \(missing \): \(unclosed\); patterns are RE2",
         ),
         (
             "bad_key.yaml",
@@ -119,3 +119,58 @@ def test_wheel_ships_builtin_profiles(tmp_path: Path):
     (wheel,) = tmp_path.glob("*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     assert {f"connector/_schemas/{n}.yaml" for n in builtin_profiles()} <= names
+
+
+def test_content_schema_with_refs_and_nullable_anyof(tmp_path: Path):
+    """What pydantic's model_json_schema() writes: $defs/$ref, Optional[...] as anyOf with null."""
+    import json
+
+    from connector.decode import parse_batch
+    from tests.bodies import chat, choice, encode
+
+    content = {
+        "$defs": {
+            "Level": {"enum": ["low", "high"], "title": "Level", "type": "string"},
+            "Span": {"properties": {"a": {"type": "integer"}}, "title": "Span", "type": "object"},
+        },
+        "properties": {
+            "level": {"$ref": "#/$defs/Level"},
+            "score": {"anyOf": [{"type": "integer"}, {"type": "null"}], "default": None, "title": "Score"},
+            "tags": {"anyOf": [{"items": {"type": "string"}, "type": "array"}, {"type": "null"}]},
+            "span": {"anyOf": [{"$ref": "#/$defs/Span"}, {"type": "null"}]},
+            "spans": {"items": {"$ref": "#/$defs/Span"}, "type": "array"},
+        },
+        "required": ["level"],
+        "title": "Answer",
+        "type": "object",
+    }
+    path = tmp_path / "pyd.yaml"
+    path.write_text(json.dumps({"name": "pyd", "content": content}))
+    profile = load_profile(path)
+    assert [f"{f.name}:{f.type}" for f in output_schema(profile)][-6:] == [
+        "level:string",
+        "score:int64",
+        "tags:list<item: string>",
+        "span:string",
+        "spans:string",
+        "content_error:string",
+    ]
+    assert profile.response_format()["json_schema"]["schema"] == content
+    answer = {"level": "high", "score": None, "tags": ["x"], "span": {"a": 1}, "spans": [{"a": 2}]}
+    row = parse_batch([encode(chat(choices=[choice(json.dumps(answer))]))], profile, "cpu").table.to_pylist()[0]
+    assert (row["level"], row["score"], row["tags"], row["span"], row["spans"]) == (
+        "high",
+        None,
+        ["x"],
+        '{"a":1}',
+        '[{"a":2}]',
+    )
+
+
+def test_a_ref_that_does_not_resolve_names_the_key(tmp_path: Path):
+    path = tmp_path / "bad_ref.yaml"
+    path.write_text("name: r\ncontent:\n  type: object\n  properties:\n    x: {$ref: '#/$defs/Nope'}\n")
+    with pytest.raises(
+        ProfileError, match=r"bad_ref.yaml: key 'content.properties.x.\$ref': '#/\$defs/Nope' does not resolve"
+    ):
+        load_profile(path)

@@ -14,6 +14,7 @@ are parsed a second time (`content`). All rows come back in input order.
 
 from __future__ import annotations
 
+import logging
 import re
 import time
 from collections.abc import Sequence
@@ -28,10 +29,13 @@ from connector.decode.exact import Rejected, decode_body
 from connector.decode.flatten import flatten
 from connector.decode.isolate import joined, read_isolating
 from connector.decode.readers import Reader, ReadFailed, select_reader
+from connector.decode.strict import screen
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import Column, body_columns, output_schema, read_schema
 
 __all__ = ["ERRORS_SCHEMA", "ParseResult", "parse_batch"]
+
+log = logging.getLogger(__name__)
 
 ERRORS_SCHEMA = pa.schema(
     [
@@ -52,7 +56,8 @@ class ParseResult:
     line, reason, field (null when not about one field) and body (the raw bytes). `backend` is the
     backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
     `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads,
-    seconds, and where the seconds went: read_s (the backend's reads of the bodies, isolation included),
+    seconds, and where the seconds went: screen_s (the JSON screen of `strict`), read_s (the backend's
+    reads of the bodies, isolation included),
     flatten_s, exact_s (bodies on the exact path), content_s (the second parse, on both paths).
     """
 
@@ -103,23 +108,26 @@ def _plan(profile: Profile) -> _Plan:
     return plan
 
 
-def _as_bytes(body: bytes | str | Any) -> bytes:
+def _as_bytes(body: Any) -> bytes | None:
+    """A body's bytes, or None for something that is not a body (None, a number...)."""
     if isinstance(body, bytes):
         return body
     if isinstance(body, str):
         # surrogatepass keeps unpaired surrogates as (invalid) bytes, so they are rejected like any bad UTF-8.
         return body.encode("utf-8", "surrogatepass")
-    return bytes(body)
+    if isinstance(body, bytearray | memoryview):
+        return bytes(body)
+    return None
 
 
-def _object_like(raw: list[bytes]) -> tuple[np.ndarray, int]:
-    """Positions of the bodies that start with `{` and end with `}`, and the bytes of all bodies."""
+def _as_array(raw: list[bytes]) -> tuple[pa.Array, int]:
+    """The bodies as one binary array over one joined buffer, and their size in bytes."""
     lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
-    ends = np.cumsum(lengths)
-    blob = np.frombuffer(b"".join(raw), dtype=np.uint8)
-    filled = np.flatnonzero(lengths)
-    looks = (blob[ends[filled] - lengths[filled]] == ord("{")) & (blob[ends[filled] - 1] == ord("}"))
-    return filled[looks], int(ends[-1]) if len(raw) else 0
+    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
+    size = int(offsets[-1])
+    kind, width = (pa.binary(), np.int32) if size < 2**31 else (pa.large_binary(), np.int64)
+    data = pa.py_buffer(b"".join(raw))
+    return pa.Array.from_buffers(kind, len(raw), [None, pa.py_buffer(offsets.astype(width)), data]), size
 
 
 def _read_bodies(
@@ -177,11 +185,19 @@ def parse_batch(
         profile = load_profile(profile)
     plan = _plan(profile)
     reader, fallback_reason = select_reader(backend)
-    raw = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
+    given = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
+    not_bodies = [i for i, b in enumerate(given) if b is None]
+    raw = [b"" if b is None else b for b in given]
 
-    # Only records that look like one object go to the reader: it would turn `null` into a row of nulls, and a
-    # truncated body (a cut connection) would fail the read, costing a re-read of the records before it.
-    candidates, size = _object_like(raw)
+    # Only records that pass the JSON screen go to the reader (`strict`): one object each, within the rules
+    # the readers do not check. The rest (also truncated bodies, which would cost a failed read) are decided
+    # on the exact path.
+    screen_started = time.perf_counter()
+    array, size = _as_array(raw)
+    passed = screen(array)
+    if not_bodies:
+        passed[not_bodies] = False
+    candidates = np.flatnonzero(passed)
     read_started = time.perf_counter()
     records = raw if len(candidates) == len(raw) else [raw[i] for i in candidates.tolist()]
     tables, good, reads = _read_bodies(reader, records, candidates, plan)
@@ -199,13 +215,21 @@ def parse_batch(
     errors: dict[str, list[Any]] = {"line": [], "reason": [], "field": [], "body": []}
     for i in exact_index.tolist():
         try:
+            if given[i] is None:
+                raise Rejected(f"not a body: got {type(bodies[i]).__name__} (give bytes or str)")
             exact_rows.append(decode_body(raw[i], plan.columns, profile.created_unit))
             exact_lines.append(i)
         except Rejected as exc:
             errors["line"].append(first_line + i)
             errors["reason"].append(exc.reason)
             errors["field"].append(exc.field)
-            errors["body"].append(raw[i])
+            errors["body"].append(given[i])
+        except Exception as exc:  # a defect of ours must cost this body, not its batch or the job
+            log.exception("body at line %d could not be decoded", first_line + i)
+            errors["line"].append(first_line + i)
+            errors["reason"].append(f"internal error ({type(exc).__name__}); please report it with this body")
+            errors["field"].append(None)
+            errors["body"].append(given[i])
 
     exact_columns = [
         pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type) for c in plan.columns
@@ -239,6 +263,7 @@ def parse_batch(
         "content_exact": float(content_exact),
         "reads": float(reads),
         "seconds": done - started,
+        "screen_s": read_started - screen_started,
         "read_s": flatten_started - read_started,
         "flatten_s": exact_started - flatten_started,
         "exact_s": content_started - exact_started,

@@ -1,64 +1,123 @@
 """The second parse: what the model wrote inside `content`, as one column per content property.
 
-Contents that look like one JSON object go through the batch reader (the same backend as the bodies); the
-rest (free text read with the profile's `x-extract` patterns, fenced JSON, truncated or invalid JSON) and
-whatever the reader refuses go through the exact path, which also writes `content_error`.
+Each content is one of:
+- null: every property null, no error;
+- JSON (an object, or what starts like one, also inside one ```` ```json ```` fence): read against the
+  properties' types. Contents that pass the JSON screen (`connector.decode.strict`) go through the batch
+  reader (the same backend as the bodies); the others, and whatever the reader refuses, one at a time
+  through the exact path, which also writes `content_error`;
+- free text, when the profile has `x-extract` patterns: read with them over the whole column at once
+  (`connector.decode.extract`); without patterns free text is a `content_error` ("not JSON").
+`content_values` runs one content through the same code (the tests' reference).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.decode.exact import content_values
+from connector.decode.exact import json_content_values
+from connector.decode.extract import extract
 from connector.decode.isolate import joined, read_isolating
 from connector.decode.readers import Reader
+from connector.decode.strict import screen
 from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
 
-__all__ = ["parse_contents"]
+__all__ = ["content_values", "parse_contents"]
+
+log = logging.getLogger(__name__)
+
+# One markdown fence around the whole content (JSON whitespace around it): its body is the JSON.
+_FENCE = r"(?s)^[ \t\n\r]*```[A-Za-z]*[ \t]*\r?\n(?P<body>.*?)\r?\n?```[ \t\n\r]*$"
+_JSON_LIKE = r"^[ \t\n\r]*[\[{]"
+
+
+def _mask(array: pa.Array) -> np.ndarray:
+    return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def parse_contents(
-    contents: pa.Array, properties: Sequence[ContentProperty], reader: Reader
+    contents: pa.Array, properties: Sequence[ContentProperty], reader: Reader | None
 ) -> tuple[dict[str, pa.Array], pa.Array, int]:
-    """Content columns and `content_error` of a string array of contents, and how many took the exact path."""
+    """Content columns and `content_error` of a string array of contents, and how many took the exact path.
+
+    `reader` None: no batch read (every JSON content takes the exact path).
+    """
     n = len(contents)
-    fast = np.zeros(n, dtype=bool)
-    if not any(p.kind == "json" for p in properties):
-        trimmed = pc.utf8_trim_whitespace(contents)
-        looks_like_object = pc.and_(pc.starts_with(trimmed, "{"), pc.ends_with(trimmed, "}")).fill_null(False)
-        fast = looks_like_object.to_numpy(zero_copy_only=False).copy()
-    candidates = np.flatnonzero(fast)
-    columns: dict[str, list[pa.Array]] = {p.name: [] for p in properties}
+    contents = contents.cast(pa.string())
+    unfenced = pc.coalesce(pc.struct_field(pc.extract_regex(contents, _FENCE), [0]), contents)
+    present = contents.is_valid().to_numpy(zero_copy_only=False)
+    json_like = _mask(pc.match_substring_regex(unfenced, _JSON_LIKE))
+    free_text = present & ~json_like if any(p.extract is not None for p in properties) else np.zeros(n, bool)
+    as_json = present & ~free_text
+
+    parts: dict[str, list[pa.Array]] = {p.name: [] for p in properties}
+    error_parts: list[pa.Array] = []
     order: list[np.ndarray] = []
-    if len(candidates):
-        strings = contents.take(pa.array(candidates))
+
+    def add(positions: np.ndarray, columns: dict[str, pa.Array], errors: pa.Array) -> None:
+        for p in properties:
+            parts[p.name].append(columns[p.name])
+        error_parts.append(errors)
+        order.append(positions)
+
+    fast = np.zeros(n, dtype=bool)
+    if reader is not None and not any(p.kind == "json" for p in properties):
+        fast = as_json & screen(unfenced)
+    candidates = np.flatnonzero(fast)
+    if reader is not None and len(candidates):
+        strings = unfenced.take(pa.array(candidates))
         isolated = read_isolating(
-            reader,
-            len(candidates),
-            joined(strings, reader.separator),
-            content_read_schema(properties),
-            multiline=True,
+            reader, len(candidates), joined(strings, reader.separator), content_read_schema(properties), multiline=True
         )
-        for table in isolated.tables:
-            for p in properties:
-                columns[p.name].append(table.column(p.name).combine_chunks())
-        order.append(candidates[np.array(isolated.good, dtype=np.int64)])
+        good = candidates[np.array(isolated.good, dtype=np.int64)]
+        read = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else None
+        if read is not None:
+            add(good, {p.name: read.column(p.name).chunk(0) for p in properties}, pa.nulls(len(good), pa.string()))
         fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
-    slow = np.flatnonzero(~fast)
-    # to_numpy makes the Python strings ~15x faster than to_pylist (None for nulls all the same).
-    texts = contents.take(pa.array(slow)).to_numpy(zero_copy_only=False).tolist() if len(slow) else []
-    slow_values = [content_values(text, properties) for text in texts]
-    for p in properties:
-        columns[p.name].append(pa.array([v[0][p.name] for v in slow_values], content_arrow_type(p)))
-    order.append(slow)
-    errors = pa.array([None] * (n - len(slow)) + [v[1] for v in slow_values], pa.string())
-    # Rows came out as [fast rows in reader order..., slow rows]: put them back in input order.
-    positions = np.concatenate(order) if order else np.zeros(0, dtype=np.int64)
-    back = pa.array(np.argsort(positions, kind="stable"))
-    out = {name: pa.concat_arrays(parts).take(back) for name, parts in columns.items()}
-    return out, errors.take(back), len(slow)
+
+    exact = np.flatnonzero(as_json & ~fast)
+    texts = unfenced.take(pa.array(exact)).to_numpy(zero_copy_only=False).tolist() if len(exact) else []
+    decided = [_json_content(text, properties) for text in texts]
+    add(
+        exact,
+        {p.name: pa.array([v[0][p.name] for v in decided], content_arrow_type(p)) for p in properties},
+        pa.array([v[1] for v in decided], pa.string()),
+    )
+
+    text_rows = np.flatnonzero(free_text)
+    if len(text_rows):
+        columns, errors = extract(contents.take(pa.array(text_rows)), properties)
+        add(text_rows, columns, errors)
+
+    absent = np.flatnonzero(~present)
+    add(
+        absent,
+        {p.name: pa.nulls(len(absent), content_arrow_type(p)) for p in properties},
+        pa.nulls(len(absent), pa.string()),
+    )
+
+    # Rows came out grouped by how they were read: put them back in input order.
+    back = pa.array(np.argsort(np.concatenate(order), kind="stable"))
+    out = {name: pa.concat_arrays(arrays).take(back) for name, arrays in parts.items()}
+    return out, pa.concat_arrays(error_parts).take(back), len(exact) + len(text_rows)
+
+
+def _json_content(text: str, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
+    try:
+        return json_content_values(text, properties)
+    except Exception as exc:  # a defect of ours must cost this content, not its batch
+        log.exception("a content could not be decoded")
+        return {p.name: None for p in properties}, f"internal error ({type(exc).__name__}); please report it"
+
+
+def content_values(text: str | None, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
+    """One content -> (values of the content properties, content_error or None), as a batch would give."""
+    columns, errors, _ = parse_contents(pa.array([text], pa.string()), properties, None)
+    return {name: column[0].as_py() for name, column in columns.items()}, errors[0].as_py()

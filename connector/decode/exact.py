@@ -8,48 +8,25 @@ module would give for each body, whichever backend ran. It is also what the test
 from __future__ import annotations
 
 import json
-import math
-import re
 from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
+from connector.decode.strict import Rejected, loads
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 from connector.schema.json_types import json_type
 
-__all__ = ["Rejected", "body_values", "content_values", "decode_body", "load_json_object"]
+__all__ = ["Rejected", "body_values", "decode_body", "json_content_values", "json_text", "load_json_object"]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Timestamps Flink's TIMESTAMP(3) can hold: years 1..9999, in milliseconds since the epoch.
 MS_MIN, MS_MAX = -62135596800000, 253402300799999
-_FENCE = re.compile(r"\A```[A-Za-z]*[ \t]*\r?\n(.*?)\r?\n?```\Z", re.DOTALL)
-
-
-class Rejected(Exception):
-    """A body that cannot become a row: `reason` says why, `field` where (a dotted path) when known."""
-
-    def __init__(self, reason: str, field: str | None = None) -> None:
-        super().__init__(reason if field is None else f"{field}: {reason}")
-        self.reason = reason
-        self.field = field
 
 
 def load_json_object(text: str) -> dict[str, Any]:
-    """`json.loads` that must give an object; raises `Rejected` saying what is wrong and where."""
-    stripped = text.strip()
-    if not stripped:
-        raise Rejected("empty")
-    try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":
-            raise Rejected(f"trailing data after the JSON value at char {exc.pos}") from None
-        if exc.pos >= len(stripped) or exc.msg.startswith("Unterminated string"):
-            raise Rejected(f"truncated JSON: input ends at char {len(stripped)} ({exc.msg})") from None
-        raise Rejected(f"not JSON: {exc.msg.removesuffix(' at')} at char {exc.pos}") from None
-    except RecursionError:
-        raise Rejected("not JSON: nested too deeply") from None
+    """The JSON object in `text` (the rules of `connector.decode.strict`); raises `Rejected` saying why not."""
+    value = loads(text)
     if not isinstance(value, dict):
         raise Rejected(f"not a JSON object: got {json_type(value)}")
     return value
@@ -213,25 +190,21 @@ def decode_body(raw: bytes, columns: Sequence[Column], created_unit: str) -> dic
     try:
         obj = load_json_object(text)
     except Rejected as exc:
-        raise Rejected("empty body" if exc.reason == "empty" else exc.reason) from None
+        raise Rejected("empty body" if exc.reason == "empty" else exc.reason, exc.field) from None
     return body_values(obj, columns, created_unit)
 
 
-# -- content: what the model wrote inside choices[0].message.content ----------------------------------------
+# -- content that is JSON (free text and the batch: `connector.decode.content`) --------------------------------
 
 
-def unfence(text: str) -> str:
-    """Content wrapped in one markdown code fence (```json ... ```), unwrapped; other text unchanged."""
-    match = _FENCE.match(text.strip())
-    return match.group(1) if match else text
+def json_text(value: Any) -> str:
+    """A JSON value as the compact text a JSON-typed content column holds."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def _content_leaf(value: Any, prop: ContentProperty) -> Any:
     if prop.kind == "json":
-        try:
-            return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-        except ValueError:
-            raise Rejected("wrong type: NaN or Infinity in a JSON value", prop.name) from None
+        return json_text(value)
     if prop.kind == "array":
         if not isinstance(value, list):
             raise Rejected(f"wrong type: expected array, got {json_type(value)}", prop.name)
@@ -240,25 +213,18 @@ def _content_leaf(value: Any, prop: ContentProperty) -> Any:
     return _leaf(value, prop.kind, prop.name, "seconds")
 
 
-def content_values(text: str | None, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
-    """Content text -> (values of the content properties, content_error or None).
+def json_content_values(text: str, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
+    """A content meant as a JSON object -> (values of the content properties, content_error or None).
 
-    JSON objects (optionally in a ``` fence) are read against the properties' types; a property of the wrong
-    type is left null and named in the error. Free text is read with the properties' `x-extract` patterns
-    when the profile has any; otherwise it is an error.
+    A property of the wrong type is left null and named in the error.
     """
-    empty: dict[str, Any] = {p.name: None for p in properties}
-    if text is None:
-        return empty, None
-    body = unfence(text)
-    stripped = body.lstrip()
-    if not stripped.startswith(("{", "[")) and any(p.extract for p in properties):
-        return extract_from_text(text, properties)
+    values: dict[str, Any] = {p.name: None for p in properties}
     try:
-        obj = load_json_object(body)
+        obj = load_json_object(text)
     except Rejected as exc:
-        return empty, "empty content" if exc.reason == "empty" else exc.reason
-    values = dict(empty)
+        if exc.field is not None:
+            return values, f"property '{exc.field}': {exc.reason}"
+        return values, "empty content" if exc.reason == "empty" else exc.reason
     error = None
     for prop in properties:
         value = obj.get(prop.name)
@@ -269,71 +235,3 @@ def content_values(text: str | None, properties: Sequence[ContentProperty]) -> t
         except Rejected as exc:
             error = error or f"property '{exc.field}': {exc.reason}"
     return values, error
-
-
-def extract_from_text(text: str, properties: Sequence[ContentProperty]) -> tuple[dict[str, Any], str | None]:
-    """Content properties read from free text with their `x-extract` patterns (group 1, else the whole match)."""
-    values: dict[str, Any] = {}
-    error = None
-    for prop in properties:
-        values[prop.name] = None
-        if prop.extract is None:
-            continue
-        pattern, mode = prop.extract.pattern, prop.extract.mode
-        if mode == "count":
-            values[prop.name] = len(pattern.findall(text))
-            continue
-        if prop.kind == "boolean":
-            values[prop.name] = pattern.search(text) is not None
-            continue
-        group = 1 if pattern.groups else 0
-        if mode == "first" and prop.kind == "string":  # the common case, with nothing to convert
-            found = pattern.search(text)
-            values[prop.name] = None if found is None else found.group(group)
-            continue
-        if mode == "first":
-            found = pattern.search(text)
-            matches = [] if found is None else [found.group(group)]
-        else:
-            matches = [m.group(group) for m in pattern.finditer(text)]
-        try:
-            if mode == "all":
-                if prop.kind == "json":
-                    values[prop.name] = _content_leaf([_embedded_json(m, prop.name) for m in matches], prop)
-                else:
-                    assert prop.item_kind is not None
-                    values[prop.name] = [_text_scalar(m, prop.item_kind, prop.name) for m in matches]
-            elif matches:
-                chosen = matches[-1] if mode == "last" else matches[0]
-                if prop.kind == "json":
-                    values[prop.name] = _content_leaf(_embedded_json(chosen, prop.name), prop)
-                else:
-                    values[prop.name] = _text_scalar(chosen, prop.kind, prop.name)
-        except Rejected as exc:
-            values[prop.name] = None
-            error = error or f"property '{exc.field}': {exc.reason}"
-    return values, error
-
-
-def _embedded_json(text: str, name: str) -> Any:
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, RecursionError):
-        raise Rejected(f"not JSON: {text[:40]!r}", name) from None
-
-
-def _text_scalar(text: str, kind: str, name: str) -> Any:
-    if kind == "string":
-        return text
-    try:
-        if kind == "integer":
-            return _integer(int(text.strip()), name)
-        if kind == "number":
-            number = float(text.strip())
-            if math.isfinite(number):
-                return number
-        if kind == "boolean" and text.strip().lower() in ("true", "false"):
-            return text.strip().lower() == "true"
-    except ValueError:
-        pass
-    raise Rejected(f"wrong type: expected {kind}, got {text[:40]!r}", name)

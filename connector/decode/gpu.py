@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import ReadFailed
+from connector.decode.readers import USE_CPU, ReadFailed
 from connector.decode.retype import read_as_text
 from connector.errors import BackendUnavailable
 
@@ -32,8 +32,7 @@ try:
     import rmm
 except ImportError as exc:  # pragma: no cover - depends on the machine
     raise BackendUnavailable(
-        f"pylibcudf is not importable ({exc}): install dspark-vllm[gpu] on a machine with an NVIDIA GPU, "
-        "or set 'parse.backend' = 'cpu'"
+        f"pylibcudf is not importable ({exc}): install dspark-vllm[gpu] on a machine with an NVIDIA GPU, or {USE_CPU}"
     ) from exc
 
 __all__ = ["GpuReader"]
@@ -60,15 +59,13 @@ def _setup_pool() -> None:
         return
     problem = gpu_problem()
     if problem:
-        raise BackendUnavailable(f"{problem}; set 'parse.backend' = 'cpu'")
+        raise BackendUnavailable(f"{problem}; {USE_CPU}")
     try:
         size = int(os.environ.get("DSPARK_RMM_POOL_BYTES", str(2 << 30)))
         pool = rmm.mr.PoolMemoryResource(rmm.mr.CudaMemoryResource(), initial_pool_size=size)
         rmm.mr.set_current_device_resource(pool)
     except Exception as exc:  # rmm raises RuntimeError/MemoryError/CUDA errors when the GPU is not usable
-        raise BackendUnavailable(
-            f"no usable NVIDIA GPU ({type(exc).__name__}: {exc}); set 'parse.backend' = 'cpu'"
-        ) from exc
+        raise BackendUnavailable(f"no usable NVIDIA GPU ({type(exc).__name__}: {exc}); {USE_CPU}") from exc
     _pool_ready = True
 
 
@@ -160,9 +157,7 @@ def _check_libcudf() -> bool:
     try:
         table = _read(_on_device(b'[{"a":"x\\"y"}]'), schema, keep_quotes=True)
     except ReadFailed as exc:
-        raise BackendUnavailable(
-            f"libcudf could not read a one-record JSON array ({exc}); set 'parse.backend' = 'cpu'"
-        ) from None
+        raise BackendUnavailable(f"libcudf could not read a one-record JSON array ({exc}); {USE_CPU}") from None
     try:
         _read(_on_device(b'[{"a":"bad \\- escape"}]'), schema, keep_quotes=True)
     except ReadFailed:
@@ -170,7 +165,7 @@ def _check_libcudf() -> bool:
     else:
         raise BackendUnavailable(
             "this libcudf accepts invalid string escapes under strict validation, so the gpu backend cannot give "
-            "the cpu backend's results; set 'parse.backend' = 'cpu' (and see benchmarks/libcudf_probe.py)"
+            f"the cpu backend's results; {USE_CPU} (and see benchmarks/libcudf_probe.py)"
         )
     return bool(table.column("a").to_pylist() == ['"x"y"'])
 

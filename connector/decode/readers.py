@@ -18,10 +18,12 @@ import pyarrow.json as pa_json
 
 from connector.errors import BackendUnavailable
 
-__all__ = ["BACKENDS", "CpuReader", "ReadFailed", "Reader", "select_reader", "validated"]
+__all__ = ["BACKENDS", "USE_CPU", "CpuReader", "ReadFailed", "Reader", "select_reader", "validated"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cpu", "gpu")
+# What to do when the GPU backend cannot run, in the words of each place a backend is chosen.
+USE_CPU = "use the cpu backend ('parse.backend' = 'cpu' in a table, --backend cpu on the command line)"
 _ROW = re.compile(r" in row (\d+)\b")
 
 

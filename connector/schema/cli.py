@@ -7,7 +7,7 @@ import json
 import os
 import sys
 
-from connector.errors import DsparkError, OptionsError
+from connector.errors import OptionsError
 from connector.schema.discovery import discover_schema
 
 __all__ = ["add_arguments", "run"]
@@ -37,30 +37,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        api_key = args.api_key
-        if args.api_key_env is not None:
-            api_key = os.environ.get(args.api_key_env)
-            if not api_key:
-                raise OptionsError(f"--api-key-env: ${args.api_key_env} is not set; export it, or name another one")
-        found = discover_schema(
-            args.endpoint,
-            args.profile,
-            probe=args.probe,
-            api_key=api_key,
-            verify=not args.insecure,
-            ca_bundle=args.ca_bundle,
-            timeout_s=args.timeout,
-        )
-        if args.format == "ddl":
-            text = found.ddl()
-        elif args.format == "arrow":
-            text = found.arrow_schema().to_string(show_schema_metadata=False)
-        else:
-            text = json.dumps(found.json_schema(), indent=2)
-    except DsparkError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+    """Print the columns; errors are raised for `connector.cli.main`, which gives them their exit status."""
+    api_key = args.api_key
+    if args.api_key_env is not None:
+        api_key = os.environ.get(args.api_key_env)
+        if not api_key:
+            raise OptionsError(f"--api-key-env: ${args.api_key_env} is not set; export it, or name another one")
+    found = discover_schema(
+        args.endpoint,
+        args.profile,
+        probe=args.probe,
+        api_key=api_key,
+        verify=not args.insecure,
+        ca_bundle=args.ca_bundle,
+        timeout_s=args.timeout,
+    )
+    if args.format == "ddl":
+        text = found.ddl()
+    elif args.format == "arrow":
+        text = found.arrow_schema().to_string(show_schema_metadata=False)
+    else:
+        text = json.dumps(found.json_schema(), indent=2)
     print(f"-- schema source: {found.source}: {found.detail}; profile '{found.profile.name}'", file=sys.stderr)
     if found.added_fields:
         print(f"-- fields beyond the profile: {', '.join(found.added_fields)}", file=sys.stderr)

@@ -1,0 +1,235 @@
+"""The JSON rule set: one definition for bodies, contents and extracted values, on every backend.
+
+A text is JSON here when it is RFC 8259 JSON that also keeps I-JSON's rules (RFC 7493):
+- valid UTF-8 (checked on the bytes of a body; an Arrow string, and so a content, is UTF-8 already),
+  with no byte order mark;
+- only JSON whitespace (space, tab, LF, CR) around and between tokens;
+- no NaN, Infinity or any other literal besides true, false and null;
+- no unpaired surrogate escape (`"\\ud800"`) in any string or name, read or not: an Arrow string cannot
+  hold one;
+- every number within the range of a double: beyond +-1.8e308 is rejected (rounding, and underflow to
+  zero, are accepted as in every JSON reader);
+- at most DEPTH_LIMIT (64) arrays and objects deep. libcudf keeps nesting levels in a signed 8-bit
+  integer (at most 127, one of them taken by the array the GPU reader joins records into); 64 is far
+  above any vLLM body (~9 with logprobs) or structured output, leaves that margin, and keeps Python's
+  recursive json parser far from the caller's stack, so the verdict never depends on where it runs.
+Duplicate names are accepted, as RFC 8259 allows (I-JSON does not): the last one wins.
+
+Two ways in, which agree by construction:
+- `loads(text)`: the reference, one text at a time (Python's json with the checks above); a text that
+  breaks a rule raises `Rejected` with the reason.
+- `screen(records)`: one RE2 pass over a whole batch (pyarrow.compute, linear time): True for records
+  that are one object with nothing outside it and that keep every rule the batch readers do not check
+  themselves (UTF-8, literals, number range, surrogates, whitespace, depth up to SCREEN_DEPTH). Only those
+  go to a batch reader; the reader checks the grammar, and anything else is decided by `loads`. Being one
+  object is what lets records be joined for a reader: a record cannot end inside another (a GPU batch is
+  one JSON array, where `{"a":[{}` + `{}]}` would otherwise read as one valid element).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import re2
+
+__all__ = ["DEPTH_LIMIT", "Rejected", "display_path", "loads", "screen"]
+
+DEPTH_LIMIT = 64
+# The screen's own depth bound: records deeper than this take `loads` (which allows DEPTH_LIMIT). Kept low
+# because pyarrow compiles the pattern on every call and its size grows with the depth.
+SCREEN_DEPTH = 16
+_WS = " \t\n\r"
+
+
+class Rejected(Exception):
+    """A text that cannot become a row: `reason` says why, `field` where (a dotted path) when known."""
+
+    def __init__(self, reason: str, field: str | None = None) -> None:
+        super().__init__(reason if field is None else f"{field}: {reason}")
+        self.reason = reason
+        self.field = field
+
+
+def display_path(path: Sequence[str | int]) -> str | None:
+    """`choices[0].message.content` for ["choices", 0, "message", "content"]; None for the top level."""
+    out = ""
+    for part in path:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else part)
+    return out or None
+
+
+# -- the reference: one text ---------------------------------------------------------------------------------
+
+
+class _NotANumber(ValueError):
+    pass
+
+
+class _OutOfRange(ValueError):
+    pass
+
+
+def _constant(name: str) -> Any:
+    raise _NotANumber(name)
+
+
+def _float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise _OutOfRange(text)
+    return value
+
+
+def _int(text: str) -> int:
+    # More than 309 digits is beyond any double; checking first also keeps int() from Python's 4,300-digit
+    # limit, which raises ValueError instead of a JSON error.
+    if len(text) - text.startswith("-") > 309:
+        raise _OutOfRange(text)
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        raise _OutOfRange(text) from None
+    return value
+
+
+_decoder = json.JSONDecoder(parse_float=_float, parse_int=_int, parse_constant=_constant)
+
+# Depth at most DEPTH_LIMIT, counting brackets outside strings as json does up to its first error (an
+# unterminated string or array at the end counts as far as it goes). RE2: linear in the text.
+_LOOSE_STRING = r'"(?:[^"\\]|\\.)*(?:"|$)'
+
+
+def _level(depth: int) -> str:
+    inner = f"|{_level(depth - 1)}" if depth > 1 else ""
+    return rf"[\[{{](?:[^\[\]{{}}\"]|{_LOOSE_STRING}{inner})*(?:[\]}}]|$)"
+
+
+_SHALLOW = re2.compile(rf"(?s)(?:[^\[{{\"]|{_LOOSE_STRING}|{_level(DEPTH_LIMIT)})*")
+
+
+def _truncated_token(text: str, pos: int) -> bool:
+    """Whether the token json stopped at is cut by the end of the input (`tr`, `nu`, `-`, `1.`, `1e+`, `\\u12`)."""
+    tail = text[pos:]
+    if tail and any(literal.startswith(tail) for literal in ("true", "false", "null")):
+        return True
+    start = pos
+    while start > 0 and text[start - 1] in "0123456789+-.eE":
+        start -= 1
+    number = text[start:]
+    if number and _NUMBER_PREFIX.fullmatch(number) is not None:
+        return True
+    # json points at the `u` of an escape it could not read.
+    return tail.startswith("u") and text[pos - 1 : pos] == "\\" and len(tail) < 5 and _is_hex(tail[1:])
+
+
+def _is_hex(text: str) -> bool:
+    return all(c in "0123456789abcdefABCDEF" for c in text)
+
+
+_NUMBER_PREFIX = re2.compile(r"-|-?(?:0|[1-9][0-9]*)(?:\.[0-9]*)?(?:[eE][-+]?[0-9]*)?")
+
+
+def loads(text: str) -> Any:
+    """The JSON value of `text` under the rules above, or `Rejected` saying which rule it breaks and where.
+
+    "empty" for a text of JSON whitespace only (callers say what was empty).
+    """
+    if not text.strip(_WS):
+        raise Rejected("empty")
+    if text.count("[") + text.count("{") > DEPTH_LIMIT and _SHALLOW.fullmatch(text) is None:
+        raise Rejected(f"nested too deeply: more than {DEPTH_LIMIT} levels of arrays and objects")
+    if text.startswith("\ufeff"):
+        raise Rejected("not JSON: a byte order mark (U+FEFF) at char 0")
+    try:
+        value = _decoder.decode(text)
+    except json.JSONDecodeError as exc:
+        raise Rejected(_syntax_reason(text, exc)) from None
+    except _NotANumber as exc:
+        raise Rejected(f"not JSON: {exc} (JSON has no NaN or Infinity)") from None
+    except _OutOfRange as exc:
+        number = str(exc)
+        shown = number if len(number) <= 24 else f"{number[:20]}... ({len(number)} characters)"
+        raise Rejected(f"number out of range for a double: {shown}") from None
+    if "\\ud" in text or "\\uD" in text:
+        _check_strings(value, [])
+    return value
+
+
+def _syntax_reason(text: str, exc: json.JSONDecodeError) -> str:
+    if exc.msg == "Extra data":
+        return f"trailing data after the JSON value at char {exc.pos}"
+    if exc.pos >= len(text) or exc.msg.startswith("Unterminated string") or _truncated_token(text, exc.pos):
+        return f"truncated JSON: input ends at char {len(text)} ({exc.msg.removesuffix(' at')})"
+    return f"not JSON: {exc.msg.removesuffix(' at')} at char {exc.pos}"
+
+
+def _check_strings(value: Any, path: list[str | int]) -> None:
+    """Rejected at the first string or name (in document order) that holds an unpaired surrogate."""
+    if isinstance(value, str):
+        if not value.isascii():
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                raise Rejected("invalid string: unpaired surrogate escape", display_path(path)) from None
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            _check_strings(key, path)
+            _check_strings(item, [*path, key])
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_strings(item, [*path, i])
+
+
+# -- the screen: a batch -------------------------------------------------------------------------------------
+
+_UTF8 = (
+    r"[\xc2-\xdf][\x80-\xbf]|\xe0[\xa0-\xbf][\x80-\xbf]|[\xe1-\xec\xee\xef][\x80-\xbf]{2}|\xed[\x80-\x9f][\x80-\xbf]"
+    r"|\xf0[\x90-\xbf][\x80-\xbf]{2}|[\xf1-\xf3][\x80-\xbf]{3}|\xf4[\x80-\x8f][\x80-\xbf]{2}"
+)
+_HEX = "[0-9a-fA-F]"
+_ESCAPE = (
+    r'\\["\\/bfnrt]|\\u(?:[0-9a-cA-Ce-fE-F]'
+    + _HEX
+    + "{3}|[dD][0-7]"
+    + _HEX
+    + "{2}|[dD][89abAB]"
+    + _HEX
+    + r"{2}\\u[dD][c-fC-F]"
+    + _HEX
+    + "{2})"
+)
+# Strings: printable ASCII, valid UTF-8 sequences (bytes: the screen runs RE2 in Latin-1 mode on binary),
+# escapes with surrogates only in pairs. Numbers: at most 19 integer digits and a 2-digit exponent, so
+# always within a double (others take `loads`, which decides). Literals: true, false, null.
+_STRING = r'"(?:[\x20\x21\x23-\x5b\x5d-\x7f]+|' + _UTF8 + "|" + _ESCAPE + ')*"'
+_NUMBER = r"-?(?:0|[1-9][0-9]{0,18})(?:\.[0-9]+)?(?:[eE][-+]?[0-9]{1,2})?"
+# A number ends at whitespace, a separator or (as the last item) the closing bracket, so that `1e400`
+# cannot pass as `1e40` and `0`.
+_ITEMS = rf"[ \t\n\r,:]|{_STRING}|true|false|null|{_NUMBER}[ \t\n\r,:]"
+_LAST = rf"(?:{_NUMBER})?[ \t\n\r]*"
+
+
+def _container(depth: int) -> str:
+    inner = f"|{_container(depth - 1)}" if depth > 1 else ""
+    return rf"[\[{{](?:{_ITEMS}{inner})*{_LAST}[\]}}]"
+
+
+SCREEN_PATTERN = rf"^[ \t\n\r]*\{{(?:{_ITEMS}|{_container(SCREEN_DEPTH - 1)})*{_LAST}\}}[ \t\n\r]*$"
+
+
+def screen(records: pa.Array) -> np.ndarray:
+    """A boolean mask: the records (binary or string, nulls False) a batch reader may take (module doc)."""
+    if len(records) == 0:
+        return np.zeros(0, dtype=bool)
+    if pa.types.is_string(records.type):
+        records = records.cast(pa.binary())
+    elif pa.types.is_large_string(records.type):
+        records = records.cast(pa.large_binary())
+    matched = pc.match_substring_regex(records, SCREEN_PATTERN).fill_null(False)
+    return np.asarray(matched.to_numpy(zero_copy_only=False), dtype=bool)
