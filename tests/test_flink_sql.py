@@ -240,4 +240,7 @@ def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
     assert "Unsupported options found for 'dspark-vllm'." in run.stderr and "parse.bakend" in run.stderr
     assert "\tat org.apache" not in run.stderr  # no Java stack trace unless asked for
     missing = sql(str(tmp_path / "none.sql"))
-    assert (missing.returncode, missing.stderr.strip()) == (2, f"dspark-vllm sql: {tmp_path / 'none.sql'}: no such file")
+    assert (missing.returncode, missing.stderr.strip()) == (
+        2,
+        f"dspark-vllm sql: {tmp_path / 'none.sql'}: no such file",
+    )
