@@ -129,3 +129,12 @@ def test_an_arrow_result_goes_to_pyflinks_coder_as_it_is():
     # Anything else still goes through pandas.
     frame = pd.DataFrame({"error": ["x"], "created": [pd.Timestamp(0)], "n": [3]})
     assert coder_impl_fast.pandas_to_arrow(schema, "UTC", [None], [frame]).column(0).to_pylist()[0]["n"] == 3
+
+
+def test_a_batch_that_reads_no_profile_column_keeps_its_rows():
+    # A query that reads only 'error.reason': the parse step runs with the profile pruned to nothing.
+    profile = prune_profile(load_profile("coder"), set())
+    result = parse_batch([body(0), b"nope", body(2)], profile, backend="cpu", first_line=0)
+    table = to_table(result, 3, np.arange(1, 4), None)
+    assert table.num_rows == 3 and table.column_names == ["_line", "_error", "_error_field", "_backend"]
+    assert [e is None for e in table.column("_error").to_pylist()] == [True, False, True]

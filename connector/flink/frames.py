@@ -111,9 +111,13 @@ def to_table(
             filled = np.where(missing, running, values)
         created = pa.array(filled, type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
         full = full.set_column(full.column_names.index("created"), "created", created)
-    return (
-        full.append_column("_line", pa.array(lines, type=pa.int64()))
-        .append_column("_error", pa.array(reason, type=pa.string()))
-        .append_column("_error_field", pa.array(field, type=pa.string()))
-        .append_column("_backend", pa.array([result.backend] * count, type=pa.string()))
-    )
+    # Built column by column: a batch that reads no profile column still has `count` rows.
+    names = [*full.column_names, "_line", "_error", "_error_field", "_backend"]
+    arrays = [
+        *full.columns,
+        pa.array(lines, type=pa.int64()),
+        pa.array(reason, type=pa.string()),
+        pa.array(field, type=pa.string()),
+        pa.array([result.backend] * count, type=pa.string()),
+    ]
+    return pa.Table.from_arrays(arrays, names=names)
