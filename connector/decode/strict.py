@@ -213,9 +213,9 @@ def screen(records: pa.Array, items: Sequence[bytes | str | None] | None = None)
     # A byte order mark is the one thing before the object that simdjson skips.
     opened = starts < ends
     mask[opened] &= data[starts[opened]] != 0xEF
-    # Depth: a record with at most DEPTH_LIMIT brackets in all is within it; '[' (0x5b) and '{' (0x7b)
-    # are the bytes b with b | 0x20 == 0x7b. The rare others are measured by `_SHALLOW`.
-    brackets = np.flatnonzero((data | 0x20) == 0x7B)
+    # Depth: a record with at most DEPTH_LIMIT brackets in all is within it. The rare others are measured
+    # by `_SHALLOW`.
+    brackets = _brackets(data)
     counts = np.searchsorted(brackets, ends) - np.searchsorted(brackets, starts)
     for i in np.flatnonzero(mask & (counts > DEPTH_LIMIT)).tolist():
         item = items[i]
@@ -223,6 +223,23 @@ def screen(records: pa.Array, items: Sequence[bytes | str | None] | None = None)
         text = item if isinstance(item, str) else item.decode("utf-8")
         mask[i] = _SHALLOW.fullmatch(text) is not None
     return mask
+
+
+def _brackets(data: np.ndarray, block: int = 1 << 18) -> np.ndarray:
+    """Where the bytes '[' (0x5b) and '{' (0x7b) are in `data`: the bytes b with b | 0x20 == 0x7b.
+
+    A block at a time, so that the temporaries stay in the cache (a third faster than whole arrays).
+    """
+    found = []
+    scratch = np.empty(min(block, len(data)), np.uint8)
+    hits = np.empty(len(scratch), bool)
+    for start in range(0, len(data), block):
+        chunk = data[start : start + block]
+        k = len(chunk)
+        np.bitwise_or(chunk, 0x20, out=scratch[:k])
+        np.equal(scratch[:k], 0x7B, out=hits[:k])
+        found.append(np.flatnonzero(hits[:k]) + start)
+    return np.concatenate(found) if found else np.zeros(0, np.int64)
 
 
 def _spans(records: pa.Array) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -69,9 +69,10 @@ def _attribute(tree: dict[str, Any], key: str) -> Callable[[Any], Any]:
 
 
 def _step(values: list[Any], get: Callable[[Any], Any]) -> list[Any]:
-    if None not in values:
+    try:
         return list(map(get, values))
-    return [None if v is None else get(v) for v in values]
+    except AttributeError:  # a null on the way: rarer than not, and `None in values` costs nearly a map
+        return [None if v is None else get(v) for v in values]
 
 
 def _node(tree: dict[str, Any], path: Sequence[str]) -> Any:
@@ -81,7 +82,10 @@ def _node(tree: dict[str, Any], path: Sequence[str]) -> Any:
 
 
 class _Walker:
-    """Values at a path for every row, each path prefix computed once for all the columns under it."""
+    """Values at a path for every row, each path prefix computed once for all the columns under it.
+
+    At a path through `*` the values are those of every element of every row's list, one after another.
+    """
 
     def __init__(self, tree: dict[str, Any], roots: list[Any]) -> None:
         self.tree = tree
@@ -94,6 +98,8 @@ class _Walker:
             parent = self.values(key[:-1])
             if key[-1] == "0":
                 found = [v[0] if v else None for v in parent]
+            elif key[-1] == "*":
+                found = list(itertools.chain.from_iterable(v for v in parent if v))
             else:
                 found = _step(parent, _attribute(_node(self.tree, key[:-1]), key[-1]))
             self.cache[key] = found
@@ -122,28 +128,27 @@ def _int64(values: list[Any], bad: np.ndarray | None) -> pa.Array:
 
 def _leaf_array(values: list[Any], kind: str, arrow_type: pa.DataType, bad: np.ndarray) -> pa.Array:
     """Leaf values of one kind as an Arrow array; rows the exact path must decide are flagged in `bad`."""
-    if values.count(None) == len(values):
-        return pa.nulls(len(values), arrow_type)
     if kind == "integer":
         return _int64(values, bad)
-    if kind == "any":
+    if kind == "any" and values.count(None) != len(values):
         ints = [type(v) is int for v in values]
         if any(ints):
             as_int = _int64([v if i else None for v, i in zip(values, ints, strict=True)], bad)
             texts = as_int.cast(pa.string()).to_pylist()
             values = [t if i else v for v, t, i in zip(values, texts, ints, strict=True)]
-        return pa.array(values, pa.string())
     return pa.array(values, arrow_type)
 
 
-def _list_array(lists: list[Any], values: pa.Array) -> pa.Array:
-    lengths = [0 if v is None else len(v) for v in lists]
+def _list_array(lists: list[Any], values: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """A list array of `values` cut as `lists` is (null where it is null), and each value's row."""
+    lengths = np.fromiter(map(len, (v or () for v in lists)), dtype=np.int32, count=len(lists))
     offsets = np.zeros(len(lists) + 1, dtype=np.int32)
     np.cumsum(lengths, out=offsets[1:])
+    mask = None
     if None in lists:
         mask = np.append(np.array([v is None for v in lists], dtype=bool), False)
-        return pa.ListArray.from_arrays(pa.array(offsets, pa.int32(), mask=mask), values)
-    return pa.ListArray.from_arrays(pa.array(offsets, pa.int32()), values)
+    array = pa.ListArray.from_arrays(pa.array(offsets, pa.int32(), mask=mask), values)
+    return array, np.repeat(np.arange(len(lists)), lengths)
 
 
 def _decode_all(decode: Callable[[Any], Any], records: Sequence[Any]) -> tuple[list[Any], np.ndarray]:
@@ -194,31 +199,48 @@ class BodyReader:
             bad |= np.array([v is not None for v in errors], dtype=bool)
         if "error" in objects:
             bad |= np.array([v == "error" for v in objects], dtype=bool)
-        return {column.name: self._column(walk, column, bad) for column in self._columns}, bad
+        arrays: dict[tuple[Any, ...], pa.Array] = {}
+        return {column.name: self._column(walk, column, bad, arrays) for column in self._columns}, bad
 
-    def _column(self, walk: _Walker, column: Column, bad: np.ndarray) -> pa.Array:
+    def _column(
+        self, walk: _Walker, column: Column, bad: np.ndarray, arrays: dict[tuple[Any, ...], pa.Array]
+    ) -> pa.Array:
+        def leaves(
+            paths: tuple[tuple[str, ...], ...], kind: str, arrow_type: pa.DataType, flags: np.ndarray
+        ) -> pa.Array:
+            # Columns that read the same values (content and choice_contents of one-choice bodies) share them.
+            key = (paths, kind)
+            if key not in arrays:
+                arrays[key] = _leaf_array(_coalesce([walk.values(p) for p in paths]), kind, arrow_type, flags)
+            return arrays[key]
+
         if column.kind == "length":
             lists = walk.values(column.paths[0])
             return pa.array([None if v is None else len(v) for v in lists], pa.int64())
         star = column.star
         if star is None:
-            values = _coalesce([walk.values(p) for p in column.paths])
             if column.kind == "timestamp":
                 kind = "string" if self.created_unit == "iso" else "integer"
-                raw = _leaf_array(values, kind, pa.string() if kind == "string" else pa.int64(), bad)
+                raw = leaves(column.paths, kind, pa.string() if kind == "string" else pa.int64(), bad)
                 ms, outside = created_ms(raw, self.created_unit)
                 bad |= outside
                 return ms.cast(TIMESTAMP)
-            return _leaf_array(values, column.kind, column.arrow_type, bad)
+            return leaves(column.paths, column.kind, column.arrow_type, bad)
         lists = walk.values(column.paths[0][:star])
-        items = list(itertools.chain.from_iterable(v for v in lists if v))
-        inner = _Walker(_node(walk.tree, column.paths[0][: star + 1]), items)
-        values = _coalesce([inner.values(p[star + 1 :]) for p in column.paths])
-        item_bad = np.zeros(len(items), dtype=bool)
-        array = _leaf_array(values, column.kind, column.arrow_type.value_type, item_bad)
+        n = len(lists)
+        if lists.count(None) == n:
+            return pa.nulls(n, column.arrow_type)
+        value_type = column.arrow_type.value_type
+        if None not in lists and all(len(v) == 1 for v in lists):
+            # One element each (one choice): the values are those of element 0.
+            firsts = tuple((*p[:star], "0", *p[star + 1 :]) for p in column.paths)
+            offsets = pa.array(np.arange(n + 1, dtype=np.int32))
+            return pa.ListArray.from_arrays(offsets, leaves(firsts, column.kind, value_type, bad))
+        item_bad = np.zeros(len(walk.values(column.paths[0][: star + 1])), dtype=bool)
+        array, row_of = _list_array(lists, leaves(column.paths, column.kind, value_type, item_bad))
         if item_bad.any():
-            bad[np.repeat(np.arange(len(lists)), [0 if v is None else len(v) for v in lists])[item_bad]] = True
-        return _list_array(lists, array)
+            bad[row_of[item_bad]] = True
+        return array
 
 
 class ContentReader:
@@ -254,12 +276,11 @@ class ContentReader:
             elif prop.kind == "array":
                 assert prop.item_kind is not None
                 items = list(itertools.chain.from_iterable(v for v in values if v))
-                row_of = np.repeat(np.arange(n), [0 if v is None else len(v) for v in values])
                 item_bad = np.zeros(len(items), dtype=bool)
-                array = _leaf_array(items, prop.item_kind, arrow_type.value_type, item_bad)
+                array, row_of = _list_array(values, _leaf_array(items, prop.item_kind, arrow_type.value_type, item_bad))
                 if item_bad.any():
                     bad[row_of[item_bad]] = True
-                out[prop.name] = _list_array(values, array)
+                out[prop.name] = array
             else:
                 out[prop.name] = _leaf_array(values, prop.kind, arrow_type, bad)
         return out, taken, bad
