@@ -2,16 +2,21 @@
 
 Every path parses the same corpus (the simulator's bodies) into the same fields, content JSON included, and
 the table prints bodies/s, MB/s and the ratio to "what teams do today" (json.loads + pandas). Figures are
-best-of-N on one core; the machine is shared, so read the ratios, not the absolute numbers.
+best-of-N on one core; the machine is shared, so read the ratios, not the absolute numbers. With `--cli`,
+two more rows time whole processes on a file of the corpus, `dspark-vllm parse` against a script doing
+today's path and writing Parquet with pandas, taking turns too; their ratio is to each other, and the note
+gives each one's CPU seconds (user + system, which a busy machine inflates less than the wall clock).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import json
 import os
 import platform
+import resource
 import subprocess
 import sys
 import tempfile
@@ -89,6 +94,38 @@ def _orjson_arrow(bodies: Sequence[bytes], props: Sequence[str]) -> int:
     return pa.Table.from_pylist(rows).num_rows
 
 
+# Today's path as a whole process: the same extraction, every row kept, a DataFrame written as Parquet.
+_TODAY_PROCESS = """
+from __future__ import annotations
+import json, sys
+from datetime import UTC, datetime
+import pandas as pd
+{extract}
+path, out, props = sys.argv[1], sys.argv[2], [p for p in sys.argv[3].split(",") if p]
+rows = []
+with open(path, "rb") as f:
+    for line in f:
+        try:
+            row = _extract(json.loads(line), props, json.loads)
+        except ValueError:
+            continue
+        if row is not None:
+            rows.append(row)
+pd.DataFrame(rows).to_parquet(out)
+"""
+
+
+def _process(command: list[str], output: Path, cpu: list[float]) -> int:
+    """Runs one whole process; its CPU seconds (user + system) go to `cpu`; the rows it wrote are returned."""
+    import pyarrow.parquet as pq
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, capture_output=True, timeout=3600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
+    return int(pq.read_metadata(output).num_rows)
+
+
 _PHASES = ("screen_s", "read_s", "flatten_s", "exact_s", "content_s")
 
 
@@ -155,6 +192,8 @@ class _Path:
     bodies: int
     size: int
     phases: dict[str, float] | None = None  # filled by the run, for the note
+    cpu: list[float] | None = None  # a whole process's CPU seconds, one per run
+    versus: str | None = None  # the row its ratio is to, when not the first
     note: str = ""
     seconds: float = float("inf")
     rows: int = 0
@@ -168,6 +207,32 @@ def _time_round_robin(paths: list[_Path], repeat: int) -> None:
             path.rows = path.run()
             path.seconds = min(path.seconds, time.perf_counter() - started)
             print(f"  measured {path.name}: {time.perf_counter() - started:.3f} s", file=sys.stderr, flush=True)
+
+
+def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile: str, size: int) -> list[_Path]:
+    """The two whole-process rows of `--cli`, on a file of the corpus."""
+    corpus = tmp / "corpus.ndjson"
+    corpus.write_bytes(b"\n".join(bodies) + b"\n")
+    script = tmp / "today.py"
+    script.write_text(_TODAY_PROCESS.format(extract=inspect.getsource(_extract)))
+    today_out, ours_out = tmp / "today.parquet", tmp / "ours.parquet"
+    today_name = "json.loads + pandas + to_parquet, whole process"
+    today_cpu: list[float] = []
+    ours_cpu: list[float] = []
+    today_command = [sys.executable, str(script), str(corpus), str(today_out), ",".join(props)]
+    ours_command = [sys.executable, "-m", "connector.cli", "parse", str(corpus), "--profile", profile]
+    ours_command += ["--backend", "cpu", "--output", str(ours_out)]
+    return [
+        _Path(today_name, lambda: _process(today_command, today_out, today_cpu), len(bodies), size, cpu=today_cpu),
+        _Path(
+            "dspark-vllm parse --backend cpu, whole process",
+            lambda: _process(ours_command, ours_out, ours_cpu),
+            len(bodies),
+            size,
+            cpu=ours_cpu,
+            versus=today_name,
+        ),
+    ]
 
 
 def run_parse_benchmark(args: argparse.Namespace) -> int:
@@ -201,7 +266,7 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
         run = functools.partial(_ours, batch_bodies, args.profile, backend, batch, phases)
         return _Path(name, run, len(batch_bodies), sum(map(len, batch_bodies)), phases)
 
-    paths.append(ours(f"dspark-vllm cpu (pyarrow), batch {args.batch_size}", bodies, "cpu", args.batch_size))
+    paths.append(ours(f"dspark-vllm cpu (msgspec), batch {args.batch_size}", bodies, "cpu", args.batch_size))
     try:
         select_reader("gpu")
         paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, "gpu", args.batch_size))
@@ -212,7 +277,10 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
             paths.append(ours(f"dspark-vllm {backend}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
     except BackendUnavailable as exc:
         skipped.append({"path": "dspark-vllm gpu (pylibcudf)", "note": f"skipped: {exc}"})
-    _time_round_robin(paths, args.repeat)
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.cli:
+            paths += _process_paths(Path(tmp), bodies, props, args.profile, size)
+        _time_round_robin(paths, args.repeat)
     results: list[dict[str, Any]] = []
     for path in paths:
         note = path.note
@@ -220,9 +288,13 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
             note = _phase_note(path.phases, path.bodies)
             if path.bodies != n and path.phases["read_s"]:
                 note += f"; its reads alone {path.size / path.phases['read_s'] / 1e9:.2f} GB/s"
+        if path.cpu:
+            note = f"CPU {min(path.cpu):.2f} s (user + system, best of {len(path.cpu)})"
         results.append(
             {"path": path.name, "seconds": path.seconds, "rows": path.rows, "note": note}
             | ({"bodies": path.bodies, "bytes": path.size} if path.bodies != n else {})
+            | ({"cpu_seconds": min(path.cpu)} if path.cpu else {})
+            | ({"versus": path.versus} if path.versus else {})
         )
     results += [{"seconds": None, "rows": None, **s} for s in skipped]
 
@@ -254,7 +326,7 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
 
 
 def _print_table(results: list[dict[str, Any]], bodies: int, size: int) -> None:
-    base = results[0]["seconds"]
+    seconds = {r["path"]: r["seconds"] for r in results}
     print(f"\n{'path':<52} {'bodies/s':>11} {'MB/s':>8} {'x today':>8}  note")
     for r in results:
         n, b = r.get("bodies", bodies), r.get("bytes", size)
@@ -262,5 +334,5 @@ def _print_table(results: list[dict[str, Any]], bodies: int, size: int) -> None:
             print(f"{r['path']:<52} {'-':>11} {'-':>8} {'-':>8}  {r['note']}")
             continue
         rate = n / r["seconds"]
-        ratio = rate / (bodies / base)
+        ratio = rate / (bodies / seconds[r.get("versus", results[0]["path"])])
         print(f"{r['path']:<52} {rate:>11,.0f} {b / 1e6 / r['seconds']:>8.1f} {ratio:>7.1f}x  {r['note']}")
