@@ -18,12 +18,14 @@ Duplicate names are accepted, as RFC 8259 allows (I-JSON does not): the last one
 Two ways in, which agree by construction:
 - `loads(text)`: the reference, one text at a time (Python's json with the checks above); a text that
   breaks a rule raises `Rejected` with the reason.
-- `screen(records)`: one RE2 pass over a whole batch (pyarrow.compute, linear time): True for records
-  that are one object with nothing outside it and that keep every rule the batch readers do not check
-  themselves (UTF-8, literals, number range, surrogates, whitespace, depth up to SCREEN_DEPTH). Only those
-  go to a batch reader; the reader checks the grammar, and anything else is decided by `loads`. Being one
-  object is what lets records be joined for a reader: a record cannot end inside another (a GPU batch is
-  one JSON array, where `{"a":[{}` + `{}]}` would otherwise read as one valid element).
+- `screen(records)`: a whole batch, True for records that are one JSON object keeping every rule. simdjson
+  (pysimdjson) checks each record's grammar, UTF-8, surrogate escapes, literals and numbers; it accepts a
+  byte order mark and any depth up to 1024, so those two are checked beside it (the depth by counting
+  brackets, and by `loads`'s depth pattern for the rare records with more than DEPTH_LIMIT of them). It
+  refuses what the rules allow in one place only, integers beyond 64 bits: such records take `loads`,
+  which decides. Only screened records go to a backend's reader; anything else is decided by `loads`.
+  Being one object is also what lets records be joined for a batch reader: a record cannot end inside
+  another (a GPU batch is one JSON array, where `{"a":[{}` + `{}]}` would otherwise read as one element).
 """
 
 from __future__ import annotations
