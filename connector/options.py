@@ -217,6 +217,13 @@ API_KEY_ENV: ConfigOption[str | None] = _option(
     "Gateway, the job's main); the key travels in the job, not in the TaskManagers' environment.",
     group="Request",
 )
+API_KEY_FILE: ConfigOption[str | None] = _option(
+    "api-key.file",
+    "string",
+    "A file that holds the API key (e.g. a mounted secret), read where the table is planned; the key travels in "
+    "the job.",
+    group="Request",
+)
 # ---------------------------------------------------------------- prompts (request mode)
 PROMPTS_PATH: ConfigOption[str | None] = _option(
     "prompts.path", "string", "File or directory of prompts, one per line.", group="Prompts"
@@ -465,6 +472,7 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     ENDPOINT,
     API_KEY,
     API_KEY_ENV,
+    API_KEY_FILE,
     PROMPTS_PATH,
     PROMPTS_RATE,
     PROMPTS_TEMPLATE,
@@ -610,8 +618,10 @@ def rule_options_fit_mode(o: Options) -> None:
 
 
 def rule_one_api_key(o: Options) -> None:
-    if o.is_set(API_KEY) and o.is_set(API_KEY_ENV):
-        raise OptionsError("Option 'api-key' and 'api-key.env' shouldn't be set together; keep one.")
+    given = _given(o, API_KEY, API_KEY_ENV, API_KEY_FILE)
+    if len(given) > 1:
+        quoted = " and ".join(f"'{k.key}'" for k in given)
+        raise OptionsError(f"Option {quoted} shouldn't be set together; keep one.")
 
 
 def rule_endpoint_is_url(o: Options) -> None:

@@ -47,14 +47,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
-
-
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
-    from pyflink.table import StreamTableEnvironment
+    from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
 
     from connector.flink import use_connector
 
@@ -68,29 +64,39 @@ def main(argv: list[str] | None = None) -> int:
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("pipeline.name", "dspark-vllm responses")
     use_connector(t_env)
-    options = {
-        "connector": "dspark-vllm",
-        "endpoint": args.endpoint,
-        "model": model,
-        "prompts.path": str(Path(args.prompts).resolve()),
-        "request.concurrency": str(args.concurrency),
-    }
+    responses = (
+        TableDescriptor.for_connector("dspark-vllm")
+        .schema(
+            Schema.new_builder()
+            .column("id", DataTypes.STRING())
+            .column("model", DataTypes.STRING())
+            .column("finish_reason", DataTypes.STRING())
+            .column_by_metadata("request_id", DataTypes.STRING(), "request.id", True)
+            .column_by_metadata("http_status", DataTypes.INT(), "request.http-status", True)
+            .column_by_metadata("attempts", DataTypes.INT(), "request.attempts", True)
+            .column_by_metadata("error", DataTypes.STRING(), "error.reason", True)
+            .build()
+        )
+        .option("endpoint", args.endpoint)
+        .option("model", model)
+        .option("prompts.path", str(Path(args.prompts).resolve()))
+        .option("request.concurrency", str(args.concurrency))
+    )
     for item in args.option:
         key, _, value = item.partition("=")
-        options[key.strip()] = value.strip()
-    with_clause = ", ".join(f"{_literal(k)} = {_literal(v)}" for k, v in options.items())
-    t_env.execute_sql(
-        "CREATE TEMPORARY TABLE responses (id STRING, model STRING, finish_reason STRING, "
-        "request_id STRING METADATA FROM 'request.id' VIRTUAL, "
-        "http_status INT METADATA FROM 'request.http-status' VIRTUAL, "
-        "attempts INT METADATA FROM 'request.attempts' VIRTUAL, "
-        f"error STRING METADATA FROM 'error.reason' VIRTUAL) WITH ({with_clause})"
-    )
-    output = Path(args.output).resolve()
-    column_ddl = ", ".join(f"`{n}` {k}" for n, k in COLUMNS)
-    t_env.execute_sql(
-        f"CREATE TEMPORARY TABLE sink_responses ({column_ddl}) WITH ('connector' = 'filesystem', "
-        f"'path' = {_literal(str(output))}, 'format' = 'csv')"
+        responses.option(key.strip(), value.strip())
+    t_env.create_temporary_table("responses", responses.build())
+    types = {"STRING": DataTypes.STRING(), "INT": DataTypes.INT()}
+    sink = Schema.new_builder()
+    for name, kind in COLUMNS:
+        sink.column(name, types[kind])
+    t_env.create_temporary_table(
+        "sink_responses",
+        TableDescriptor.for_connector("filesystem")
+        .schema(sink.build())
+        .option("path", str(Path(args.output).resolve()))
+        .format("csv")
+        .build(),
     )
     result = t_env.execute_sql(
         "INSERT INTO sink_responses "

@@ -46,6 +46,18 @@ write_conf() {
     local rpc_port
     rpc_port="$(free_port)"
     cp "$flink_home"/conf/log4j*.properties "$FLINK_CONF_DIR/"
+    # Flink logs at INFO the whole environment of the Python processes it starts: the client's for `flink run
+    # -py` (PythonEnvUtils), a TaskManager's for each Python worker (Beam's DefaultJobBundleFactory). Secrets
+    # in those environments (an API key named by 'api-key.env') would land in the logs.
+    local file
+    for file in log4j-cli.properties log4j.properties log4j-console.properties; do
+        cat >>"$FLINK_CONF_DIR/$file" <<'LOG4J'
+logger.dsparkpythonenv.name = org.apache.flink.client.python.PythonEnvUtils
+logger.dsparkpythonenv.level = WARN
+logger.dsparkbeamenv.name = org.apache.beam.runners.fnexecution.control.DefaultJobBundleFactory
+logger.dsparkbeamenv.level = WARN
+LOG4J
+    done
     # The JVM options of the wheel's own config (Java 17 needs its --add-opens), then ours.
     local java_opts
     java_opts="$(grep -E '^ +all: --add-' "$flink_home/conf/config.yaml" | sed 's/^ *all: //')"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 
 import numpy as np
 import pandas as pd
@@ -10,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from connector.decode import parse_batch
-from connector.flink.frames import flat_schema, prune_profile, to_frame
+from connector.flink.frames import flat_schema, prune_profile, to_table
 from connector.flink.gpu import choose_device
 from connector.profiles import load_profile
 
@@ -32,36 +33,35 @@ def test_frame_has_one_row_per_body_in_order():
     bodies = [body(0), b"nope", body(2), b'{"error": {"message": "x", "type": "t", "code": 500}}', body(4)]
     profile = load_profile("math")
     result = parse_batch(bodies, profile, backend="cpu", first_line=0)
-    frame = to_frame(result, len(bodies), np.arange(1, 6), pd.Timestamp(5, unit="s"))
-    assert list(frame["id"]) == ["c0", None, "c2", None, "c4"]
-    assert frame["_error"].notna().tolist() == [False, True, False, True, False]
-    assert list(frame["_line"]) == [1, 2, 3, 4, 5]
+    table = to_table(result, len(bodies), np.arange(1, 6), 5000)
+    assert table.column("id").to_pylist() == ["c0", None, "c2", None, "c4"]
+    assert [r is not None for r in table.column("_error").to_pylist()] == [False, True, False, True, False]
+    assert table.column("_line").to_pylist() == [1, 2, 3, 4, 5]
     # A rejected row gets the newest event time of the rows BEFORE it: it neither moves the watermark past
     # the rows after it (they would be late) nor is late itself.
-    assert list(frame["created"]) == [pd.Timestamp(1_700_000_000 + i, unit="s") for i in (0, 0, 2, 2, 4)]
-    assert list(frame["answer"]) == ["42", None, "42", None, "42"]
-    assert set(frame["_backend"]) == {"cpu"}
-    # PyFlink's own conversion of each column into the declared Arrow type must accept the frame.
-    for field in flat_schema(profile):
-        column = frame[field.name]
-        target = pa.timestamp("ms") if pa.types.is_timestamp(field.type) else field.type
-        pa.Array.from_pandas(column, mask=column.isnull(), type=target)
+    assert seconds(table) == [1_700_000_000 + i for i in (0, 0, 2, 2, 4)]
+    assert table.column("answer").to_pylist() == ["42", None, "42", None, "42"]
+    assert set(table.column("_backend").to_pylist()) == {"cpu"}
+    assert table.schema.names == flat_schema(profile).names
+    table.validate(full=True)
 
 
-@pytest.mark.parametrize(
-    ("newest_before", "expected"), [(None, pd.Timestamp(0)), (pd.Timestamp(7, unit="s"), pd.Timestamp(7, unit="s"))]
-)
+def seconds(table: pa.Table) -> list[int]:
+    return [t.timestamp() for t in table.column("created").to_pylist()]
+
+
+@pytest.mark.parametrize(("newest_before", "expected"), [(None, 0), (7000, 7)])
 def test_a_rejected_first_body_gets_the_time_before_the_batch(newest_before, expected):
     result = parse_batch([b"nope", body(1)], "openai", backend="cpu", first_line=0)
-    frame = to_frame(result, 2, np.arange(2), newest_before)
-    assert list(frame["created"]) == [expected, pd.Timestamp(1_700_000_001, unit="s")]
+    table = to_table(result, 2, np.arange(2), newest_before)
+    assert seconds(table) == [expected, 1_700_000_001]
 
 
 def test_request_mode_failures_happen_now():
     result = parse_batch([b"", body(1)], "openai", backend="cpu", first_line=0)
-    now = pd.Timestamp("2026-01-01 00:00:00")
-    frame = to_frame(result, 2, np.arange(2), None, ["timed out", None], now=now)
-    assert list(frame["created"]) == [now, pd.Timestamp(1_700_000_001, unit="s")]
+    now = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
+    table = to_table(result, 2, np.arange(2), None, ["timed out", None], now_ms=now)
+    assert seconds(table) == [now // 1000, 1_700_000_001]
 
 
 def test_request_errors_and_missing_created_become_error_rows():
@@ -69,11 +69,10 @@ def test_request_errors_and_missing_created_become_error_rows():
     del no_created["created"]
     bodies = [body(0), json.dumps(no_created).encode()]
     result = parse_batch(bodies, "openai", backend="cpu", first_line=0)
-    frame = to_frame(result, 2, np.arange(2), None, ["timed out", None], require_created=True)
-    assert frame.loc[0, "_error"] == "request failed: timed out"
-    if result.errors.num_rows == 0:  # a body without created parses; the watermark still needs one
-        assert "created" in frame.loc[1, "_error"]
-        assert frame.loc[1, "_error_field"] == "created"
+    table = to_table(result, 2, np.arange(2), None, ["timed out", None], require_created=True)
+    assert table.column("_error").to_pylist()[0] == "request failed: timed out"
+    assert table.column("_error").to_pylist()[1] == "no 'created' in the body: the table's WATERMARK needs it"
+    assert table.column("_error_field").to_pylist() == [None, "created"]
 
 
 def test_pruned_profile_parses_only_what_is_declared():
@@ -109,3 +108,33 @@ def test_recent_percentiles_for_gauges():
         recent.add(float(v))
     assert (recent.percentile(50), recent.percentile(95), recent.percentile(99)) == (150, 195, 199)
     assert recent.percentile(100) == 200 and recent.percentile(1) == 101
+
+
+def test_an_arrow_result_goes_to_pyflinks_coder_as_it_is():
+    from pyflink.fn_execution import coder_impl_fast
+
+    from connector.flink.pyflink_fixes import arrow_results
+
+    arrow_results()
+    arrow_results()  # twice is once
+    target = pa.struct([("error", pa.string()), ("created", pa.timestamp("ms")), ("n", pa.int64())])
+    schema = pa.schema([pa.field("f0", target)])
+    ours = pa.StructArray.from_arrays(
+        [pa.array([None, "bad"]), pa.array([1000, 2000], pa.timestamp("ms", tz="UTC")), pa.array([1, None])],
+        names=["_error", "created", "n"],
+    )
+    batch = coder_impl_fast.pandas_to_arrow(schema, "UTC", [None], [ours])
+    assert batch.schema == schema
+    assert batch.column(0).to_pylist()[1] == {"error": "bad", "created": datetime(1970, 1, 1, 0, 0, 2), "n": None}
+    # Anything else still goes through pandas.
+    frame = pd.DataFrame({"error": ["x"], "created": [pd.Timestamp(0)], "n": [3]})
+    assert coder_impl_fast.pandas_to_arrow(schema, "UTC", [None], [frame]).column(0).to_pylist()[0]["n"] == 3
+
+
+def test_a_batch_that_reads_no_profile_column_keeps_its_rows():
+    # A query that reads only 'error.reason': the parse step runs with the profile pruned to nothing.
+    profile = prune_profile(load_profile("coder"), set())
+    result = parse_batch([body(0), b"nope", body(2)], profile, backend="cpu", first_line=0)
+    table = to_table(result, 3, np.arange(1, 4), None)
+    assert table.num_rows == 3 and table.column_names == ["_line", "_error", "_error_field", "_backend"]
+    assert [e is None for e in table.column("_error").to_pylist()] == [True, False, True]

@@ -219,3 +219,28 @@ def test_request_function_from_sql(job):
             assert row["status"] == 200 and row["id"].startswith("chatcmpl-")
         else:
             assert "500" in row["error"]
+
+
+def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
+    import sys
+
+    bad = tmp_path / "bad.sql"
+    bad.write_text(
+        "CREATE TABLE t (id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', "
+        "'replay.path' = '/x', 'parse.bakend' = 'cpu');\nSELECT * FROM t;\n"
+    )
+
+    def sql(*args: str) -> subprocess.CompletedProcess:
+        command = [sys.executable, "-m", "connector.cli", "sql", *args]
+        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+    run = sql(str(bad))
+    assert run.returncode == 1, run.stderr
+    assert "SqlRunner: statement 2 failed: " in run.stderr
+    assert "Unsupported options found for 'dspark-vllm'." in run.stderr and "parse.bakend" in run.stderr
+    assert "\tat org.apache" not in run.stderr  # no Java stack trace unless asked for
+    missing = sql(str(tmp_path / "none.sql"))
+    assert (missing.returncode, missing.stderr.strip()) == (
+        2,
+        f"dspark-vllm sql: {tmp_path / 'none.sql'}: no such file",
+    )

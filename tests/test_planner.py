@@ -163,3 +163,14 @@ def test_a_request_longer_than_a_checkpoint_timeout_is_refused():
     )
     assert plan({**declared({**slow, "request.retry.deadline": "4 s", "request.timeout": "2 s"}), "flink": flink})
     assert plan(declared(slow))  # no checkpoints: nothing to hold up
+
+
+def test_api_key_file_is_read_where_the_table_is_planned(tmp_path):
+    secret = tmp_path / "key"
+    secret.write_text("k-file-7\n")
+    table_plan = pickle.loads(base64.b64decode(plan(declared({**REQUEST, "api-key.file": str(secret)}))["plan"]))
+    assert table_plan.api_key == "k-file-7"
+    with pytest.raises(OptionsError, match="Option 'api-key.file' = '.*missing' cannot be read where the table"):
+        plan(declared({**REQUEST, "api-key.file": str(tmp_path / "missing")}))
+    with pytest.raises(OptionsError, match="'api-key.env' and 'api-key.file' shouldn't be set together"):
+        plan(declared({**REQUEST, "api-key.env": "X", "api-key.file": str(secret)}))

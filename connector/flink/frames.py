@@ -1,8 +1,9 @@
-"""Between the deserializer and PyFlink's Arrow bridge: pruned profiles, full-length frames (pure code).
+"""Between the deserializer and PyFlink's Arrow bridge: pruned profiles, full-length tables (pure code).
 
-A vectorized function must return one row per input row, flat (primitives and arrays of primitives), as
-pandas. `parse_batch` returns good rows and error rows apart; `to_frame` puts them back in input order,
-with the internal columns `_line`, `_error`, `_error_field` and `_backend`.
+A vectorized function must return one row per input row, flat (primitives and arrays of primitives).
+`parse_batch` returns good rows and error rows apart; `to_table` puts them back in input order, with the
+internal columns `_line`, `_error`, `_error_field` and `_backend`, as Arrow (the function hands it to PyFlink
+as it is: `connector.flink.pyflink_fixes.arrow_results`).
 """
 
 from __future__ import annotations
@@ -11,14 +12,14 @@ import dataclasses
 from collections.abc import Iterable
 
 import numpy as np
-import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from connector.decode import ParseResult
 from connector.profiles import Profile
 from connector.schema.columns import output_schema
 
-__all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_frame"]
+__all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_table"]
 
 INTERNAL = pa.schema(
     [
@@ -49,27 +50,31 @@ def flat_schema(profile: Profile) -> pa.Schema:
     return pa.schema([*fields, *INTERNAL])
 
 
-def _series(array: pa.ChunkedArray | pa.Array) -> pd.Series:
-    series = array.to_pandas()
-    if pa.types.is_timestamp(array.type) and array.type.tz is not None:
-        series = series.dt.tz_localize(None)
-    return series
+_NO_TIME = np.iinfo(np.int64).min
 
 
-def to_frame(
+def _created_ms(created: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """Milliseconds since the epoch (nulls as the smallest int64) and the null mask."""
+    millis = pc.cast(created, pa.timestamp("ms", tz="UTC")).cast(pa.int64())
+    missing = np.asarray(pc.is_null(millis).to_numpy(zero_copy_only=False), dtype=bool)
+    values = np.asarray(pc.fill_null(millis, _NO_TIME).to_numpy(), dtype=np.int64)
+    return values, missing
+
+
+def to_table(
     result: ParseResult,
     count: int,
     lines: np.ndarray,
-    newest_before: pd.Timestamp | None,
+    newest_before_ms: int | None,
     request_errors: Iterable[str | None] | None = None,
     require_created: bool = False,
-    now: pd.Timestamp | None = None,
-) -> pd.DataFrame:
-    """One row per input body, in input order; error rows carry `_error` and null parsed columns.
+    now_ms: int | None = None,
+) -> pa.Table:
+    """One row per input body, in input order; error rows carry `_error` and null parsed columns (Arrow).
 
     `result` must come from `parse_batch(..., first_line=0)`. `lines` are the source lines of the bodies.
-    A row without `created` (so that a watermark never meets a null) gets `now` where given (request mode: a
-    failed request happened now), else the newest `created` of the rows before it (`newest_before` for the
+    A row without `created` (so that a watermark never meets a null) gets `now_ms` where given (request mode:
+    a failed request happened now), else the newest `created` of the rows before it (`newest_before_ms` for the
     batches before this one; the epoch before any): it neither moves the watermark nor is late.
     `request_errors` (request mode) turns a row into an error row whatever its body said. With
     `require_created` (the table declares a WATERMARK), a body without `created` is an error row too.
@@ -92,22 +97,27 @@ def to_frame(
                 reason[i] = f"request failed: {error}"
                 field[i] = None
 
-    frame = pd.DataFrame({name: _series(full.column(name)) for name in full.column_names})
-    if require_created and "created" in frame:
-        missing = (frame["created"].isna() & pd.isna(reason)).to_numpy()
-        reason[missing] = "no 'created' in the body: the table's WATERMARK needs it"
-        field[missing] = "created"
-    if "created" in frame:
-        created = frame["created"]
-        if now is not None:
-            frame["created"] = created.fillna(now)
+    if "created" in full.column_names:
+        values, missing = _created_ms(full.column("created"))
+        if require_created:
+            absent = missing & np.array([r is None for r in reason], dtype=bool)
+            reason[absent] = "no 'created' in the body: the table's WATERMARK needs it"
+            field[absent] = "created"
+        if now_ms is not None:
+            filled = np.where(missing, now_ms, values)
         else:
-            floor = newest_before if newest_before is not None else pd.Timestamp(0)
-            running = created.cummax().ffill()
-            running = running.where(running > floor, floor)  # NaT (nothing yet) compares False: the floor
-            frame["created"] = created.fillna(running)
-    frame["_line"] = lines
-    frame["_error"] = reason
-    frame["_error_field"] = field
-    frame["_backend"] = result.backend
-    return frame
+            floor = newest_before_ms if newest_before_ms is not None else 0
+            running = np.maximum(np.maximum.accumulate(values) if count else values, floor)
+            filled = np.where(missing, running, values)
+        created = pa.array(filled, type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
+        full = full.set_column(full.column_names.index("created"), "created", created)
+    # Built column by column: a batch that reads no profile column still has `count` rows.
+    names = [*full.column_names, "_line", "_error", "_error_field", "_backend"]
+    arrays = [
+        *full.columns,
+        pa.array(lines, type=pa.int64()),
+        pa.array(reason, type=pa.string()),
+        pa.array(field, type=pa.string()),
+        pa.array([result.backend] * count, type=pa.string()),
+    ]
+    return pa.Table.from_arrays(arrays, names=names)

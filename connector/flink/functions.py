@@ -12,10 +12,12 @@ import time
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from pyflink.table.udf import FunctionContext, ScalarFunction
 
 from connector.decode import parse_batch
-from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_frame
+from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_table
 from connector.flink.gpu import choose_device
 from connector.flink.metrics import Recent
 from connector.flink.planner import TablePlan
@@ -48,7 +50,7 @@ class ParseFunction(ScalarFunction):
 
     def open(self, function_context: FunctionContext) -> None:
         self._lines: dict[str, int] = {}
-        self._last_created: pd.Timestamp | None = None
+        self._last_created: int | None = None  # ms: the newest event time so far
         self._last_ms = 0.0
         self._gpu = 0
         if self.backend != "cpu":
@@ -83,7 +85,8 @@ class ParseFunction(ScalarFunction):
         group.gauge("lastBatchParseTimeMs", lambda: int(self._last_ms))
         group.gauge("backendGpu", lambda: int(self._gpu))
 
-    def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pd.DataFrame:
+    def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pa.StructArray:
+        """The batch's rows as Arrow, in the order of `columns` (PyFlink takes it as it is: `arrow_results`)."""
         count = len(body)
         started = time.perf_counter()
         result = parse_batch(list(body), self.profile, backend=self._effective, first_line=0)
@@ -91,16 +94,17 @@ class ParseFunction(ScalarFunction):
 
         lines = self._count_lines(source)
         # A failed request has no `created`: it happened now (servers set `created` to now too).
-        now = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms") if self.mode == "request" else None
+        now = int(time.time() * 1000) if self.mode == "request" else None
         errors = request_error[0] if request_error else None
-        frame = to_frame(result, count, lines, self._last_created, errors, self.require_created, now)
-        if "created" in frame and count:
-            newest = frame["created"].max()
-            if pd.notna(newest) and (self._last_created is None or newest > self._last_created):
+        table = to_table(result, count, lines, self._last_created, errors, self.require_created, now)
+        if "created" in table.column_names and count:
+            newest = pc.max(table.column("created").cast(pa.int64())).as_py()
+            if newest is not None and (self._last_created is None or newest > self._last_created):
                 self._last_created = newest
-        frame = frame[list(self.columns)]
+        columns = [table.column(name).combine_chunks() for name in self.columns]
+        rows = pa.StructArray.from_arrays(columns, names=list(self.columns))
 
-        rejected = int(frame["_error"].notna().sum())
+        rejected = count - table.column("_error").null_count
         self._bodies.inc(count)
         self._rows.inc(count - rejected)
         self._rejected.inc(rejected)
@@ -113,7 +117,7 @@ class ParseFunction(ScalarFunction):
         self._gpu = 1 if result.backend == "gpu" else 0
         if self.backend == "auto" and result.backend != "gpu":
             self._fallbacks.inc(1)
-        return frame
+        return rows
 
     def _count_lines(self, source: pd.Series) -> np.ndarray:
         if self.mode == "request":

@@ -22,6 +22,11 @@ class MetadataKey:
     type: str  # Flink SQL type
     modes: tuple[str, ...]
     description: str
+    sql: str | None = None  # when the value is an expression over `column`
+
+    @property
+    def expression(self) -> str:
+        return self.sql or "`" + self.column + "`"
 
 
 METADATA: tuple[MetadataKey, ...] = (
@@ -66,6 +71,14 @@ METADATA: tuple[MetadataKey, ...] = (
         "time from the first attempt's start to the last byte of the response, retries included",
     ),
     MetadataKey("request.attempts", "_attempts", "INT", ("request",), "attempts made (1 = no retry)"),
+    MetadataKey(
+        "request.received-at",
+        "_received_ms",
+        "TIMESTAMP_LTZ(3)",
+        ("request",),
+        "when the response's last byte was read (or the request gave up)",
+        sql="TO_TIMESTAMP_LTZ(`_received_ms`, 3)",
+    ),
     MetadataKey(
         "request.error", "_request_error", "STRING", ("request",), "why the request failed (NULL when it got a body)"
     ),

@@ -31,6 +31,7 @@ import pickle
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from connector.errors import DsparkError, OptionsError
@@ -38,6 +39,7 @@ from connector.flink.metadata import metadata_for
 from connector.options import (
     API_KEY,
     API_KEY_ENV,
+    API_KEY_FILE,
     ARROW_BATCH,
     BUNDLE_SIZE,
     BUNDLE_TIME,
@@ -74,6 +76,7 @@ REQUEST_RESULT = (
     ("latency_ms", "DOUBLE", "_latency_ms"),
     ("attempts", "INT", "_attempts"),
     ("error", "STRING", "_request_error"),
+    ("received_ms", "BIGINT", "_received_ms"),
 )
 
 
@@ -195,16 +198,27 @@ def _bounded(options: Options) -> bool:
 
 
 def _api_key(options: Options) -> str | None:
+    path = options.get(API_KEY_FILE)
+    if path is not None:
+        try:
+            key = Path(path).read_text(encoding="utf-8").strip()
+        except OSError as exc:
+            raise OptionsError(
+                f"Option 'api-key.file' = '{path}' cannot be read where the table is planned: {exc.strerror}."
+            ) from None
+        if not key:
+            raise OptionsError(f"Option 'api-key.file' = '{path}' is empty.")
+        return key
     name = options.get(API_KEY_ENV)
     if name is None:
         return options.get(API_KEY)
-    key = os.environ.get(name)
-    if not key:
+    value = os.environ.get(name)
+    if not value:
         raise OptionsError(
             f"Option 'api-key.env' names the environment variable '{name}', which is not set where the table is "
             "planned (the SQL Client, the Gateway, the job's main): set it there, or give 'api-key'."
         )
-    return key
+    return value
 
 
 def _check_checkpoints(options: Options, flink: Mapping[str, str]) -> None:
@@ -259,7 +273,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "source": _source(name, options),
         "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
         "physical": physical,
-        "metadata": [{"key": m.key, "type": m.type, "sql": quote_identifier(m.column)} for m in metadata],
+        "metadata": [{"key": m.key, "type": m.type, "sql": m.expression} for m in metadata],
         "settings": _settings(options),
         "plan": base64.b64encode(pickle.dumps(table_plan)).decode("ascii"),
     }

@@ -115,7 +115,7 @@ class RequestFunction(AsyncScalarFunction):
         self._retries.inc(max(0, attempts - 1))
         self._bytes.inc(len(body or b""))
         self._latencies.add(latency)
-        return Row(body or b"", status, float(latency), attempts, error)
+        return Row(body or b"", status, float(latency), attempts, error, int(time.time() * 1000))
 
 
 def client_config(plan: TablePlan) -> Any:

@@ -13,11 +13,12 @@ import json
 import pickle
 
 from connector.flink.planner import TablePlan
-from connector.flink.pyflink_fixes import copy_async_scalar_inputs
+from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
 
 __all__ = ["parse_function", "request_function"]
 
 copy_async_scalar_inputs()
+arrow_results()
 
 
 def _plan(data: bytes) -> TablePlan:

@@ -12,7 +12,8 @@
   parsed). Nested ROWs are built in SQL (`ROW(p.prompt_tokens, ...)`).
 - `vllm_request(endpoint, model, prompt)`: an async function (PyFlink's `AsyncScalarFunction`; its concurrency
   is `table.exec.async-scalar.max-concurrent-operations`, and `table.exec.async-scalar.timeout` must exceed a
-  request's retries) returning ROW<body BYTES, http_status INT, latency_ms DOUBLE, attempts INT, error STRING>.
+  request's retries) returning ROW<body BYTES, http_status INT, latency_ms DOUBLE, attempts INT, error STRING,
+  received_ms BIGINT>.
   Feed `r.body` to a parse function.
 
 A 'dspark-vllm' table is the same steps with options, metadata and projection; these are for the cases a
@@ -25,13 +26,14 @@ import time
 from typing import Any
 
 import pandas as pd
+import pyarrow as pa
 from pyflink.common import Row
 from pyflink.table.udf import AsyncScalarFunction, FunctionContext, udf
 
 from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
 from connector.flink.planner import REQUEST_RESULT, TablePlan
-from connector.flink.pyflink_fixes import copy_async_scalar_inputs
+from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
 from connector.options import validate
 from connector.profiles import builtin_profiles, load_profile
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
@@ -39,15 +41,16 @@ from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 __all__ = ["RequestFunction", "SqlParseFunction", "parse_function_for", "vllm_request"]
 
 copy_async_scalar_inputs()
+arrow_results()
 _RENAMED = {"_error": "error", "_error_field": "error_field"}
 
 
 class SqlParseFunction(ParseFunction):
     """`parse_<profile>(body)`: the table's parse step with the profile's every column."""
 
-    def eval(self, body: pd.Series, *unused: pd.Series) -> pd.DataFrame:  # type: ignore[override]
-        frame = super().eval(body, pd.Series([""] * len(body)))
-        return frame.rename(columns=_RENAMED)
+    def eval(self, body: pd.Series, *unused: pd.Series) -> pa.StructArray:  # type: ignore[override]
+        # The fields take the declared names (error, error_field) from the result type.
+        return super().eval(body, pd.Series([""] * len(body)))
 
 
 def parse_function_for(profile_name: str) -> Any:
@@ -77,10 +80,11 @@ class RequestFunction(AsyncScalarFunction):
                 self._clients[key] = VllmClient(config=ClientConfig(base_url=key[0], model=key[1]))
             payload = {"messages": [{"role": "user", "content": prompt or ""}]}
             outcome = await self._clients[key].send(payload)
-            return Row(outcome.body or b"", outcome.status, float(outcome.latency_ms), outcome.attempts, outcome.error)
+            body, status, attempts, error = outcome.body or b"", outcome.status, outcome.attempts, outcome.error
+            return Row(body, status, float(outcome.latency_ms), attempts, error, int(time.time() * 1000))
         except Exception as exc:  # a bad endpoint is an error row, never a failed task
             latency = (time.perf_counter() - started) * 1000.0
-            return Row(b"", None, latency, 1, f"{type(exc).__name__}: {exc}")
+            return Row(b"", None, latency, 1, f"{type(exc).__name__}: {exc}", int(time.time() * 1000))
 
 
 _RESULT = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind, _ in REQUEST_RESULT)

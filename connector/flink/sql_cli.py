@@ -16,7 +16,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from connector.errors import DsparkError
+from connector.errors import DsparkError, OptionsError
 
 __all__ = ["add_arguments", "java_command", "run"]
 
@@ -75,12 +75,12 @@ def run(args: argparse.Namespace) -> int:
         print(connector_jar())
         return 0
     if not args.file:
-        raise DsparkError("give a SQL file to run, or --jar")
+        raise OptionsError("give a SQL file to run, or --jar")
     if not Path(args.file).is_file():
-        raise DsparkError(f"{args.file}: no such file")
+        raise OptionsError(f"{args.file}: no such file")
     bad = [s for s in args.set if "=" not in s]
     if bad:
-        raise DsparkError(f"--set expects KEY=VALUE, got '{bad[0]}'")
+        raise OptionsError(f"--set expects KEY=VALUE, got '{bad[0]}'")
     log_file = args.log or tempfile.mkstemp(prefix="dspark-vllm-sql-", suffix=".log")[1]
     try:
         done = subprocess.run(java_command(args.file, args.set, log_file))
@@ -88,4 +88,5 @@ def run(args: argparse.Namespace) -> int:
         raise DsparkError("dspark-vllm sql needs Java 11+ ('java' on PATH)") from exc
     if done.returncode != 0:
         print(f"dspark-vllm sql: Flink's log is {log_file}", file=sys.stderr)
-    return done.returncode
+    # The runner exits 1 when a statement or a job failed and 2 for its own usage errors: the CLI's scheme.
+    return {0: 0, 2: 2, 130: 130}.get(done.returncode, 1)
