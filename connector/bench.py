@@ -22,7 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,9 +66,8 @@ def _extract(d: Any, props: Sequence[str], loads: Callable[[Any], Any]) -> dict[
     return row
 
 
-def _json_pandas(bodies: Sequence[bytes], props: Sequence[str]) -> int:
-    import pandas as pd
-
+def _today_rows(bodies: Iterable[bytes], props: Sequence[str]) -> list[dict[str, Any]]:
+    """Today's path: each body through json.loads and `_extract`; what it cannot read is dropped."""
     rows = []
     for body in bodies:
         try:
@@ -77,7 +76,13 @@ def _json_pandas(bodies: Sequence[bytes], props: Sequence[str]) -> int:
             continue
         if row is not None:
             rows.append(row)
-    return len(pd.DataFrame(rows))
+    return rows
+
+
+def _json_pandas(bodies: Sequence[bytes], props: Sequence[str]) -> int:
+    import pandas as pd
+
+    return len(pd.DataFrame(_today_rows(bodies, props)))
 
 
 def _orjson_arrow(bodies: Sequence[bytes], props: Sequence[str]) -> int:
@@ -100,19 +105,12 @@ _TODAY_PROCESS = """
 from __future__ import annotations
 import json, sys
 from datetime import UTC, datetime
+from typing import Any
 import pandas as pd
-{extract}
+{functions}
 path, out, props = sys.argv[1], sys.argv[2], [p for p in sys.argv[3].split(",") if p]
-rows = []
-with open(path, "rb") as f:
-    for line in f:
-        try:
-            row = _extract(json.loads(line), props, json.loads)
-        except ValueError:
-            continue
-        if row is not None:
-            rows.append(row)
-pd.DataFrame(rows).to_parquet(out)
+with open(path, "rb") as lines:
+    pd.DataFrame(_today_rows(lines, props)).to_parquet(out)
 """
 
 
@@ -218,7 +216,7 @@ def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile
     corpus = tmp / "corpus.ndjson"
     corpus.write_bytes(b"\n".join(bodies) + b"\n")
     script = tmp / "today.py"
-    script.write_text(_TODAY_PROCESS.format(extract=inspect.getsource(_extract)))
+    script.write_text(_TODAY_PROCESS.format(functions=inspect.getsource(_extract) + inspect.getsource(_today_rows)))
     today_out, ours_out = tmp / "today.parquet", tmp / "ours.parquet"
     today_name = "json.loads + pandas + to_parquet, whole process"
     today_cpu: list[float] = []
