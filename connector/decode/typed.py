@@ -244,8 +244,7 @@ class BodyReader:
 
 
 class ContentReader:
-    """Decodes contents that are JSON objects into the content columns (`None` for a content to leave to
-    the exact path)."""
+    """Decodes contents that are JSON objects into the content columns (built once per profile)."""
 
     def __init__(self, properties: Sequence[ContentProperty]) -> None:
         self.properties = tuple(properties)
