@@ -2,8 +2,10 @@
 
 The CPU backend's speed is bounded by its JSON reader (see docs/benchmarks.md). This measures the readers a
 CPU backend could be built on, on the benchmark corpus, each asked for the same fields where it takes a
-schema, and prints MB/s and the ratio to pyarrow.json (the reader the CPU backend uses). Readers that are
-not installed are skipped: `pip install polars duckdb msgspec orjson` for the full table.
+schema, and prints MB/s and the ratio to pyarrow.json (the CPU backend's reader until issue 11; since then
+msgspec structs made for the columns, `connector.decode.typed`), the readers taking turns, in CPU time
+(a shared machine inflates the wall clock several times over). Readers that are
+not installed are skipped: `pip install polars duckdb orjson` for the full table.
 
     python benchmarks/bench_readers.py [--bodies 10000] [--repeat 5]
 """
@@ -36,7 +38,9 @@ def _duckdb_type(t: pa.DataType) -> str:
     return {pa.int64(): "BIGINT", pa.float64(): "DOUBLE", pa.bool_(): "BOOLEAN"}.get(t, "VARCHAR")
 
 
-def readers(bodies: list[bytes], schema: pa.Schema, tmp: Path) -> dict[str, Callable[[], object]]:
+def readers(bodies: list[bytes], profile: str, tmp: Path) -> dict[str, Callable[[], object]]:
+    plan = _plan(load_profile(profile))
+    schema = plan.read_schema
     data = b"\n".join(bodies)
     path = tmp / "bodies.ndjson"
     path.write_bytes(data)
@@ -47,7 +51,7 @@ def readers(bodies: list[bytes], schema: pa.Schema, tmp: Path) -> dict[str, Call
         parse = pa_json.ParseOptions(explicit_schema=schema, unexpected_field_behavior="ignore")
         return pa_json.read_json(io.BytesIO(data), read_options=options, parse_options=parse)
 
-    out["pyarrow.json, explicit schema (the CPU backend's reader)"] = pyarrow_json
+    out["pyarrow.json, explicit schema"] = pyarrow_json
     one_field = pa.schema([("id", pa.string())])
     out["pyarrow.json, one field (its tokenizer alone)"] = lambda: pa_json.read_json(
         io.BytesIO(data),
@@ -71,13 +75,20 @@ def readers(bodies: list[bytes], schema: pa.Schema, tmp: Path) -> dict[str, Call
         out["polars read_ndjson, same schema"] = lambda: pl.read_ndjson(io.BytesIO(data), schema=pl_schema)
     except ImportError:
         pass
-    try:
-        import msgspec
+    import msgspec
+    import simdjson
 
-        array = b"[" + b",".join(bodies) + b"]"
-        out["msgspec, to Python objects (no columns yet)"] = lambda: msgspec.json.decode(array)
-    except ImportError:
-        pass
+    reader = plan.body_reader
+    out["msgspec, structs for the columns + the columns (cpu)"] = lambda: reader.columns(reader.decode(bodies)[0])
+    out["msgspec, structs for the columns alone"] = lambda: reader.decode(bodies)
+    array = b"[" + b",".join(bodies) + b"]"
+    out["msgspec, to Python objects (no columns yet)"] = lambda: msgspec.json.decode(array)
+
+    def simdjson_validate() -> object:
+        parse = simdjson.Parser().parse
+        return [type(parse(b)) is simdjson.Object for b in bodies]
+
+    out["simdjson, validation only (the JSON screen's parser)"] = simdjson_validate
     try:
         import orjson
 
@@ -95,17 +106,16 @@ def main() -> None:
     args = parser.parse_args()
     bodies = make_corpus(args.bodies, args.profile, seed=7, json_share=0.8)
     size = sum(map(len, bodies))
-    schema = _plan(load_profile(args.profile)).read_schema
-    print(f"{len(bodies)} bodies, {size / 1e6:.1f} MB ({args.profile} corpus); best of {args.repeat}, one core")
+    print(f"{len(bodies)} bodies, {size / 1e6:.1f} MB ({args.profile} corpus); CPU time, best of {args.repeat}")
     with tempfile.TemporaryDirectory() as tmp:
-        results = []
-        for name, read in readers(bodies, schema, Path(tmp)).items():
-            best = float("inf")
-            for _ in range(args.repeat):
-                started = time.perf_counter()
+        paths = readers(bodies, args.profile, Path(tmp))
+        best = dict.fromkeys(paths, float("inf"))
+        for _ in range(args.repeat):
+            for name, read in paths.items():
+                started = time.process_time()
                 read()
-                best = min(best, time.perf_counter() - started)
-            results.append((name, best))
+                best[name] = min(best[name], time.process_time() - started)
+    results = list(best.items())
     base = results[0][1]
     print(f"\n{'reader':<56} {'ms':>8} {'MB/s':>8} {'x pyarrow':>10}")
     for name, seconds in results:

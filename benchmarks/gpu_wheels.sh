@@ -21,7 +21,7 @@ wheels=(
     "libkvikio-cu13==26.10.0" "nvidia-libnvcomp-cu13==5.3.0.16" "rapids-logger==0.3.0" "nvtx==0.2.17"
     "nvidia-nvjitlink==13.5.37"
     "jsonschema==4.26.0" "jsonschema-specifications==2025.9.1" "referencing==0.37.0" "rpds-py==2026.9.1"
-    "google-re2==1.1.20251105"
+    "google-re2==1.1.20251105" "msgspec==0.23.0" "pysimdjson==7.0.2"
 )
 
 case "${1:-}" in

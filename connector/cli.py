@@ -1,7 +1,7 @@
 """The `dspark-vllm` command: thin argument parsing over the library.
 
 dspark-vllm parse INPUT --profile NAME|FILE [--backend auto|cpu|gpu] --output OUT.parquet [--errors E.ndjson]
-dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink]
+dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink] [--cli]
 dspark-vllm simulate --host 127.0.0.1 --port P [--profile NAME|FILE] [--seed N] [fault options]
 dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json-schema]
 dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
@@ -257,7 +257,9 @@ def _bench(args: argparse.Namespace) -> int:
     return run_parse_benchmark(args)
 
 
-def _parser() -> argparse.ArgumentParser:
+def _parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The argument parser; of the delegated subcommands only `command`'s module is imported (for `parse`,
+    importing the simulator, the HTTP client and PyFlink would take longer than parsing a small file)."""
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: given after the subcommand, -v must not be reset by the subcommand's default.
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO")
@@ -292,6 +294,7 @@ def _parser() -> argparse.ArgumentParser:
     bp.add_argument("--seed", type=int, default=7)
     bp.add_argument("--repeat", type=_positive, default=3, help="runs per path; the best is reported")
     bp.add_argument("--no-flink", action="store_true", help="skip the Flink json-format baseline")
+    bp.add_argument("--cli", action="store_true", help="also time whole processes: dspark-vllm parse and today's")
     bp.add_argument("--gpu-batch-mb", type=_positive, default=64, help="batch size in MB of the large-batch GPU row")
     bp.add_argument("--output-json", help="also write the results as JSON")
     bp.set_defaults(func=_bench)
@@ -299,12 +302,14 @@ def _parser() -> argparse.ArgumentParser:
     for name, (module, help_text) in _DELEGATED.items():
         d = sub.add_parser(name, parents=[common], help=help_text)
         d.set_defaults(func=None, module=module)
-        importlib.import_module(module).add_arguments(d)
+        if name == command:
+            importlib.import_module(module).add_arguments(d)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = _parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser(next((a for a in argv if not a.startswith("-")), None))
     args = parser.parse_args(argv)
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")

@@ -93,17 +93,44 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     paths = [r["path"] for r in report["results"]]
     assert paths[0] == "json.loads + pandas + fromtimestamp (today)"
     assert paths[2:] == [
-        "dspark-vllm cpu (pyarrow), batch 100",
+        "dspark-vllm cpu (msgspec), batch 100",
         "dspark-vllm gpu (pylibcudf), batch 100",
         "dspark-vllm gpu, one 1 MB batch",
         "dspark-vllm cpu, one 1 MB batch",
     ]
     by_path = {r["path"]: r for r in report["results"]}
-    assert by_path["dspark-vllm cpu (pyarrow), batch 100"]["rows"] == 300
+    assert by_path["dspark-vllm cpu (msgspec), batch 100"]["rows"] == 300
     assert by_path["dspark-vllm gpu, one 1 MB batch"]["rows"] == by_path["dspark-vllm gpu, one 1 MB batch"]["bodies"]
     assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
     printed = capsys.readouterr().out
     assert "x today" in printed and "read " in printed and "content " in printed
+
+
+def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
+    """`--cli`: `dspark-vllm parse` and today's path as whole processes on the same file, each writing every row."""
+    from connector.cli import main
+
+    args = ["bench", "parse", "--no-flink", "--bodies", "200", "--batch-size", "100", "--repeat", "1", "--cli"]
+    assert main([*args, "--output-json", str(tmp_path / "bench.json")]) == 0
+    by_path = {r["path"]: r for r in json.loads((tmp_path / "bench.json").read_text())["results"]}
+    today = by_path["json.loads + pandas + to_parquet, whole process"]
+    ours = by_path["dspark-vllm parse --backend cpu, whole process"]
+    assert (today["rows"], ours["rows"]) == (200, 200)
+    assert ours["versus"] == "json.loads + pandas + to_parquet, whole process"
+    assert ours["seconds"] > 0 and today["seconds"] > 0 and ours["wall_seconds"] > 0
+
+
+def test_parse_imports_no_other_subcommand(tmp_path: Path):
+    """`parse` does not import the simulator, the HTTP client or PyFlink just to build its argument parser."""
+    (tmp_path / "in.ndjson").write_bytes(encode(chat()) + b"\n")
+    code = (
+        "import sys\nfrom connector.cli import main\n"
+        f"main(['parse', {str(tmp_path / 'in.ndjson')!r}, '--backend', 'cpu', '--output', {str(tmp_path / 'o.parquet')!r}])\n"
+        "print(sorted(m for m in ('aiohttp', 'pyflink', 'connector.simulator', 'connector.flink') if m in sys.modules))"
+    )
+    root = Path(__file__).resolve().parents[1]
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
+    assert done.stdout.strip() == "[]"
 
 
 # -- hostile use (issue 12): one-line errors before any work, one exit scheme, nothing lost -----------------

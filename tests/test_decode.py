@@ -536,10 +536,64 @@ def test_int_stop_reasons_are_read_in_their_own_group(backend: str):
     assert result.table.column("stop_reason").to_pylist() == [
         "151643" if i % 3 == 0 else ("</s>" if i % 3 == 1 else None) for i in range(300)
     ] + ["7"]
-    # On the CPU only the body that mixes an int and a string stop_reason needs the exact path; the gpu reader
-    # types such a leaf value by value, so none does.
-    assert result.stats["exact"] == (1 if result.backend == "cpu" else 0)
+    # Both backends type such a leaf value by value (msgspec's int | str on cpu, text leaves on gpu): not even
+    # the body that mixes an int and a string stop_reason needs the exact path.
+    assert result.stats["exact"] == 0
     assert result.stats["reads"] < 20
+
+
+# -- what the cpu backend's structs decide by type, held to the exact path on every backend ----------------
+
+TYPED_EDGES: list[tuple[str, bytes, str | None]] = [
+    ("an escaped name", b'{"id":"a","mod\\u0065l":"m"}', None),
+    ("a repeated name, the first of a wrong type", b'{"id":"a","created":"x","created":1}', None),
+    ("a null choice", encode(chat(choices=[None])), None),
+    ("a null choice after one", encode(chat(choices=[choice("x"), None])), None),
+    ("two choices", encode(chat(choices=[choice("x"), choice("y", index=1, finish_reason="length")])), None),
+    ("an integral float where an integer is read", encode(chat(usage={"prompt_tokens": 5.0})), None),
+    ("an integer where a number is read", encode(chat(metrics={"tokens_per_second": 5})), None),
+    ("-2**63 where an integer is read", encode(chat(usage={"prompt_tokens": -(2**63)})), None),
+    ("2**64 in a field no column reads", b'{"id":"a","x":18446744073709551616}', None),
+    ("error null", b'{"id":"a","error":null,"object":"chat.completion"}', None),
+    ("2**63 where an integer is read", encode(chat(usage={"prompt_tokens": 2**63})), "out of range"),
+    ("a stop_reason beyond 64 bits", encode(chat(choices=[choice(stop_reason=2**64)])), "out of range"),
+    ("true where an integer is read", encode(chat(usage={"prompt_tokens": True})), "wrong type"),
+    ("a choice that is a number", encode(chat(choices=[choice("x"), 5])), "wrong type"),
+    ("a string where a list is walked", encode(chat(choices="x")), "wrong type"),
+    ("an error object", b'{"error":{"message":"m","code":400}}', "error response"),
+    ("an error string", b'{"error":"m"}', "error response"),
+]
+
+
+def test_typed_edges_match_the_exact_path(backend: str):
+    bodies = [body for _, body, _ in TYPED_EDGES]
+    result = assert_matches_reference(bodies, "openai", backend)
+    errors = {e["line"]: e["reason"] for e in result.errors.to_pylist()}
+    for line, (name, _, reason) in enumerate(TYPED_EDGES, start=1):
+        if reason is None:
+            assert line not in errors, name
+        else:
+            assert reason in errors[line], name
+    rows = {r["line"]: r for r in result.table.to_pylist()}
+    assert (rows[1]["model"], rows[2]["created"], rows[6]["prompt_tokens"]) == (
+        "m",
+        datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC),
+        5,
+    )
+    assert (rows[3]["n_choices"], rows[3]["content"], rows[4]["choice_contents"]) == (1, None, ["x", None])
+    assert rows[5]["choice_finish_reasons"] == ["stop", "length"]
+    assert (rows[7]["tokens_per_second"], rows[8]["prompt_tokens"]) == (5.0, -(2**63))
+
+
+def test_many_brackets_within_the_depth_stay_on_the_fast_path(backend: str):
+    """Logprobs put hundreds of brackets in a body only a few levels deep: the depth check must not send such
+    bodies (or such contents) one by one to the exact path."""
+    logprobs = {"content": [{"token": "a", "logprob": -0.1, "top_logprobs": [{"token": "b"}]} for _ in range(80)]}
+    content = json.dumps({"language": "py", "code_blocks": 1, "notes": [[i] for i in range(80)]})
+    bodies = [encode(chat(id=f"c{i}", choices=[choice(content, logprobs=logprobs)])) for i in range(20)]
+    result = assert_matches_reference(bodies, "coder", backend)
+    assert result.table.column("code_blocks").to_pylist() == [1] * 20
+    assert (result.stats["exact"], result.stats["content_exact"]) == (0, 0)
 
 
 @pytest.mark.parametrize("list_type", [pa.list_, pa.large_list])

@@ -6,10 +6,12 @@
     >>> result.table.column("created")[0].as_py().isoformat(), result.errors.column("reason")[0].as_py()
     ('2024-11-30T07:00:00+00:00', 'not JSON: Expecting value at char 0')
 
-The way of a batch: bodies that start like a JSON object are read together by the backend (`readers`);
-records it refuses are isolated (`isolate`); the nested result is flattened with pyarrow.compute (`flatten`);
-everything else goes through the exact path (`exact`), which gives a row or says why not. Then the contents
-are parsed a second time (`content`). All rows come back in input order.
+The way of a batch: the JSON screen (`strict.screen`) picks the bodies that are one JSON object within the
+rules. The cpu backend decodes those into structs made for the columns and builds the columns from them
+(`typed`); the gpu backend reads them together (`readers`), isolates the records it refuses (`isolate`) and
+flattens the nested result with pyarrow.compute (`flatten`). Everything else goes through the exact path
+(`exact`), which gives a row or says why not. Then the contents are parsed a second time (`content`). All
+rows come back in input order.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from connector.decode.content import parse_contents
 from connector.decode.exact import Rejected, decode_body
 from connector.decode.flatten import flatten
 from connector.decode.isolate import joined, read_isolating
-from connector.decode.readers import Reader, ReadFailed, select_reader
+from connector.decode.readers import CpuReader, Reader, ReadFailed, select_reader
 from connector.decode.strict import screen
+from connector.decode.typed import BodyReader, ContentReader
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import Column, body_columns, output_schema, read_schema
 
@@ -55,10 +58,11 @@ class ParseResult:
     1-based position of the body in the input, counted from `first_line`). `errors` has `ERRORS_SCHEMA`:
     line, reason, field (null when not about one field) and body (the raw bytes). `backend` is the
     backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
-    `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads,
-    seconds, and where the seconds went: screen_s (the JSON screen of `strict`), read_s (the backend's
-    reads of the bodies, isolation included),
-    flatten_s, exact_s (bodies on the exact path), content_s (the second parse, on both paths).
+    `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads
+    (batch reads of the gpu backend, isolation included), seconds, and where the seconds went: screen_s
+    (the JSON screen of `strict`), read_s (decoding the bodies: msgspec on cpu, the batch reads on gpu),
+    flatten_s (the columns made from what was read), exact_s (bodies on the exact path), content_s (the
+    second parse, on both paths).
     """
 
     table: pa.Table
@@ -79,6 +83,8 @@ class _Plan:
     int_read_schema: pa.Schema
     int_markers: tuple[str, ...]
     int_probe: re.Pattern[bytes] | None
+    body_reader: BodyReader
+    content_reader: ContentReader
 
 
 _plans: dict[int, tuple[Profile, _Plan]] = {}
@@ -101,6 +107,8 @@ def _plan(profile: Profile) -> _Plan:
         int_probe=re.compile(rb'"(?:%s)"\s*:\s*-?\d' % b"|".join(re.escape(n.encode()) for n in mixed))
         if mixed
         else None,
+        body_reader=BodyReader(columns, profile.created_unit),
+        content_reader=ContentReader(profile.content_properties),
     )
     if len(_plans) > 64:
         _plans.clear()
@@ -189,21 +197,27 @@ def parse_batch(
     not_bodies = [i for i, b in enumerate(given) if b is None]
     raw = [b"" if b is None else b for b in given]
 
-    # Only records that pass the JSON screen go to the reader (`strict`): one object each, within the rules
-    # the readers do not check. The rest (also truncated bodies, which would cost a failed read) are decided
-    # on the exact path.
+    # Only records that pass the JSON screen go to the reader (`strict`): one object each, within the rules.
+    # The rest (also truncated bodies, which would cost a failed read) are decided on the exact path.
     screen_started = time.perf_counter()
     array, size = _as_array(raw)
-    passed = screen(array)
+    passed = screen(array, raw)
     if not_bodies:
         passed[not_bodies] = False
     candidates = np.flatnonzero(passed)
     read_started = time.perf_counter()
     records = raw if len(candidates) == len(raw) else [raw[i] for i in candidates.tolist()]
-    tables, good, reads = _read_bodies(reader, records, candidates, plan)
-    parsed = pa.concat_tables(tables).combine_chunks() if tables else plan.read_schema.empty_table()
-    flatten_started = time.perf_counter()
-    values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
+    if isinstance(reader, CpuReader):
+        roots, taken = plan.body_reader.decode(records)
+        reads = 0
+        flatten_started = time.perf_counter()
+        values, needs_exact = plan.body_reader.columns(roots)
+        good = candidates[taken]
+    else:
+        tables, good, reads = _read_bodies(reader, records, candidates, plan)
+        parsed = pa.concat_tables(tables).combine_chunks() if tables else plan.read_schema.empty_table()
+        flatten_started = time.perf_counter()
+        values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
     keep = ~needs_exact
     fast_index = good[keep]
     fast_columns = [values[c.name] if keep.all() else values[c.name].filter(pa.array(keep)) for c in plan.columns]
@@ -247,7 +261,9 @@ def parse_batch(
     content_started = time.perf_counter()
     if profile.content_properties:
         content = body_arrays[[c.name for c in plan.columns].index("content")]
-        content_columns, content_error, content_exact = parse_contents(content, profile.content_properties, reader)
+        content_columns, content_error, content_exact = parse_contents(
+            content, profile.content_properties, plan.content_reader if isinstance(reader, CpuReader) else reader
+        )
         arrays += [content_columns[p.name] for p in profile.content_properties]
         arrays.append(content_error)
 

@@ -3,9 +3,9 @@
 Each content is one of:
 - null: every property null, no error;
 - JSON (an object, or what starts like one, also inside one ```` ```json ```` fence): read against the
-  properties' types. Contents that pass the JSON screen (`connector.decode.strict`) go through the batch
-  reader (the same backend as the bodies); the others, and whatever the reader refuses, one at a time
-  through the exact path, which also writes `content_error`;
+  properties' types. Contents that pass the JSON screen (`connector.decode.strict`) are decoded by the same
+  backend as the bodies (msgspec structs on cpu, the batch reader on gpu); the others, and whatever the
+  backend refuses, one at a time through the exact path, which also writes `content_error`;
 - free text, when the profile has `x-extract` patterns: read with them over the whole column at once
   (`connector.decode.extract`); without patterns free text is a `content_error` ("not JSON").
 `content_values` runs one content through the same code (the tests' reference).
@@ -26,6 +26,7 @@ from connector.decode.extract import extract
 from connector.decode.isolate import joined, read_isolating
 from connector.decode.readers import Reader
 from connector.decode.strict import screen
+from connector.decode.typed import ContentReader
 from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
 
@@ -43,11 +44,12 @@ def _mask(array: pa.Array) -> np.ndarray:
 
 
 def parse_contents(
-    contents: pa.Array, properties: Sequence[ContentProperty], reader: Reader | None
+    contents: pa.Array, properties: Sequence[ContentProperty], reader: Reader | ContentReader | None
 ) -> tuple[dict[str, pa.Array], pa.Array, int]:
     """Content columns and `content_error` of a string array of contents, and how many took the exact path.
 
-    `reader` None: no batch read (every JSON content takes the exact path).
+    `reader`: the cpu backend's `ContentReader` for these properties, the gpu backend's batch reader, or None
+    (every JSON content takes the exact path).
     """
     n = len(contents)
     contents = contents.cast(pa.string())
@@ -68,19 +70,36 @@ def parse_contents(
         order.append(positions)
 
     fast = np.zeros(n, dtype=bool)
-    if reader is not None and not any(p.kind == "json" for p in properties):
-        fast = as_json & screen(unfenced)
-    candidates = np.flatnonzero(fast)
-    if reader is not None and len(candidates):
+    if isinstance(reader, ContentReader):
+        candidates = np.flatnonzero(as_json)
         strings = unfenced.take(pa.array(candidates))
-        isolated = read_isolating(
-            reader, len(candidates), joined(strings, reader.separator), content_read_schema(properties), multiline=True
-        )
-        good = candidates[np.array(isolated.good, dtype=np.int64)]
-        read = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else None
-        if read is not None:
-            add(good, {p.name: read.column(p.name).chunk(0) for p in properties}, pa.nulls(len(good), pa.string()))
-        fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
+        texts = strings.to_numpy(zero_copy_only=False).tolist()
+        passed = np.flatnonzero(screen(strings, texts))
+        columns, taken, bad = reader.read([texts[i] for i in passed.tolist()])
+        good = candidates[passed[taken]]
+        if bad.any():
+            keep = pa.array(~bad)
+            columns = {name: column.filter(keep) for name, column in columns.items()}
+            good = good[~bad]
+        add(good, columns, pa.nulls(len(good), pa.string()))
+        fast[good] = True
+    elif reader is not None and not any(p.kind == "json" for p in properties):
+        fast = as_json & screen(unfenced)
+        candidates = np.flatnonzero(fast)
+        if len(candidates):
+            strings = unfenced.take(pa.array(candidates))
+            isolated = read_isolating(
+                reader,
+                len(candidates),
+                joined(strings, reader.separator),
+                content_read_schema(properties),
+                multiline=True,
+            )
+            good = candidates[np.array(isolated.good, dtype=np.int64)]
+            read = pa.concat_tables(isolated.tables).combine_chunks() if isolated.tables else None
+            if read is not None:
+                add(good, {p.name: read.column(p.name).chunk(0) for p in properties}, pa.nulls(len(good), pa.string()))
+            fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
 
     exact = np.flatnonzero(as_json & ~fast)
     texts = unfenced.take(pa.array(exact)).to_numpy(zero_copy_only=False).tolist() if len(exact) else []

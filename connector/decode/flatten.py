@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 from connector.decode.exact import MS_MAX, MS_MIN
 from connector.schema.columns import TIMESTAMP, Column
 
-__all__ = ["flatten", "list_offsets"]
+__all__ = ["created_ms", "flatten", "list_offsets"]
 
 
 def _first_index(lists: pa.Array) -> pa.Array:
@@ -77,7 +77,7 @@ def list_offsets(lists: pa.Array) -> pa.Array:
     return pa.array(offsets.to_numpy(), pa.int32(), mask=np.append(~lists.is_valid().to_numpy(False), False))
 
 
-def _created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
+def created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
     """`created` as epoch ms, and a mask of rows the vectorized conversion leaves to the exact path."""
     if unit == "iso":
         out: list[int | None] = []
@@ -119,7 +119,7 @@ def flatten(raw: pa.Table, columns: Sequence[Column], created_unit: str) -> tupl
     for column in columns:
         values = _column(raw, column)
         if column.kind == "timestamp":
-            ms, bad = _created_ms(values, created_unit)
+            ms, bad = created_ms(values, created_unit)
             needs_exact |= bad
             values = ms.cast(TIMESTAMP)
         elif column.name == "object":

@@ -9,7 +9,7 @@ reader and gives the same Arrow table:
   the host, since libcudf itself would take `"12"` for an integer, `5` for a string and wrap integers
   beyond 64 bits. (Should this libcudf not decode escapes with quotes kept, checked once, a second read
   without quotes gives the values.)
-- libcudf is told to be strict where it would accept what the CPU reader refuses (strict validation, no
+- libcudf is told to be strict where it would accept what the rules refuse (strict validation, no
   leading zeros, no NaN/Infinity, no raw control characters in strings); UTF-8 is checked on the result.
 Such a batch fails with `ReadFailed`, and the exact path decides its bad records.
 """
@@ -150,7 +150,7 @@ def _check_libcudf() -> bool:
 
     Strings read with quotes kept must have their escapes decoded for one read to do (libcudf's string
     parser does); otherwise a second read gives the values. Strings with an invalid escape must fail the read
-    under strict validation: libcudf's string parser would make them null where the CPU reader rejects the
+    under strict validation: libcudf's string parser would make them null where the exact path rejects the
     body, so without that the GPU backend refuses to start rather than give other results.
     """
     schema = pa.schema([("a", pa.string())])

@@ -1,30 +1,27 @@
-"""Batch JSON readers: newline-delimited JSON bytes + an explicit Arrow schema -> an Arrow table.
+"""The parse backends: which reader turns a batch's records into columns.
 
-This is the whole interface a parse backend implements (`Reader.read`). The CPU reader is pyarrow.json; the
-GPU reader (pylibcudf) lives in `connector.decode.gpu` and is imported only when asked for. A reader raises
-`ReadFailed` when the input is not exactly what the schema says; it never guesses. Finding which body was bad
-is not its job (see `connector.decode.isolate`).
+- cpu: `CpuReader`, msgspec decoding each record into structs made for the columns (`connector.decode.typed`).
+- gpu: a batch `Reader`: records joined + an explicit Arrow schema -> an Arrow table. The GPU reader
+  (pylibcudf) lives in `connector.decode.gpu` and is imported only when asked for. A reader raises
+  `ReadFailed` when the input is not exactly what the schema says; it never guesses. Finding which body was
+  bad is not its job (see `connector.decode.isolate`).
 """
 
 from __future__ import annotations
 
-import io
 import logging
-import re
 from typing import Protocol
 
 import pyarrow as pa
-import pyarrow.json as pa_json
 
 from connector.errors import BackendUnavailable
 
-__all__ = ["BACKENDS", "USE_CPU", "CpuReader", "ReadFailed", "Reader", "select_reader", "validated"]
+__all__ = ["BACKENDS", "USE_CPU", "Backend", "CpuReader", "ReadFailed", "Reader", "select_reader", "validated"]
 
 log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cpu", "gpu")
 # What to do when the GPU backend cannot run, in the words of each place a backend is chosen.
 USE_CPU = "use the cpu backend ('parse.backend' = 'cpu' in a table, --backend cpu on the command line)"
-_ROW = re.compile(r" in row (\d+)\b")
 
 
 class ReadFailed(Exception):
@@ -62,33 +59,22 @@ class Reader(Protocol):
 
 
 class CpuReader:
-    """pyarrow.json: RapidJSON-based, single-threaded by default (one Flink slot = one core)."""
+    """msgspec, one record at a time into typed structs, one core (one Flink slot = one core).
+
+    Not a batch `Reader`: `parse_batch` and `parse_contents` use `connector.decode.typed` for it.
+    """
 
     name = "cpu"
-    separator = b"\n"
 
-    def __init__(self, use_threads: bool = False) -> None:
-        self.use_threads = use_threads
 
-    def read(self, data: bytes | pa.Buffer, schema: pa.Schema, *, multiline: bool = False) -> pa.Table:
-        source = pa.BufferReader(data) if isinstance(data, pa.Buffer) else io.BytesIO(data)
-        options = pa_json.ReadOptions(use_threads=self.use_threads, block_size=max(len(data) + 1, 1 << 20))
-        parse = pa_json.ParseOptions(
-            explicit_schema=schema, unexpected_field_behavior="ignore", newlines_in_values=multiline
-        )
-        try:
-            table = pa_json.read_json(source, read_options=options, parse_options=parse)
-        except (pa.ArrowInvalid, UnicodeDecodeError) as exc:
-            match = _ROW.search(str(exc))
-            raise ReadFailed(str(exc), int(match.group(1)) if match else None) from exc
-        return validated(table)
+Backend = Reader | CpuReader
 
 
 _cpu = CpuReader()
-_chosen: dict[str, tuple[Reader, str | None]] = {}
+_chosen: dict[str, tuple[Backend, str | None]] = {}
 
 
-def select_reader(backend: str) -> tuple[Reader, str | None]:
+def select_reader(backend: str) -> tuple[Backend, str | None]:
     """The reader for `backend` ("auto", "cpu", "gpu") and, for "auto" on CPU, why the GPU was not used.
 
     "auto" falls back to the CPU with one WARNING per process; "gpu" raises `BackendUnavailable` instead.
@@ -102,7 +88,7 @@ def select_reader(backend: str) -> tuple[Reader, str | None]:
     try:
         from connector.decode.gpu import GpuReader
 
-        chosen: tuple[Reader, str | None] = (GpuReader(), None)
+        chosen: tuple[Backend, str | None] = (GpuReader(), None)
     except BackendUnavailable as exc:
         if backend == "gpu":
             raise
