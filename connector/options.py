@@ -425,9 +425,10 @@ PARSE_BACKEND: ConfigOption[str] = _option(
 PARSE_BATCH_SIZE: ConfigOption[int | None] = _option(
     "parse.batch-size",
     "int",
-    "Bodies parsed per batch (the Arrow batch of the vectorized function); unset: 10000 in replay mode, 1000 in "
-    "request mode. A batch holds its bodies in memory three times over (JVM, Arrow, Python): keep batch size x "
-    "largest body x 3 well inside the TaskManager's memory (2 MB bodies in a 2 GB TaskManager: 100-200).",
+    "Bodies parsed per batch (the Arrow batch of the vectorized function); unset: 10000 in replay mode, "
+    "8 x 'request.concurrency' (at most 1000) in request mode, where a batch is also what a checkpoint waits for. "
+    "A batch holds its bodies in memory three times over (JVM, Arrow, Python): keep batch size x largest body x 3 "
+    "well inside the TaskManager's memory (2 MB bodies in a 2 GB TaskManager: 100-200).",
     minimum=1,
     group="Parse",
 )
@@ -542,8 +543,15 @@ class Options:
 
     @property
     def batch_size(self) -> int:
-        # Request mode: responses arrive over time and may be large (logprobs); smaller batches bound memory.
-        return self.get(PARSE_BATCH_SIZE) or (1000 if self.get(MODE) == "request" else 10000)
+        # Request mode: the batch is also the Python bundle, and a bundle ends (at every checkpoint too) by
+        # waiting for the requests it holds: 8 x the requests in flight drains in about 8 response times.
+        # Responses may also be large (logprobs): smaller batches bound memory.
+        if self.get(PARSE_BATCH_SIZE):
+            return int(self.get(PARSE_BATCH_SIZE))
+        if self.get(MODE) == "request":
+            concurrency = self.get(REQUEST_CONCURRENCY)
+            return max(concurrency, min(1000, 8 * concurrency))
+        return 10000
 
     @property
     def bundle_size(self) -> int:

@@ -38,7 +38,10 @@ def test_defaults_are_filled_and_typed():
     assert opts.get(MODE) == "replay"
     assert opts.get(PARSE_BACKEND) == "auto"
     assert opts.get(PARSE_BATCH_SIZE) is None and opts.batch_size == 10000
-    assert validate(REQUEST).batch_size == 1000  # responses can be large: smaller batches in request mode
+    # Request mode: a batch is also a bundle, which a checkpoint waits for: 8 x the requests in flight.
+    assert validate(REQUEST).batch_size == 512
+    assert validate({**REQUEST, "request.concurrency": "4"}).bundle_size == 32
+    assert validate({**REQUEST, "request.concurrency": "500"}).batch_size == 1000
     assert opts.get(REQUEST_TIMEOUT) == 60.0
     assert opts.get(REQUEST_STRUCTURED_OUTPUT) is False
     assert opts.bundle_size == 10000 and opts.arrow_batch_size == 10000

@@ -1,8 +1,8 @@
 """PyFlink 2.3's AsyncScalarFunction and our fix (connector/flink/pyflink_fixes.py), in real PyFlink jobs.
 
-datagen 0..99 -> an async function returning its argument -> a file. Without the fix PyFlink hands `eval` a
-row its coder has already overwritten; with it every row gets its own argument. If the first test starts to
-fail, PyFlink has fixed the bug and the fix can go.
+datagen 0..N-1 -> an async function returning its argument -> a file. Without the fix PyFlink hands `eval` a
+row its coder has already overwritten (a race with the event loop's thread: 73 of 100 rows wrong on a quiet
+machine, fewer under load, so only the fixed run is asserted); with it every row gets its own argument.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from pyflink.table import DataTypes, EnvironmentSettings, TableEnvironment  # no
 from pyflink.table.udf import AsyncScalarFunction, udf  # noqa: E402
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
-N = 100
+N = 300
 
 
 class Echo(AsyncScalarFunction):
@@ -63,10 +63,6 @@ def mismatches(tmp_path: Path, fixed: bool) -> int:
     rows = [line.split(",") for f in out.rglob("part-*") for line in f.read_text().splitlines()]
     assert len(rows) == N
     return sum(1 for n, echoed in rows if n != echoed)
-
-
-def test_pyflink_async_scalar_function_hands_eval_a_reused_row(tmp_path):
-    assert mismatches(tmp_path, fixed=False) > 0
 
 
 def test_the_fix_gives_every_row_its_own_arguments(tmp_path):
