@@ -546,8 +546,9 @@ class Options:
         # Request mode: the batch is also the Python bundle, and a bundle ends (at every checkpoint too) by
         # waiting for the requests it holds: 8 x the requests in flight drains in about 8 response times.
         # Responses may also be large (logprobs): smaller batches bound memory.
-        if self.get(PARSE_BATCH_SIZE):
-            return int(self.get(PARSE_BATCH_SIZE))
+        configured = self.get(PARSE_BATCH_SIZE)
+        if configured:
+            return int(configured)
         if self.get(MODE) == "request":
             concurrency = self.get(REQUEST_CONCURRENCY)
             return max(concurrency, min(1000, 8 * concurrency))
