@@ -4,6 +4,7 @@ dspark-vllm parse INPUT --profile NAME|FILE [--backend auto|cpu|gpu] --output OU
 dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink]
 dspark-vllm simulate --host 127.0.0.1 --port P [--profile NAME|FILE] [--seed N] [fault options]
 dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json-schema]
+dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ __all__ = ["main"]
 _DELEGATED = {
     "simulate": ("connector.simulator.cli", "run a vLLM-compatible simulator (tests, demos, benchmarks)"),
     "schema": ("connector.schema.cli", "print the columns a table gets from an endpoint"),
+    "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
 }
 
 

@@ -5,20 +5,37 @@
     ├── OptionsError          table options or CLI arguments are invalid (names the option and the fix)
     ├── BackendUnavailable    the asked-for parse backend cannot run here (says what to install or set)
     ├── SchemaDiscoveryError  the endpoint's schema could not be fetched or understood
-    └── ClientError           a request to the inference server failed for good (after retries)
+    └── ClientError           one attempt of a request to the inference server failed; `kind` says how
+        ├── RequestTimeout    "timeout"    the attempt's deadline passed before the response was complete
+        ├── ConnectError      "connect"    no connection: refused, unreachable, DNS, connect timeout
+        ├── StatusError       "status"     the server answered a status other than 2xx
+        ├── StreamError       "stream"     the connection broke off mid-response, or an SSE stream broke its rules
+        ├── TLSError          "tls"        the TLS handshake failed (a certificate that does not verify)
+        ├── ProtocolError     "protocol"   the answer is not HTTP/1.1 (a bad status line, header or chunk)
+        └── BodyTooLarge      "too-large"  the response body is larger than the client's limit
 
-Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`).
+Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`), and the
+client hands a failed request back as an `Outcome` whose `error` is `str(exc)` ("kind: message").
 """
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 __all__ = [
     "BackendUnavailable",
+    "BodyTooLarge",
     "ClientError",
+    "ConnectError",
     "DsparkError",
     "OptionsError",
     "ProfileError",
+    "ProtocolError",
+    "RequestTimeout",
     "SchemaDiscoveryError",
+    "StatusError",
+    "StreamError",
+    "TLSError",
 ]
 
 
@@ -43,4 +60,68 @@ class SchemaDiscoveryError(DsparkError):
 
 
 class ClientError(DsparkError):
-    """A request to the inference server failed for good."""
+    """One attempt of a request failed. `str()` is "kind: message", never an empty message.
+
+    `retryable`: whether another attempt may fare better (the class says the usual answer; a broken SSE
+    stream, for one, is a `StreamError` that is not worth repeating)."""
+
+    kind: ClassVar[str] = "client"
+    retryable_default: ClassVar[bool] = False
+
+    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+        message = message.strip() or (self.__doc__ or self.kind).splitlines()[0].rstrip(".")
+        super().__init__(message)
+        self.message = message
+        self.retryable = self.retryable_default if retryable is None else retryable
+
+    def __str__(self) -> str:
+        return f"{self.kind}: {self.message}"
+
+
+class RequestTimeout(ClientError):
+    """The attempt's deadline passed before the response was complete."""
+
+    kind = "timeout"
+    retryable_default = True
+
+
+class ConnectError(ClientError):
+    """No connection could be made to the server."""
+
+    kind = "connect"
+    retryable_default = True
+
+
+class StatusError(ClientError):
+    """The server answered with a status other than 2xx."""
+
+    kind = "status"
+
+    def __init__(self, message: str, *, status: int, retryable: bool | None = None) -> None:
+        super().__init__(message, retryable=retryable)
+        self.status = status
+
+
+class StreamError(ClientError):
+    """The response broke off before its end, or a server-sent event stream broke its rules."""
+
+    kind = "stream"
+
+
+class TLSError(ClientError):
+    """The TLS handshake failed."""
+
+    kind = "tls"
+
+
+class ProtocolError(ClientError):
+    """The server's answer is not valid HTTP/1.1."""
+
+    kind = "protocol"
+    retryable_default = True
+
+
+class BodyTooLarge(ClientError):
+    """The response body is larger than the client's limit."""
+
+    kind = "too-large"

@@ -5,17 +5,19 @@ Modelled on flink-connector-kafka's `KafkaConnectorOptions`: kebab-case keys in 
 rules across options as small named functions whose messages name the keys and the fix.
 
     >>> opts = validate({"connector": "dspark-vllm", "mode": "replay", "replay.path": "/data/bodies"})
-    >>> opts["parse.batch-size"], opts["request.timeout"]
+    >>> opts.get(PARSE_BATCH_SIZE), opts.get(REQUEST_TIMEOUT)
     (10000, 60.0)
 """
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Generic, TypeVar, cast
 
+from connector.client.params import REQUEST_PARAMS, check_params
 from connector.errors import OptionsError
 
 __all__ = [
@@ -33,33 +35,43 @@ CONNECTOR = "dspark-vllm"
 _FRAMEWORK_KEYS = ("connector", "property-version")
 
 
+T = TypeVar("T")
+
+
 @dataclass(frozen=True)
-class ConfigOption:
-    """One option: its key, type, default and the sentence the docs show."""
+class ConfigOption(Generic[T]):
+    """One option: its key, type, default and the sentence the docs show. Read it with `Options.get`."""
 
     key: str
-    type: str  # string | int | double | boolean | duration | enum
+    type: str  # string | int | double | boolean | duration | memory | list | enum
     description: str
-    default: Any = None
+    default: T | None = None
     required: bool = False
     values: tuple[str, ...] = ()  # for enums
     minimum: float | None = None
     group: str = "General"
     secret: bool = False
+    prefix: bool = False  # a family of keys: '<key>.<anything>' (the key itself ends with '.')
 
-    def parse(self, raw: str) -> Any:
+    def parse(self, raw: str) -> T:
         text = str(raw).strip()
         try:
             if self.type == "int":
                 value: Any = int(text)
             elif self.type == "double":
                 value = float(text)
+                if not math.isfinite(value):
+                    raise ValueError(text)
             elif self.type == "boolean":
                 if text.lower() not in ("true", "false"):
                     raise ValueError(text)
                 value = text.lower() == "true"
             elif self.type == "duration":
                 value = parse_duration(text)
+            elif self.type == "memory":
+                value = parse_memory(text)
+            elif self.type == "list":
+                value = [item for item in str(raw).split(";") if item]
             elif self.type == "enum":
                 if text.lower() not in self.values:
                     raise ValueError(text)
@@ -72,7 +84,7 @@ class ConfigOption:
             ) from None
         if self.minimum is not None and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
-        return value
+        return cast(T, value)
 
     @property
     def expected(self) -> str:
@@ -80,6 +92,8 @@ class ConfigOption:
             return "one of " + ", ".join(f"'{v}'" for v in self.values)
         if self.type == "duration":
             return "a duration such as '30 s', '500 ms' or '2 min'"
+        if self.type == "memory":
+            return "a memory size such as '32 mb', '512 kb' or '1 gb'"
         return {"int": "an integer", "double": "a number", "boolean": "'true' or 'false'"}.get(self.type, "text")
 
     @property
@@ -87,7 +101,9 @@ class ConfigOption:
         if self.default is None:
             return "(none)"
         if self.type == "duration":
-            return _fmt_duration(self.default)
+            return _fmt_duration(float(cast(float, self.default)))
+        if self.type == "memory":
+            return _fmt_memory(int(cast(int, self.default)))
         if self.type == "boolean":
             return str(self.default).lower()
         return _fmt(self.default)
@@ -124,6 +140,30 @@ def parse_duration(text: str) -> float:
     return float(number) * _UNITS[unit.lower()]
 
 
+_MEMORY = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY_UNITS = {
+    "": 1, "b": 1, "bytes": 1,
+    "k": 1024, "kb": 1024, "kibibytes": 1024,
+    "m": 1024**2, "mb": 1024**2, "mebibytes": 1024**2,
+    "g": 1024**3, "gb": 1024**3, "gibibytes": 1024**3,
+}  # fmt: skip
+
+
+def parse_memory(text: str) -> int:
+    """Flink's memory size syntax ("32 mb", "512kb", "1 g"; units of 1024) -> bytes."""
+    match = _MEMORY.match(text)
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(text)
+    return int(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+
+
+def _fmt_memory(size: int) -> str:
+    for unit, factor in (("gb", 1024**3), ("mb", 1024**2), ("kb", 1024)):
+        if size >= factor and size % factor == 0:
+            return f"{size // factor} {unit}"
+    return f"{size} b"
+
+
 def _fmt_duration(seconds: float) -> str:
     for unit, size in (("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
         if seconds >= size and (seconds / size).is_integer():
@@ -131,338 +171,490 @@ def _fmt_duration(seconds: float) -> str:
     return f"{seconds} s"
 
 
-def _option(key: str, type_: str, description: str, **kwargs: Any) -> ConfigOption:
+def _option(key: str, type_: str, description: str, **kwargs: Any) -> ConfigOption[Any]:
     return ConfigOption(key=key, type=type_, description=description, **kwargs)
 
 
-# The Flink settings our functions depend on: applied to the job's configuration unless the user set them.
+# Flink settings our Python functions depend on: set on this table's own operators (never the user's job).
 BUNDLE_SIZE = "python.fn-execution.bundle.size"
 BUNDLE_TIME = "python.fn-execution.bundle.time"
 ARROW_BATCH = "python.fn-execution.arrow.batch.size"
 
-OPTIONS: tuple[ConfigOption, ...] = (
-    # ---------------------------------------------------------------- general
-    _option("connector", "string", "Must be 'dspark-vllm'.", required=True),
-    _option(
-        "mode",
-        "enum",
-        "Where bodies come from: 'request' sends prompts to 'endpoint'; 'replay' reads captured raw bodies "
-        "from 'replay.path'.",
-        default="request",
-        values=("request", "replay"),
-    ),
-    _option(
-        "profile",
-        "string",
-        "Model profile: a built-in name (openai, vl, coder, math) or the path of a profile file (.yaml).",
-        default="openai",
-    ),
-    _option(
-        "model",
-        "string",
-        "Model name sent in requests (required in request mode); in replay mode it labels rows whose body "
-        "could not be read.",
-    ),
-    _option(
-        "endpoint",
-        "string",
-        "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode).",
-        group="Request",
-    ),
-    _option("api-key", "string", "API key sent as a bearer token. Never logged.", group="Request", secret=True),
-    _option("api-key.env", "string", "Name of the environment variable that holds the API key.", group="Request"),
-    # ---------------------------------------------------------------- prompts (request mode)
-    _option(
-        "prompts.table",
-        "string",
-        "Table whose rows are the prompts: a STRING column 'prompt' (see 'prompts.column'), optionally a "
-        "STRING column 'request_id'.",
-        group="Prompts",
-    ),
-    _option(
-        "prompts.column",
-        "string",
-        "Column of 'prompts.table' that holds the prompt.",
-        default="prompt",
-        group="Prompts",
-    ),
-    _option("prompts.path", "string", "File or directory of prompts, one per line.", group="Prompts"),
-    _option(
-        "prompts.rate",
-        "int",
-        "Send 'prompts.template' at this many prompts per second (load and health checks).",
-        minimum=1,
-        group="Prompts",
-    ),
-    _option(
-        "prompts.template",
-        "string",
-        "Prompt sent with 'prompts.rate'; '{n}' is replaced by the prompt's sequence number.",
-        default="Request {n}: answer briefly.",
-        group="Prompts",
-    ),
-    _option(
-        "prompts.count",
-        "int",
-        "Number of prompts sent with 'prompts.rate' (unbounded when unset).",
-        minimum=1,
-        group="Prompts",
-    ),
-    # ---------------------------------------------------------------- replay mode
-    _option(
-        "replay.path",
-        "string",
-        "File or directory of captured raw response bodies, one per line.",
-        group="Replay",
-    ),
-    _option(
-        "replay.monitor-interval",
-        "duration",
-        "Watch 'replay.path' for new files at this interval (unbounded stream); read once when unset.",
-        group="Replay",
-    ),
-    # ---------------------------------------------------------------- requests
-    _option(
-        "request.api",
-        "enum",
-        "Endpoint used: /v1/chat/completions or /v1/completions.",
-        default="chat",
-        values=("chat", "completions"),
-        group="Request",
-    ),
-    _option(
-        "request.timeout",
-        "duration",
-        "Timeout of one attempt of one request.",
-        default=60.0,
-        minimum=0.001,
-        group="Request",
-    ),
-    _option(
-        "request.max-retries",
-        "int",
-        "Retries on connect errors, timeouts, 429 and 502/503/504.",
-        default=3,
-        minimum=0,
-        group="Request",
-    ),
-    _option(
-        "request.concurrency",
-        "int",
-        "Requests in flight per parallel instance (the async I/O capacity).",
-        default=64,
-        minimum=1,
-        group="Request",
-    ),
-    _option(
-        "request.rate-limit",
-        "double",
-        "Requests per second per parallel instance (no limit when unset).",
-        minimum=0.001,
-        group="Request",
-    ),
-    _option(
-        "request.max-tokens",
-        "int",
-        "max_tokens sent with each request (server default when unset).",
-        minimum=1,
-        group="Request",
-    ),
-    _option(
-        "request.structured-output",
-        "boolean",
-        "Send the profile's content schema as response_format (json_schema) so the model writes JSON.",
-        default=False,
-        group="Request",
-    ),
-    _option("request.tls-verify", "boolean", "Verify the server's TLS certificate.", default=True, group="Request"),
-    _option(
-        "request.engine",
-        "enum",
-        "HTTP engine of the client: 'httpx' (httpx.AsyncClient) or 'asyncio' (the client's own HTTP/1.1 on asyncio "
-        "streams: ~10x less CPU per request, no proxies).",
-        default="httpx",
-        values=("httpx", "asyncio"),
-        group="Request",
-    ),
-    # ---------------------------------------------------------------- parsing
-    _option(
-        "parse.backend",
-        "enum",
-        "Deserializer backend: 'gpu' (cuDF), 'cpu' (pyarrow) or 'auto' (gpu when available, else cpu).",
-        default="auto",
-        values=("auto", "cpu", "gpu"),
-        group="Parse",
-    ),
-    _option(
-        "parse.batch-size",
-        "int",
-        "Bodies parsed per batch (the Arrow batch of the vectorized function).",
-        default=10000,
-        minimum=1,
-        group="Parse",
-    ),
-    _option(
-        "parse.gpu-device",
-        "string",
-        "CUDA device of each parallel instance: 'auto' (device 0 of CUDA_VISIBLE_DEVICES when one is "
-        "visible, else subtask index modulo the visible devices) or a device number.",
-        default="auto",
-        group="Parse",
-    ),
-    # ---------------------------------------------------------------- errors
-    _option(
-        "errors.table",
-        "string",
-        "Name of the table that receives rejected bodies and failed requests (default: '<table>_errors').",
-        group="Errors",
-    ),
-    # ---------------------------------------------------------------- Flink settings our layer sets
-    _option(
-        BUNDLE_SIZE,
-        "int",
-        "Flink: elements per Python bundle; caps the async requests in flight (default: parse.batch-size).",
-        minimum=1,
-        group="Flink",
-    ),
-    _option(
-        BUNDLE_TIME,
-        "duration",
-        "Flink: longest time a Python bundle stays open.",
-        default=1.0,
-        minimum=0.001,
-        group="Flink",
-    ),
-    _option(
-        ARROW_BATCH,
-        "int",
-        "Flink: rows per Arrow batch of vectorized functions (default: parse.batch-size).",
-        minimum=1,
-        group="Flink",
-    ),
+# ---------------------------------------------------------------- general
+CONNECTOR_OPTION: ConfigOption[str] = _option("connector", "string", "Must be 'dspark-vllm'.", required=True)
+MODE: ConfigOption[str] = _option(
+    "mode",
+    "enum",
+    "Where bodies come from: 'request' sends prompts to 'endpoint'; 'replay' reads captured raw bodies "
+    "from 'replay.path'.",
+    default="request",
+    values=("request", "replay"),
+)
+PROFILE: ConfigOption[str] = _option(
+    "profile",
+    "string",
+    "Model profile: a built-in name (openai, vl, coder, math) or the path of a profile file (.yaml).",
+    default="openai",
+)
+MODEL: ConfigOption[str | None] = _option(
+    "model",
+    "string",
+    "Model name sent in requests (required in request mode); it also fills the 'model' column of error rows.",
+)
+ENDPOINT: ConfigOption[str | None] = _option(
+    "endpoint",
+    "string",
+    "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode).",
+    group="Request",
+)
+API_KEY: ConfigOption[str | None] = _option(
+    "api-key", "string", "API key sent as a bearer token. Never logged.", group="Request", secret=True
+)
+API_KEY_ENV: ConfigOption[str | None] = _option(
+    "api-key.env",
+    "string",
+    "Name of the environment variable that holds the API key, read where the table is planned (SQL Client, "
+    "Gateway, the job's main); the key travels in the job, not in the TaskManagers' environment.",
+    group="Request",
+)
+# ---------------------------------------------------------------- prompts (request mode)
+PROMPTS_PATH: ConfigOption[str | None] = _option(
+    "prompts.path", "string", "File or directory of prompts, one per line.", group="Prompts"
+)
+PROMPTS_RATE: ConfigOption[int | None] = _option(
+    "prompts.rate",
+    "int",
+    "Send 'prompts.template' at this many prompts per second (load and health checks).",
+    minimum=1,
+    group="Prompts",
+)
+PROMPTS_TEMPLATE: ConfigOption[str] = _option(
+    "prompts.template",
+    "string",
+    "Prompt sent with 'prompts.rate'; '{n}' is replaced by the prompt's sequence number.",
+    default="Request {n}: answer briefly.",
+    group="Prompts",
+)
+PROMPTS_COUNT: ConfigOption[int | None] = _option(
+    "prompts.count",
+    "int",
+    "Number of prompts sent with 'prompts.rate' (unbounded when unset).",
+    minimum=1,
+    group="Prompts",
+)
+PROMPTS_SOURCE: ConfigOption[str | None] = _option(
+    "prompts.source.",
+    "string",
+    "Prompts from any Flink table connector: 'prompts.source.connector' = 'kafka', "
+    "'prompts.source.topic' = ..., 'prompts.source.format' = 'raw' ... (the keys after 'prompts.source.' are "
+    "that connector's own options).",
+    group="Prompts",
+    prefix=True,
+)
+PROMPTS_COLUMN: ConfigOption[str] = _option(
+    "prompts.column",
+    "string",
+    "The STRING column of the 'prompts.source.*' table that holds the prompt.",
+    default="prompt",
+    group="Prompts",
+)
+# ---------------------------------------------------------------- replay mode
+REPLAY_PATH: ConfigOption[str | None] = _option(
+    "replay.path",
+    "string",
+    "File or directory of captured raw response bodies, one per line.",
+    group="Replay",
+)
+REPLAY_MONITOR_INTERVAL: ConfigOption[float | None] = _option(
+    "replay.monitor-interval",
+    "duration",
+    "Watch 'replay.path' for new files at this interval (unbounded stream); read once when unset.",
+    group="Replay",
+)
+# ---------------------------------------------------------------- requests
+REQUEST_API: ConfigOption[str] = _option(
+    "request.api",
+    "enum",
+    "Endpoint used: /v1/chat/completions or /v1/completions.",
+    default="chat",
+    values=("chat", "completions"),
+    group="Request",
+)
+REQUEST_TIMEOUT: ConfigOption[float] = _option(
+    "request.timeout",
+    "duration",
+    "Timeout of one attempt of one request (first byte sent to last byte read).",
+    default=60.0,
+    minimum=0.001,
+    group="Request",
+)
+REQUEST_CONNECT_TIMEOUT: ConfigOption[float] = _option(
+    "request.connect-timeout",
+    "duration",
+    "Longest wait for a connection.",
+    default=10.0,
+    minimum=0.001,
+    group="Request",
+)
+REQUEST_CONCURRENCY: ConfigOption[int] = _option(
+    "request.concurrency",
+    "int",
+    "Requests in flight per parallel instance (the async I/O capacity).",
+    default=64,
+    minimum=1,
+    group="Request",
+)
+REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
+    "request.rate-limit",
+    "double",
+    "Requests per second per parallel instance (no limit when unset).",
+    minimum=0.001,
+    group="Request",
+)
+REQUEST_MAX_BODY_SIZE: ConfigOption[int] = _option(
+    "request.max-body-size",
+    "memory",
+    "A larger response is not read: its connection is closed and the prompt becomes an error row (too-large).",
+    default=32 * 1024**2,
+    minimum=1024,
+    group="Request",
+)
+REQUEST_STRUCTURED_OUTPUT: ConfigOption[bool] = _option(
+    "request.structured-output",
+    "boolean",
+    "Send the profile's content schema as response_format (json_schema) so the model writes JSON.",
+    default=False,
+    group="Request",
+)
+REQUEST_TLS_VERIFY: ConfigOption[bool] = _option(
+    "request.tls-verify", "boolean", "Verify the server's TLS certificate.", default=True, group="Request"
+)
+REQUEST_TLS_CA_BUNDLE: ConfigOption[str | None] = _option(
+    "request.tls-ca-bundle",
+    "string",
+    "PEM file of the CAs to trust instead of the public ones (a private CA), on the TaskManagers.",
+    group="Request",
+)
+REQUEST_TLS_CLIENT_CERT: ConfigOption[str | None] = _option(
+    "request.tls-client-cert", "string", "PEM certificate shown to a server that asks for one.", group="Request"
+)
+REQUEST_TLS_CLIENT_KEY: ConfigOption[str | None] = _option(
+    "request.tls-client-key", "string", "Its private key, when in a separate file.", group="Request"
+)
+# ---------------------------------------------------------------- request body parameters (vLLM's names)
+_PARAM_TYPES = {"int": "int", "float": "double", "bool": "boolean", "list[str]": "list"}
+REQUEST_PARAM_OPTIONS: dict[str, ConfigOption[Any]] = {
+    name: _option(
+        "request." + name.replace("_", "-"),
+        _PARAM_TYPES[param.type],
+        f"{param.description} Sent as '{name}'" + ("; a list separated by ';'." if param.type == "list[str]" else "."),
+        group="Request body",
+    )
+    for name, param in REQUEST_PARAMS.items()
+}
+# ---------------------------------------------------------------- retries and outages
+RETRY_DEADLINE: ConfigOption[float] = _option(
+    "request.retry.deadline",
+    "duration",
+    "Most time one request may take: attempts, backoff and waits while the server is down; after it the prompt "
+    "becomes an error row. The default rides out a server restart of a few minutes.",
+    default=300.0,
+    minimum=0.001,
+    group="Retry",
+)
+RETRY_MAX_ATTEMPTS: ConfigOption[int | None] = _option(
+    "request.retry.max-attempts",
+    "int",
+    "Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: "
+    "connect errors, timeouts, broken connections, 429 (Retry-After honoured) and 502/503/504.",
+    minimum=1,
+    group="Retry",
+)
+RETRY_INITIAL_BACKOFF: ConfigOption[float] = _option(
+    "request.retry.initial-backoff", "duration", "First backoff step.", default=0.5, minimum=0.0, group="Retry"
+)
+RETRY_MAX_BACKOFF: ConfigOption[float] = _option(
+    "request.retry.max-backoff",
+    "duration",
+    "Largest backoff step, and the probe interval while the server is down.",
+    default=10.0,
+    minimum=0.0,
+    group="Retry",
+)
+RETRY_MAX_RETRY_AFTER: ConfigOption[float] = _option(
+    "request.retry.max-retry-after",
+    "duration",
+    "A longer Retry-After header is cut to this.",
+    default=60.0,
+    minimum=0.0,
+    group="Retry",
+)
+RETRY_HOLD_WHILE_DOWN: ConfigOption[bool] = _option(
+    "request.retry.hold-while-down",
+    "boolean",
+    "Hold new requests back while the server cannot be reached (back-pressure) instead of spending their "
+    "attempts; a probe of /health or a request that gets through opens the way again.",
+    default=True,
+    group="Retry",
+)
+# ---------------------------------------------------------------- parsing
+PARSE_BACKEND: ConfigOption[str] = _option(
+    "parse.backend",
+    "enum",
+    "Deserializer backend: 'gpu' (cuDF), 'cpu' (pyarrow) or 'auto' (gpu when available, else cpu).",
+    default="auto",
+    values=("auto", "cpu", "gpu"),
+    group="Parse",
+)
+PARSE_BATCH_SIZE: ConfigOption[int] = _option(
+    "parse.batch-size",
+    "int",
+    "Bodies parsed per batch (the Arrow batch of the vectorized function).",
+    default=10000,
+    minimum=1,
+    group="Parse",
+)
+PARSE_GPU_DEVICE: ConfigOption[str] = _option(
+    "parse.gpu-device",
+    "string",
+    "CUDA device of each parallel instance: 'auto' (device 0 of CUDA_VISIBLE_DEVICES when one is "
+    "visible, else subtask index modulo the visible devices) or a device number.",
+    default="auto",
+    group="Parse",
+)
+# ---------------------------------------------------------------- Flink settings of this table's own operators
+BUNDLE_SIZE_OPTION: ConfigOption[int | None] = _option(
+    BUNDLE_SIZE,
+    "int",
+    "Flink: elements per Python bundle of this table's functions; caps the requests in flight (default: "
+    "parse.batch-size).",
+    minimum=1,
+    group="Flink",
+)
+BUNDLE_TIME_OPTION: ConfigOption[float] = _option(
+    BUNDLE_TIME,
+    "duration",
+    "Flink: longest time a Python bundle of this table's functions stays open.",
+    default=1.0,
+    minimum=0.001,
+    group="Flink",
+)
+ARROW_BATCH_OPTION: ConfigOption[int | None] = _option(
+    ARROW_BATCH,
+    "int",
+    "Flink: rows per Arrow batch of this table's parse function (default: parse.batch-size).",
+    minimum=1,
+    group="Flink",
 )
 
-_BY_KEY = {o.key: o for o in OPTIONS}
-REQUEST_ONLY = ("endpoint", "api-key", "api-key.env") + tuple(
-    o.key for o in OPTIONS if o.group in ("Prompts", "Request")
+OPTIONS: tuple[ConfigOption[Any], ...] = (
+    CONNECTOR_OPTION,
+    MODE,
+    PROFILE,
+    MODEL,
+    ENDPOINT,
+    API_KEY,
+    API_KEY_ENV,
+    PROMPTS_PATH,
+    PROMPTS_RATE,
+    PROMPTS_TEMPLATE,
+    PROMPTS_COUNT,
+    PROMPTS_SOURCE,
+    PROMPTS_COLUMN,
+    REPLAY_PATH,
+    REPLAY_MONITOR_INTERVAL,
+    REQUEST_API,
+    REQUEST_TIMEOUT,
+    REQUEST_CONNECT_TIMEOUT,
+    REQUEST_CONCURRENCY,
+    REQUEST_RATE_LIMIT,
+    REQUEST_MAX_BODY_SIZE,
+    REQUEST_STRUCTURED_OUTPUT,
+    REQUEST_TLS_VERIFY,
+    REQUEST_TLS_CA_BUNDLE,
+    REQUEST_TLS_CLIENT_CERT,
+    REQUEST_TLS_CLIENT_KEY,
+    *REQUEST_PARAM_OPTIONS.values(),
+    RETRY_DEADLINE,
+    RETRY_MAX_ATTEMPTS,
+    RETRY_INITIAL_BACKOFF,
+    RETRY_MAX_BACKOFF,
+    RETRY_MAX_RETRY_AFTER,
+    RETRY_HOLD_WHILE_DOWN,
+    PARSE_BACKEND,
+    PARSE_BATCH_SIZE,
+    PARSE_GPU_DEVICE,
+    BUNDLE_SIZE_OPTION,
+    BUNDLE_TIME_OPTION,
+    ARROW_BATCH_OPTION,
 )
-REPLAY_ONLY = tuple(o.key for o in OPTIONS if o.group == "Replay")
+
+_BY_KEY = {o.key: o for o in OPTIONS if not o.prefix}
+_PREFIXES = tuple(o for o in OPTIONS if o.prefix)
+REQUEST_ONLY = tuple(o for o in OPTIONS if o.group in ("Prompts", "Request", "Request body", "Retry"))
+REPLAY_ONLY = tuple(o for o in OPTIONS if o.group == "Replay")
+
+
+def _option_of(key: str) -> ConfigOption[Any] | None:
+    if key in _BY_KEY:
+        return _BY_KEY[key]
+    return next((o for o in _PREFIXES if key.startswith(o.key) and len(key) > len(o.key)), None)
 
 
 @dataclass(frozen=True)
-class Options(Mapping[str, Any]):
-    """Validated options: every key of `OPTIONS`, parsed to its type, defaults filled in."""
+class Options:
+    """Validated options, read through typed accessors: `options.get(MODE)`; defaults filled in."""
 
     parsed: Mapping[str, Any]
     given: frozenset[str] = field(default_factory=frozenset)
+    raw: Mapping[str, str] = field(default_factory=dict, repr=False)
 
-    def __getitem__(self, key: str) -> Any:
-        return self.parsed[key]
+    def get(self, option: ConfigOption[T]) -> T:
+        return cast(T, self.parsed[option.key])
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.parsed)
+    def is_set(self, option: ConfigOption[Any]) -> bool:
+        if option.prefix:
+            return any(k.startswith(option.key) for k in self.given)
+        return option.key in self.given
 
-    def __len__(self) -> int:
-        return len(self.parsed)
-
-    def is_set(self, key: str) -> bool:
-        return key in self.given
+    def prefixed(self, option: ConfigOption[Any]) -> dict[str, str]:
+        """The keys of a prefix family without the prefix: {'connector': 'kafka', ...}."""
+        return {k[len(option.key) :]: v for k, v in self.raw.items() if k.startswith(option.key)}
 
     @property
     def bundle_size(self) -> int:
-        return int(self.parsed[BUNDLE_SIZE] or self.parsed["parse.batch-size"])
+        return self.get(BUNDLE_SIZE_OPTION) or self.get(PARSE_BATCH_SIZE)
 
     @property
     def arrow_batch_size(self) -> int:
         # Unset, it follows parse.batch-size, but never past the bundle (which caps it anyway).
-        return int(self.parsed[ARROW_BATCH] or min(self.parsed["parse.batch-size"], self.bundle_size))
+        return self.get(ARROW_BATCH_OPTION) or min(self.get(PARSE_BATCH_SIZE), self.bundle_size)
+
+    def public(self) -> dict[str, str]:
+        """The options as given, secrets masked: for logs and plans."""
+        return {k: ("******" if (o := _option_of(k)) is not None and o.secret else v) for k, v in self.raw.items()}
 
 
 # ---------------------------------------------------------------- rules across options
-Rule = Callable[[Mapping[str, Any], frozenset[str]], None]
+Rule = Callable[[Options], None]
 
 
-def _given(given: frozenset[str], *keys: str) -> list[str]:
-    return [k for k in keys if k in given]
+def _given(options: Options, *keys: ConfigOption[Any]) -> list[ConfigOption[Any]]:
+    return [k for k in keys if options.is_set(k)]
 
 
-def rule_mode_request_needs_endpoint_and_model(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    if opts["mode"] != "request":
+def _named(option: ConfigOption[Any]) -> str:
+    return f"'{option.key}*'" if option.prefix else f"'{option.key}'"
+
+
+def rule_mode_request_needs_endpoint_and_model(o: Options) -> None:
+    if o.get(MODE) != "request":
         return
-    for key, example in (("endpoint", "'http://127.0.0.1:8000'"), ("model", "the served model's name")):
-        if key not in given:
-            raise OptionsError(f"Option '{key}' is required when 'mode' = 'request'; set it to {example}.")
+    for option, example in ((ENDPOINT, "'http://127.0.0.1:8000'"), (MODEL, "the served model's name")):
+        if not o.is_set(option):
+            raise OptionsError(f"Option '{option.key}' is required when 'mode' = 'request'; set it to {example}.")
 
 
-def rule_one_prompt_source(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    sources = _given(given, "prompts.table", "prompts.path", "prompts.rate")
+def rule_one_prompt_source(o: Options) -> None:
+    sources = _given(o, PROMPTS_SOURCE, PROMPTS_PATH, PROMPTS_RATE)
     if len(sources) > 1:
-        quoted = " and ".join(f"'{k}'" for k in sources)
+        quoted = " and ".join(_named(k) for k in sources)
         raise OptionsError(f"Option {quoted} shouldn't be set together; keep one source of prompts.")
-    if opts["mode"] == "request" and not sources:
+    if o.get(MODE) == "request" and not sources:
         raise OptionsError(
-            "One of 'prompts.table', 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request'."
+            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request'."
         )
 
 
-def rule_rate_options_need_rate(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    for key in _given(given, "prompts.template", "prompts.count"):
-        if "prompts.rate" not in given:
-            raise OptionsError(f"Option '{key}' needs 'prompts.rate'; set it or remove '{key}'.")
-    if "prompts.column" in given and "prompts.table" not in given:
-        raise OptionsError("Option 'prompts.column' needs 'prompts.table'; set it or remove 'prompts.column'.")
+def rule_rate_options_need_rate(o: Options) -> None:
+    for option in _given(o, PROMPTS_TEMPLATE, PROMPTS_COUNT):
+        if not o.is_set(PROMPTS_RATE):
+            raise OptionsError(f"Option '{option.key}' needs 'prompts.rate'; set it or remove '{option.key}'.")
+    if o.is_set(PROMPTS_COLUMN) and not o.is_set(PROMPTS_SOURCE):
+        raise OptionsError("Option 'prompts.column' needs 'prompts.source.*'; set them or remove 'prompts.column'.")
+    if o.is_set(PROMPTS_SOURCE) and "connector" not in o.prefixed(PROMPTS_SOURCE):
+        raise OptionsError(
+            "Option 'prompts.source.connector' is required with 'prompts.source.*': name the Flink connector that "
+            "reads the prompts, e.g. 'kafka' or 'filesystem'."
+        )
 
 
-def rule_mode_replay_needs_path(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    if opts["mode"] == "replay" and "replay.path" not in given:
+def rule_mode_replay_needs_path(o: Options) -> None:
+    if o.get(MODE) == "replay" and not o.is_set(REPLAY_PATH):
         raise OptionsError("Option 'replay.path' is required when 'mode' = 'replay'.")
 
 
-def rule_options_fit_mode(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    wrong = REQUEST_ONLY if opts["mode"] == "replay" else REPLAY_ONLY
-    other = "request" if opts["mode"] == "replay" else "replay"
-    for key in _given(given, *wrong):
+def rule_options_fit_mode(o: Options) -> None:
+    wrong = REQUEST_ONLY if o.get(MODE) == "replay" else REPLAY_ONLY
+    other = "request" if o.get(MODE) == "replay" else "replay"
+    for option in _given(o, *wrong):
         raise OptionsError(
-            f"Option '{key}' has no effect when 'mode' = '{opts['mode']}'; remove it or set 'mode' = '{other}'."
+            f"Option {_named(option)} has no effect when 'mode' = '{o.get(MODE)}'; remove it or set 'mode' = '{other}'."
         )
 
 
-def rule_one_api_key(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    if "api-key" in given and "api-key.env" in given:
+def rule_one_api_key(o: Options) -> None:
+    if o.is_set(API_KEY) and o.is_set(API_KEY_ENV):
         raise OptionsError("Option 'api-key' and 'api-key.env' shouldn't be set together; keep one.")
 
 
-def rule_endpoint_is_url(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    endpoint = opts.get("endpoint")
+def rule_endpoint_is_url(o: Options) -> None:
+    endpoint = o.get(ENDPOINT)
     if endpoint is not None and not re.match(r"^https?://[^/\s]+", endpoint):
         raise OptionsError(
             f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}'."
         )
 
 
-def rule_gpu_device(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    device = str(opts["parse.gpu-device"])
+def rule_gpu_device(o: Options) -> None:
+    device = str(o.get(PARSE_GPU_DEVICE))
     if device != "auto" and not device.isdigit():
         raise OptionsError(f"Option 'parse.gpu-device' must be 'auto' or a device number, got '{device}'.")
 
 
-def rule_bundle_holds_requests(opts: Mapping[str, Any], given: frozenset[str]) -> None:
+def rule_bundle_holds_requests(o: Options) -> None:
     # PyFlink's async I/O keeps at most one bundle of elements in flight.
-    bundle = opts[BUNDLE_SIZE] or opts["parse.batch-size"]
-    if opts["mode"] == "request" and opts["request.concurrency"] > bundle:
+    if o.get(MODE) == "request" and o.get(REQUEST_CONCURRENCY) > o.bundle_size:
         raise OptionsError(
-            f"Option 'request.concurrency' ({opts['request.concurrency']}) is larger than "
-            f"'{BUNDLE_SIZE}' ({bundle}), which caps the requests in flight; raise '{BUNDLE_SIZE}' or "
+            f"Option 'request.concurrency' ({o.get(REQUEST_CONCURRENCY)}) is larger than "
+            f"'{BUNDLE_SIZE}' ({o.bundle_size}), which caps the requests in flight; raise '{BUNDLE_SIZE}' or "
             "lower 'request.concurrency'."
         )
 
 
-def rule_arrow_batch_within_bundle(opts: Mapping[str, Any], given: frozenset[str]) -> None:
-    bundle = opts[BUNDLE_SIZE] or opts["parse.batch-size"]
-    batch = opts[ARROW_BATCH]
-    if batch is not None and batch > bundle:
+def rule_request_params_are_valid(o: Options) -> None:
+    for name, option in REQUEST_PARAM_OPTIONS.items():
+        value = o.get(option)
+        if value is not None:
+            try:
+                check_params({name: value})
+            except OptionsError:
+                rule = REQUEST_PARAMS[name].rule
+                raise OptionsError(f"Option '{option.key}' must be {rule}, got '{o.raw[option.key]}'.") from None
+
+
+def rule_attempt_fits_deadline(o: Options) -> None:
+    if o.get(MODE) == "request" and o.get(REQUEST_TIMEOUT) > o.get(RETRY_DEADLINE):
         raise OptionsError(
-            f"Option '{ARROW_BATCH}' ({batch}) is larger than '{BUNDLE_SIZE}' ({bundle}), which caps it; "
+            "Option 'request.timeout' is longer than 'request.retry.deadline', which ends every request: lower "
+            "'request.timeout' or raise 'request.retry.deadline'."
+        )
+
+
+def rule_tls_files(o: Options) -> None:
+    if o.is_set(REQUEST_TLS_CA_BUNDLE) and not o.get(REQUEST_TLS_VERIFY):
+        raise OptionsError(
+            "Option 'request.tls-ca-bundle' has no effect with 'request.tls-verify' = 'false'; remove one of them."
+        )
+    if o.is_set(REQUEST_TLS_CLIENT_KEY) and not o.is_set(REQUEST_TLS_CLIENT_CERT):
+        raise OptionsError("Option 'request.tls-client-key' needs 'request.tls-client-cert'; set it or remove the key.")
+
+
+def rule_arrow_batch_within_bundle(o: Options) -> None:
+    batch = o.get(ARROW_BATCH_OPTION)
+    if batch is not None and batch > o.bundle_size:
+        raise OptionsError(
+            f"Option '{ARROW_BATCH}' ({batch}) is larger than '{BUNDLE_SIZE}' ({o.bundle_size}), which caps it; "
             f"raise '{BUNDLE_SIZE}' or lower '{ARROW_BATCH}'."
         )
 
@@ -477,15 +669,18 @@ RULES: tuple[Rule, ...] = (
     rule_endpoint_is_url,
     rule_gpu_device,
     rule_bundle_holds_requests,
+    rule_request_params_are_valid,
+    rule_attempt_fits_deadline,
+    rule_tls_files,
     rule_arrow_batch_within_bundle,
 )
 
 
 def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
-    unknown = sorted(k for k in raw if k not in _BY_KEY and k not in _FRAMEWORK_KEYS)
+    unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS)
     if unknown:
-        supported = sorted({*_BY_KEY, *_FRAMEWORK_KEYS})
+        supported = sorted({*(o.key + ("*" if o.prefix else "") for o in OPTIONS), *_FRAMEWORK_KEYS})
         raise OptionsError(
             f"Unsupported options found for '{CONNECTOR}'.\n\n"
             "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
@@ -498,11 +693,11 @@ def validate(raw: Mapping[str, str]) -> Options:
         )
     if raw["connector"] != CONNECTOR:
         raise OptionsError(f"Option 'connector' must be '{CONNECTOR}', got '{raw['connector']}'.")
-    values = {o.key: (o.parse(raw[o.key]) if o.key in raw else o.default) for o in OPTIONS}
-    given = frozenset(raw)
+    values = {o.key: (o.parse(raw[o.key]) if o.key in raw else o.default) for o in OPTIONS if not o.prefix}
+    options = Options(parsed=values, given=frozenset(raw), raw=dict(raw))
     for rule in RULES:
-        rule(values, given)
-    return Options(parsed=values, given=given)
+        rule(options)
+    return options
 
 
 def options_markdown() -> str:
@@ -516,7 +711,8 @@ def options_markdown() -> str:
         kind = o.type if o.type != "enum" else "enum: " + " \\| ".join(o.values)
         required = "yes" if o.required else "no"
         description = o.description.replace("|", "\\|")
-        lines.append(f"| `{o.key}` | {required} | `{o.default_text}` | {kind} | {description} |")
+        key = o.key + "*" if o.prefix else o.key
+        lines.append(f"| `{key}` | {required} | `{o.default_text}` | {kind} | {description} |")
     return "\n".join(lines) + "\n"
 
 

@@ -5,8 +5,9 @@
     python jobs/features.py --replay captured/ --profile coder      # raw bodies captured earlier
     flink run -m host:8081 -py jobs/features.py --endpoint http://vllm:8000 --output /results
 
-A 'dspark-vllm' table (`responses`) is declared in plain SQL and made queryable by `connector.flink.register`;
-its rejected bodies and failed requests come in `responses_errors`. Both are windowed on `created` (tumbling
+A 'dspark-vllm' table (`responses`) is declared (a TableDescriptor) after `connector.flink.use_connector` adds
+the connector's jar; its rejected bodies and failed requests are rows of it too, with the metadata column
+`error_reason` set. All are windowed on `created` (tumbling
 1 minute by default, `--slide` for sliding windows): requests, errors and their rate, the share of
 finish_reason = 'length', prompt/completion tokens (sum, mean), latency (mean, max), time to first token and
 tokens/s where the server sends them, and content features of the profile (code blocks for coder, a boxed
@@ -154,27 +155,43 @@ def endpoint_or_simulator(args: argparse.Namespace) -> Iterator[str | None]:
         yield sim.url
 
 
-def table_ddl(args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None) -> str:
+def responses_table(args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None):  # type: ignore[no-untyped-def]
+    """The 'dspark-vllm' table of the job: its columns, metadata (errors included) and options."""
+    from pyflink.table import DataTypes, Schema, TableDescriptor
+
     declared, _, _ = content_features(profile)
-    columns = [
-        "id STRING",
-        "model STRING",
-        "created TIMESTAMP(3)",
-        "finish_reason STRING",
-        "prompt_tokens BIGINT",
-        "completion_tokens BIGINT",
-        "time_to_first_token_ms DOUBLE",
-        "tokens_per_second DOUBLE",
-        *[f"`{name}` {kind}" for name, kind in declared],
-        "latency_ms DOUBLE METADATA FROM 'request.latency-ms' VIRTUAL",
-        f"WATERMARK FOR created AS created - {interval(args.watermark_delay)}",
-    ]
-    options = {
-        "connector": "dspark-vllm",
-        "profile": args.profile,
-        "parse.backend": args.backend,
-        "parse.batch-size": str(args.batch_size),
-    }
+    kinds = {"STRING": DataTypes.STRING(), "BIGINT": DataTypes.BIGINT(), "DOUBLE": DataTypes.DOUBLE()}
+    schema = (
+        Schema.new_builder()
+        .column("id", DataTypes.STRING())
+        .column("model", DataTypes.STRING())
+        .column("created", DataTypes.TIMESTAMP(3))
+        .column("finish_reason", DataTypes.STRING())
+        .column("prompt_tokens", DataTypes.BIGINT())
+        .column("completion_tokens", DataTypes.BIGINT())
+        .column("time_to_first_token_ms", DataTypes.DOUBLE())
+        .column("tokens_per_second", DataTypes.DOUBLE())
+    )
+    for name, kind in declared:
+        schema.column(name, kinds[kind])
+    metadata = [("error_reason", "STRING", "error.reason"), ("error_field", "STRING", "error.field")]
+    metadata.append(("body", "BYTES", "raw.body"))
+    if args.replay:
+        metadata += [("source", "STRING", "source.path"), ("source_line", "BIGINT", "source.line")]
+    else:
+        metadata += [
+            ("latency_ms", "DOUBLE", "request.latency-ms"),
+            ("request_id", "STRING", "request.id"),
+            ("prompt", "STRING", "request.prompt"),
+            ("http_status", "INT", "request.http-status"),
+        ]
+    types = {**kinds, "BYTES": DataTypes.BYTES(), "INT": DataTypes.INT()}
+    for name, kind, key in metadata:
+        schema.column_by_metadata(name, types[kind], key, True)
+    schema.watermark("created", f"created - {interval(args.watermark_delay)}")
+
+    descriptor = TableDescriptor.for_connector("dspark-vllm").schema(schema.build())
+    options = {"profile": args.profile, "parse.backend": args.backend, "parse.batch-size": str(args.batch_size)}
     if args.replay:
         options.update({"mode": "replay", "replay.path": str(Path(args.replay).resolve())})
         if args.replay_monitor:
@@ -197,8 +214,9 @@ def table_ddl(args: argparse.Namespace, profile: Profile, endpoint: str | None, 
             options["prompts.count"] = str(prompt_count(args))
         if profile.content_schema is not None:
             options["request.structured-output"] = "true"
-    with_clause = ", ".join(f"'{k}' = '{v}'" for k, v in options.items())
-    return f"CREATE TEMPORARY TABLE responses ({', '.join(columns)}) WITH ({with_clause})"
+    for key, value in options.items():
+        descriptor.option(key, value)
+    return descriptor.build()
 
 
 def prompt_count(args: argparse.Namespace) -> int:
@@ -224,23 +242,20 @@ def window_sql(args: argparse.Namespace) -> str:
 
 def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None):  # type: ignore[no-untyped-def]
     """Declare the tables and return the statement set of the job (features + errors)."""
-    from connector.flink import register
+    from connector.flink import use_connector
 
-    register(t_env)
-    t_env.execute_sql(table_ddl(args, profile, endpoint, model))
+    use_connector(t_env)
+    t_env.create_temporary_table("responses", responses_table(args, profile, endpoint, model))
     declared, features, content_sql = content_features(profile)
     content_cols = [name for name, _ in declared]
-    null_content = [f"CAST(NULL AS {kind}) AS `{name}`" for name, kind in declared]
+    latency = "CAST(NULL AS DOUBLE)" if args.replay else "latency_ms"
     t_env.execute_sql(f"""
         CREATE TEMPORARY VIEW events AS
-        SELECT model, created, 0 AS is_error, finish_reason, prompt_tokens, completion_tokens, latency_ms,
-               time_to_first_token_ms, tokens_per_second{"".join(f", `{c}`" for c in content_cols)}
-        FROM responses
-        UNION ALL
-        SELECT COALESCE(model, 'unknown'), created, 1, CAST(NULL AS STRING), CAST(NULL AS BIGINT),
-               CAST(NULL AS BIGINT), latency_ms, CAST(NULL AS DOUBLE), CAST(NULL AS DOUBLE)
-               {"".join(", " + c for c in null_content)}
-        FROM responses_errors""")
+        SELECT COALESCE(model, 'unknown') AS model, created,
+               CASE WHEN error_reason IS NULL THEN 0 ELSE 1 END AS is_error, finish_reason, prompt_tokens,
+               completion_tokens, {latency} AS latency_ms, time_to_first_token_ms,
+               tokens_per_second{"".join(f", `{c}`" for c in content_cols)}
+        FROM responses""")
     ok = "is_error = 0"
     aggregates = [
         "CAST(window_start AS STRING)",
@@ -281,9 +296,15 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         f"INSERT INTO sink_features SELECT {', '.join(aggregates)} FROM {window_sql(args)} "
         "GROUP BY window_start, window_end, model"
     )
+    where = (
+        "source, source_line, CAST(NULL AS STRING), CAST(NULL AS STRING)"
+        if args.replay
+        else ("CAST(NULL AS STRING), CAST(NULL AS BIGINT), request_id, prompt")
+    )
+    status = "CAST(NULL AS INT)" if args.replay else "http_status"
     statements.add_insert_sql(
-        "INSERT INTO sink_errors SELECT source, `line`, request_id, prompt, reason, field, "
-        "CAST(body AS STRING), http_status, model, CAST(created AS STRING) FROM responses_errors"
+        f"INSERT INTO sink_errors SELECT {where}, error_reason, error_field, CAST(body AS STRING), {status}, "
+        "COALESCE(model, 'unknown'), CAST(created AS STRING) FROM responses WHERE error_reason IS NOT NULL"
     )
     return statements, columns
 

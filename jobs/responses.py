@@ -3,10 +3,11 @@
     python jobs/responses.py --endpoint http://127.0.0.1:8000 --prompts prompts.txt --output out
     flink run -d -m host:8081 -py jobs/responses.py --endpoint http://vllm:8000 --prompts /data/p.txt --output /out
 
-Good responses (`responses`) and failed requests (`responses_errors`) go to one filesystem sink (CSV under
-OUTPUT, committed at checkpoints): request_id, response_id, model, finish_reason, http_status, attempts,
-error. Request ids are the MD5 of the prompt (`connector.flink.requests.request_id_of`), so a prompt sent
-again after a failover is recognisable: the failover test (tests/test_flink_failover.py) counts them.
+Every prompt is one row of the 'dspark-vllm' table `responses` (a failed request or a rejected body is a row
+with the metadata column `error` set), written to a filesystem sink (CSV under OUTPUT, committed at
+checkpoints): request_id, response_id, model, finish_reason, http_status, attempts, error. Request ids are the
+MD5 of the prompt (`connector.flink.requests.request_id_of`), so a prompt sent again after a failover is
+recognisable: the failover test (tests/test_flink_failover.py) counts them.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
-    from connector.flink import register
+    from connector.flink import use_connector
 
     model = args.model
     if model is None:
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
         env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.AT_LEAST_ONCE)
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("pipeline.name", "dspark-vllm responses")
-    register(t_env)
+    use_connector(t_env)
     options = {
         "connector": "dspark-vllm",
         "endpoint": args.endpoint,
@@ -78,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
         "CREATE TEMPORARY TABLE responses (id STRING, model STRING, finish_reason STRING, "
         "request_id STRING METADATA FROM 'request.id' VIRTUAL, "
         "http_status INT METADATA FROM 'request.http-status' VIRTUAL, "
-        f"attempts INT METADATA FROM 'request.attempts' VIRTUAL) WITH ({with_clause})"
+        "attempts INT METADATA FROM 'request.attempts' VIRTUAL, "
+        f"error STRING METADATA FROM 'error.reason' VIRTUAL) WITH ({with_clause})"
     )
     output = Path(args.output).resolve()
     column_ddl = ", ".join(f"`{n}` {k}" for n, k in COLUMNS)
@@ -88,10 +90,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     result = t_env.execute_sql(
         "INSERT INTO sink_responses "
-        "SELECT request_id, id, model, finish_reason, http_status, attempts, CAST(NULL AS STRING) FROM responses "
-        "UNION ALL "
-        "SELECT request_id, CAST(NULL AS STRING), model, CAST(NULL AS STRING), http_status, attempts, reason "
-        "FROM responses_errors"
+        "SELECT request_id, id, model, finish_reason, http_status, attempts, error FROM responses"
     )
     client = result.get_job_client()
     if client is not None:

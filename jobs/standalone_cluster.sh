@@ -5,6 +5,7 @@
 #   jobs/standalone_cluster.sh run [features.py args...]   start, submit (attached), stop
 #   jobs/standalone_cluster.sh start | stop | status
 #   jobs/standalone_cluster.sh submit [features.py args...]
+#   jobs/standalone_cluster.sh submit-sql FILE.sql          the SQL runner of the connector jar (no Python program)
 #   jobs/standalone_cluster.sh drain JOB_ID                 stop a job with a final savepoint, draining it
 #   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager and its Python workers
 #   jobs/standalone_cluster.sh start-taskmanager
@@ -114,11 +115,21 @@ stop() {
 }
 
 submit() {
-    # connector.flink.register ships the package to the TaskManagers itself (python.files).
+    # connector.flink.use_connector adds the connector jar and, from a checkout, ships the package itself.
     local detached=()
     [ "${DSPARK_DETACHED:-0}" = 1 ] && detached=(-d)
     "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" \
         -pyexec "$python" -pyclientexec "$python" -py "${DSPARK_JOB:-$repo/jobs/features.py}" "$@"
+}
+
+submit_sql() {
+    local detached=() jar
+    [ "${DSPARK_DETACHED:-0}" = 1 ] && detached=(-d)
+    jar="$("$python" -m connector.cli sql --jar)"
+    # Python functions in a Java/SQL job need flink-python (in opt/ of a Flink distribution): on the job's
+    # classpath here, or copied into lib/ as Flink's docs say.
+    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" \
+        -C "file://$(ls "$flink_home"/opt/flink-python-*.jar)" -c io.dspark.vllm.flink.SqlRunner "$jar" "$@"
 }
 
 descendants() {
@@ -153,6 +164,7 @@ case "$command" in
     stop) stop ;;
     status) echo "FLINK_HOME=$flink_home conf=$FLINK_CONF_DIR rest=$(rest_url)" ;;
     submit) submit "$@" ;;
+    submit-sql) submit_sql "$@" ;;
     drain)
         # MAX_WATERMARK first (every window fires), then a savepoint that commits the sinks' files.
         "$flink_home/bin/flink" stop -m "localhost:$(cat "$dir/rest.port")" --drain \
@@ -166,7 +178,7 @@ case "$command" in
         submit "$@"
         ;;
     *)
-        sed -n '2,19p' "$0" >&2
+        sed -n '2,20p' "$0" >&2
         exit 2
         ;;
 esac

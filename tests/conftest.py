@@ -7,6 +7,7 @@ import ssl
 import subprocess
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -47,6 +48,45 @@ def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLConte
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context
+
+
+@dataclass(frozen=True)
+class PrivateCA:
+    """A CA made on the spot, a server certificate for 127.0.0.1 and a client certificate it signed (PEM)."""
+
+    ca: Path
+    server_cert: Path
+    server_key: Path
+    client_cert: Path
+    client_key: Path
+
+    def server_context(self, require_client_cert: bool = False) -> ssl.SSLContext:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(self.server_cert, self.server_key)
+        if require_client_cert:
+            context.verify_mode = ssl.CERT_REQUIRED
+            context.load_verify_locations(self.ca)
+        return context
+
+
+@pytest.fixture(scope="session")
+def private_ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCA:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make a CA")
+    d: Path = tmp_path_factory.mktemp("ca")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True, cwd=d)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=dspark test CA",
+            "-keyout", "ca.key", "-out", "ca.pem")  # fmt: skip
+    for name, ext in (("server", "subjectAltName=IP:127.0.0.1"), ("client", "extendedKeyUsage=clientAuth")):
+        openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN=dspark test {name}",
+                "-keyout", f"{name}.key", "-out", f"{name}.csr")  # fmt: skip
+        (d / f"{name}.ext").write_text(ext + "\n")
+        openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
+                "-days", "1", "-extfile", f"{name}.ext", "-out", f"{name}.pem")  # fmt: skip
+    return PrivateCA(d / "ca.pem", d / "server.pem", d / "server.key", d / "client.pem", d / "client.key")
 
 
 def _gpu_skip_reason() -> str | None:

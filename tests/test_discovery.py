@@ -120,8 +120,8 @@ def test_errors_are_one_clear_line() -> None:
         serve_simulator(api_key="sk-x", json_schema=False) as sim,
         pytest.raises(
             SchemaDiscoveryError,
-            match=r"/v1/models refused the request \(HTTP 401\): set the API key with --api-key or "
-            r"\$DSPARK_VLLM_API_KEY",
+            match=r"/v1/models refused the request \(HTTP 401\): give the API key \(--api-key, or --api-key-env "
+            r"with the name of the variable that holds it\)$",
         ),
     ):
         discover_schema(sim.url)
@@ -133,8 +133,9 @@ def test_tls_failure(tls_server_context) -> None:  # type: ignore[no-untyped-def
     with serve_simulator(ssl_context=tls_server_context) as sim:
         with pytest.raises(
             SchemaDiscoveryError,
-            match=r"^TLS verification failed for https://127.0.0.1:\d+: .*"
-            r"CERTIFICATE_VERIFY_FAILED.*--insecure only for a server you trust",
+            match=r"^TLS verification failed for https://127.0.0.1:\d+: the server's certificate does not verify: "
+            r"127\.0\.0\.1:\d+: self-signed certificate\. Give the CA that signed the server's certificate "
+            r"\(--ca-bundle\), or pass --insecure only for a server you trust$",
         ):
             discover_schema(sim.url)
         assert discover_schema(sim.url, verify=False).source == "json-schema"
@@ -199,3 +200,29 @@ def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
 def test_cli_simulate_rejects_a_bad_profile(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["simulate", "--profile", "nope", "--port", "0"]) == 2
     assert capsys.readouterr().err.startswith("error: unknown profile 'nope'")
+
+
+def test_an_api_key_only_when_asked_for(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]
+    # Before: $DSPARK_VLLM_API_KEY was sent to any endpoint when no key was given.
+    monkeypatch.setenv("DSPARK_VLLM_API_KEY", "sk-x")
+    monkeypatch.setenv("MY_KEY", "sk-x")
+    monkeypatch.delenv("UNSET_KEY", raising=False)
+    with serve_simulator(api_key="sk-x", json_schema=False) as sim:
+        with pytest.raises(SchemaDiscoveryError, match=r"refused the request \(HTTP 401\)"):
+            discover_schema(sim.url)
+        assert discover_schema(sim.url, api_key="sk-x").source == "vllm"
+        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "MY_KEY"]) == 0
+        capsys.readouterr()
+        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "UNSET_KEY"]) == 1
+    _, err = capsys.readouterr()
+    assert err == "error: --api-key-env: $UNSET_KEY is not set; export it, or name another one\n"
+
+
+def test_discovery_from_inside_a_running_loop() -> None:
+    import asyncio
+
+    async def caller() -> str:
+        return discover_schema(sim.url).source  # a blocking call made from async code
+
+    with serve_simulator() as sim:
+        assert asyncio.run(caller()) == "json-schema"

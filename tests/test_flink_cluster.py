@@ -1,4 +1,5 @@
-"""A real standalone Flink cluster from the PyFlink wheel's scripts: `flink run -py jobs/features.py` (replay).
+"""A real standalone Flink cluster from the PyFlink wheel's scripts: `flink run -py jobs/features.py` (replay),
+then `flink run -c io.dspark.vllm.flink.SqlRunner` with a .sql file (no Python program).
 
 The job is submitted detached and watches the replay directory (unbounded), so that while it runs the
 TaskManager's Prometheus reporter (jobs/standalone_cluster.sh enables it) can be scraped for our `dspark`
@@ -112,6 +113,23 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         assert "Savepoint completed" in script("drain", job)
         state = wait_for_job_end(base, job, timeout=120)
         assert state == "FINISHED"
+
+        # Issue 13: the same cluster, no Python program: a .sql file through the connector jar's SQL runner.
+        sql = tmp_path / "replay.sql"
+        sql.write_text(
+            "CREATE TABLE captured (id STRING, model STRING, completion_tokens BIGINT,"
+            " reason STRING METADATA FROM 'error.reason' VIRTUAL, line BIGINT METADATA FROM 'source.line' VIRTUAL)"
+            f" WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{bodies}', 'profile' = 'math');"
+            " CREATE TABLE sink_sql (id STRING, model STRING, completion_tokens BIGINT, reason STRING, line BIGINT)"
+            f" WITH ('connector' = 'filesystem', 'path' = '{tmp_path / 'sql-out'}', 'format' = 'json');"
+            " INSERT INTO sink_sql SELECT id, model, completion_tokens, reason, line FROM captured;"
+        )
+        attached = {**env, "DSPARK_DETACHED": "0"}
+        run = subprocess.run(
+            [str(SCRIPT), "submit-sql", str(sql)], env=attached, capture_output=True, text=True, timeout=300
+        )
+        assert run.returncode == 0, f"{run.stdout[-3000:]}{run.stderr[-3000:]}"
+        assert "SqlRunner: statement 3 submitted job" in run.stdout + run.stderr
     finally:
         assert "cluster: stopped" in script("stop")
 
@@ -130,3 +148,10 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
     assert boxed_share == 1.0
     errors = [json.loads(line) for f in (out / "errors").rglob("part-*") for line in f.read_text().splitlines()]
     assert len(errors) == 1 and errors[0]["line"] == 49 and errors[0]["model"] == "math-a"
+
+    sql_rows = [json.loads(line) for f in (tmp_path / "sql-out").rglob("part-*") for line in f.read_text().splitlines()]
+    assert sorted(r["line"] for r in sql_rows) == list(range(1, 50))
+    by_line = {r["line"]: r for r in sql_rows}
+    assert by_line[1] == {"id": "cmpl-math-a-0", "model": "math-a", "completion_tokens": 0, "reason": None, "line": 1}
+    assert by_line[48]["id"] == "cmpl-math-b-23" and by_line[48]["completion_tokens"] == 23
+    assert by_line[49]["id"] is None and by_line[49]["reason"].startswith("not JSON")

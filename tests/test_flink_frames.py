@@ -36,9 +36,9 @@ def test_frame_has_one_row_per_body_in_order():
     assert list(frame["id"]) == ["c0", None, "c2", None, "c4"]
     assert frame["_error"].notna().tolist() == [False, True, False, True, False]
     assert list(frame["_line"]) == [1, 2, 3, 4, 5]
-    assert frame["created"].isna().sum() == 0  # rejected rows get the fallback time
-    assert frame.loc[1, "created"] == pd.Timestamp(5, unit="s")
-    assert frame.loc[0, "created"] == pd.Timestamp(1_700_000_000, unit="s")
+    # A rejected row gets the newest event time of the rows BEFORE it: it neither moves the watermark past
+    # the rows after it (they would be late) nor is late itself.
+    assert list(frame["created"]) == [pd.Timestamp(1_700_000_000 + i, unit="s") for i in (0, 0, 2, 2, 4)]
     assert list(frame["answer"]) == ["42", None, "42", None, "42"]
     assert set(frame["_backend"]) == {"cpu"}
     # PyFlink's own conversion of each column into the declared Arrow type must accept the frame.
@@ -46,6 +46,22 @@ def test_frame_has_one_row_per_body_in_order():
         column = frame[field.name]
         target = pa.timestamp("ms") if pa.types.is_timestamp(field.type) else field.type
         pa.Array.from_pandas(column, mask=column.isnull(), type=target)
+
+
+@pytest.mark.parametrize(
+    ("newest_before", "expected"), [(None, pd.Timestamp(0)), (pd.Timestamp(7, unit="s"), pd.Timestamp(7, unit="s"))]
+)
+def test_a_rejected_first_body_gets_the_time_before_the_batch(newest_before, expected):
+    result = parse_batch([b"nope", body(1)], "openai", backend="cpu", first_line=0)
+    frame = to_frame(result, 2, np.arange(2), newest_before)
+    assert list(frame["created"]) == [expected, pd.Timestamp(1_700_000_001, unit="s")]
+
+
+def test_request_mode_failures_happen_now():
+    result = parse_batch([b"", body(1)], "openai", backend="cpu", first_line=0)
+    now = pd.Timestamp("2026-01-01 00:00:00")
+    frame = to_frame(result, 2, np.arange(2), None, ["timed out", None], now=now)
+    assert list(frame["created"]) == [now, pd.Timestamp(1_700_000_001, unit="s")]
 
 
 def test_request_errors_and_missing_created_become_error_rows():
@@ -63,8 +79,8 @@ def test_request_errors_and_missing_created_become_error_rows():
 def test_pruned_profile_parses_only_what_is_declared():
     profile = prune_profile(load_profile("coder"), {"usage", "prompt_tokens", "language"})
     names = flat_schema(profile).names
-    assert {"id", "created", "model", "prompt_tokens", "language", "content"} <= set(names)
-    assert "completion_tokens" not in names and "code" not in names and "reasoning" not in names
+    assert {"prompt_tokens", "language", "content"} <= set(names)
+    assert {"id", "created", "model", "completion_tokens", "code", "reasoning"}.isdisjoint(names)
     result = parse_batch([body(3)], profile, backend="cpu", first_line=0)
     assert result.table.column("prompt_tokens").to_pylist() == [3]
 

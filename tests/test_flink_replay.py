@@ -13,8 +13,6 @@ import pytest
 
 pytest.importorskip("pyflink")
 
-from connector.errors import OptionsError  # noqa: E402
-
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 T0 = 1_700_000_000  # 2023-11-14 22:13:20 UTC
@@ -78,11 +76,11 @@ def read_json_dir(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def job(corpus: Path) -> dict[str, list[dict]]:
-    from connector.flink import local_environment, register
+    from connector.flink import local_environment
 
-    env, t_env = local_environment()
+    env, t_env = local_environment()  # use_connector(t_env): the jar added, nothing else
     body_path = corpus / "bodies"
-    # Declared before register(): nested ROW, metadata, computed column, watermark, projection.
+    # Nested ROW, metadata, computed column, watermark, projection; error rows through 'error.*' metadata.
     t_env.execute_sql(f"""
         CREATE TEMPORARY TABLE responses (
             id STRING,
@@ -96,22 +94,22 @@ def job(corpus: Path) -> dict[str, list[dict]]:
             backend STRING METADATA FROM 'parse.backend' VIRTUAL,
             src STRING METADATA FROM 'source.path' VIRTUAL,
             src_line BIGINT METADATA FROM 'source.line' VIRTUAL,
+            reason STRING METADATA FROM 'error.reason' VIRTUAL,
+            raw_bytes BYTES METADATA FROM 'raw.body' VIRTUAL,
             doubled AS usage.prompt_tokens * 2,
             -- files are read in no set order: the delay covers the spread of the whole corpus
             WATERMARK FOR created AS created - INTERVAL '10' MINUTE
         ) WITH (
             'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{body_path}',
-            'profile' = 'coder', 'parse.backend' = 'cpu', 'parse.batch-size' = '7'
+            'profile' = 'coder', 'model' = 'unlabelled', 'parse.backend' = 'cpu', 'parse.batch-size' = '7'
         )""")
-    registry = register(t_env)
-    # Declared after register(): no watermark, raw body as text, its own errors table.
+    # A permanent table in the catalog, only two columns, the raw body as text.
     t_env.execute_sql(f"""
         CREATE TABLE plain (
             id STRING, content STRING,
             raw_body STRING METADATA FROM 'raw.body'
         ) WITH (
-            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{body_path / "a.jsonl"}',
-            'errors.table' = 'plain_rejected'
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{body_path / "a.jsonl"}'
         )""")
     out = corpus / "out"
     sinks = {
@@ -119,10 +117,10 @@ def job(corpus: Path) -> dict[str, list[dict]]:
         "code_blocks INT, prompt_tokens INT, completion_tokens BIGINT, ttft DOUBLE, tps DOUBLE, "
         "backend STRING, src STRING, "
         "src_line BIGINT, doubled INT",
-        "errors": "source STRING, line BIGINT, reason STRING, body_len INT, model STRING, profile STRING, "
-        "created STRING",
-        "windows": "window_start STRING, model STRING, n BIGINT, tokens BIGINT",
+        "errors": "source STRING, line BIGINT, reason STRING, body_len INT, model STRING, created STRING",
+        "windows": "window_start STRING, model STRING, n BIGINT, bad BIGINT, tokens BIGINT",
         "plain": "id STRING, content_len INT, raw_len INT",
+        "count": "n BIGINT",
     }
     for name, columns in sinks.items():
         t_env.execute_sql(
@@ -133,21 +131,22 @@ def job(corpus: Path) -> dict[str, list[dict]]:
     statements.add_insert_sql("""
         INSERT INTO sink_rows SELECT id, model, CAST(created AS STRING), finish_reason, `language`,
             code_blocks, usage.prompt_tokens, usage.completion_tokens, metrics.time_to_first_token_ms,
-            metrics.tokens_per_second, backend, src, src_line, doubled FROM responses""")
+            metrics.tokens_per_second, backend, src, src_line, doubled FROM responses WHERE reason IS NULL""")
     statements.add_insert_sql("""
-        INSERT INTO sink_errors SELECT source, `line`, reason, CHAR_LENGTH(CAST(body AS STRING)), model,
-            profile, CAST(created AS STRING) FROM responses_errors""")
+        INSERT INTO sink_errors SELECT src, src_line, reason, CHAR_LENGTH(CAST(raw_bytes AS STRING)), model,
+            CAST(created AS STRING) FROM responses WHERE reason IS NOT NULL""")
     statements.add_insert_sql("""
-        INSERT INTO sink_windows SELECT CAST(window_start AS STRING), model, COUNT(*),
+        INSERT INTO sink_windows SELECT CAST(window_start AS STRING), model, COUNT(*), COUNT(reason),
             SUM(usage.prompt_tokens + 0)
         FROM TABLE(TUMBLE(TABLE responses, DESCRIPTOR(created), INTERVAL '1' MINUTES))
         GROUP BY window_start, window_end, model""")
     statements.add_insert_sql(
         "INSERT INTO sink_plain SELECT id, CHAR_LENGTH(content), CHAR_LENGTH(raw_body) FROM plain"
     )
+    # No column read: nothing parsed, one row per body all the same.
+    statements.add_insert_sql("INSERT INTO sink_count SELECT 1 FROM plain")
     statements.execute().wait()
     result = {name: read_json_dir(out / name) for name in sinks}
-    result["_registry"] = registry  # type: ignore[assignment]
     result["_t_env"] = t_env  # type: ignore[assignment]
     return result
 
@@ -155,6 +154,7 @@ def job(corpus: Path) -> dict[str, list[dict]]:
 def test_every_good_body_is_a_row_with_its_values(job):
     rows = {r["id"]: r for r in job["rows"]}
     assert sorted(rows) == sorted(f"cmpl-{i}" for i in range(40))
+    assert len(job["rows"]) == 40
     for i in range(40):
         row = rows[f"cmpl-{i}"]
         expected_time = datetime.fromtimestamp(T0 + 10 * i, UTC).strftime("%Y-%m-%d %H:%M:%S")
@@ -188,55 +188,88 @@ def test_every_bad_body_is_an_error_row_with_reason_and_line(job):
         assert error["source"].endswith("b.jsonl")
         assert needle.lower() in error["reason"].lower(), error
         assert error["body_len"] >= 1
-        assert error["profile"] == "coder"
+        # The table's 'model' option labels a row whose body named none.
+        assert error["model"] == "unlabelled"
         # Error rows carry the newest event time seen, never NULL (the watermark needs one).
         assert error["created"] is not None and not error["created"].startswith("1970")
 
 
-def test_windows_use_event_time(job):
+def test_windows_use_event_time_and_count_error_rows(job):
     windows = {(w["window_start"][:16], w["model"]): w for w in job["windows"]}
-    total = sum(w["n"] for w in job["windows"])
-    assert total == 40
+    assert sum(w["n"] for w in job["windows"]) == 44  # every body once: 40 rows + 4 error rows
+    assert sum(w["bad"] for w in job["windows"]) == 4
     # 22:13:20 + 10 s steps: minute 22:13 holds bodies 0..3, 22:14 holds 4..9.
     assert windows[("2023-11-14 22:13", "coder-7b")]["n"] == 4
     assert windows[("2023-11-14 22:14", "coder-7b")]["n"] == 6
     assert windows[("2023-11-14 22:14", "coder-7b")]["tokens"] == sum(10 + i for i in range(4, 10))
 
 
-def test_table_declared_after_register_projects_only_its_columns(job):
+def test_a_second_table_reads_only_its_columns(job):
     plain = {r["id"]: r for r in job["plain"]}
     assert len(plain) == 30
     body = json.dumps(good_body(3))
     assert plain["cmpl-3"]["raw_len"] == len(body)
     assert plain["cmpl-3"]["content_len"] == len(good_body(3)["choices"][0]["message"]["content"])
-    t_env = job["_t_env"]
-    assert t_env.from_path("plain").get_schema().get_field_names() == ["id", "content", "raw_body"]
-    assert job["_registry"].built["plain"].errors_table == "plain_rejected"
+    assert job["_t_env"].from_path("plain").get_schema().get_field_names() == ["id", "content", "raw_body"]
+    assert job["count"] == [{"n": 1}] * 30
 
 
 def test_declared_schema_is_kept(job):
     schema = job["_t_env"].from_path("responses").get_schema()
     assert schema.get_field_names()[:3] == ["id", "model", "created"]
-    assert "ROWTIME" in str(schema) or "*ROWTIME*" in str(schema.get_field_data_type("created"))
+    assert "ROWTIME" in str(schema.get_field_data_type("created")).upper() or "*ROWTIME*" in str(schema)
 
 
-def test_bad_declarations_fail_with_clear_messages(job):
+@pytest.mark.parametrize(
+    ("declaration", "message"),
+    [
+        (
+            "id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x', "
+            "'parse.bakend' = 'cpu'",
+            "Unsupported options found for 'dspark-vllm'.\n\nUnsupported options:\n\nparse.bakend",
+        ),
+        (
+            "usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x'",
+            "Column 'usage.foo' is not produced by this profile",
+        ),
+        (
+            "id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://x', 'model' = 'm'",
+            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request'.",
+        ),
+        (
+            "id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x', "
+            "'profile' = 'no-such-profile'",
+            "no-such-profile",
+        ),
+    ],
+)
+def test_bad_declarations_fail_with_clear_messages(job, declaration, message):
+    from py4j.protocol import Py4JJavaError
+
     t_env = job["_t_env"]
-    with pytest.raises(OptionsError, match="Unsupported options found for 'dspark-vllm'"):
-        t_env.execute_sql(
-            "CREATE TEMPORARY TABLE bad1 (id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', "
-            "'replay.path' = '/x', 'parse.bakend' = 'cpu')"
+    t_env.execute_sql(f"CREATE TEMPORARY TABLE bad ({declaration})")  # Flink plans a table when it is read
+    try:
+        with pytest.raises(Py4JJavaError) as info:
+            t_env.explain_sql("SELECT * FROM bad")
+        text = str(info.value)
+        assert (
+            "ValidationException: Table 'default_catalog.default_database.bad' ('connector' = 'dspark-vllm'): " in text
         )
-    t_env.execute_sql("DROP TEMPORARY TABLE bad1")
-    with pytest.raises(OptionsError, match="Column 'usage.foo' is not produced by this profile"):
-        t_env.execute_sql(
-            "CREATE TEMPORARY TABLE bad2 (usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', "
-            "'mode' = 'replay', 'replay.path' = '/x')"
-        )
-    t_env.execute_sql("DROP TEMPORARY TABLE bad2")
-    with pytest.raises(OptionsError, match="unknown metadata key 'request.colour'"):
-        t_env.execute_sql(
-            "CREATE TEMPORARY TABLE bad3 (c STRING METADATA FROM 'request.colour') WITH ("
-            "'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x')"
-        )
-    t_env.execute_sql("DROP TEMPORARY TABLE bad3")
+        assert message in text
+    finally:
+        t_env.execute_sql("DROP TEMPORARY TABLE bad")
+
+
+def test_unknown_metadata_key_is_refused_by_flink(job):
+    from py4j.protocol import Py4JJavaError
+
+    t_env = job["_t_env"]
+    t_env.execute_sql(
+        "CREATE TEMPORARY TABLE bad (c STRING METADATA FROM 'request.colour') WITH ("
+        "'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x')"
+    )
+    try:
+        with pytest.raises(Py4JJavaError, match="Invalid metadata key 'request.colour'"):
+            t_env.explain_sql("SELECT * FROM bad")
+    finally:
+        t_env.execute_sql("DROP TEMPORARY TABLE bad")

@@ -23,7 +23,7 @@ def read_json_dir(path: Path) -> list[dict]:
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
-    from connector.flink import local_environment, register
+    from connector.flink import local_environment
 
     out = tmp_path_factory.mktemp("request")
     faults = {"500": 0.05, "malformed": 0.05}
@@ -31,7 +31,6 @@ def job(tmp_path_factory):
         with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
             model = json.load(response)["data"][0]["id"]
         env, t_env = local_environment()
-        register(t_env)
         t_env.execute_sql(f"""
             CREATE TEMPORARY TABLE answers (
                 id STRING, model STRING, created TIMESTAMP(3), finish_reason STRING, content STRING,
@@ -42,11 +41,12 @@ def job(tmp_path_factory):
                 status INT METADATA FROM 'request.http-status' VIRTUAL,
                 latency_ms DOUBLE METADATA FROM 'request.latency-ms' VIRTUAL,
                 attempts INT METADATA FROM 'request.attempts' VIRTUAL,
+                reason STRING METADATA FROM 'error.reason' VIRTUAL,
                 WATERMARK FOR created AS created - INTERVAL '5' SECOND
             ) WITH (
                 'connector' = 'dspark-vllm', 'endpoint' = '{sim.url}', 'model' = '{model}',
                 'profile' = 'coder', 'prompts.rate' = '500', 'prompts.count' = '{N}',
-                'prompts.template' = 'Write function number {{n}}', 'request.max-retries' = '0',
+                'prompts.template' = 'Write function number {{n}}', 'request.retry.max-attempts' = '1',
                 'request.concurrency' = '32', 'request.structured-output' = 'true', 'parse.backend' = 'cpu',
                 'python.fn-execution.bundle.size' = '100', 'python.fn-execution.arrow.batch.size' = '100'
             )""")
@@ -64,10 +64,11 @@ def job(tmp_path_factory):
         statements = t_env.create_statement_set()
         statements.add_insert_sql(
             "INSERT INTO sink_rows SELECT rid, id, model, finish_reason, content, code_blocks, "
-            "usage.prompt_tokens, usage.completion_tokens, prompt, status, latency_ms, attempts FROM answers"
+            "usage.prompt_tokens, usage.completion_tokens, prompt, status, latency_ms, attempts FROM answers "
+            "WHERE reason IS NULL"
         )
         statements.add_insert_sql(
-            "INSERT INTO sink_errors SELECT request_id, prompt, reason, http_status, attempts FROM answers_errors"
+            "INSERT INTO sink_errors SELECT rid, prompt, reason, status, attempts FROM answers WHERE reason IS NOT NULL"
         )
         statements.execute().wait()
         stats = sim.stats()

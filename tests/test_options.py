@@ -8,7 +8,20 @@ from pathlib import Path
 import pytest
 
 from connector.errors import OptionsError
-from connector.options import OPTIONS, options_markdown, parse_duration, validate
+from connector.options import (
+    MODE,
+    OPTIONS,
+    PARSE_BACKEND,
+    PARSE_BATCH_SIZE,
+    PROMPTS_COLUMN,
+    PROMPTS_SOURCE,
+    REPLAY_PATH,
+    REQUEST_STRUCTURED_OUTPUT,
+    REQUEST_TIMEOUT,
+    options_markdown,
+    parse_duration,
+    validate,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/tmp/bodies"}
@@ -22,13 +35,18 @@ REQUEST = {
 
 def test_defaults_are_filled_and_typed():
     opts = validate(REPLAY)
-    assert opts["mode"] == "replay"
-    assert opts["parse.backend"] == "auto"
-    assert opts["parse.batch-size"] == 10000
-    assert opts["request.timeout"] == 60.0
-    assert opts["request.structured-output"] is False
+    assert opts.get(MODE) == "replay"
+    assert opts.get(PARSE_BACKEND) == "auto"
+    assert opts.get(PARSE_BATCH_SIZE) == 10000
+    assert opts.get(REQUEST_TIMEOUT) == 60.0
+    assert opts.get(REQUEST_STRUCTURED_OUTPUT) is False
     assert opts.bundle_size == 10000 and opts.arrow_batch_size == 10000
-    assert opts.is_set("replay.path") and not opts.is_set("parse.backend")
+    assert opts.is_set(REPLAY_PATH) and not opts.is_set(PARSE_BACKEND)
+
+
+def test_secrets_are_masked_in_public_options():
+    opts = validate({**REQUEST, "api-key": "s3cret"})
+    assert opts.public()["api-key"] == "******" and "s3cret" not in repr(opts.public())
 
 
 def test_unknown_key_uses_flinks_wording():
@@ -41,7 +59,7 @@ def test_unknown_key_uses_flinks_wording():
     )
     supported = message.split("Supported options:\n\n")[1].splitlines()
     assert supported == sorted(supported)
-    assert {"connector", "property-version", "parse.backend", "replay.path"} <= set(supported)
+    assert {"connector", "property-version", "parse.backend", "replay.path", "prompts.source.*"} <= set(supported)
 
 
 def test_missing_required_option_names_itself():
@@ -69,7 +87,7 @@ def test_values_are_typed(key, value, expected):
 
 def test_enum_and_boolean_are_case_insensitive():
     opts = validate({**REQUEST, "parse.backend": "CPU", "request.structured-output": "TRUE"})
-    assert opts["parse.backend"] == "cpu" and opts["request.structured-output"] is True
+    assert opts.get(PARSE_BACKEND) == "cpu" and opts.get(REQUEST_STRUCTURED_OUTPUT) is True
 
 
 @pytest.mark.parametrize(
@@ -91,17 +109,23 @@ def test_durations(text, seconds):
         ),
         (
             {**REQUEST, "prompts.rate": None},
-            "One of 'prompts.table', 'prompts.path' or 'prompts.rate' is required",
+            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required",
         ),
         (
-            {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.table": "t"},
-            "Option 'prompts.table' and 'prompts.path' shouldn't be set together",
+            {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.source.connector": "kafka"},
+            "Option 'prompts.source.*' and 'prompts.path' shouldn't be set together",
         ),
+        (
+            {**REQUEST, "prompts.rate": None, "prompts.source.topic": "t"},
+            "Option 'prompts.source.connector' is required with 'prompts.source.*'",
+        ),
+        ({**REPLAY, "prompts.source.connector": "kafka"}, "Option 'prompts.source.*' has no effect"),
         (
             {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.count": "3"},
             "'prompts.count' needs",
         ),
-        ({**REQUEST, "prompts.column": "q"}, "Option 'prompts.column' needs 'prompts.table'"),
+        ({**REQUEST, "prompts.column": "q"}, "Option 'prompts.column' needs 'prompts.source.*'"),
+        ({**REQUEST, "request.rate-limit": "nan"}, "Could not parse value 'nan' for key 'request.rate-limit'"),
         ({**REPLAY, "replay.path": None}, "Option 'replay.path' is required when 'mode' = 'replay'."),
         ({**REPLAY, "endpoint": "http://x"}, "Option 'endpoint' has no effect when 'mode' = 'replay'"),
         ({**REQUEST, "replay.path": "/r"}, "Option 'replay.path' has no effect when 'mode' = 'request'"),
@@ -128,16 +152,19 @@ def test_rules_across_options(options, message):
 
 
 def test_valid_request_and_replay_tables():
-    assert validate(REQUEST)["mode"] == "request"
+    assert validate(REQUEST).get(MODE) == "request"
     table = {k: v for k, v in REQUEST.items() if k != "prompts.rate"}
-    assert validate({**table, "prompts.table": "p", "prompts.column": "q"})["prompts.column"] == "q"
-    validate({**REPLAY, "parse.backend": "cpu", "errors.table": "bad", "replay.monitor-interval": "5 s"})
+    kafka = {"prompts.source.connector": "kafka", "prompts.source.topic": "p", "prompts.source.format": "raw"}
+    opts = validate({**table, **kafka, "prompts.column": "q"})
+    assert opts.get(PROMPTS_COLUMN) == "q"
+    assert opts.prefixed(PROMPTS_SOURCE) == {"connector": "kafka", "topic": "p", "format": "raw"}
+    validate({**REPLAY, "parse.backend": "cpu", "replay.monitor-interval": "5 s"})
 
 
 def test_markdown_lists_every_option():
     table = options_markdown()
     for option in OPTIONS:
-        assert f"| `{option.key}` |" in table
+        assert f"| `{option.key}{'*' if option.prefix else ''}` |" in table
     assert "| `request.timeout` | no | `1 min` | duration |" in table
 
 

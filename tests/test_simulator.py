@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import random
 import socket
+import time
+import urllib.parse
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from http.client import HTTPConnection, IncompleteRead, RemoteDisconnected
+from json import dumps as json_dumps
+from typing import Any
 
-import httpx
 import jsonschema
 import pytest
 
@@ -197,6 +203,59 @@ def test_stream_chunks_assemble_into_the_body(kind: str) -> None:
 # --- the server ---
 
 
+class Response:
+    def __init__(self, status: int, headers: Mapping[str, str], content: bytes) -> None:
+        self.status_code, self.headers, self.content = status, headers, content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8")
+
+    def json(self) -> Any:
+        return json.loads(self.content)
+
+
+class Http:
+    """A plain HTTP/1.1 client (the standard library's), independent of the client the simulator tests."""
+
+    def __init__(self, url: str, timeout: float = 10.0) -> None:
+        parts = urllib.parse.urlsplit(url)
+        self._conn = HTTPConnection(parts.hostname or "", parts.port, timeout=timeout)
+
+    def request(self, method: str, path: str, content: bytes | None, headers: Mapping[str, str]) -> Response:
+        try:
+            self._conn.request(method, path, body=content, headers=dict(headers))
+            raw = self._conn.getresponse()
+            response = Response(raw.status, {k.lower(): v for k, v in raw.getheaders()}, raw.read())
+        except BaseException:
+            self._conn.close()  # the next request opens a new connection
+            raise
+        return response
+
+    def get(self, path: str, params: Mapping[str, str] | None = None) -> Response:
+        query = f"?{urllib.parse.urlencode(params)}" if params else ""
+        return self.request("GET", path + query, None, {})
+
+    def post(
+        self, path: str, json: Any = None, content: bytes | None = None, headers: Mapping[str, str] | None = None
+    ) -> Response:
+        if json is not None:
+            content = json_dumps(json).encode()
+        return self.request("POST", path, content, {"content-type": "application/json", **(headers or {})})
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+@contextmanager
+def client_for(url: str, timeout: float = 10.0) -> Iterator[Http]:
+    client = Http(url, timeout)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
 @pytest.fixture(scope="module")
 def sim():  # type: ignore[no-untyped-def]
     with serve_simulator(
@@ -207,11 +266,11 @@ def sim():  # type: ignore[no-untyped-def]
 
 @pytest.fixture
 def http(sim):  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=sim.url, timeout=10) as client:
+    with client_for(sim.url) as client:
         yield client
 
 
-def test_info_endpoints(http: httpx.Client, sim) -> None:  # type: ignore[no-untyped-def]
+def test_info_endpoints(http: Http, sim) -> None:  # type: ignore[no-untyped-def]
     assert http.get("/health").status_code == 200
     assert http.get("/version").json() == {"version": "0.32.0"}
     models = http.get("/v1/models").json()
@@ -236,7 +295,7 @@ def test_info_endpoints(http: httpx.Client, sim) -> None:  # type: ignore[no-unt
     assert http.get("/v1/chat/completions").status_code == 405
 
 
-def test_served_body_is_make_body(http: httpx.Client) -> None:
+def test_served_body_is_make_body(http: Http) -> None:
     request = chat("same", model=DEFAULT_MODELS["coder"], max_tokens=100)  # nothing for the server to fill in
     response = http.post("/v1/chat/completions", json=request, headers={"x-request-id": "r-1"})
     assert response.status_code == 200
@@ -289,7 +348,7 @@ def test_served_body_is_make_body(http: httpx.Client) -> None:
     ids=["bad-json", "missing-messages", "unknown-model", "n-0", "max-tokens-too-big", "prompt-too-long"],
 )
 def test_request_errors_have_vllm_shape(
-    http: httpx.Client, request_body: bytes, status: int, type_: str, param: str | None, message: str
+    http: Http, request_body: bytes, status: int, type_: str, param: str | None, message: str
 ) -> None:
     response = http.post("/v1/chat/completions", content=request_body)
     assert response.status_code == status
@@ -298,7 +357,7 @@ def test_request_errors_have_vllm_shape(
     assert (error["code"], error["type"], error["param"]) == (status, type_, param)
 
 
-def test_max_tokens_is_cut_to_what_the_context_has_left(http: httpx.Client) -> None:
+def test_max_tokens_is_cut_to_what_the_context_has_left(http: Http) -> None:
     # vLLM 0.32 does not refuse prompt + max_tokens > max_model_len: it generates what fits.
     request = chat("y" * 32_000, max_tokens=8000)  # 8006 prompt tokens: 186 left
     body = http.post("/v1/chat/completions", json=request).json()
@@ -307,26 +366,26 @@ def test_max_tokens_is_cut_to_what_the_context_has_left(http: httpx.Client) -> N
 
 
 def test_api_key_is_required_when_set() -> None:
-    with serve_simulator(api_key="sk-sim") as running, httpx.Client(base_url=running.url) as client:
+    with serve_simulator(api_key="sk-sim") as running, client_for(running.url) as client:
         assert client.post("/v1/completions", json={"prompt": "x"}).status_code == 401
         ok = client.post("/v1/completions", json={"prompt": "x"}, headers={"authorization": "Bearer sk-sim"})
         assert ok.status_code == 200
         assert client.get("/health").status_code == 200
 
 
-def _forced(http: httpx.Client, kind: str, **request: object) -> httpx.Response:
+def _forced(http: Http, kind: str, **request: object) -> Response:
     return http.post("/v1/chat/completions", json=chat("fault", **request), headers={"x-dspark-fault": kind})
 
 
 @pytest.mark.parametrize("status", [429, 500, 502, 503, 504])
-def test_status_faults(http: httpx.Client, status: int) -> None:
+def test_status_faults(http: Http, status: int) -> None:
     response = _forced(http, str(status))
     assert response.status_code == status
     assert response.json()["error"]["code"] == status
     assert response.headers.get("retry-after") == ("2" if status in (429, 503) else None)
 
 
-def test_body_faults(http: httpx.Client) -> None:
+def test_body_faults(http: Http) -> None:
     whole = http.post("/v1/chat/completions", json=chat("fault")).content
     truncated = _forced(http, "truncate")
     assert (truncated.status_code, truncated.content) == (200, whole[: len(whole) // 2])
@@ -342,17 +401,51 @@ def test_body_faults(http: httpx.Client) -> None:
 
 
 def test_connection_faults(sim) -> None:  # type: ignore[no-untyped-def]
-    with httpx.Client(base_url=sim.url, timeout=httpx.Timeout(10, read=0.3)) as client:
-        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+    with client_for(sim.url, timeout=0.3) as client:
+        with pytest.raises((ConnectionResetError, RemoteDisconnected)):
             _forced(client, "reset")
-        with pytest.raises((httpx.ReadError, httpx.RemoteProtocolError)):
+        with pytest.raises((ConnectionResetError, IncompleteRead)):
             _forced(client, "cut")
-        with pytest.raises(httpx.ReadTimeout):
+        with pytest.raises(TimeoutError):
             _forced(client, "hang")
         assert _forced(client, "slow*0").status_code == 200
 
 
-def test_forced_fault_counts_attempts_per_request_id(http: httpx.Client) -> None:
+def test_interim_fault_sends_1xx_heads_before_the_answer(sim) -> None:  # type: ignore[no-untyped-def]
+    body = b'{"prompt":"p"}'
+    head = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\nx-dspark-fault: interim\r\nconnection: close\r\n"
+    with socket.create_connection((sim.host, sim.port), timeout=10) as s:
+        s.sendall(head + b"content-length: %d\r\n\r\n" % len(body) + body)
+        data = b""
+        while chunk := s.recv(65536):
+            data += chunk
+    assert data.startswith(
+        b"HTTP/1.1 103 Early Hints\r\nlink: </v1/models>; rel=preload\r\n\r\n"
+        b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\n"
+    )
+    assert data.endswith(b"}")
+
+
+def test_flood_fault_sends_its_size_and_notices_a_hang_up() -> None:
+    with serve_simulator(faults={"flood": 1.0}, flood_bytes=1024 * 1024) as running:
+        with client_for(running.url) as client:
+            whole = client.post("/v1/completions", json={"prompt": "p"}).content
+        opening = b'{"id":"chatcmpl-flood","object":"chat.completion","choices":[{"index":0,"message":{"content":"'
+        assert whole == opening + b"x" * 1024 * 1024
+        assert running.stats().get("flood_aborted") is None
+        assert running.simulator is not None
+        running.simulator.reconfigure(flood_bytes=256 * 1024 * 1024)  # more than socket buffers hold
+        with socket.create_connection((running.host, running.port), timeout=10) as s:
+            s.sendall(b'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 14\r\n\r\n{"prompt":"p"}')
+            s.recv(65536)
+        for _ in range(500):  # the server notices at its next write
+            if running.stats().get("flood_aborted") == 1:
+                break
+            time.sleep(0.01)
+        assert running.stats()["flood_aborted"] == 1
+
+
+def test_forced_fault_counts_attempts_per_request_id(http: Http) -> None:
     def attempt(rid: str) -> int:
         headers = {"x-dspark-fault": "503*2", "x-request-id": rid}
         return http.post("/v1/completions", json={"prompt": "p"}, headers=headers).status_code
@@ -364,7 +457,7 @@ def test_fault_rates_are_drawn_from_the_seed() -> None:
     def statuses() -> list[int]:
         with (
             serve_simulator(seed=9, faults={"500": 0.3, "503": 0.2}) as running,
-            httpx.Client(base_url=running.url) as client,
+            client_for(running.url) as client,
         ):
             out = [client.post("/v1/completions", json={"prompt": f"p{i}"}).status_code for i in range(200)]
             stats = running.stats()
@@ -378,7 +471,7 @@ def test_fault_rates_are_drawn_from_the_seed() -> None:
     assert first.count(200) == 200 - first.count(500) - first.count(503)
 
 
-def test_stream_is_sse_with_done(http: httpx.Client) -> None:
+def test_stream_is_sse_with_done(http: Http) -> None:
     request = chat("stream me", stream=True, stream_options={"include_usage": True})
     response = http.post("/v1/chat/completions", json=request)
     assert response.headers["content-type"].startswith("text/event-stream")
@@ -412,7 +505,7 @@ def test_pipelined_requests_are_answered_in_order(sim) -> None:  # type: ignore[
 def test_process_mode() -> None:
     with serve_simulator(mode="process", profiles=("math",), faults={"429": 0.5}, seed=1) as running:
         assert running.simulator is None
-        with httpx.Client(base_url=running.url) as client:
+        with client_for(running.url) as client:
             codes = [client.post("/v1/completions", json={"prompt": f"{i}"}).status_code for i in range(20)]
         stats = running.stats()
     assert stats["fault 429"] == codes.count(429) > 0
@@ -436,12 +529,15 @@ def test_cli_options() -> None:
             "4",
             "--big-mb",
             "0.5",
+            "--flood-mb",
+            "3",
             "--no-json-schema",
         ]
     )
     config = sim_cli.config_from_args(args)
     assert config.faults == {"429": 0.1, "reset": 0.02}
     assert (config.profiles, config.seed, config.big_bytes, config.json_schema) == (("vl",), 4, 524288, False)
+    assert config.flood_bytes == 3 * 1024 * 1024
     again = sim_cli.config_from_args(parser.parse_args(sim_cli.config_to_args(config)))
     assert again == config
     with pytest.raises(OptionsError, match="unknown fault 'explode'"):

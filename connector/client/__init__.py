@@ -2,25 +2,34 @@
 
 from __future__ import annotations
 
-from connector.client.client import API_KEY_ENV, ClientConfig, VllmClient, endpoint_for
-from connector.client.outcome import Outcome
+from connector.client.client import ClientConfig, VllmClient, endpoint_for, open_transport
+from connector.client.gate import Gate
+from connector.client.outcome import ERROR_KINDS, Outcome
+from connector.client.params import REQUEST_PARAMS, RequestParam
 from connector.client.ratelimit import RateLimiter
 from connector.client.retry import RETRYABLE_STATUS, backoff_delay, parse_retry_after
-from connector.client.sse import StreamAssembler, StreamError
-from connector.client.sync import BlockingClient, run_sync
+from connector.client.sse import StreamAssembler
+from connector.client.sync import BlockingClient, run_blocking, run_sync
+from connector.client.transport import Transport, tls_context
 
 __all__ = [
-    "API_KEY_ENV",
+    "ERROR_KINDS",
+    "REQUEST_PARAMS",
     "RETRYABLE_STATUS",
     "BlockingClient",
     "ClientConfig",
+    "Gate",
     "Outcome",
     "RateLimiter",
+    "RequestParam",
     "StreamAssembler",
-    "StreamError",
+    "Transport",
     "VllmClient",
     "backoff_delay",
     "endpoint_for",
+    "open_transport",
     "parse_retry_after",
+    "run_blocking",
     "run_sync",
+    "tls_context",
 ]

@@ -1,4 +1,4 @@
-"""`VllmClient`: an httpx.AsyncClient for vLLM's /v1/chat/completions and /v1/completions (raw bytes out).
+"""`VllmClient`: vLLM's /v1/chat/completions and /v1/completions over aiohttp, raw bytes out.
 
     >>> import asyncio
     >>> from connector.client import VllmClient
@@ -8,8 +8,9 @@
 
 Every request gets an `Outcome`; a failure is data, never an exception, and never fails the others.
 Bounded concurrency (attempts in flight <= `concurrency`, a keep-alive pool of that size), a deadline per
-attempt, retries with exponential backoff and jitter on connect errors, timeouts, broken connections and
-429/502/503/504 (`Retry-After` honoured, capped by `max_retry_after_s`), an optional rate limit.
+attempt and one per request, retries with exponential backoff and jitter on connect errors, timeouts, broken
+connections and 429/502/503/504 (`Retry-After` honoured, capped by `max_retry_after_s`), a gate that holds
+requests back while the server is down (`connector.client.gate`), a cap on body size, an optional rate limit.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import random
 import ssl
 import time
@@ -28,27 +28,24 @@ from dataclasses import dataclass, field, replace
 from types import TracebackType
 from typing import Any
 
-import httpx
-
-from connector.client import fasthttp
-from connector.client.fasthttp import FastPool
+from connector.client.gate import Gate
 from connector.client.outcome import Outcome
+from connector.client.params import body_defaults, check_params
 from connector.client.ratelimit import RateLimiter
 from connector.client.retry import RETRYABLE_STATUS, backoff_delay, parse_retry_after
-from connector.client.sse import StreamAssembler, StreamError
-from connector.errors import OptionsError
+from connector.client.sse import StreamAssembler
+from connector.client.transport import Transport, tls_context
+from connector.errors import ClientError, OptionsError, RequestTimeout, StatusError, TLSError
 from connector.profiles import Profile, load_profile
 
-__all__ = ["API_KEY_ENV", "ClientConfig", "VllmClient", "endpoint_for"]
+__all__ = ["ClientConfig", "VllmClient", "endpoint_for", "open_transport"]
 
-API_KEY_ENV = "DSPARK_VLLM_API_KEY"
 USER_AGENT = "dspark-vllm/0.1"
-ENGINES = ("asyncio", "httpx")
-# httpx by default (a well-kept library: proxies, HTTP edge cases); "asyncio" is the opt-in engine of
-# connector/client/fasthttp.py, ~10x less CPU per request (docs/client-and-simulator.md).
-DEFAULT_ENGINE = "httpx"
-_TLS_HINT = "Check the certificate, or set verify=False only for a server you trust"
-POOL_SHARD = 4  # connections per httpx pool (see VllmClient.__init__)
+MIB = 1024 * 1024
+# Statuses that say a gateway cannot reach the server (it is down or restarting): they close the gate.
+_DOWN_STATUS = frozenset({502, 503})
+_BREAKS = frozenset("\r\n")
+_TLS_HINT = "set ca_bundle to the CA that signed the server's certificate (verify=False only for a server you trust)"
 logger = logging.getLogger("connector.client")
 
 
@@ -57,42 +54,60 @@ class ClientConfig:
     """Options of `VllmClient` (the connector's `request.*` options map onto these)."""
 
     base_url: str
-    api_key: str | None = field(default=None, repr=False)  # else $api_key_env; sent as a Bearer token
-    api_key_env: str = API_KEY_ENV
+    api_key: str | None = field(default=None, repr=False)  # sent as a Bearer token; nothing is read implicitly
     model: str | None = None  # set on requests that name none
     concurrency: int = 64  # attempts in flight at once, and the size of the keep-alive pool
     timeout_s: float = 60.0  # deadline of one attempt, first byte sent to last byte read
     connect_timeout_s: float = 10.0
-    max_attempts: int = 4  # 1 = no retries
+    deadline_s: float = 300.0  # the most one request takes: attempts, backoff and waits at the gate together
+    max_attempts: int | None = None  # None: as many as fit in deadline_s; 1 = no retries
     backoff_initial_s: float = 0.5
-    backoff_max_s: float = 30.0
+    backoff_max_s: float = 10.0
     max_retry_after_s: float = 60.0  # a longer Retry-After is cut to this
+    hold_while_down: bool = True  # a failed connect closes a gate that holds attempts back until the server answers
     rate_limit: float | None = None  # requests (attempts) per second
-    verify: bool | str = True  # TLS verification (or a CA bundle path); off only when asked
+    max_body_bytes: int = 32 * MIB  # a larger response is an error of kind too-large; its connection is closed
+    verify: bool = True  # TLS verification; off only when asked
+    ca_bundle: str | None = None  # PEM file of the CAs to trust (else certifi's); nothing from the environment
+    client_cert: str | None = None  # PEM certificate shown to a server that asks for one
+    client_key: str | None = None  # its private key, when not in the client_cert file
     structured_output: Profile | str | None = None  # send this profile's content schema as response_format
     stream: bool = False  # SSE, assembled into the non-streaming body shape
+    params: Mapping[str, Any] = field(default_factory=dict)  # body defaults: n, temperature, ... (params.py)
     headers: Mapping[str, str] = field(default_factory=dict)
-    engine: str | None = None  # "httpx" (default) or "asyncio" (fasthttp.py); an injected transport means httpx
 
     def __post_init__(self) -> None:
         checks = [
             (self.concurrency >= 1, "concurrency", "at least 1"),
             (self.timeout_s > 0, "timeout_s", "> 0"),
             (self.connect_timeout_s > 0, "connect_timeout_s", "> 0"),
-            (self.max_attempts >= 1, "max_attempts", "at least 1 (1 = no retries)"),
+            (self.deadline_s > 0, "deadline_s", "> 0"),
+            (self.max_attempts is None or self.max_attempts >= 1, "max_attempts", "at least 1 (1 = no retries)"),
             (
                 self.backoff_initial_s >= 0 and self.backoff_max_s >= 0,
                 "backoff_initial_s/backoff_max_s",
                 ">= 0",
             ),
+            (self.max_retry_after_s >= 0, "max_retry_after_s", ">= 0"),
             (self.rate_limit is None or self.rate_limit > 0, "rate_limit", "> 0 requests/s, or None"),
+            (self.max_body_bytes >= 1024, "max_body_bytes", "at least 1024"),
+            (self.verify or self.ca_bundle is None, "ca_bundle", "unset when verify=False (nothing is verified)"),
+            (self.client_key is None or self.client_cert is not None, "client_key", "given with client_cert"),
+            (
+                all(
+                    isinstance(k, str) and isinstance(v, str) and not _BREAKS & set(k + v)
+                    for k, v in self.headers.items()
+                ),
+                "headers",
+                "strings without line breaks",
+            ),
         ]
-        checks.append((self.engine in (None, *ENGINES), "engine", f"one of {', '.join(ENGINES)}"))
         for ok, name, rule in checks:
             if not ok:
                 raise OptionsError(f"client option '{name}' must be {rule}")
         if not self.base_url.startswith(("http://", "https://")):
             raise OptionsError(f"client option 'base_url' must start with http:// or https://, got {self.base_url!r}")
+        check_params(self.params)
 
     @property
     def root_url(self) -> str:
@@ -100,8 +115,23 @@ class ClientConfig:
         url = self.base_url.rstrip("/")
         return url[:-3] if url.endswith("/v1") else url
 
-    def resolve_api_key(self) -> str | None:
-        return self.api_key if self.api_key is not None else (os.environ.get(self.api_key_env) or None)
+
+def open_transport(config: ClientConfig, connections: int | None = None) -> Transport:
+    """The transport a config asks for: TLS, headers (the API key only if the config has one), body limit."""
+    headers = {"user-agent": USER_AGENT, **config.headers}
+    if config.api_key:
+        headers["authorization"] = f"Bearer {config.api_key}"
+    tls: ssl.SSLContext | None = None
+    if config.root_url.startswith("https://"):
+        tls = tls_context(config.verify, config.ca_bundle, config.client_cert, config.client_key)
+    return Transport(
+        config.root_url,
+        connections=connections or config.concurrency,
+        connect_timeout_s=config.connect_timeout_s,
+        tls=tls,
+        headers=headers,
+        max_body_bytes=config.max_body_bytes,
+    )
 
 
 def endpoint_for(payload: Mapping[str, Any]) -> str | None:
@@ -117,8 +147,7 @@ def endpoint_for(payload: Mapping[str, Any]) -> str | None:
 class _Attempt:
     status: int | None = None
     body: bytes | None = None
-    error: str | None = None
-    retryable: bool = False
+    error: ClientError | None = None
     retry_after: float | None = None
     ttft_ms: float | None = None
 
@@ -131,7 +160,7 @@ class VllmClient:
         base_url: str | None = None,
         *,
         config: ClientConfig | None = None,
-        transport: httpx.AsyncBaseTransport | None = None,
+        transport: Transport | None = None,
         rng: random.Random | None = None,
         **options: Any,
     ) -> None:
@@ -151,46 +180,15 @@ class VllmClient:
             self._response_format = profile.response_format()
             if self._response_format is None:
                 raise OptionsError(f"profile {profile.name!r} has no content schema to send as response_format")
-        headers = {"user-agent": USER_AGENT, "content-type": "application/json", **config.headers}
-        api_key = config.resolve_api_key()
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self.engine = "httpx" if transport is not None else (config.engine or DEFAULT_ENGINE)
-        verify = _ssl_context(config.verify)  # one context for every pool (each costs milliseconds to make)
-        self._pool: FastPool | None = None
-        if self.engine == "asyncio":
-            self._pool = FastPool(
-                config.root_url,
-                max_idle=config.concurrency,
-                ssl_context=verify if isinstance(verify, ssl.SSLContext) else _no_verify_context(),
-                connect_timeout_s=config.connect_timeout_s,
-                headers=headers,
-            )
-        # httpcore's pool scans every connection on every request event (O(pool size) work, polls included),
-        # which made 64+ connections in one pool several times slower than 16: so the pool is split into
-        # shards of POOL_SHARD connections, and each attempt goes to the shard with the most free room.
-        # An injected transport is one pool: it is used as it is.
-        if self._pool is not None:
-            sizes = []
-        elif transport is not None:
-            sizes = [config.concurrency]
-        else:
-            sizes = _shard_sizes(config.concurrency)
-        self._shards = [
-            httpx.AsyncClient(
-                base_url=config.root_url,
-                headers=headers,
-                timeout=httpx.Timeout(config.timeout_s, connect=config.connect_timeout_s),
-                limits=httpx.Limits(max_connections=size, max_keepalive_connections=size, keepalive_expiry=30.0),
-                verify=verify,
-                transport=transport,
-                trust_env=False,
-            )
-            for size in sizes
-        ]
-        self._free = list(sizes)
+        self._defaults = {chat: body_defaults(config.params, chat=chat) for chat in (True, False)}
+        self._transport = transport or open_transport(config)
         self._slots = asyncio.Semaphore(config.concurrency)
         self._limiter = RateLimiter(config.rate_limit) if config.rate_limit else None
+        self.gate = (
+            Gate(self._probe, config.backoff_initial_s, config.backoff_max_s, self._rng)
+            if config.hold_while_down
+            else None
+        )
 
     def __repr__(self) -> str:
         return f"VllmClient({self.config.root_url!r}, concurrency={self.config.concurrency})"
@@ -204,17 +202,21 @@ class VllmClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        if self._pool is not None:
-            await self._pool.aclose()
-        for shard in self._shards:
-            await shard.aclose()
+        if self.gate is not None:
+            await self.gate.aclose()
+        await self._transport.aclose()
 
     # --- one request -------------------------------------------
     def prepare(self, payload: Mapping[str, Any]) -> dict[str, Any]:
-        """The request as sent: the default model, response_format and stream options filled in."""
+        """The request as sent: the default model, parameters, response_format and stream options filled in."""
         request = dict(payload)
         if self.config.model and not request.get("model"):
             request["model"] = self.config.model
+        defaults = self._defaults["messages" in request]
+        for name, value in defaults.items():
+            # A payload that sets logprobs itself says what it wants of top_logprobs too.
+            if name not in request and not (name == "top_logprobs" and "logprobs" in request):
+                request[name] = value
         if self._response_format is not None and "response_format" not in request:
             request["response_format"] = self._response_format
         if self.config.stream and "stream" not in request:
@@ -230,100 +232,109 @@ class VllmClient:
         request_id = request_id or uuid.uuid4().hex
         endpoint = endpoint_for(payload)
         if endpoint is None:
-            return Outcome(index, None, None, 0.0, 0, request_id, "the request has neither 'messages' nor 'prompt'")
+            return _invalid(index, request_id, "the request has neither 'messages' nor 'prompt'")
         request = self.prepare(payload)
         try:
-            content = json.dumps(request, ensure_ascii=False).encode("utf-8")
+            content = json.dumps(request, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
-            return Outcome(index, None, None, 0.0, 0, request_id, f"the request is not JSON-serialisable: {exc}")
+            return _invalid(index, request_id, f"the request is not JSON-serialisable: {exc}")
         stream = bool(request.get("stream"))
         cfg = self.config
-        start = time.perf_counter()
+        start = time.monotonic()
+        deadline = start + cfg.deadline_s
         attempts = 0
-        slept = 0.0
+        waited = 0.0
+        result = _Attempt()
         while True:
-            attempts += 1
+            if self.gate is not None and not self.gate.is_open:
+                before = time.monotonic()
+                opened = await self.gate.wait(deadline - before)
+                waited += time.monotonic() - before
+                if not opened:
+                    result.error = result.error or self.gate.reason
+                    break
             if self._limiter is not None:
                 await self._limiter.acquire()
             async with self._slots:
-                result = await self._attempt(endpoint, content, request_id, stream)
-            if not result.retryable or attempts >= cfg.max_attempts:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    if result.error is None:
+                        result.error = RequestTimeout(
+                            f"the request's deadline of {cfg.deadline_s:g} s passed before a connection was free"
+                        )
+                    break
+                attempts += 1
+                result = await self._attempt(endpoint, content, request_id, stream, min(cfg.timeout_s, remaining))
+            self._judge_server(result)
+            if result.error is None or not result.error.retryable:
                 break
+            if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
+                break
+            if self.gate is not None and not self.gate.is_open:
+                continue  # the gate's probes pace the next attempt
             if result.retry_after is not None:
                 delay = min(result.retry_after, cfg.max_retry_after_s)
             else:
                 delay = backoff_delay(attempts, cfg.backoff_initial_s, cfg.backoff_max_s, self._rng)
+            if time.monotonic() + delay >= deadline:
+                break
             logger.debug(
-                "request %s: attempt %d/%d failed (%s); retrying in %.3f s",
-                request_id,
-                attempts,
-                cfg.max_attempts,
-                result.error,
-                delay,
+                "request %s: attempt %d failed (%s); retrying in %.3f s", request_id, attempts, result.error, delay
             )
-            slept += delay
+            waited += delay
             await asyncio.sleep(delay)
         error = result.error
-        if error is not None and result.retryable:
-            error = f"{error} (gave up after {attempts} attempts)"
-        latency_ms = (time.perf_counter() - start) * 1000.0
+        text = None if error is None else str(error)
+        if error is not None and (error.retryable or attempts == 0):
+            elapsed = time.monotonic() - start
+            text = f"{text} (gave up after {attempts} attempts in {elapsed:.1f} s)"
+        latency_ms = (time.monotonic() - start) * 1000.0
+        kind = None if error is None else error.kind
         return Outcome(
-            index, result.body, result.status, latency_ms, attempts, request_id, error, result.ttft_ms, slept
+            index, result.body, result.status, latency_ms, attempts, request_id, text, result.ttft_ms, waited, kind
         )
 
-    async def _attempt(self, endpoint: str, content: bytes, request_id: str, stream: bool) -> _Attempt:
-        if self._pool is not None:
-            return await self._attempt_fast(self._pool, endpoint, content, request_id, stream)
-        return await self._attempt_httpx(endpoint, content, request_id, stream)
+    def _judge_server(self, result: _Attempt) -> None:
+        """Close the gate on an attempt that found the server down, open it on one that reached it."""
+        if self.gate is None:
+            return
+        error = result.error
+        if error is not None and (error.kind == "connect" or result.status in _DOWN_STATUS):
+            self.gate.close(error)
+        elif result.status is not None:
+            self.gate.open()
 
-    async def _attempt_fast(
-        self, pool: FastPool, endpoint: str, content: bytes, request_id: str, stream: bool
+    async def _probe(self) -> bool:
+        """While the gate is closed: does the server answer (anything below 500) on /health?"""
+        try:
+            async with asyncio.timeout(self.config.connect_timeout_s + 5.0):
+                async with self._transport.request("GET", "/health") as response:
+                    return response.status < 500
+        except (ClientError, TimeoutError):
+            return False
+
+    async def _attempt(
+        self, endpoint: str, content: bytes, request_id: str, stream: bool, timeout_s: float
     ) -> _Attempt:
-        started = time.perf_counter()
+        """One attempt, never raising: the single place where a request meets the network."""
+        headers = {"x-request-id": request_id, "content-type": "application/json"}
+        started = time.monotonic()
+        status: int | None = None  # kept when the body fails after the head arrived
         try:
-            async with asyncio.timeout(self.config.timeout_s):
-                response = await pool.post(endpoint, content, {"x-request-id": request_id}, stream=stream)
-                if stream and response.status == 200:
-                    return await _read_stream(response.iter_body(), 200, started)
-                # (a stream that is not a 200 carries an error body: read it whole)
-                body = b"".join([c async for c in response.iter_body()]) if stream else response.body
-                return _judge(response.status, body, response.headers)
+            async with (
+                asyncio.timeout(timeout_s),
+                self._transport.request("POST", endpoint, content=content, headers=headers) as response,
+            ):
+                status = response.status
+                if stream and status == 200:
+                    return await _read_stream(response.chunks(), started)
+                return _judge(status, await response.read(), response.headers)
         except TimeoutError:
-            return _Attempt(error=f"timed out after {self.config.timeout_s:g} s", retryable=True)
-        except fasthttp.TLSError as exc:
-            return _Attempt(error=f"TLS failure: {exc}. {_TLS_HINT}")
-        except fasthttp.TransportError as exc:
-            return _Attempt(error=f"{type(exc).__name__}: {exc}", retryable=True)
-
-    async def _attempt_httpx(self, endpoint: str, content: bytes, request_id: str, stream: bool) -> _Attempt:
-        headers = {"x-request-id": request_id}
-        # The caller holds a slot, so some shard has room (the shards' sizes add up to the slots).
-        shard = max(range(len(self._free)), key=self._free.__getitem__)
-        self._free[shard] -= 1
-        http = self._shards[shard]
-        started = time.perf_counter()
-        try:
-            async with asyncio.timeout(self.config.timeout_s):
-                if not stream:
-                    response = await http.post(endpoint, content=content, headers=headers)
-                    return _judge(response.status_code, response.content, response.headers)
-                async with http.stream("POST", endpoint, content=content, headers=headers) as response:
-                    if response.status_code != 200:
-                        return _judge(response.status_code, await response.aread(), response.headers)
-                    return await _read_stream(response.aiter_raw(), response.status_code, started)
-        except TimeoutError:
-            return _Attempt(error=f"timed out after {self.config.timeout_s:g} s", retryable=True)
-        except httpx.TimeoutException as exc:
-            return _Attempt(error=f"{type(exc).__name__}: {exc or 'timed out'}", retryable=True)
-        except httpx.TransportError as exc:
-            if _is_tls_failure(exc):
-                return _Attempt(error=f"TLS failure: {exc}. {_TLS_HINT}")
-            retryable = isinstance(exc, httpx.NetworkError | httpx.RemoteProtocolError)
-            return _Attempt(error=f"{type(exc).__name__}: {exc or 'connection failed'}", retryable=retryable)
-        except httpx.HTTPError as exc:
-            return _Attempt(error=f"{type(exc).__name__}: {exc}")
-        finally:
-            self._free[shard] += 1
+            return _Attempt(status=status, error=RequestTimeout(f"no complete response within {timeout_s:g} s"))
+        except TLSError as exc:
+            return _Attempt(error=TLSError(f"{exc.message}; {_TLS_HINT}"))
+        except ClientError as exc:
+            return _Attempt(status=status, error=exc)
 
     # --- many requests -----------------------------------------
     async def iter_outcomes(self, payloads: Iterable[Mapping[str, Any]]) -> AsyncIterator[Outcome]:
@@ -362,35 +373,22 @@ class VllmClient:
         return outcomes
 
 
-def _ssl_context(verify: bool | str) -> ssl.SSLContext | bool:
-    if verify is False:
-        return False
-    if isinstance(verify, str):
-        return ssl.create_default_context(cafile=verify)
-    return httpx.create_ssl_context(trust_env=False)
-
-
-def _no_verify_context() -> ssl.SSLContext:
-    context = ssl.create_default_context()
-    context.check_hostname = False
-    context.verify_mode = ssl.CERT_NONE
-    return context
-
-
-def _shard_sizes(concurrency: int) -> list[int]:
-    full, rest = divmod(concurrency, POOL_SHARD)
-    return [POOL_SHARD] * full + ([rest] if rest else [])
+def _invalid(index: int, request_id: str, message: str) -> Outcome:
+    return Outcome(index, None, None, 0.0, 0, request_id, f"request: {message}", error_kind="request")
 
 
 def _judge(status: int, body: bytes, headers: Mapping[str, str]) -> _Attempt:
     if 200 <= status < 300:
         return _Attempt(status=status, body=body)
+    retryable = status in RETRYABLE_STATUS
+    message = _error_message(body)
+    if 300 <= status < 400:
+        message = f"redirects are not followed: point base_url at {headers.get('location', 'the new address')}"
     return _Attempt(
         status=status,
         body=body,
-        error=f"HTTP {status}: {_error_message(body)}",
-        retryable=status in RETRYABLE_STATUS,
-        retry_after=parse_retry_after(headers.get("retry-after")) if status in RETRYABLE_STATUS else None,
+        error=StatusError(f"HTTP {status}: {message}", status=status, retryable=retryable),
+        retry_after=parse_retry_after(headers.get("retry-after")) if retryable else None,
     )
 
 
@@ -409,7 +407,7 @@ def _error_message(body: bytes) -> str:
     return text or "(empty body)"
 
 
-async def _read_stream(chunks: AsyncIterator[bytes], status: int, started: float) -> _Attempt:
+async def _read_stream(chunks: AsyncIterator[bytes], started: float) -> _Attempt:
     assembler = StreamAssembler()
     ttft: float | None = None
     try:
@@ -417,17 +415,8 @@ async def _read_stream(chunks: AsyncIterator[bytes], status: int, started: float
             async for data in chunks:
                 assembler.feed(data)
                 if ttft is None and assembler.first_token:
-                    ttft = (time.perf_counter() - started) * 1000.0
+                    ttft = (time.monotonic() - started) * 1000.0
         body = assembler.finish()
-    except StreamError as exc:
-        return _Attempt(status=status, body=assembler.error_body, error=f"stream: {exc}", ttft_ms=ttft)
-    return _Attempt(status=status, body=body, ttft_ms=ttft)
-
-
-def _is_tls_failure(exc: BaseException) -> bool:
-    seen: BaseException | None = exc
-    while seen is not None:
-        if isinstance(seen, ssl.SSLError) or "CERTIFICATE_VERIFY_FAILED" in str(seen):
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False
+    except ClientError as exc:  # a broken event, a broken connection, too large
+        return _Attempt(status=200, body=assembler.error_body, error=exc, ttft_ms=ttft)
+    return _Attempt(status=200, body=body, ttft_ms=ttft)

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["Outcome"]
+__all__ = ["ERROR_KINDS", "Outcome"]
+
+# "request": the payload itself cannot be sent; the others are `connector.errors.ClientError` kinds.
+ERROR_KINDS = ("timeout", "connect", "status", "stream", "tls", "protocol", "too-large", "request")
 
 
 @dataclass(frozen=True, slots=True)
@@ -15,17 +18,19 @@ class Outcome:
     the assembled `chat.completion` / `text_completion` body; None when no complete response arrived.
     `error` is None exactly when the request succeeded (2xx and, for a stream, `[DONE]` and a
     `finish_reason` on every choice); a 2xx body is not checked further (that is the deserializer's job).
+    Otherwise `error` is "kind: message" and `error_kind` the kind: one of `ERROR_KINDS`.
     """
 
     index: int  # position in the list that was submitted (0 for a single `send`)
     body: bytes | None
     status: int | None  # HTTP status of the last attempt; None: no response (connect error, timeout, reset)
-    latency_ms: float  # first attempt sent -> last byte of the last attempt, backoff included
+    latency_ms: float  # `send` called -> last byte of the last attempt, backoff and waits included
     attempts: int
     request_id: str  # sent as x-request-id, the same on every attempt
     error: str | None
     ttft_ms: float | None = None  # streaming: last attempt sent -> first content chunk
-    backoff_s: float = 0.0  # total time slept between attempts
+    backoff_s: float = 0.0  # total time waited between attempts: backoff, and at the gate while the server was down
+    error_kind: str | None = None  # None exactly when `error` is None
 
     @property
     def ok(self) -> bool:

@@ -1,24 +1,28 @@
 """Server-sent events from vLLM (`stream: true`) -> the body the same request gives without streaming.
 
 Pure: feed it bytes as they arrive, then `finish()`. A stream that ends without `data: [DONE]`, or with a
-choice that never got its `finish_reason`, is an error (never a silent partial body).
+choice that never got its `finish_reason`, is an error (never a silent partial body). Lines end with CRLF,
+LF or a lone CR, as the SSE format allows; the work is linear in the stream's size however it is chunked.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-__all__ = ["StreamAssembler", "StreamError"]
+from connector.errors import StreamError
 
+__all__ = ["StreamAssembler"]
 
-class StreamError(Exception):
-    """The stream broke the protocol (bad UTF-8 or JSON in a chunk, an error event, no [DONE])."""
+_LINE_END = re.compile(rb"\r\n?|\n")
 
 
 class StreamAssembler:
     def __init__(self) -> None:
-        self._buf = b""
+        self._buf = bytearray()  # the line being received (consumed lines are cut off the front)
+        self._scanned = 0  # bytes of _buf already known to hold no line end
+        self._skip_lf = False  # the last chunk ended with CR: a LF opening the next one belongs to it
         self._data: list[bytes] = []
         self.head: dict[str, Any] = {}
         self.choices: dict[int, dict[str, Any]] = {}
@@ -29,18 +33,31 @@ class StreamAssembler:
         self.error_body: bytes | None = None  # an `{"error": ...}` event, as vLLM sends on failure mid-stream
 
     def feed(self, data: bytes) -> None:
-        """Take the next bytes of the response body; raises StreamError on a broken chunk."""
-        self._buf += data
-        while True:
-            cut = self._buf.find(b"\n")
-            if cut < 0:
-                return
-            line, self._buf = self._buf[:cut].rstrip(b"\r"), self._buf[cut + 1 :]
-            if not line:
-                self._dispatch()
-            elif line.startswith(b"data:"):
-                self._data.append(line[5:].lstrip(b" "))
-            # Comments (":"), `event:`, `id:`, `retry:` carry nothing vLLM uses.
+        """Take the next bytes of the response body; raises StreamError on a broken event."""
+        if self._skip_lf and data:
+            self._skip_lf = False
+            if data[:1] == b"\n":
+                data = data[1:]
+        buf = self._buf
+        buf += data
+        start = 0
+        while match := _LINE_END.search(buf, self._scanned):
+            line = bytes(buf[start : match.start()])
+            start = self._scanned = match.end()
+            if match.end() == len(buf) and match.group() == b"\r":
+                self._skip_lf = True
+            self._line(line)
+        del buf[:start]
+        self._scanned = len(buf)
+
+    def _line(self, line: bytes) -> None:
+        if not line:
+            self._dispatch()
+            return
+        name, colon, value = line.partition(b":")
+        if name == b"data":
+            self._data.append(value[1:] if colon and value[:1] == b" " else value)
+        # Comments (":"), `event:`, `id:`, `retry:` carry nothing vLLM uses.
 
     def _dispatch(self) -> None:
         if not self._data:
@@ -65,7 +82,10 @@ class StreamAssembler:
             error = chunk["error"]
             message = error.get("message") if isinstance(error, dict) else error
             raise StreamError(f"error event {self.events}: {message}")
-        self._merge(chunk)
+        try:
+            self._merge(chunk)
+        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong type
+            raise StreamError(f"event {self.events} is not a completion chunk: {type(exc).__name__}: {exc}") from None
 
     def _merge(self, chunk: dict[str, Any]) -> None:
         if not self.head:
@@ -79,7 +99,13 @@ class StreamAssembler:
             self.usage = chunk["usage"]
         for part in chunk.get("choices") or ():
             index = int(part.get("index", 0))
-            choice = self.choices.setdefault(index, {"index": index, "parts": [], "reasoning": [], "tools": {}})
+            choice = self.choices.setdefault(
+                index, {"index": index, "parts": [], "reasoning": [], "tools": {}, "logprobs": {}}
+            )
+            # Log probabilities come in pieces: each list (chat: content; completions: tokens, ...) grows.
+            for key, value in (part.get("logprobs") or {}).items():
+                if isinstance(value, list):
+                    choice["logprobs"].setdefault(key, []).extend(value)
             delta = part.get("delta")
             if isinstance(delta, dict):
                 if delta.get("role"):
@@ -112,9 +138,11 @@ class StreamAssembler:
 
     def finish(self) -> bytes:
         """The assembled body; raises StreamError when the stream was not complete."""
-        if self._buf.strip() or self._data:
-            self._buf += b"\n\n"
-            self.feed(b"")
+        if self._buf:  # a last line without its line end
+            line = bytes(self._buf)
+            self._buf.clear()
+            self._line(line)
+        self._dispatch()
         if not self.done:
             raise StreamError(f"the stream ended without [DONE] after {self.events} events")
         missing = sorted(i for i, c in self.choices.items() if "finish_reason" not in c)
@@ -141,7 +169,7 @@ class StreamAssembler:
                     {
                         "index": index,
                         "message": message,
-                        "logprobs": None,
+                        "logprobs": c["logprobs"] or None,
                         "finish_reason": c["finish_reason"],
                         "stop_reason": c["stop_reason"],
                     }
@@ -151,7 +179,7 @@ class StreamAssembler:
                     {
                         "index": index,
                         "text": text,
-                        "logprobs": None,
+                        "logprobs": c["logprobs"] or None,
                         "finish_reason": c["finish_reason"],
                         "stop_reason": c["stop_reason"],
                     }

@@ -12,14 +12,17 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Coroutine, Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
 from connector.client.client import VllmClient
 from connector.client.outcome import Outcome
 
-__all__ = ["BlockingClient", "run_sync"]
+__all__ = ["BlockingClient", "run_blocking", "run_sync"]
+
+T = TypeVar("T")
 
 
 class BlockingClient:
@@ -67,3 +70,18 @@ def run_sync(base_url: str, payloads: Iterable[Mapping[str, Any]], **options: An
     """Send `payloads` with a client made for this one call; one outcome per request, in order."""
     with BlockingClient(base_url, **options) as client:
         return client.send_all(payloads)
+
+
+def run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to its end on a new event loop, in this thread, or in a helper thread when this thread
+    already runs a loop (a notebook, an async caller of a blocking API)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        in_loop = False
+    else:
+        in_loop = True
+    if not in_loop:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix="dspark-vllm-blocking") as pool:
+        return pool.submit(asyncio.run, coro).result()

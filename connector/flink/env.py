@@ -1,4 +1,9 @@
-"""Flink settings our functions need, the package shipped to Python workers, a local environment (pyflink)."""
+"""The connector's jar and a PyFlink environment that can use it (pyflink).
+
+`use_connector(t_env)` adds the jar shipped in this package to the environment (`ADD JAR`: through it Flink
+finds the 'dspark-vllm' table factory), sets 'python.client.executable' to this Python (the factory plans tables with
+it) and, in a checkout that is not installed, ships `connector/` to the Python workers.
+"""
 
 from __future__ import annotations
 
@@ -11,55 +16,62 @@ from pathlib import Path
 from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
 from pyflink.table import StreamTableEnvironment, TableEnvironment
 
-from connector.options import ARROW_BATCH, BUNDLE_SIZE, BUNDLE_TIME, Options
+from connector.errors import DsparkError
 
-__all__ = ["apply_settings", "local_environment", "ship_package"]
+__all__ = ["JAR_DIR", "connector_jar", "local_environment", "register", "use_connector"]
 
-_ROOT = Path(__file__).resolve().parents[2]  # the directory that holds connector/ (and schemas/ in a checkout)
+_PACKAGE = Path(__file__).resolve().parents[1]  # connector/
+JAR_DIR = _PACKAGE / "flink" / "jars"
 _shipped: dict[int, str] = {}
+_added: dict[int, set[str]] = {}
+
+
+def connector_jar() -> Path:
+    """The jar of the 'dspark-vllm' table factory, built into this package by its build."""
+    jars = sorted(JAR_DIR.glob("dspark-vllm-flink-*.jar"))
+    if not jars:
+        raise DsparkError(
+            f"The dspark-vllm Flink jar is missing from {JAR_DIR}: it is built when the package is built "
+            "(it needs a JDK 17 'javac'); reinstall with `pip install .` or build it with "
+            "`python -m connector.flink.build`."
+        )
+    return jars[-1]
 
 
 def _installed() -> bool:
     purelib = Path(sysconfig.get_paths()["purelib"]).resolve()
-    return purelib in (_ROOT, *_ROOT.parents)
+    return purelib in _PACKAGE.parents
 
 
-def ship_package(t_env: TableEnvironment) -> str | None:
-    """Make `connector` importable by the Python workers, also where it is not installed (a checkout).
-
-    A copy of `connector/` (built-in profiles included) goes into a temporary directory that is added to `python.files`
-    (it precedes site-packages on the workers, so a checkout wins over an older installed copy).
-    """
-    if _installed():
-        return None
-    config = t_env.get_config()
-    if id(t_env) in _shipped:
-        return _shipped[id(t_env)]
+def _ship_package(t_env: TableEnvironment) -> None:
+    """Make `connector` importable by the Python workers where it is not installed (a checkout)."""
+    if _installed() or id(t_env) in _shipped:
+        return
     staging = Path(tempfile.mkdtemp(prefix="dspark-vllm-pyfiles-"))
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-    shutil.copytree(_ROOT / "connector", staging / "connector", ignore=ignore)
-    existing = config.get("python.files", "")
-    config.set("python.files", ",".join(p for p in (existing, str(staging)) if p))
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "jars")
+    shutil.copytree(_PACKAGE, staging / "connector", ignore=ignore)
+    t_env.add_python_file(str(staging))
     _shipped[id(t_env)] = str(staging)
-    return str(staging)
 
 
-def _is_set(t_env: TableEnvironment, key: str) -> bool:
-    return bool(t_env.get_config().get_configuration().contains_key(key))
-
-
-def apply_settings(t_env: TableEnvironment, options: Options) -> None:
-    """Bundle and Arrow batch sizes for large parse batches: a table option wins, then the job's own
-    configuration, then our default (the table's 'parse.batch-size')."""
+def use_connector(t_env: TableEnvironment) -> TableEnvironment:
+    """Let `t_env` use 'dspark-vllm' tables: the connector jar added to it, this Python for planning them."""
     config = t_env.get_config()
-    wanted = {
-        BUNDLE_SIZE: str(options.bundle_size),
-        ARROW_BATCH: str(options.arrow_batch_size),
-        BUNDLE_TIME: str(int(options[BUNDLE_TIME] * 1000)),  # a long (ms) in PyFlink, not a duration
-    }
-    for key, value in wanted.items():
-        if options.is_set(key) or not _is_set(t_env, key):
-            config.set(key, value)
+    jar = str(connector_jar())
+    if jar not in _added.setdefault(id(t_env), set()):
+        # ADD JAR, not 'pipeline.jars': Flink looks factories up in the environment's own class loader, made
+        # when the environment was created; ADD JAR extends it (and ships the jar with the job).
+        t_env.execute_sql("ADD JAR " + "'" + jar.replace("'", "''") + "'")
+        _added[id(t_env)].add(jar)
+    if not config.get("python.client.executable", ""):
+        config.set("python.client.executable", sys.executable)
+    _ship_package(t_env)
+    return t_env
+
+
+def register(t_env: TableEnvironment) -> TableEnvironment:
+    """The name `use_connector` had before Flink found the connector by itself; kept for old programs."""
+    return use_connector(t_env)
 
 
 def local_environment(
@@ -72,6 +84,7 @@ def local_environment(
         env.enable_checkpointing(checkpoint_interval_ms, CheckpointingMode.AT_LEAST_ONCE)
     t_env = StreamTableEnvironment.create(env)
     config = t_env.get_config()
-    if not _is_set(t_env, "python.executable"):
+    if not config.get("python.executable", ""):
         config.set("python.executable", sys.executable)
+    use_connector(t_env)
     return env, t_env

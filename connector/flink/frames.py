@@ -18,10 +18,8 @@ from connector.decode import ParseResult
 from connector.profiles import Profile
 from connector.schema.columns import output_schema
 
-__all__ = ["ALWAYS", "INTERNAL", "flat_schema", "prune_profile", "to_frame"]
+__all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_frame"]
 
-# Columns always parsed: what the errors table, the features job and event time need.
-ALWAYS = ("id", "created", "model")
 INTERNAL = pa.schema(
     [
         pa.field("_line", pa.int64()),
@@ -33,11 +31,11 @@ INTERNAL = pa.schema(
 
 
 def prune_profile(profile: Profile, needed: Iterable[str]) -> Profile:
-    """The profile reduced to the columns in `needed` (plus `ALWAYS`): the parser reads only those.
+    """The profile reduced to the columns in `needed`: the parser reads only those.
 
     Content properties need the `content` column; `content_error` comes with any content property.
     """
-    wanted = set(needed) | set(ALWAYS)
+    wanted = set(needed)
     properties = tuple(p for p in profile.content_properties if p.name in wanted or "content_error" in wanted)
     if properties:
         wanted.add("content")
@@ -62,16 +60,19 @@ def to_frame(
     result: ParseResult,
     count: int,
     lines: np.ndarray,
-    created_fallback: pd.Timestamp | None,
+    newest_before: pd.Timestamp | None,
     request_errors: Iterable[str | None] | None = None,
     require_created: bool = False,
+    now: pd.Timestamp | None = None,
 ) -> pd.DataFrame:
     """One row per input body, in input order; error rows carry `_error` and null parsed columns.
 
     `result` must come from `parse_batch(..., first_line=0)`. `lines` are the source lines of the bodies.
-    Rows without `created` get `created_fallback` (so a watermark never meets a null); `request_errors`
-    (request mode) turns a row into an error row whatever its body said. With `require_created` (the table
-    declares a WATERMARK), a body without `created` is an error row too.
+    A row without `created` (so that a watermark never meets a null) gets `now` where given (request mode: a
+    failed request happened now), else the newest `created` of the rows before it (`newest_before` for the
+    batches before this one; the epoch before any): it neither moves the watermark nor is late.
+    `request_errors` (request mode) turns a row into an error row whatever its body said. With
+    `require_created` (the table declares a WATERMARK), a body without `created` is an error row too.
     """
     table = result.table
     positions = table.column("line").to_numpy()
@@ -96,8 +97,15 @@ def to_frame(
         missing = (frame["created"].isna() & pd.isna(reason)).to_numpy()
         reason[missing] = "no 'created' in the body: the table's WATERMARK needs it"
         field[missing] = "created"
-    if "created" in frame and created_fallback is not None:
-        frame["created"] = frame["created"].fillna(created_fallback)
+    if "created" in frame:
+        created = frame["created"]
+        if now is not None:
+            frame["created"] = created.fillna(now)
+        else:
+            floor = newest_before if newest_before is not None else pd.Timestamp(0)
+            running = created.cummax().ffill()
+            running = running.where(running > floor, floor)  # NaT (nothing yet) compares False: the floor
+            frame["created"] = created.fillna(running)
     frame["_line"] = lines
     frame["_error"] = reason
     frame["_error_field"] = field

@@ -1,25 +1,26 @@
-"""The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink)."""
+"""The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink).
+
+Built on the workers by `connector.flink.runtime.parse_function` from a table's plan; `parse_udf` wraps one
+for a PyFlink program (the SQL-function route, see `connector.flink.sql`).
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 import time
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow.compute as pc
-from pyflink.table import DataTypes
-from pyflink.table.udf import FunctionContext, ScalarFunction, udf
+from pyflink.table.udf import FunctionContext, ScalarFunction
 
 from connector.decode import parse_batch
-from connector.flink.frames import flat_schema, to_frame
+from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_frame
 from connector.flink.gpu import choose_device
-from connector.flink.types import flink_type
-from connector.profiles import Profile
+from connector.flink.planner import TablePlan
+from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
 
-__all__ = ["ParseFunction", "parse_udf"]
+__all__ = ["ParseFunction"]
 
 log = logging.getLogger(__name__)
 
@@ -32,12 +33,17 @@ class ParseFunction(ScalarFunction):
     backend_gpu (1 while the GPU parses), gpu_fallback_batches (batches 'auto' parsed on the CPU).
     """
 
-    def __init__(self, profile: Profile, backend: str, gpu_device: str, require_created: bool, mode: str):
-        self.profile = profile
-        self.backend = backend
-        self.gpu_device = gpu_device
-        self.require_created = require_created
-        self.mode = mode
+    def __init__(self, plan: TablePlan, columns: tuple[str, ...]):
+        internal = set(INTERNAL.names)
+        self.columns = columns
+        self.profile = prune_profile(plan.profile, [c for c in columns if c not in internal])
+        self.backend = plan.options.get(PARSE_BACKEND)
+        self.gpu_device = plan.options.get(PARSE_GPU_DEVICE)
+        self.require_created = plan.require_created
+        self.mode = plan.options.get(MODE)
+        unknown = set(columns) - set(flat_schema(self.profile).names)
+        if unknown:
+            raise ValueError(f"the parse function cannot produce {sorted(unknown)}")
 
     def open(self, function_context: FunctionContext) -> None:
         self._lines: dict[str, int] = {}
@@ -78,20 +84,15 @@ class ParseFunction(ScalarFunction):
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         lines = self._count_lines(source)
-        if "created" in result.table.column_names and result.table.num_rows:
-            newest = pc.max(result.table.column("created")).as_py()
-            if newest is not None:
-                newest = pd.Timestamp(newest).tz_convert(None)
-                if self._last_created is None or newest > self._last_created:
-                    self._last_created = newest
-        if self.mode == "request":
-            # A failed request has no `created`: it happened now (servers set `created` to now too).
-            fallback = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms")
-        else:
-            # A rejected body gets the newest event time seen: it neither moves the watermark nor is late.
-            fallback = self._last_created if self._last_created is not None else pd.Timestamp(0)
+        # A failed request has no `created`: it happened now (servers set `created` to now too).
+        now = pd.Timestamp.now(tz="UTC").tz_convert(None).floor("ms") if self.mode == "request" else None
         errors = request_error[0] if request_error else None
-        frame = to_frame(result, count, lines, fallback, errors, self.require_created)
+        frame = to_frame(result, count, lines, self._last_created, errors, self.require_created, now)
+        if "created" in frame and count:
+            newest = frame["created"].max()
+            if pd.notna(newest) and (self._last_created is None or newest > self._last_created):
+                self._last_created = newest
+        frame = frame[list(self.columns)]
 
         rejected = int(frame["_error"].notna().sum())
         self._bodies.inc(count)
@@ -121,10 +122,3 @@ class ParseFunction(ScalarFunction):
 def _subtask_index(context: FunctionContext) -> int:
     index = context.get_index_of_this_subtask()  # PyFlink >= 2.3; None where the runtime does not say
     return int(index) if index is not None else 0
-
-
-def parse_udf(function: ParseFunction) -> Any:
-    """The pandas UDF of `function`, returning a flat ROW of `flat_schema(profile)`."""
-    schema = flat_schema(function.profile)
-    result_type = DataTypes.ROW([DataTypes.FIELD(f.name, flink_type(f.type)) for f in schema])
-    return udf(function, result_type=result_type, func_type="pandas")

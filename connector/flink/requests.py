@@ -1,80 +1,65 @@
-"""Request mode: prompts -> PyFlink async I/O calling our client -> request outcomes as a table (pyflink).
+"""Request mode's Python step: one prompt -> one request outcome, as an async scalar function (pyflink).
 
-    prompts (prompts.table | prompts.path | prompts.rate)  -> Row(prompt, request_id)
-      -> AsyncDataStream.unordered_wait(RequestFunction, timeout 0, capacity = request.concurrency)
-      -> Row(_body, _prompt, _request_id, _http_status, _latency_ms, _attempts, _request_error)
+    prompts -> request(prompt, request_id) -> ROW<body, http_status, latency_ms, attempts, error> -> parse
 
-The client retries (connect errors, timeouts, 429 with Retry-After, 502/503/504) and never raises: every
-prompt gives exactly one outcome, and `async_invoke` catches anything else too, because an exception that
-Flink does not retry fails the task. In-flight requests are capped by `python.fn-execution.bundle.size`
-and drained at every bundle end and checkpoint (they are not kept in state): at-least-once, a prompt that was
-in flight at a failure is sent again after the restart with the same request id.
+PyFlink runs it with `table.exec.async-scalar.*` (`max-concurrent-operations` = 'request.concurrency'; no
+Flink retries and a timeout longer than any request can take: the client retries and bounds each request
+itself, and never raises, so every prompt gives exactly one outcome). In-flight requests are drained at every
+bundle end and checkpoint (they are not kept in state): at-least-once, a prompt in flight at a failure is sent
+again after the restart with the same request id.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import hashlib
-import os
 import time
 from typing import Any
 
-from pyflink.common import Row, Time, Types
-from pyflink.datastream import AsyncDataStream
-from pyflink.datastream.functions import AsyncFunction, RuntimeContext
-from pyflink.table import DataTypes, Schema, StreamTableEnvironment, Table, TableEnvironment
-from pyflink.table.expressions import col, null_of
+from pyflink.common import Row
+from pyflink.table.udf import AsyncScalarFunction, FunctionContext
 
-from connector.errors import OptionsError
-from connector.flink.catalog import DeclaredTable, quote
-from connector.options import Options
-from connector.profiles import Profile
-
-__all__ = ["OUTCOME_COLUMNS", "RequestFunction", "request_source"]
-
-OUTCOME_COLUMNS = ["_body", "_prompt", "_request_id", "_http_status", "_latency_ms", "_attempts", "_request_error"]
-OUTCOME_TYPE = Types.ROW_NAMED(
-    OUTCOME_COLUMNS,
-    [
-        Types.PRIMITIVE_ARRAY(Types.BYTE()),
-        Types.STRING(),
-        Types.STRING(),
-        Types.INT(),
-        Types.DOUBLE(),
-        Types.INT(),
-        Types.STRING(),
-    ],
+from connector.flink.planner import TablePlan
+from connector.options import (
+    ENDPOINT,
+    MODEL,
+    REQUEST_API,
+    REQUEST_CONCURRENCY,
+    REQUEST_CONNECT_TIMEOUT,
+    REQUEST_MAX_BODY_SIZE,
+    REQUEST_PARAM_OPTIONS,
+    REQUEST_RATE_LIMIT,
+    REQUEST_STRUCTURED_OUTPUT,
+    REQUEST_TIMEOUT,
+    REQUEST_TLS_CA_BUNDLE,
+    REQUEST_TLS_CLIENT_CERT,
+    REQUEST_TLS_CLIENT_KEY,
+    REQUEST_TLS_VERIFY,
+    RETRY_DEADLINE,
+    RETRY_HOLD_WHILE_DOWN,
+    RETRY_INITIAL_BACKOFF,
+    RETRY_MAX_ATTEMPTS,
+    RETRY_MAX_BACKOFF,
+    RETRY_MAX_RETRY_AFTER,
+    Options,
 )
 
+__all__ = ["RequestFunction", "request_id_of"]
 
-class RequestFunction(AsyncFunction):
+
+class RequestFunction(AsyncScalarFunction):
     """One request per prompt through `connector.client.VllmClient`; metrics in group `dspark`:
     requests, responses (2xx), failed, retries, latency_ms (total), in_flight."""
 
-    def __init__(self, options: dict[str, Any], profile: Profile | None) -> None:
-        self.options = options
-        self.profile = profile
+    def __init__(self, plan: TablePlan) -> None:
+        self.plan = plan
 
-    def open(self, runtime_context: RuntimeContext) -> None:
-        from connector.client import ClientConfig, VllmClient
+    def open(self, function_context: FunctionContext) -> None:
+        from connector.client import VllmClient
 
-        o = self.options
-        api_key = o.get("api-key")
-        if o.get("api-key.env"):
-            api_key = os.environ.get(o["api-key.env"])
-        config = ClientConfig(
-            base_url=o["endpoint"],
-            api_key=api_key,
-            model=o["model"],
-            concurrency=o["request.concurrency"],
-            timeout_s=o["request.timeout"],
-            max_attempts=o["request.max-retries"] + 1,
-            rate_limit=o.get("request.rate-limit"),
-            verify=o["request.tls-verify"],
-            engine=o["request.engine"],
-            structured_output=self.profile if o["request.structured-output"] else None,
-        )
-        self._client = VllmClient(config=config)
-        group = runtime_context.get_metrics_group().add_group("dspark")
+        self._client = VllmClient(config=client_config(self.plan))
+        group = function_context.get_metric_group().add_group("dspark")
         self._requests = group.counter("requests")
         self._responses = group.counter("responses")
         self._failed = group.counter("failed")
@@ -86,25 +71,17 @@ class RequestFunction(AsyncFunction):
     def close(self) -> None:
         client = getattr(self, "_client", None)
         if client is not None:
-            import asyncio
-            import contextlib
-
             # The worker's loop may be gone already; the sockets close with the process then.
             with contextlib.suppress(Exception):
-                asyncio.get_event_loop().run_until_complete(client.aclose())
+                asyncio.new_event_loop().run_until_complete(client.aclose())
 
     def payload(self, prompt: str) -> dict[str, Any]:
-        o = self.options
-        if o["request.api"] == "completions":
-            payload: dict[str, Any] = {"prompt": prompt}
-        else:
-            payload = {"messages": [{"role": "user", "content": prompt}]}
-        if o.get("request.max-tokens"):
-            payload["max_tokens"] = o["request.max-tokens"]
-        return payload
+        # The request parameters ('request.temperature', ...) are the client's defaults of every payload.
+        if self.plan.options.get(REQUEST_API) == "completions":
+            return {"prompt": prompt}
+        return {"messages": [{"role": "user", "content": prompt}]}
 
-    async def async_invoke(self, value: Row) -> list[Row]:
-        prompt, request_id = value[0], value[1]
+    async def eval(self, prompt: str | None, request_id: str | None) -> Row:
         self._requests.inc(1)
         self._in_flight += 1
         started = time.perf_counter()
@@ -129,95 +106,39 @@ class RequestFunction(AsyncFunction):
             self._failed.inc(1)
         self._retries.inc(max(0, attempts - 1))
         self._latency.inc(int(latency))
-        return [Row(body or b"", prompt, request_id, status, float(latency), attempts, error)]
-
-    def timeout(self, value: Row) -> list[Row]:
-        return [Row(b"", value[0], value[1], None, 0.0, 0, "timed out in Flink's async operator")]
+        return Row(body or b"", status, float(latency), attempts, error)
 
 
-def _literal(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
+def client_config(plan: TablePlan) -> Any:
+    """The client of a table: its `request.*` options (the key was read on the client by the planner)."""
+    from connector.client import ClientConfig
 
-
-def _prompts(t_env: TableEnvironment, declared: DeclaredTable, options: Options) -> Table:
-    """Row(prompt STRING, request_id STRING): ids are deterministic, so a prompt sent twice is recognisable."""
-    name = f"__dspark_{declared.name}_prompts"
-    t_env.execute_sql(f"DROP TEMPORARY TABLE IF EXISTS {quote(name)}")
-    if options["prompts.rate"] is not None:
-        count = options["prompts.count"]
-        end = count - 1 if count else 2**62
-        t_env.execute_sql(
-            f"CREATE TEMPORARY TABLE {quote(name)} (n BIGINT) WITH ('connector' = 'datagen', "
-            f"'rows-per-second' = '{options['prompts.rate']}', 'fields.n.kind' = 'sequence', "
-            f"'fields.n.start' = '0', 'fields.n.end' = '{end}')"
-        )
-        template = _literal(options["prompts.template"])
-        return t_env.sql_query(
-            f"SELECT REPLACE({template}, '{{n}}', CAST(n AS STRING)) AS prompt, "
-            f"{_literal(declared.name + '-')} || CAST(n AS STRING) AS request_id FROM {quote(name)}"
-        )
-    if options["prompts.path"] is not None:
-        t_env.execute_sql(
-            f"CREATE TEMPORARY TABLE {quote(name)} (line STRING) WITH ('connector' = 'filesystem', "
-            f"'path' = {_literal(options['prompts.path'])}, 'format' = 'raw')"
-        )
-        return t_env.sql_query(f"SELECT line AS prompt, MD5(line) AS request_id FROM {quote(name)}")
-    table = t_env.from_path(options["prompts.table"])
-    column = options["prompts.column"]
-    names = table.get_schema().get_field_names()
-    if column not in names:
-        raise OptionsError(
-            f"Option 'prompts.table' = '{options['prompts.table']}' has no column '{column}'; "
-            f"set 'prompts.column' to one of {', '.join(names)}."
-        )
-    request_id = col("request_id") if "request_id" in names else col(column).md5
-    return table.select(col(column).cast(DataTypes.STRING()).alias("prompt"), request_id.alias("request_id"))
+    o: Options = plan.options
+    params = {name: o.get(option) for name, option in REQUEST_PARAM_OPTIONS.items() if o.get(option) is not None}
+    return ClientConfig(
+        base_url=str(o.get(ENDPOINT)),
+        api_key=plan.api_key,
+        model=o.get(MODEL),
+        concurrency=o.get(REQUEST_CONCURRENCY),
+        timeout_s=o.get(REQUEST_TIMEOUT),
+        connect_timeout_s=o.get(REQUEST_CONNECT_TIMEOUT),
+        deadline_s=o.get(RETRY_DEADLINE),
+        max_attempts=o.get(RETRY_MAX_ATTEMPTS),
+        backoff_initial_s=o.get(RETRY_INITIAL_BACKOFF),
+        backoff_max_s=o.get(RETRY_MAX_BACKOFF),
+        max_retry_after_s=o.get(RETRY_MAX_RETRY_AFTER),
+        hold_while_down=o.get(RETRY_HOLD_WHILE_DOWN),
+        rate_limit=o.get(REQUEST_RATE_LIMIT),
+        max_body_bytes=o.get(REQUEST_MAX_BODY_SIZE),
+        verify=o.get(REQUEST_TLS_VERIFY),
+        ca_bundle=o.get(REQUEST_TLS_CA_BUNDLE),
+        client_cert=o.get(REQUEST_TLS_CLIENT_CERT),
+        client_key=o.get(REQUEST_TLS_CLIENT_KEY),
+        structured_output=plan.profile if o.get(REQUEST_STRUCTURED_OUTPUT) else None,
+        params=params,
+    )
 
 
 def request_id_of(prompt: str) -> str:
     """The request id a prompt from 'prompts.path' gets (MD5 of the line, as Flink's MD5 gives it)."""
     return hashlib.md5(prompt.encode("utf-8")).hexdigest()
-
-
-def request_source(t_env: TableEnvironment, declared: DeclaredTable, options: Options, profile: Profile) -> Table:
-    """The table of request outcomes, with the columns the parse step expects (see `pipeline.PASSTHROUGH`)."""
-    if not isinstance(t_env, StreamTableEnvironment):
-        raise OptionsError(
-            f"Table '{declared.name}' has 'mode' = 'request', which needs PyFlink's async I/O: create the "
-            "environment with StreamTableEnvironment.create(env)."
-        )
-    prompts = t_env.to_data_stream(_prompts(t_env, declared, options))
-    function = RequestFunction(dict(options), profile)
-    outcomes = AsyncDataStream.unordered_wait(
-        prompts,
-        function,
-        Time.seconds(0),  # no per-element timers: the client's own timeout and retries bound each request
-        options["request.concurrency"],
-        output_type=OUTCOME_TYPE,
-    )
-    schema = Schema.new_builder()
-    for name, dtype in zip(
-        OUTCOME_COLUMNS,
-        [
-            DataTypes.BYTES(),
-            DataTypes.STRING(),
-            DataTypes.STRING(),
-            DataTypes.INT(),
-            DataTypes.DOUBLE(),
-            DataTypes.INT(),
-            DataTypes.STRING(),
-        ],
-        strict=True,
-    ):
-        schema.column(name, dtype)
-    table = t_env.from_data_stream(outcomes, schema.build())
-    return table.select(
-        col("_body"),
-        null_of(DataTypes.STRING()).alias("_source"),
-        col("_prompt"),
-        col("_request_id"),
-        col("_http_status"),
-        col("_latency_ms"),
-        col("_attempts"),
-        col("_request_error"),
-    )

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
-from connector.client.client import API_KEY_ENV
-from connector.errors import DsparkError
+from connector.errors import DsparkError, OptionsError
 from connector.schema.discovery import discover_schema
 
 __all__ = ["add_arguments", "run"]
@@ -28,19 +28,28 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="Flink DDL column list (default), Arrow schema, or the body's JSON Schema",
     )
     parser.add_argument("--probe", action="store_true", help="confirm with a max_tokens=1 request")
-    parser.add_argument("--api-key", default=None, help=f"API key (default ${API_KEY_ENV})")
+    key = parser.add_mutually_exclusive_group()
+    key.add_argument("--api-key", default=None, help="API key, sent as a Bearer token (default: none is sent)")
+    key.add_argument("--api-key-env", default=None, metavar="VAR", help="the environment variable holding the key")
+    parser.add_argument("--ca-bundle", default=None, metavar="PEM", help="trust these CAs (default: certifi's)")
     parser.add_argument("--insecure", action="store_true", help="do not verify the TLS certificate")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="S", help="per request (default 10 s)")
 
 
 def run(args: argparse.Namespace) -> int:
     try:
+        api_key = args.api_key
+        if args.api_key_env is not None:
+            api_key = os.environ.get(args.api_key_env)
+            if not api_key:
+                raise OptionsError(f"--api-key-env: ${args.api_key_env} is not set; export it, or name another one")
         found = discover_schema(
             args.endpoint,
             args.profile,
             probe=args.probe,
-            api_key=args.api_key,
+            api_key=api_key,
             verify=not args.insecure,
+            ca_bundle=args.ca_bundle,
             timeout_s=args.timeout,
         )
         if args.format == "ddl":

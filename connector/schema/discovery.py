@@ -16,10 +16,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -27,13 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import httpx
 import jsonschema
 import pyarrow as pa
 
 from connector import profiles as profiles_module
-from connector.client.client import API_KEY_ENV, USER_AGENT, _is_tls_failure
-from connector.errors import DsparkError, ProfileError, SchemaDiscoveryError
+from connector.client.client import ClientConfig, open_transport
+from connector.client.sync import run_blocking
+from connector.errors import (
+    ClientError,
+    ConnectError,
+    DsparkError,
+    ProfileError,
+    SchemaDiscoveryError,
+    TLSError,
+)
 from connector.profiles import Profile, builtin_profiles, load_profile, profile_for_model
 from connector.schema.columns import output_schema
 from connector.schema.flink_types import ddl_columns
@@ -82,70 +89,57 @@ class DiscoveredSchema:
 
 
 class _Http:
-    """GETs and POSTs that turn every way of failing into one clear SchemaDiscoveryError."""
+    """GETs and POSTs over the client's transport that turn every way of failing into one clear
+    SchemaDiscoveryError."""
 
-    def __init__(
-        self,
-        endpoint: str,
-        api_key: str | None,
-        api_key_env: str,
-        verify: bool | str,
-        timeout_s: float,
-        transport: httpx.BaseTransport | None,
-    ) -> None:
-        self.endpoint = endpoint
-        self.api_key_env = api_key_env
-        headers = {"user-agent": USER_AGENT}
-        if api_key:
-            headers["authorization"] = f"Bearer {api_key}"
-        self.timeout_s = timeout_s
-        self.client = httpx.Client(
-            base_url=endpoint,
-            headers=headers,
-            timeout=timeout_s,
-            verify=verify,
-            transport=transport,
-            trust_env=False,
-        )
+    def __init__(self, config: ClientConfig) -> None:
+        self.endpoint = config.root_url
+        self.timeout_s = config.timeout_s
+        self.transport = open_transport(config, connections=1)
 
-    def request(self, method: str, path: str, json_body: Any = None) -> httpx.Response:
+    async def request(self, method: str, path: str, json_body: Any = None) -> tuple[int, bytes]:
         url = self.endpoint + path
+        content = None if json_body is None else json.dumps(json_body).encode()
+        headers = None if content is None else {"content-type": "application/json"}
         try:
-            response = self.client.request(method, path, json=json_body)
-        except httpx.TimeoutException:
+            async with (
+                asyncio.timeout(self.timeout_s),
+                self.transport.request(method, path, content=content, headers=headers) as response,
+            ):
+                status, body = response.status, await response.read()
+        except TimeoutError:
             raise SchemaDiscoveryError(f"{url} did not answer within {self.timeout_s:g} s") from None
-        except httpx.TransportError as exc:
-            if _is_tls_failure(exc):
-                raise SchemaDiscoveryError(
-                    f"TLS verification failed for {self.endpoint}: {exc}. Fix the server's certificate, or "
-                    "pass "
-                    "--insecure only for a server you trust"
-                ) from None
+        except TLSError as exc:
             raise SchemaDiscoveryError(
-                f"cannot connect to {self.endpoint}: {exc or type(exc).__name__}. Is the server running, "
-                "and is "
-                "the URL right?"
+                f"TLS verification failed for {self.endpoint}: {exc.message}. Give the CA that signed the server's "
+                "certificate (--ca-bundle), or pass --insecure only for a server you trust"
             ) from None
-        if response.status_code in (401, 403):
+        except ConnectError as exc:
             raise SchemaDiscoveryError(
-                f"{url} refused the request (HTTP {response.status_code}): set the API key with --api-key or "
-                f"${self.api_key_env}"
+                f"cannot connect to {self.endpoint}: {exc.message}. Is the server running, and is the URL right?"
+            ) from None
+        except ClientError as exc:
+            raise SchemaDiscoveryError(f"{method} {url} failed: {exc}") from None
+        if status in (401, 403):
+            raise SchemaDiscoveryError(
+                f"{url} refused the request (HTTP {status}): give the API key (--api-key, or --api-key-env with "
+                "the name of the variable that holds it)"
             )
-        return response
+        return status, body
 
-    def get_json(self, path: str, optional: bool = False) -> Any:
-        response = self.request("GET", path)
-        if optional and response.status_code in (404, 405):
+    async def get_json(self, path: str, optional: bool = False) -> Any:
+        status, body = await self.request("GET", path)
+        if optional and status in (404, 405):
             return None
-        if response.status_code != 200:
-            raise SchemaDiscoveryError(f"{self.endpoint}{path} answered HTTP {response.status_code}")
+        if status != 200:
+            raise SchemaDiscoveryError(f"{self.endpoint}{path} answered HTTP {status}")
         try:
-            return response.json()
+            return json.loads(body)
         except ValueError:
             raise SchemaDiscoveryError(f"{self.endpoint}{path} did not answer JSON") from None
 
-    def close(self) -> None:
-        self.client.close()
+    async def close(self) -> None:
+        await self.transport.aclose()
 
 
 def _root(endpoint: str) -> str:
@@ -202,30 +196,32 @@ def discover_schema(
     profile: Profile | str | None = None,
     *,
     probe: bool = False,
-    api_key: str | None = None,
-    api_key_env: str = API_KEY_ENV,
-    verify: bool | str = True,
     timeout_s: float = 10.0,
-    transport: httpx.BaseTransport | None = None,
+    **client_options: Any,
 ) -> DiscoveredSchema:
     """Discover the response schema of `endpoint` (the server root; a trailing /v1 is accepted).
 
     `profile`: the model profile to apply (default: the one the server names, else the one whose model
-    patterns match the served model). Raises SchemaDiscoveryError with a one-line message saying what to do.
+    patterns match the served model). `client_options` are `ClientConfig`'s (api_key, verify, ca_bundle,
+    client_cert, client_key, ...). Raises SchemaDiscoveryError with a one-line message saying what to do.
     """
     root = _root(endpoint)
     if not root.startswith(("http://", "https://")):
         raise SchemaDiscoveryError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
-    key = api_key if api_key is not None else (os.environ.get(api_key_env) or None)
-    http = _Http(root, key, api_key_env, verify, timeout_s, transport)
+    config = ClientConfig(root, timeout_s=timeout_s, **client_options)
+    return run_blocking(_discover_with(config, _profile(profile), probe))
+
+
+async def _discover_with(config: ClientConfig, chosen: Profile | None, probe: bool) -> DiscoveredSchema:
+    http = _Http(config)
     try:
-        return _discover(http, root, _profile(profile), probe)
+        return await _discover(http, config.root_url, chosen, probe)
     finally:
-        http.close()
+        await http.close()
 
 
-def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> DiscoveredSchema:
-    served = http.get_json("/health/json-schema", optional=True)
+async def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> DiscoveredSchema:
+    served = await http.get_json("/health/json-schema", optional=True)
     if served is not None:
         if not isinstance(served, dict) or not isinstance(served.get("properties"), dict):
             raise SchemaDiscoveryError(f"{root}/health/json-schema is not a JSON Schema of an object")
@@ -256,10 +252,10 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
             notes=tuple(notes + more),
             body_schema=served,
         )
-        return _probe(http, found) if probe else found
+        return await _probe(http, found) if probe else found
 
-    version = http.get_json("/version", optional=True)
-    models_doc = http.get_json("/v1/models")
+    version = await http.get_json("/version", optional=True)
+    models_doc = await http.get_json("/v1/models")
     data = models_doc.get("data") if isinstance(models_doc, dict) else None
     if not isinstance(data, list):
         raise SchemaDiscoveryError(f"{root}/v1/models is not an OpenAI model list")
@@ -292,22 +288,22 @@ def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool) -> Di
         notes=tuple(notes),
         body_schema=chosen.body_schema,
     )
-    return _probe(http, found) if probe else found
+    return await _probe(http, found) if probe else found
 
 
-def _probe(http: _Http, found: DiscoveredSchema) -> DiscoveredSchema:
+async def _probe(http: _Http, found: DiscoveredSchema) -> DiscoveredSchema:
     """One `max_tokens: 1` request: its body must fit the schema; new top-level fields become columns."""
     request: dict[str, Any] = {"messages": [{"role": "user", "content": "ping"}], "max_tokens": 1}
     if found.models:
         request["model"] = found.models[0]
-    response = http.request("POST", "/v1/chat/completions", request)
-    if response.status_code != 200:
+    status, raw = await http.request("POST", "/v1/chat/completions", request)
+    if status != 200:
         raise SchemaDiscoveryError(
-            f"the probe request to {found.endpoint}/v1/chat/completions failed: HTTP {response.status_code} "
-            f"{response.text[:200]}"
+            f"the probe request to {found.endpoint}/v1/chat/completions failed: HTTP {status} "
+            f"{raw[:200].decode('utf-8', 'replace')}"
         )
     try:
-        body = response.json()
+        body = json.loads(raw)
     except ValueError:
         raise SchemaDiscoveryError(f"the probe response of {found.endpoint} is not JSON") from None
     if not isinstance(body, dict):

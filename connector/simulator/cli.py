@@ -48,6 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault")
     parser.add_argument("--hang-s", type=float, default=3600.0, help="how long the 'hang' fault waits")
     parser.add_argument("--big-mb", type=float, default=4.0, help="content size of the 'big' fault")
+    parser.add_argument("--flood-mb", type=float, default=2048.0, help="body size of the 'flood' fault")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("DSPARK_SIM_API_KEY"),
@@ -74,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         slow_ms=args.slow_ms,
         hang_s=args.hang_s,
         big_bytes=int(args.big_mb * 1024 * 1024),
+        flood_bytes=int(args.flood_mb * 1024 * 1024),
         api_key=args.api_key,
         max_model_len=args.max_model_len,
         metrics=not args.no_metrics,
@@ -108,6 +110,8 @@ def config_to_args(config: SimulatorConfig) -> list[str]:
             args += [flag, str(getattr(config, name))]
     if config.big_bytes != default.big_bytes:
         args += ["--big-mb", repr(config.big_bytes / (1024 * 1024))]
+    if config.flood_bytes != default.flood_bytes:
+        args += ["--flood-mb", repr(config.flood_bytes / (1024 * 1024))]
     for kind, rate in config.faults.items():
         args += ["--fault", f"{kind}={rate!r}"]
     if not config.metrics:

@@ -58,6 +58,8 @@ FAULT_KINDS = (
     "malformed",  # 200 with a body that is not JSON
     "invalid-utf8",  # 200 with invalid UTF-8 bytes inside the content string
     "big",  # 200 with a content of big_bytes
+    "interim",  # interim 103 Early Hints and 100 Continue heads, then the real answer
+    "flood",  # 200 with a chunked body of flood_bytes that never closes its JSON (a malicious server)
 )
 SERVER_NAME = "dspark-vllm-simulator"
 
@@ -92,6 +94,7 @@ class SimulatorConfig:
     slow_ms: float = 2000.0
     hang_s: float = 3600.0
     big_bytes: int = 4 * 1024 * 1024
+    flood_bytes: int = 2 * 1024**3
     api_key: str | None = None  # like vllm --api-key: /v1/* then needs `Authorization: Bearer KEY`
     max_model_len: int = 8192
     metrics: bool = True  # per-request `metrics` in bodies (vllm --enable-per-request-metrics)
@@ -156,6 +159,8 @@ _ERROR_TYPES = {
 }
 _MAX_HEAD = 64 * 1024
 _MAX_BODY = 64 * 1024 * 1024
+_INTERIM = b"HTTP/1.1 103 Early Hints\r\nlink: </v1/models>; rel=preload\r\n\r\nHTTP/1.1 100 Continue\r\n\r\n"
+_FLOOD_BLOCK = b"x" * 65536
 
 
 def _head(status: int, content_type: str, length: int | None, extra: Sequence[tuple[str, str]], close: bool) -> bytes:
@@ -181,6 +186,8 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.task: asyncio.Task[None] | None = None
         self.transport: asyncio.Transport | None = None
+        self._writable = asyncio.Event()  # cleared while the client reads slower than we write
+        self._writable.set()
 
     # --- asyncio.Protocol --------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -191,6 +198,7 @@ class _Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
+        self._writable.set()
         self.sim.connections.discard(self)
         if self.task is not None and not self.task.done():
             self.task.cancel()
@@ -201,6 +209,18 @@ class _Connection(asyncio.Protocol):
             self._process()
 
     # --- writing -----------------------------------------------
+    def pause_writing(self) -> None:
+        self._writable.clear()
+
+    def resume_writing(self) -> None:
+        self._writable.set()
+
+    async def drain(self) -> None:
+        """Wait until the client has taken what was written (large bodies: memory stays bounded here). It
+        always yields to the loop, so that a client's hang-up is seen even when writing never pauses."""
+        await asyncio.sleep(0)
+        await self._writable.wait()
+
     def write(self, data: bytes) -> None:
         if not self.closed and self.transport is not None:
             self.transport.write(data)
@@ -645,6 +665,8 @@ class Simulator:
         stream: bool,
     ) -> _Response | None:
         cfg = self.config
+        if fault == "interim":
+            conn.write(_INTERIM)
         if fault == "slow":
             delay += cfg.slow_ms / 1000.0
         if delay > 0:
@@ -666,6 +688,9 @@ class Simulator:
             return None
         if isinstance(checked, _Response):
             return checked
+        if fault == "flood":
+            await self._flood(request, conn, stream)
+            return None
         payload, sent, profile = checked
         body = self._body(payload, sent, profile)
         if fault == "big":
@@ -688,6 +713,29 @@ class Simulator:
             conn.reset()
             return None
         return _Response(200, data)
+
+    async def _flood(self, request: _Request, conn: _Connection, stream: bool) -> None:
+        """flood_bytes of content in one body that never ends its JSON, written as fast as the client reads."""
+        opening = b'{"id":"chatcmpl-flood","object":"chat.completion","choices":[{"index":0,"message":{"content":"'
+        if stream:
+            opening = b"data: " + opening
+        rid = request.headers.get("x-request-id")
+        self.stats["status_200"] += 1
+        conn.write(_head(200, "application/json", None, [("x-request-id", rid)] if rid else [], close=False))
+        conn.write(b"%x\r\n%s\r\n" % (len(opening), opening))
+        framed = b"%x\r\n%s\r\n" % (len(_FLOOD_BLOCK), _FLOOD_BLOCK)
+        sent = 0
+        try:
+            while sent < self.config.flood_bytes:
+                await conn.drain()
+                if conn.closed or conn.transport is None or conn.transport.is_closing():
+                    break
+                conn.write(framed)
+                sent += len(_FLOOD_BLOCK)
+        finally:  # (a client that hangs up cancels this task)
+            if sent < self.config.flood_bytes:
+                self.stats["flood_aborted"] += 1
+        conn.write(b"0\r\n\r\n")
 
     async def _stream(
         self,

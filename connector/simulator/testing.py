@@ -76,24 +76,26 @@ def serve_simulator(
     mode: Literal["thread", "process"] = "thread",
     ssl_context: ssl.SSLContext | None = None,
     workers: int = 1,
+    port: int = 0,
     **changes: Any,
 ) -> Iterator[RunningSimulator]:
     """Start a simulator (`config`, with `changes` applied: `profiles=("vl",)`, `faults={"429": 0.1}`).
 
     With `ssl_context` (thread mode) it serves HTTPS and `url` starts with https://. `workers` > 1 (process
-    mode) runs that many server processes on the port; `stats()` then shows whichever answered /metrics."""
+    mode) runs that many server processes on the port; `stats()` then shows whichever answered /metrics.
+    `port`: 0 for a free one; a given port lets a test stop a server and start another where it was."""
     config = replace(config or SimulatorConfig(), **changes)
     if workers != 1 and mode != "process":
         raise ValueError("workers > 1 needs mode='process'")
     if mode == "process":
         if ssl_context is not None:
             raise ValueError("ssl_context needs mode='thread'")
-        with _in_process(config, workers) as running:
+        with _in_process(config, workers, port) as running:
             yield running
         return
     loop = asyncio.new_event_loop()
     sim = Simulator(config)
-    address = loop.run_until_complete(sim.start("127.0.0.1", 0, ssl=ssl_context))
+    address = loop.run_until_complete(sim.start("127.0.0.1", port, ssl=ssl_context))
     thread = threading.Thread(target=loop.run_forever, name="dspark-vllm-simulator", daemon=True)
     thread.start()
     try:
@@ -111,7 +113,7 @@ def serve_simulator(
 
 
 @contextlib.contextmanager
-def _in_process(config: SimulatorConfig, workers: int = 1) -> Iterator[RunningSimulator]:
+def _in_process(config: SimulatorConfig, workers: int = 1, port: int = 0) -> Iterator[RunningSimulator]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
     env.pop("DSPARK_SIM_API_KEY", None)
@@ -124,7 +126,7 @@ def _in_process(config: SimulatorConfig, workers: int = 1) -> Iterator[RunningSi
         "--host",
         "127.0.0.1",
         "--port",
-        "0",
+        str(port),
         *config_to_args(config),
     ]
     if workers > 1:

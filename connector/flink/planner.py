@@ -1,0 +1,300 @@
+"""Plans a 'dspark-vllm' table for the Java factory: options and columns checked, the pipeline described.
+
+The factory (`io.dspark.vllm.flink.DsparkVllmTableFactory`, in the jar shipped with this package) runs
+
+    python -m connector.flink.planner  < declared-table.json  > plan.json
+
+on the client when Flink plans a query over the table (the same way Flink runs Python to load a Python UDF),
+with `python.client.executable`. Input: the table's options, its resolved columns and its watermark. Output:
+either `{"error": "..."}`, a message for the user (Flink raises it as a ValidationException), or the plan:
+
+- `source`: the internal table the bodies (replay) or prompts (request mode) come from, as a connector, a
+  schema and the SQL expressions that name its columns `_body`/`_source` or `_prompt`/`_request_id`;
+- `request`: the async request function's inputs, result fields and the columns they become;
+- `parse_inputs`, `flat`: the parse function's arguments and every column it can produce (Flink SQL types);
+- `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
+  ROWs with `ROW(...)`) and the flat columns it needs; `metadata`: the readable keys, their types and SQL;
+- `settings`: the Flink options of this table's own Python operators; `bounded`;
+- `plan`: the pickled `TablePlan` the Python functions are built from on the workers
+  (`connector.flink.runtime`), together with the flat columns the query really reads.
+
+Pure code: no pyflink, no JVM; the factory does the Flink side.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import math
+import os
+import pickle
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from connector.errors import DsparkError, OptionsError
+from connector.flink.metadata import metadata_for
+from connector.options import (
+    API_KEY,
+    API_KEY_ENV,
+    ARROW_BATCH,
+    BUNDLE_SIZE,
+    BUNDLE_TIME,
+    BUNDLE_TIME_OPTION,
+    MODE,
+    MODEL,
+    PROFILE,
+    PROMPTS_COLUMN,
+    PROMPTS_COUNT,
+    PROMPTS_PATH,
+    PROMPTS_RATE,
+    PROMPTS_SOURCE,
+    PROMPTS_TEMPLATE,
+    REPLAY_MONITOR_INTERVAL,
+    REPLAY_PATH,
+    REQUEST_CONCURRENCY,
+    REQUEST_TIMEOUT,
+    RETRY_DEADLINE,
+    Options,
+    parse_duration,
+    validate,
+)
+from connector.profiles import Profile, load_profile
+from connector.schema.columns import output_schema
+from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
+
+__all__ = ["INTERNAL_COLUMNS", "TablePlan", "plan", "sql_literal"]
+
+# Produced by the parse function beside the profile's columns (see connector.flink.frames).
+INTERNAL_COLUMNS = (("_line", "BIGINT"), ("_error", "STRING"), ("_error_field", "STRING"), ("_backend", "STRING"))
+REQUEST_RESULT = (
+    ("body", "BYTES", "_body"),
+    ("http_status", "INT", "_http_status"),
+    ("latency_ms", "DOUBLE", "_latency_ms"),
+    ("attempts", "INT", "_attempts"),
+    ("error", "STRING", "_request_error"),
+)
+
+
+@dataclass(frozen=True)
+class TablePlan:
+    """What the Python functions of one table are built from on the workers (pickled into the job)."""
+
+    table: str
+    options: Options
+    profile: Profile
+    require_created: bool
+    # Read on the client ('api-key', or the variable 'api-key.env' names): the key travels in the job, never
+    # in the TaskManagers' environment (which Beam logs when it closes a Python worker).
+    api_key: str | None = field(default=None, repr=False)
+
+
+def sql_literal(text: str) -> str:
+    """A Flink SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _same_type(declared: str, produced: str) -> bool:
+    aliases = {"VARCHAR(2147483647)": "STRING", "VARBINARY(2147483647)": "BYTES"}
+    declared = declared.removesuffix(" NOT NULL")
+    return aliases.get(declared, declared) == aliases.get(produced, produced)
+
+
+def _column_sql(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> tuple[str, list[str]]:
+    """SQL building a declared column (or ROW field) from the flat columns, and the flat columns it reads."""
+    sql_type = str(ftype["sql"]).removesuffix(" NOT NULL")
+    if ftype.get("root") == "ROW":
+        parts: list[str] = []
+        needs: list[str] = []
+        for field in ftype.get("fields", []):
+            part, part_needs = _column_sql(field["name"], field["type"], flat, f"{where}.{field['name']}")
+            parts.append(part)
+            needs += part_needs
+        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs
+    if name not in flat:
+        known = ", ".join(sorted(flat))
+        raise OptionsError(
+            f"Column '{where}' is not produced by this profile; declare one of: {known} "
+            "(or a ROW whose fields are among them), or a METADATA column."
+        )
+    if _same_type(sql_type, flat[name]):
+        return quote_identifier(name), [name]
+    return f"CAST({quote_identifier(name)} AS {sql_type})", [name]
+
+
+def _source(table: str, options: Options) -> dict[str, Any]:
+    mode = options.get(MODE)
+    if mode == "replay":
+        connector: dict[str, str] = {"connector": "filesystem", "path": str(options.get(REPLAY_PATH)), "format": "raw"}
+        interval = options.get(REPLAY_MONITOR_INTERVAL)
+        if interval is not None:
+            connector["source.monitor-interval"] = f"{max(1, round(interval * 1000))} ms"
+        return {
+            "schema": [{"name": "body", "type": "BYTES"}, {"name": "path", "type": "STRING", "metadata": "file.path"}],
+            "options": connector,
+            "select": [["_body", "`body`"], ["_source", "`path`"]],
+        }
+    if options.get(PROMPTS_RATE) is not None:
+        count = options.get(PROMPTS_COUNT)
+        template = sql_literal(options.get(PROMPTS_TEMPLATE))
+        return {
+            "schema": [{"name": "n", "type": "BIGINT"}],
+            "options": {
+                "connector": "datagen",
+                "rows-per-second": str(options.get(PROMPTS_RATE)),
+                "fields.n.kind": "sequence",
+                "fields.n.start": "0",
+                "fields.n.end": str(count - 1 if count else 2**62),
+            },
+            "select": [
+                ["_prompt", f"REPLACE({template}, '{{n}}', CAST(`n` AS STRING))"],
+                ["_request_id", f"{sql_literal(table + '-')} || CAST(`n` AS STRING)"],
+            ],
+        }
+    if options.get(PROMPTS_PATH) is not None:
+        return {
+            "schema": [{"name": "line", "type": "STRING"}],
+            "options": {"connector": "filesystem", "path": str(options.get(PROMPTS_PATH)), "format": "raw"},
+            "select": [["_prompt", "`line`"], ["_request_id", "MD5(`line`)"]],
+        }
+    column = options.get(PROMPTS_COLUMN)
+    quoted = quote_identifier(column)
+    return {
+        "schema": [{"name": column, "type": "STRING"}],
+        "options": options.prefixed(PROMPTS_SOURCE),
+        "select": [["_prompt", quoted], ["_request_id", f"MD5({quoted})"]],
+    }
+
+
+def _settings(options: Options) -> dict[str, str]:
+    settings = {
+        BUNDLE_SIZE: str(options.bundle_size),
+        ARROW_BATCH: str(options.arrow_batch_size),
+        BUNDLE_TIME: str(max(1, round(options.get(BUNDLE_TIME_OPTION) * 1000))),  # a long (ms) in PyFlink
+    }
+    if options.get(MODE) == "request":
+        # The client ends every request by its deadline and never raises; Flink's own timer must never fire first.
+        worst = options.get(RETRY_DEADLINE) + options.get(REQUEST_TIMEOUT) + 60.0
+        settings.update(
+            {
+                "table.exec.async-scalar.max-concurrent-operations": str(options.get(REQUEST_CONCURRENCY)),
+                "table.exec.async-scalar.timeout": f"{math.ceil(worst)} s",
+                "table.exec.async-scalar.retry-strategy": "NO_RETRY",
+            }
+        )
+    return settings
+
+
+def _bounded(options: Options) -> bool:
+    if options.get(MODE) == "replay":
+        return options.get(REPLAY_MONITOR_INTERVAL) is None
+    if options.get(PROMPTS_RATE) is not None:
+        return options.get(PROMPTS_COUNT) is not None
+    return options.get(PROMPTS_PATH) is not None
+
+
+def _api_key(options: Options) -> str | None:
+    name = options.get(API_KEY_ENV)
+    if name is None:
+        return options.get(API_KEY)
+    key = os.environ.get(name)
+    if not key:
+        raise OptionsError(
+            f"Option 'api-key.env' names the environment variable '{name}', which is not set where the table is "
+            "planned (the SQL Client, the Gateway, the job's main): set it there, or give 'api-key'."
+        )
+    return key
+
+
+def _check_checkpoints(options: Options, flink: Mapping[str, str]) -> None:
+    """A checkpoint waits for the requests in flight: the longest one must fit in a checkpoint's timeout."""
+    if options.get(MODE) != "request" or not flink.get("execution.checkpointing.interval"):
+        return
+    timeout_text = flink.get("execution.checkpointing.timeout", "10 min")
+    try:
+        timeout = parse_duration(timeout_text)
+    except ValueError:
+        return
+    deadline = options.get(RETRY_DEADLINE)
+    if deadline >= timeout:
+        raise OptionsError(
+            f"Option 'request.retry.deadline' ({_seconds(deadline)}) is not shorter than "
+            f"'execution.checkpointing.timeout' ({timeout_text}): a checkpoint waits for the requests in flight, so "
+            "one slow request would fail every checkpoint and restart the job again and again. Lower "
+            "'request.retry.deadline' (and 'request.timeout') or raise 'execution.checkpointing.timeout'."
+        )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
+
+
+def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of one declared table (see the module docstring); raises DsparkError for the user's mistakes."""
+    name = str(declared["name"])
+    options = validate(declared["options"])
+    _check_checkpoints(options, declared.get("flink", {}))
+    profile = load_profile(options.get(PROFILE))
+    mode = options.get(MODE)
+    flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+
+    physical: dict[str, dict[str, Any]] = {}
+    for column in declared["columns"]:
+        if column["kind"] == "physical":
+            sql, needs = _column_sql(column["name"], column["type"], flat, column["name"])
+            if column["name"] == "model" and options.get(MODEL) and needs == ["model"]:
+                # A failed request or an unreadable body still belongs to the table's model.
+                sql = f"COALESCE({sql}, {sql_literal(str(options.get(MODEL)))})"
+            physical[column["name"]] = {"sql": sql, "needs": sorted(set(needs))}
+
+    rowtime = declared.get("watermark")
+    require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
+    metadata = metadata_for(mode)
+    api_key = _api_key(options) if mode == "request" else None
+    table_plan = TablePlan(name, options, profile, require_created, api_key)
+    result: dict[str, Any] = {
+        "mode": mode,
+        "bounded": _bounded(options),
+        "source": _source(name, options),
+        "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
+        "physical": physical,
+        "metadata": [{"key": m.key, "type": m.type, "sql": quote_identifier(m.column)} for m in metadata],
+        "settings": _settings(options),
+        "plan": base64.b64encode(pickle.dumps(table_plan)).decode("ascii"),
+    }
+    if mode == "request":
+        result["request"] = {
+            "inputs": ["_prompt", "_request_id"],
+            "input_types": ["STRING", "STRING"],
+            "result": [[field, ftype] for field, ftype, _ in REQUEST_RESULT],
+            "columns": [[column, field] for field, _, column in REQUEST_RESULT],
+        }
+        result["parse_inputs"] = [["_body", "BYTES"], ["_prompt", "STRING"], ["_request_error", "STRING"]]
+    else:
+        result["parse_inputs"] = [["_body", "BYTES"], ["_source", "STRING"]]
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Read the declared table from stdin, write the plan (or the user's error) to stdout as JSON."""
+    try:
+        declared = json.load(sys.stdin)
+        answer: dict[str, Any] = plan(declared)
+    except DsparkError as exc:
+        answer = {"error": str(exc)}
+    except Exception as exc:  # a bug of ours: one line for the user, the details on stderr for the log
+        import traceback
+
+        traceback.print_exc(file=sys.stderr)
+        answer = {"error": f"dspark-vllm could not plan the table ({type(exc).__name__}: {exc}); please report it"}
+    json.dump(answer, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    # Through the package, not `__main__`: the pickled TablePlan must name connector.flink.planner.
+    from connector.flink.planner import main as _main
+
+    sys.exit(_main())

@@ -1,0 +1,19 @@
+"""The package's build backend: setuptools, after compiling the Flink connector jar (java/build_jar.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import build_jar
+from setuptools import build_meta as _setuptools
+from setuptools.build_meta import *  # noqa: F403  (the PEP 517 hooks not overridden here)
+
+
+def build_wheel(wheel_directory: str, config_settings: Any = None, metadata_directory: str | None = None) -> str:
+    build_jar.build()
+    return _setuptools.build_wheel(wheel_directory, config_settings, metadata_directory)
+
+
+def build_editable(wheel_directory: str, config_settings: Any = None, metadata_directory: str | None = None) -> str:
+    build_jar.build()
+    return _setuptools.build_editable(wheel_directory, config_settings, metadata_directory)

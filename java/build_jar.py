@@ -1,0 +1,77 @@
+"""Compile the 'dspark-vllm' Flink connector jar into connector/flink/jars/ (no dependencies but a JDK).
+
+The package build runs this (java/backend.py); in a checkout, `python java/build_jar.py` rebuilds it. The
+classes compile against the Flink jars that the `apache-flink-libraries` wheel carries (pyflink/lib, /opt),
+which the build installs: no Maven repository is needed.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import zipfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "java" / "src" / "main"
+OUTPUT = ROOT / "connector" / "flink" / "jars"
+RELEASE = "11"  # Flink 2.x runs on Java 11, 17 and 21
+
+
+def flink_jars() -> list[Path]:
+    spec = importlib.util.find_spec("pyflink")
+    locations = list(spec.submodule_search_locations or []) if spec else []
+    jars = [j for location in locations for folder in ("lib", "opt") for j in Path(location, folder).glob("*.jar")]
+    if not jars:
+        raise SystemExit("dspark-vllm: no Flink jars to compile against; install apache-flink-libraries==2.3.0 first")
+    return jars
+
+
+def javac() -> str:
+    found = shutil.which("javac") or (
+        str(Path(os.environ["JAVA_HOME"], "bin", "javac")) if os.environ.get("JAVA_HOME") else None
+    )
+    if not found or not Path(found).exists():
+        raise SystemExit(
+            "dspark-vllm: building the package compiles its Flink connector jar, which needs a JDK (11 or later) "
+            "with 'javac' on PATH or under JAVA_HOME; install one (e.g. apt-get install openjdk-17-jdk-headless)"
+        )
+    return found
+
+
+def version() -> str:
+    for line in (ROOT / "pyproject.toml").read_text().splitlines():
+        if line.startswith("version = "):
+            return line.split('"')[1]
+    raise SystemExit("dspark-vllm: no version in pyproject.toml")
+
+
+def build() -> Path:
+    """Compile the classes and write connector/flink/jars/dspark-vllm-flink-<version>.jar."""
+    sources = sorted((SOURCES / "java").rglob("*.java"))
+    classpath = os.pathsep.join(str(j) for j in flink_jars())
+    with tempfile.TemporaryDirectory(prefix="dspark-vllm-javac-") as tmp:
+        classes = Path(tmp)
+        command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
+        done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
+        OUTPUT.mkdir(parents=True, exist_ok=True)
+        for old in OUTPUT.glob("dspark-vllm-flink-*.jar"):
+            old.unlink()
+        jar = OUTPUT / f"dspark-vllm-flink-{version()}.jar"
+        with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
+            out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dspark-vllm\n\n")
+            for tree in (classes, SOURCES / "resources"):
+                for path in sorted(tree.rglob("*")):
+                    if path.is_file():
+                        out.write(path, path.relative_to(tree).as_posix())
+    return jar
+
+
+if __name__ == "__main__":
+    print(build(), file=sys.stderr)

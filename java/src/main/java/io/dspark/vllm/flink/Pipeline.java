@@ -1,0 +1,269 @@
+package io.dspark.vllm.flink;
+
+import org.apache.flink.api.common.cache.DistributedCache;
+import org.apache.flink.api.java.tuple.Tuple2;
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.PipelineOptions;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
+import org.apache.flink.table.api.Schema;
+import org.apache.flink.table.api.Table;
+import org.apache.flink.table.api.TableDescriptor;
+import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.expressions.Expression;
+import org.apache.flink.table.functions.python.PythonAsyncScalarFunction;
+import org.apache.flink.table.functions.python.PythonEnv;
+import org.apache.flink.table.functions.python.PythonFunctionKind;
+import org.apache.flink.table.functions.python.PythonScalarFunction;
+import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
+import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.logical.RowType;
+
+import java.lang.reflect.Field;
+import java.util.ArrayList;
+import java.util.Iterator;
+import java.util.LinkedHashMap;
+import java.util.LinkedHashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+import static org.apache.flink.table.api.Expressions.$;
+import static org.apache.flink.table.api.Expressions.call;
+import static org.apache.flink.table.api.Expressions.callSql;
+import static org.apache.flink.table.api.Expressions.lit;
+import static org.apache.flink.table.api.Expressions.withAllColumns;
+
+/**
+ * The pipeline behind a scan, built with Flink's own Python function machinery in a table environment of its
+ * own on the job's execution environment:
+ *
+ * <pre>
+ *   internal source (files of bodies | prompts)          a TableDescriptor from the plan
+ *     -> request(_prompt, _request_id)                  request mode: a Python async scalar function
+ *     -> parse(_body, ...)                              a vectorized Python function, flat columns
+ *     -> the declared columns (ROW(...)) and metadata    SQL expressions from the plan
+ * </pre>
+ *
+ * The parse step runs only when the query reads a column it makes.
+ */
+final class Pipeline {
+
+    static final String SOURCE = "__dspark_source";
+    static final String REQUEST = "__dspark_request";
+    static final String PARSE = "__dspark_parse";
+    private static final String RUNTIME = "connector.flink.runtime";
+    private static final Set<String> PARSE_METADATA = Set.of("_line", "_error", "_error_field", "_backend");
+
+    private Pipeline() {}
+
+    static DataStream<RowData> build(
+            StreamExecutionEnvironment env,
+            Map<String, String> config,
+            TablePlan plan,
+            List<String> physicalNames,
+            List<String> metadataKeys,
+            DataType produced) {
+        StreamTableEnvironment t = StreamTableEnvironment.create(env);
+        Map<String, String> settings = new LinkedHashMap<>(config);
+        settings.putAll(plan.settings());
+        t.getConfig().addConfiguration(Configuration.fromMap(settings));
+
+        Table rows = source(t, plan.source());
+        if (plan.request() != null) {
+            rows = request(t, plan, rows);
+        }
+        Set<String> flat = new LinkedHashSet<>();
+        for (String name : physicalNames) {
+            for (JsonNode need : plan.physical(name).get("needs")) {
+                flat.add(need.asText());
+            }
+        }
+        Map<String, String> metadataSql = new LinkedHashMap<>();
+        for (String key : metadataKeys) {
+            metadataSql.put(key, plan.metadataSql(key));
+        }
+        boolean parse = !flat.isEmpty();
+        for (String sql : metadataSql.values()) {
+            parse |= PARSE_METADATA.contains(sql.replace("`", ""));
+        }
+        if (parse) {
+            rows = parse(t, plan, rows, flat);
+        }
+
+        List<String> fields = DataType.getFieldNames(produced);
+        List<Expression> select = new ArrayList<>();
+        Iterator<String> names = fields.iterator();
+        for (String column : physicalNames) {
+            select.add(callSql(plan.physical(column).get("sql").asText()).as(names.next()));
+        }
+        for (String sql : metadataSql.values()) {
+            select.add(callSql(sql).as(names.next()));
+        }
+        if (select.isEmpty()) {
+            // A query that reads no column (COUNT(*)): one empty row per body.
+            RowType empty = RowType.of();
+            DataStream<RowData> out =
+                    t.toDataStream(rows.select(lit(1)))
+                            .map(row -> (RowData) new GenericRowData(0))
+                            .returns(InternalTypeInfo.of(empty));
+            shipPythonFiles(t, env);
+            return out;
+        }
+        DataStream<RowData> out =
+                t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
+        shipPythonFiles(t, env);
+        return out;
+    }
+
+    /**
+     * Our planner put the Python files our functions need ('python.files', 'python.archives', ...) into its own
+     * table config as 'pipeline.cached-files'; the job is made from the outer environment, so they are registered
+     * there too. The planner hands a source a read-only wrapper of that environment
+     * (DummyStreamExecutionEnvironment): the files go to the environment it wraps.
+     */
+    private static void shipPythonFiles(StreamTableEnvironment t, StreamExecutionEnvironment env) {
+        List<String> cached = t.getConfig().getConfiguration().get(PipelineOptions.CACHED_FILES);
+        if (cached == null || cached.isEmpty()) {
+            return;
+        }
+        StreamExecutionEnvironment real = unwrap(env);
+        Set<String> known = new LinkedHashSet<>();
+        real.getCachedFiles().forEach(f -> known.add(f.f0));
+        for (Tuple2<String, DistributedCache.DistributedCacheEntry> file :
+                DistributedCache.parseCachedFilesFromString(cached)) {
+            if (known.add(file.f0)) {
+                real.registerCachedFile(file.f1.filePath, file.f0, file.f1.isExecutable);
+            }
+        }
+    }
+
+    private static StreamExecutionEnvironment unwrap(StreamExecutionEnvironment env) {
+        for (Class<?> type = env.getClass(); type != null; type = type.getSuperclass()) {
+            for (Field field : type.getDeclaredFields()) {
+                if (StreamExecutionEnvironment.class.isAssignableFrom(field.getType())) {
+                    try {
+                        field.setAccessible(true);
+                        Object wrapped = field.get(env);
+                        if (wrapped != null) {
+                            return (StreamExecutionEnvironment) wrapped;
+                        }
+                    } catch (ReflectiveOperationException | RuntimeException e) {
+                        break;
+                    }
+                }
+            }
+        }
+        throw new IllegalStateException(
+                "dspark-vllm cannot ship the Python files of its functions ('python.files', 'python.archives') "
+                        + "with this job; install dspark-vllm in the workers' Python ('python.executable') instead.");
+    }
+
+    private static Table source(StreamTableEnvironment t, JsonNode source) {
+        Schema.Builder schema = Schema.newBuilder();
+        for (JsonNode column : source.get("schema")) {
+            DataType type = TablePlan.dataType(column.get("type").asText());
+            if (column.has("metadata")) {
+                schema.columnByMetadata(column.get("name").asText(), type, column.get("metadata").asText(), true);
+            } else {
+                schema.column(column.get("name").asText(), type);
+            }
+        }
+        Map<String, String> options = new LinkedHashMap<>();
+        source.get("options").fields().forEachRemaining(e -> options.put(e.getKey(), e.getValue().asText()));
+        TableDescriptor.Builder descriptor = TableDescriptor.forConnector(options.remove("connector"));
+        descriptor.schema(schema.build());
+        options.forEach(descriptor::option);
+        t.createTemporaryTable(SOURCE, descriptor.build());
+        List<Expression> select = new ArrayList<>();
+        for (JsonNode pair : source.get("select")) {
+            select.add(callSql(pair.get(1).asText()).as(pair.get(0).asText()));
+        }
+        return t.from(SOURCE).select(select.toArray(new Expression[0]));
+    }
+
+    private static Table request(StreamTableEnvironment t, TablePlan plan, Table prompts) {
+        JsonNode request = plan.request();
+        List<String> inputs = strings(request.get("inputs"));
+        Map<String, String> result = new LinkedHashMap<>();
+        for (String[] pair : plan.pairs(request.get("result"))) {
+            result.put(pair[0], pair[1]);
+        }
+        PythonAsyncScalarFunction function =
+                new PythonAsyncScalarFunction(
+                        REQUEST,
+                        PythonPickle.call(RUNTIME, "request_function", plan.pickledPlan()),
+                        strings(request.get("input_types")).toArray(new String[0]),
+                        TablePlan.row(result).getLogicalType().asSerializableString(),
+                        PythonFunctionKind.GENERAL,
+                        false,
+                        false,
+                        new PythonEnv(PythonEnv.ExecType.PROCESS));
+        t.createTemporarySystemFunction(REQUEST, function);
+        Table called = prompts.select(withAllColumns(), call(REQUEST, columns(inputs)).as("_o"));
+        List<Expression> select = new ArrayList<>();
+        for (String name : prompts.getResolvedSchema().getColumnNames()) {
+            select.add($(name));
+        }
+        for (String[] pair : plan.pairs(request.get("columns"))) {
+            select.add($("_o").get(pair[1]).as(pair[0]));
+        }
+        return called.select(select.toArray(new Expression[0]));
+    }
+
+    private static Table parse(StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed) {
+        Map<String, String> produced = new LinkedHashMap<>();
+        plan.flatTypes().forEach((name, type) -> {
+            if (needed.contains(name) || PARSE_METADATA.contains(name)) {
+                produced.put(name, type);
+            }
+        });
+        List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
+        List<String> inputNames = new ArrayList<>();
+        List<String> inputTypes = new ArrayList<>();
+        for (String[] input : inputs) {
+            inputNames.add(input[0]);
+            inputTypes.add(input[1]);
+        }
+        String columnsJson;
+        try {
+            columnsJson = new ObjectMapper().writeValueAsString(new ArrayList<>(produced.keySet()));
+        } catch (Exception e) {
+            throw new IllegalStateException(e);
+        }
+        PythonScalarFunction function =
+                new PythonScalarFunction(
+                        PARSE,
+                        PythonPickle.call(RUNTIME, "parse_function", plan.pickledPlan(), columnsJson),
+                        inputTypes.toArray(new String[0]),
+                        TablePlan.row(produced).getLogicalType().asSerializableString(),
+                        PythonFunctionKind.PANDAS,
+                        true,
+                        false,
+                        new PythonEnv(PythonEnv.ExecType.PROCESS));
+        t.createTemporarySystemFunction(PARSE, function);
+        Table called = rows.select(withAllColumns(), call(PARSE, columns(inputNames)).as("_p"));
+        List<Expression> select = new ArrayList<>();
+        for (String name : rows.getResolvedSchema().getColumnNames()) {
+            select.add($(name));
+        }
+        for (String name : produced.keySet()) {
+            select.add($("_p").get(name).as(name));
+        }
+        return called.select(select.toArray(new Expression[0]));
+    }
+
+    private static Object[] columns(List<String> names) {
+        return names.stream().map(n -> $(n)).toArray();
+    }
+
+    private static List<String> strings(JsonNode array) {
+        List<String> list = new ArrayList<>();
+        array.forEach(node -> list.add(node.asText()));
+        return list;
+    }
+}

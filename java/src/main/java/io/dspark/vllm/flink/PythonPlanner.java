@@ -1,0 +1,193 @@
+package io.dspark.vllm.flink;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.flink.table.api.ValidationException;
+import org.apache.flink.table.catalog.Column;
+import org.apache.flink.table.catalog.ObjectIdentifier;
+import org.apache.flink.table.catalog.ResolvedCatalogTable;
+import org.apache.flink.table.catalog.ResolvedSchema;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.RowType;
+
+import java.io.ByteArrayOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.nio.charset.StandardCharsets;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * Runs {@code python -m connector.flink.planner} on the client: the declared table (options, columns, watermark)
+ * goes in as JSON, the plan or the user's error comes out. Flink itself starts a Python process on the client the
+ * same way to load a Python UDF from SQL, with the same option: {@code python.client.executable}.
+ */
+final class PythonPlanner {
+
+    static final String MODULE = "connector.flink.planner";
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final long TIMEOUT_SECONDS = 120;
+    // The planner may ask for the same table several times while it optimizes one query.
+    private static final Map<String, JsonNode> CACHE = new ConcurrentHashMap<>();
+
+    private PythonPlanner() {}
+
+    static TablePlan plan(ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
+        String request = declaredTable(identifier, table, config).toString();
+        String python = pythonExecutable(config);
+        JsonNode answer = CACHE.get(python + "\0" + request);
+        if (answer == null) {
+            answer = run(python, request, identifier);
+            CACHE.put(python + "\0" + request, answer);
+        }
+        if (answer.has("error")) {
+            throw new ValidationException(
+                    "Table '" + identifier.asSummaryString() + "' ('connector' = 'dspark-vllm'): "
+                            + answer.get("error").asText());
+        }
+        return new TablePlan(answer);
+    }
+
+    /** python.client.executable, then $PYFLINK_CLIENT_EXECUTABLE, then python.executable, then python3. */
+    static String pythonExecutable(Map<String, String> config) {
+        String configured = config.get("python.client.executable");
+        if (configured != null && !configured.isBlank()) {
+            return configured;
+        }
+        String fromEnv = System.getenv("PYFLINK_CLIENT_EXECUTABLE");
+        if (fromEnv != null && !fromEnv.isBlank()) {
+            return fromEnv;
+        }
+        String worker = config.get("python.executable");
+        return worker != null && !worker.isBlank() ? worker : "python3";
+    }
+
+    static ObjectNode declaredTable(
+            ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
+        ObjectNode root = JSON.createObjectNode();
+        root.put("name", identifier.getObjectName());
+        // The job settings the plan is checked against (checkpoint timeout vs the longest request, the target).
+        ObjectNode flink = root.putObject("flink");
+        config.forEach((key, value) -> {
+            if (key.startsWith("execution.")) {
+                flink.put(key, value);
+            }
+        });
+        ObjectNode options = root.putObject("options");
+        table.getOptions().forEach(options::put);
+        ResolvedSchema schema = table.getResolvedSchema();
+        ArrayNode columns = root.putArray("columns");
+        for (Column column : schema.getColumns()) {
+            ObjectNode node = columns.addObject();
+            node.put("name", column.getName());
+            if (column instanceof Column.MetadataColumn) {
+                node.put("kind", "metadata");
+                node.put("key", ((Column.MetadataColumn) column).getMetadataKey().orElse(column.getName()));
+            } else if (column instanceof Column.ComputedColumn) {
+                node.put("kind", "computed");
+            } else {
+                node.put("kind", "physical");
+            }
+            node.set("type", type(column.getDataType().getLogicalType()));
+        }
+        if (schema.getWatermarkSpecs().isEmpty()) {
+            root.putNull("watermark");
+        } else {
+            root.put("watermark", schema.getWatermarkSpecs().get(0).getRowtimeAttribute());
+        }
+        return root;
+    }
+
+    private static ObjectNode type(LogicalType logical) {
+        ObjectNode node = JSON.createObjectNode();
+        node.put("sql", logical.asSerializableString());
+        node.put("root", logical.getTypeRoot().name());
+        node.put("nullable", logical.isNullable());
+        if (logical instanceof RowType) {
+            ArrayNode fields = node.putArray("fields");
+            for (RowType.RowField field : ((RowType) logical).getFields()) {
+                ObjectNode f = fields.addObject();
+                f.put("name", field.getName());
+                f.set("type", type(field.getType()));
+            }
+        }
+        return node;
+    }
+
+    private static JsonNode run(String python, String request, ObjectIdentifier identifier) {
+        ProcessBuilder builder = new ProcessBuilder(List.of(python, "-m", MODULE));
+        Process process;
+        try {
+            process = builder.start();
+        } catch (IOException e) {
+            throw new ValidationException(hint(identifier, python, "cannot start it: " + e.getMessage()));
+        }
+        try {
+            // Read both streams while writing, so that a chatty stderr never blocks the child.
+            StreamReader out = new StreamReader(process.getInputStream());
+            StreamReader err = new StreamReader(process.getErrorStream());
+            out.start();
+            err.start();
+            try (OutputStream in = process.getOutputStream()) {
+                in.write(request.getBytes(StandardCharsets.UTF_8));
+            }
+            if (!process.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
+                process.destroyForcibly();
+                throw new ValidationException(hint(identifier, python, "no answer in " + TIMEOUT_SECONDS + " s"));
+            }
+            out.join();
+            err.join();
+            String stdout = out.text().trim();
+            if (process.exitValue() != 0 || stdout.isEmpty()) {
+                throw new ValidationException(hint(identifier, python, lastLine(err.text())));
+            }
+            return JSON.readTree(stdout);
+        } catch (IOException e) {
+            throw new ValidationException(hint(identifier, python, e.getMessage()));
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            process.destroyForcibly();
+            throw new ValidationException(hint(identifier, python, "interrupted"));
+        }
+    }
+
+    private static String hint(ObjectIdentifier identifier, String python, String what) {
+        return "Table '" + identifier.asSummaryString() + "' ('connector' = 'dspark-vllm') is planned by Python on "
+                + "the client, and '" + python + " -m " + MODULE + "' failed: " + what + ". Set "
+                + "'python.client.executable' to a Python that has dspark-vllm installed.";
+    }
+
+    private static String lastLine(String text) {
+        String[] lines = text.strip().split("\n");
+        return lines.length == 0 || lines[lines.length - 1].isBlank() ? "no output" : lines[lines.length - 1];
+    }
+
+    /** Drains a stream in a thread. */
+    private static final class StreamReader extends Thread {
+        private final InputStream stream;
+        private final ByteArrayOutputStream buffer = new ByteArrayOutputStream();
+
+        StreamReader(InputStream stream) {
+            this.stream = stream;
+            setDaemon(true);
+        }
+
+        @Override
+        public void run() {
+            try {
+                stream.transferTo(buffer);
+            } catch (IOException ignored) {
+                // the process died; what was read is kept
+            }
+        }
+
+        String text() {
+            return buffer.toString(StandardCharsets.UTF_8);
+        }
+    }
+}

@@ -1,0 +1,189 @@
+package io.dspark.vllm.flink;
+
+import org.apache.flink.configuration.Configuration;
+import org.apache.flink.table.api.EnvironmentSettings;
+import org.apache.flink.table.api.TableEnvironment;
+import org.apache.flink.table.api.TableResult;
+import org.apache.flink.table.api.ResultKind;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Locale;
+import java.util.regex.Matcher;
+import java.util.regex.Pattern;
+
+/**
+ * Runs the statements of a {@code .sql} file through a {@link TableEnvironment}, as the SQL Client does without
+ * its prompt (the Flink Kubernetes Operator's "SQL runner" pattern):
+ *
+ * <pre>
+ *   flink run -c io.dspark.vllm.flink.SqlRunner dspark-vllm-flink.jar job.sql
+ *   java -cp "$FLINK_LIB/*:flink-python.jar:dspark-vllm-flink.jar" io.dspark.vllm.flink.SqlRunner job.sql key=value...
+ * </pre>
+ *
+ * {@code SET 'key' = 'value';} statements and {@code key=value} arguments configure the session. Results of queries
+ * are printed; the runner waits for the jobs it submitted and exits 1 with a one-line message if a statement fails.
+ */
+public final class SqlRunner {
+
+    private static final Pattern SET =
+            Pattern.compile("SET\\s+('(?:[^']|'')*')\\s*=\\s*('(?:[^']|'')*')", Pattern.CASE_INSENSITIVE | Pattern.DOTALL);
+
+    private SqlRunner() {}
+
+    private static String unquote(String literal) {
+        return literal.substring(1, literal.length() - 1).replace("''", "'");
+    }
+
+    public static void main(String[] args) {
+        if (args.length < 1) {
+            System.err.println("usage: SqlRunner FILE.sql [key=value ...]");
+            System.exit(2);
+        }
+        Configuration config = new Configuration();
+        for (int i = 1; i < args.length; i++) {
+            String[] kv = args[i].split("=", 2);
+            if (kv.length != 2) {
+                System.err.println("SqlRunner: expected key=value, got '" + args[i] + "'");
+                System.exit(2);
+            }
+            config.setString(kv[0], kv[1]);
+        }
+        String script;
+        try {
+            script = Files.readString(Path.of(args[0]), StandardCharsets.UTF_8);
+        } catch (IOException e) {
+            System.err.println("SqlRunner: cannot read " + args[0] + ": " + e.getMessage());
+            System.exit(2);
+            return;
+        }
+        TableEnvironment t =
+                TableEnvironment.create(EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(config).build());
+        List<TableResult> jobs = new ArrayList<>();
+        int n = 0;
+        for (String statement : statements(script)) {
+            n++;
+            Matcher set = SET.matcher(statement);
+            if (set.matches()) {
+                // As the SQL Client does: TableEnvironment.executeSql has no SET.
+                t.getConfig().getConfiguration().setString(unquote(set.group(1)), unquote(set.group(2)));
+                continue;
+            }
+            try {
+                TableResult result = t.executeSql(statement);
+                if (isQuery(statement) && result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
+                    result.print(); // a query's rows (waits for a bounded query to end)
+                } else if (result.getJobClient().isPresent()) {
+                    System.err.println("SqlRunner: statement " + n + " submitted job "
+                            + result.getJobClient().get().getJobID());
+                    jobs.add(result);
+                } else if (result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
+                    result.print();
+                }
+            } catch (Exception e) {
+                fail(n, statement, e);
+            }
+        }
+        for (TableResult job : jobs) {
+            try {
+                job.await();
+            } catch (Exception e) {
+                fail(n, "(waiting for the job)", e);
+            }
+        }
+    }
+
+    private static boolean isQuery(String statement) {
+        String head = statement.stripLeading().split("\\s+", 2)[0].toUpperCase(Locale.ROOT);
+        return List.of("SELECT", "WITH", "VALUES", "(", "SHOW", "EXPLAIN", "DESCRIBE", "DESC").contains(head);
+    }
+
+    private static void fail(int n, String statement, Exception e) {
+        Throwable cause = e;
+        StringBuilder message = new StringBuilder(String.valueOf(e.getMessage()));
+        while (cause.getCause() != null && cause.getCause() != cause) {
+            cause = cause.getCause();
+            if (cause.getMessage() != null && !message.toString().contains(cause.getMessage())) {
+                message.append(" <- ").append(cause.getMessage());
+            }
+        }
+        System.err.println("SqlRunner: statement " + n + " failed: " + message);
+        if (Boolean.getBoolean("dspark.verbose")) {
+            e.printStackTrace();
+        } else {
+            System.err.println("SqlRunner: (-Ddspark.verbose=true prints the stack trace)");
+        }
+        System.err.println("  " + statement.strip().split("\n")[0]);
+        System.exit(1);
+    }
+
+    /** Statements of a script: split at ';' outside quotes, comments and BEGIN ... END (CASE ... END too). */
+    static List<String> statements(String script) {
+        List<String> out = new ArrayList<>();
+        StringBuilder current = new StringBuilder();
+        int depth = 0; // inside BEGIN ... END
+        int i = 0;
+        while (i < script.length()) {
+            char c = script.charAt(i);
+            if (c == '-' && script.startsWith("--", i)) {
+                int end = script.indexOf('\n', i);
+                i = end < 0 ? script.length() : end;
+                continue;
+            }
+            if (c == '/' && script.startsWith("/*", i)) {
+                int end = script.indexOf("*/", i + 2);
+                i = end < 0 ? script.length() : end + 2;
+                continue;
+            }
+            if (c == '\'' || c == '"' || c == '`') {
+                int end = i + 1;
+                while (end < script.length()) {
+                    if (script.charAt(end) == c) {
+                        if (end + 1 < script.length() && script.charAt(end + 1) == c) {
+                            end += 2; // doubled quote
+                            continue;
+                        }
+                        break;
+                    }
+                    end++;
+                }
+                current.append(script, i, Math.min(end + 1, script.length()));
+                i = end + 1;
+                continue;
+            }
+            if (Character.isLetter(c) && (i == 0 || !Character.isLetterOrDigit(script.charAt(i - 1)))) {
+                int end = i;
+                while (end < script.length() && Character.isLetterOrDigit(script.charAt(end))) {
+                    end++;
+                }
+                String word = script.substring(i, end).toUpperCase(Locale.ROOT);
+                if (word.equals("BEGIN") || word.equals("CASE")) {
+                    depth++;
+                } else if (word.equals("END") && depth > 0) {
+                    depth--;
+                }
+                current.append(script, i, end);
+                i = end;
+                continue;
+            }
+            if (c == ';' && depth == 0) {
+                if (!current.toString().isBlank()) {
+                    out.add(current.toString().strip());
+                }
+                current.setLength(0);
+                i++;
+                continue;
+            }
+            current.append(c);
+            i++;
+        }
+        if (!current.toString().isBlank()) {
+            out.add(current.toString().strip());
+        }
+        return out;
+    }
+}

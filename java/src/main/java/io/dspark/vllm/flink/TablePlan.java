@@ -1,0 +1,100 @@
+package io.dspark.vllm.flink;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.utils.LogicalTypeParser;
+import org.apache.flink.table.types.utils.TypeConversions;
+
+import java.util.ArrayList;
+import java.util.Base64;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/** The plan {@code connector.flink.planner} made for one table (see its module docstring for the fields). */
+final class TablePlan {
+
+    final JsonNode json;
+
+    TablePlan(JsonNode json) {
+        this.json = json;
+    }
+
+    String mode() {
+        return json.get("mode").asText();
+    }
+
+    boolean bounded() {
+        return json.get("bounded").asBoolean();
+    }
+
+    byte[] pickledPlan() {
+        return Base64.getDecoder().decode(json.get("plan").asText());
+    }
+
+    JsonNode source() {
+        return json.get("source");
+    }
+
+    JsonNode request() {
+        return json.get("request");
+    }
+
+    /** Flat column name -> Flink SQL type, in the parse function's order (profile columns, then internal). */
+    Map<String, String> flatTypes() {
+        Map<String, String> types = new LinkedHashMap<>();
+        for (JsonNode column : json.get("flat")) {
+            types.put(column.get("name").asText(), column.get("type").asText());
+        }
+        return types;
+    }
+
+    JsonNode physical(String column) {
+        return json.get("physical").get(column);
+    }
+
+    /** Readable metadata key -> its type, in the registry's order. */
+    Map<String, DataType> metadataTypes() {
+        Map<String, DataType> types = new LinkedHashMap<>();
+        for (JsonNode key : json.get("metadata")) {
+            types.put(key.get("key").asText(), dataType(key.get("type").asText()));
+        }
+        return types;
+    }
+
+    String metadataSql(String key) {
+        for (JsonNode entry : json.get("metadata")) {
+            if (entry.get("key").asText().equals(key)) {
+                return entry.get("sql").asText();
+            }
+        }
+        throw new IllegalArgumentException("unknown metadata key " + key);
+    }
+
+    Map<String, String> settings() {
+        Map<String, String> settings = new LinkedHashMap<>();
+        json.get("settings").fields().forEachRemaining(e -> settings.put(e.getKey(), e.getValue().asText()));
+        return settings;
+    }
+
+    List<String[]> pairs(JsonNode array) {
+        List<String[]> pairs = new ArrayList<>();
+        for (JsonNode pair : array) {
+            pairs.add(new String[] {pair.get(0).asText(), pair.get(1).asText()});
+        }
+        return pairs;
+    }
+
+    static DataType dataType(String sql) {
+        LogicalType logical = LogicalTypeParser.parse(sql, TablePlan.class.getClassLoader());
+        return TypeConversions.fromLogicalToDataType(logical);
+    }
+
+    static DataType row(Map<String, String> fields) {
+        List<DataTypes.Field> list = new ArrayList<>();
+        fields.forEach((name, type) -> list.add(DataTypes.FIELD(name, dataType(type))));
+        return DataTypes.ROW(list.toArray(new DataTypes.Field[0]));
+    }
+}

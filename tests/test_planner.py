@@ -1,0 +1,165 @@
+"""The planner the Java factory calls (`python -m connector.flink.planner`): pure code, no Flink job."""
+
+from __future__ import annotations
+
+import base64
+import json
+import pickle
+import subprocess
+import sys
+
+import pytest
+
+from connector.errors import OptionsError
+from connector.flink.planner import TablePlan, plan
+
+
+def column(name: str, sql: str, root: str | None = None, fields=None, kind: str = "physical", key=None) -> dict:
+    node = {"name": name, "kind": kind, "type": {"sql": sql, "root": root or sql.split("(")[0], "nullable": True}}
+    if fields:
+        node["type"]["fields"] = fields
+    if key:
+        node["key"] = key
+    return node
+
+
+USAGE = column(
+    "usage",
+    "ROW<`prompt_tokens` INT, `completion_tokens` BIGINT>",
+    "ROW",
+    [
+        {"name": "prompt_tokens", "type": {"sql": "INT", "root": "INTEGER"}},
+        {"name": "completion_tokens", "type": {"sql": "BIGINT", "root": "BIGINT"}},
+    ],
+)
+REPLAY = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/data", "profile": "coder"}
+REQUEST = {
+    "connector": "dspark-vllm",
+    "endpoint": "http://127.0.0.1:8000",
+    "model": "m",
+    "prompts.rate": "5",
+    "prompts.count": "10",
+    "prompts.template": "it's {n}",
+}
+
+
+def declared(options, *columns, watermark=None) -> dict:
+    return {"name": "responses", "options": options, "columns": list(columns), "watermark": watermark}
+
+
+def test_columns_become_sql_over_flat_columns():
+    result = plan(
+        declared(
+            REPLAY,
+            column("id", "VARCHAR(2147483647)", "VARCHAR"),
+            USAGE,
+            column("created", "TIMESTAMP(3)", "TIMESTAMP_WITHOUT_TIME_ZONE"),
+            column("lat", "DOUBLE", kind="metadata", key="source.line"),
+            watermark="created",
+        )
+    )
+    assert result["physical"]["id"] == {"sql": "`id`", "needs": ["id"]}
+    assert result["physical"]["usage"] == {
+        "sql": "CAST(ROW(CAST(`prompt_tokens` AS INT), `completion_tokens`) AS "
+        "ROW<`prompt_tokens` INT, `completion_tokens` BIGINT>)",
+        "needs": ["completion_tokens", "prompt_tokens"],
+    }
+    assert result["physical"]["created"] == {"sql": "`created`", "needs": ["created"]}
+    assert "lat" not in result["physical"]  # metadata is Flink's to map, through the keys listed
+    assert [m["key"] for m in result["metadata"]] == [
+        "error.reason", "error.field", "raw.body", "parse.backend", "source.path", "source.line",
+    ]  # fmt: skip
+    assert result["bounded"] is True and result["mode"] == "replay"
+    assert result["source"]["options"] == {"connector": "filesystem", "path": "/data", "format": "raw"}
+    assert result["parse_inputs"] == [["_body", "BYTES"], ["_source", "STRING"]]
+    assert result["flat"][-4:] == [
+        {"name": "_line", "type": "BIGINT"},
+        {"name": "_error", "type": "STRING"},
+        {"name": "_error_field", "type": "STRING"},
+        {"name": "_backend", "type": "STRING"},
+    ]
+    table_plan = pickle.loads(base64.b64decode(result["plan"]))
+    assert isinstance(table_plan, TablePlan) and table_plan.require_created and table_plan.profile.name == "coder"
+
+
+def test_request_mode_plan():
+    result = plan(declared(REQUEST, column("model", "VARCHAR(2147483647)", "VARCHAR")))
+    assert result["physical"]["model"]["sql"] == "COALESCE(`model`, 'm')"  # error rows keep the table's model
+    assert result["source"]["select"] == [
+        ["_prompt", "REPLACE('it''s {n}', '{n}', CAST(`n` AS STRING))"],
+        ["_request_id", "'responses-' || CAST(`n` AS STRING)"],
+    ]
+    assert result["source"]["options"]["fields.n.end"] == "9"
+    assert result["request"]["columns"][0] == ["_body", "body"]
+    assert result["settings"]["table.exec.async-scalar.max-concurrent-operations"] == "64"
+    assert result["settings"]["table.exec.async-scalar.retry-strategy"] == "NO_RETRY"
+    # Flink's own timer never fires before the client gives up: 4 attempts of 60 s plus backoff.
+    assert int(result["settings"]["table.exec.async-scalar.timeout"].split()[0]) > 4 * 60
+    assert {m["key"] for m in result["metadata"]} >= {"request.id", "request.latency-ms", "error.reason"}
+    assert "source.path" not in {m["key"] for m in result["metadata"]}
+
+
+def test_prompts_from_any_connector():
+    options = {k: v for k, v in REQUEST.items() if not k.startswith("prompts.")}
+    options |= {"prompts.source.connector": "kafka", "prompts.source.topic": "t", "prompts.column": "q"}
+    result = plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
+    assert result["source"] == {
+        "schema": [{"name": "q", "type": "STRING"}],
+        "options": {"connector": "kafka", "topic": "t"},
+        "select": [["_prompt", "`q`"], ["_request_id", "MD5(`q`)"]],
+    }
+    assert result["bounded"] is False
+
+
+def test_a_column_the_profile_lacks_is_named():
+    with pytest.raises(OptionsError, match="Column 'usage.foo' is not produced by this profile; declare one of: "):
+        plan(declared(REPLAY, column("usage", "ROW<`foo` INT>", "ROW", [{"name": "foo", "type": {"sql": "INT"}}])))
+
+
+def test_main_answers_errors_as_json_never_a_traceback():
+    def run(stdin: str) -> dict:
+        done = subprocess.run(
+            [sys.executable, "-m", "connector.flink.planner"], input=stdin, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0
+        return json.loads(done.stdout)
+
+    assert run(json.dumps(declared({**REPLAY, "parse.bakend": "cpu"})))["error"].startswith(
+        "Unsupported options found for 'dspark-vllm'."
+    )
+    assert "please report it" in run("{not json")["error"]
+    good = run(json.dumps(declared(REPLAY, column("id", "VARCHAR(2147483647)", "VARCHAR"))))
+    assert "error" not in good and good["physical"]["id"]["needs"] == ["id"]
+
+
+def test_docs_show_the_metadata_registry():
+    from pathlib import Path
+
+    from connector.flink.metadata import metadata_markdown
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
+    block = text.split("<!-- metadata:start -->\n")[1].split("<!-- metadata:end -->")[0]
+    assert block == metadata_markdown(), "docs/flink.md is stale: run python -m connector.flink.metadata docs/flink.md"
+
+
+def test_api_key_env_is_read_where_the_table_is_planned(monkeypatch):
+    options = {**REQUEST, "api-key.env": "DSPARK_TEST_KEY"}
+    monkeypatch.delenv("DSPARK_TEST_KEY", raising=False)
+    with pytest.raises(OptionsError, match="names the environment variable 'DSPARK_TEST_KEY', which is not set"):
+        plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
+    monkeypatch.setenv("DSPARK_TEST_KEY", "k-123")
+    table_plan = pickle.loads(base64.b64decode(plan(declared(options))["plan"]))
+    assert table_plan.api_key == "k-123" and "k-123" not in repr(table_plan)
+    assert pickle.loads(base64.b64decode(plan(declared(REQUEST))["plan"])).api_key is None  # none unless asked
+
+
+def test_a_request_longer_than_a_checkpoint_timeout_is_refused():
+    slow = {**REQUEST, "request.timeout": "8 s", "request.retry.deadline": "30 s"}
+    flink = {"execution.checkpointing.interval": "2 s", "execution.checkpointing.timeout": "5 s"}
+    with pytest.raises(OptionsError) as info:
+        plan({**declared(slow), "flink": flink})
+    assert str(info.value).startswith(
+        "Option 'request.retry.deadline' (30 s) is not shorter than 'execution.checkpointing.timeout' (5 s)"
+    )
+    assert plan({**declared({**slow, "request.retry.deadline": "4 s", "request.timeout": "2 s"}), "flink": flink})
+    assert plan(declared(slow))  # no checkpoints: nothing to hold up
