@@ -482,6 +482,15 @@ def finish(args: argparse.Namespace, seconds: float | None) -> None:
         write_report(Path(args.report).resolve(), Path(args.output).resolve())
 
 
+def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a Java exception (through py4j) was caused by the job's cancellation, at any depth."""
+    while java_exception is not None:
+        if java_exception.getClass().getName() == "org.apache.flink.runtime.client.JobCancellationException":
+            return True
+        java_exception = java_exception.getCause()
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     if args.results_only:
@@ -532,7 +541,7 @@ def main(argv: list[str] | None = None) -> int:
             result.wait()
         except Py4JJavaError as exc:
             # An unbounded job ends when it is cancelled: report what was committed, without a Java trace.
-            if "JobCancellationException" not in str(exc.java_exception):
+            if not cancelled(exc.java_exception):
                 raise
             print("features: the job was cancelled", flush=True)
         if stop is not None:
