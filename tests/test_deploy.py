@@ -625,7 +625,7 @@ def test_job_accepts_the_arguments_submit_passes() -> None:
 # --------------------------------------------------------------------------------------------
 
 DOCKERFILES = sorted(p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile")
-SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh"))
+SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh")) + [REPO / ".ci" / "run"]
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -780,3 +780,14 @@ def test_flink_deployment_volumes_are_claimed() -> None:
     (container,) = template["containers"]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/results", "/flink-data"} <= mounts
+
+
+def test_scripts_stop_only_what_they_started_by_pid() -> None:
+    """Issue 10 item 13: .ci/run stopped vLLM with `pkill -f`, which ends any matching process on a shared machine."""
+    scripts = [*SHELL_SCRIPTS, *(REPO / "tests").rglob("*.sh"), *(REPO / "jobs").rglob("*.sh")]
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        assert not re.search(r"\b(pkill|killall)\b", text), script
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "VLLM_PIDFILE=" in ci and 'kill -TERM "$pid"' in ci
+    assert 'echo "$PID" >"$PIDFILE"' in (REPO / "tests" / "vllm_cpu" / "start_vllm_cpu.sh").read_text(encoding="utf-8")

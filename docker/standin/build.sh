@@ -5,12 +5,12 @@
 #   export FLINK_IMAGE=dspark-vllm/flink-standin:2.3.0 PROMETHEUS_IMAGE=dspark-vllm/prometheus-standin:2.42
 #   docker compose --profile cpu up --build
 #
-# Steps, each skipped when its result is already there:
-#   1. docker/wheels/: `pip wheel` of this project's dependencies (plus setuptools and wheel, to build
-#      the project's own wheel inside the image) for PYTHON, which must be the minor version of the
-#      base's Python (Debian 12: 3.11). The project's wheel itself is left out, so that the image
-#      layer of the dependencies stays cached while the code changes.
-#   2. dspark-vllm/standin-base:bookworm: `debootstrap --variant=minbase` from the Debian mirror with
+# Steps:
+#   1. docker/wheels/: `pip wheel` of this project's dependencies and build requirements (to build the
+#      project's own wheel inside the image) for PYTHON, which must be the minor version of the base's
+#      Python (Debian 12: 3.11); pip's cache makes a second run quick. The project's wheel itself is not
+#      there, so that the image layer of the dependencies stays cached while the code changes.
+#   2. (skipped when the image exists) dspark-vllm/standin-base:bookworm: `debootstrap --variant=minbase` from the Debian mirror with
 #      every package the stand-ins and the images need (Java 17 with javac for the connector's jar,
 #      Python 3.11 with venv, unzip, Prometheus), imported with `docker import` (needs root and debootstrap). So no build needs the
 #      network: the stand-ins take nothing else, and docker/Dockerfile uses this Python.
@@ -34,17 +34,23 @@ wheels=docker/wheels
 took() { echo "standin: $1 in $((SECONDS - $2)) s"; }
 
 started=$SECONDS
-target=.
-if [ "${WITH_GPU:-}" = 1 ]; then
-    target=".[gpu]"
-fi
-if ! compgen -G "$wheels/apache_flink_libraries-*.whl" >/dev/null || [ "${WITH_GPU:-}" = 1 ]; then
-    # pip evaluates markers for the Python it runs on: redis (through apache-beam) needs async-timeout
-    # below Python 3.11.3, and Debian 12's Python is 3.11.2.
-    "$python" -m pip wheel --quiet --wheel-dir "$wheels" "$target" "setuptools>=77" wheel "async-timeout>=4.0.3"
-    rm -f "$wheels"/dspark_vllm-*.whl
-    took "wheels for $("$python" --version) in $wheels" "$started"
-fi
+# What the image installs besides this project, and what building the project's wheel needs, from
+# pyproject.toml. pip evaluates markers for the Python it runs on: redis (through apache-beam) needs
+# async-timeout below Python 3.11.3, and Debian 12's Python is 3.11.2.
+requirements=$("$python" - "${WITH_GPU:-}" <<'PY'
+import sys
+import tomllib
+
+with open("pyproject.toml", "rb") as f:
+    pyproject = tomllib.load(f)
+needs = pyproject["project"]["dependencies"] + pyproject["build-system"]["requires"] + ["async-timeout>=4.0.3"]
+if sys.argv[1] == "1":
+    needs += pyproject["project"]["optional-dependencies"]["gpu"]
+print("\n".join(needs))
+PY
+)
+"$python" -m pip wheel --quiet --wheel-dir "$wheels" -r /dev/stdin <<<"$requirements"
+took "wheels for $("$python" --version) in $wheels" "$started"
 
 started=$SECONDS
 if ! docker image inspect "$base" >/dev/null 2>&1; then
