@@ -8,21 +8,22 @@
 # Settings (environment, defaults in .env / docker-compose.yml):
 #   FLINK_JOBMANAGER     host:port of the JobManager's REST endpoint   (jobmanager:8081)
 #   DSPARK_ENDPOINT      base URL of the OpenAI-compatible server      (http://vllm:8000)
-#   DSPARK_JOB           the job script                                (/opt/dspark/jobs/features.py)
+#   DSPARK_JOB           the job script                                (/opt/flink/usrlib/features.py)
 #   DSPARK_OUTPUT        output directory, seen by the TaskManagers    (/results)
 #   DSPARK_PROFILE       model profile                                 (coder)
-#   DSPARK_DURATION      seconds to run; empty runs until cancelled    (300)
+#   DSPARK_DURATION      seconds to run; empty runs until cancelled    (empty)
+#   DSPARK_JOB_ARGS      more job arguments, split at blanks           (empty)
 #   DSPARK_PARALLELISM   `flink run -p`; empty keeps the cluster default
 #   DSPARK_WAIT_TIMEOUT  seconds to wait for the cluster and endpoint  (1800)
-# Arguments given to this script are passed on to the job.
+# Arguments given to this script are passed on to the job, after DSPARK_JOB_ARGS.
 set -euo pipefail
 
 jobmanager="${FLINK_JOBMANAGER:-jobmanager:8081}"
 endpoint="${DSPARK_ENDPOINT:-http://vllm:8000}"
-job="${DSPARK_JOB:-/opt/dspark/jobs/features.py}"
+job="${DSPARK_JOB:-/opt/flink/usrlib/features.py}"
 output="${DSPARK_OUTPUT:-/results}"
 profile="${DSPARK_PROFILE:-coder}"
-duration="${DSPARK_DURATION-300}"
+duration="${DSPARK_DURATION:-}"
 parallelism="${DSPARK_PARALLELISM:-}"
 timeout="${DSPARK_WAIT_TIMEOUT:-1800}"
 python="${DSPARK_PYTHON:-python}"
@@ -64,6 +65,8 @@ job_args=(--endpoint "$endpoint" --output "$output" --profile "$profile")
 if [ -n "$duration" ]; then
     job_args+=(--duration "$duration")
 fi
+read -r -a extra <<<"${DSPARK_JOB_ARGS:-}"
+job_args+=("${extra[@]}")
 
 echo "submit: flink run ${run_args[*]} -py $job ${job_args[*]} $*"
 exec flink run "${run_args[@]}" -py "$job" "${job_args[@]}" "$@"

@@ -11,15 +11,20 @@ the connector's jar; its rejected bodies and failed requests are rows of it too,
 1 minute by default, `--slide` for sliding windows): requests, errors and their rate, the share of
 finish_reason = 'length', prompt/completion tokens (sum, mean), latency (mean, max), time to first token and
 tokens/s where the server sends them, and content features of the profile (code blocks for coder, a boxed
-answer for math, risk levels and mean score for a profile with `risk_level`/`score`). Features go to CSV files
-under OUTPUT/features (`--print` prints them instead); error rows to JSON files under OUTPUT/errors.
+answer for math, risk levels and mean score for a profile with `risk_level`/`score`). Features go to JSON-lines
+files under OUTPUT/features, one object per window and model with named fields (`--print` prints them
+instead); error rows to JSON files under OUTPUT/errors. Files are committed at checkpoints, so they appear
+while an unbounded job runs. Without `--duration` the job runs until it is cancelled.
+
+At the end the job prints a summary table per model and window; `--report PATH` also writes an HTML page with
+charts of the windows. `--results-only` runs no job and does both from the files already in OUTPUT.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import csv
+import html
 import json
 import os
 import sys
@@ -74,7 +79,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--replay-monitor", type=float, metavar="SECONDS", help="watch --replay for new files (unbounded job)"
     )
     p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
-    p.add_argument("--duration", type=float, default=60.0, help="seconds of requests (request mode)")
+    p.add_argument(
+        "--duration", type=float, help="seconds of requests (request mode; default: until the job is cancelled)"
+    )
     p.add_argument("--rate", type=int, default=50, help="prompts per second (request mode)")
     p.add_argument("--output", default="out", help="output directory (features/, errors/)")
     p.add_argument("--print", action="store_true", help="print features to stdout instead of files")
@@ -88,6 +95,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines; 0: none")
     p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
+    p.add_argument("--report", metavar="PATH", help="at the end, write an HTML page with charts of the windows")
+    p.add_argument(
+        "--results-only",
+        action="store_true",
+        help="run no job: print the summary of the files in --output (and write --report) as they are now",
+    )
     return p.parse_args(argv)
 
 
@@ -188,22 +201,27 @@ def responses_table(args: argparse.Namespace, profile: Profile, endpoint: str | 
         if args.model:  # labels the rows whose body could not be read
             options["model"] = args.model
     else:
-        count = max(1, int(args.rate * args.duration))
         options.update(
             {
                 "mode": "request",
                 "endpoint": str(endpoint),
                 "model": str(model),
                 "prompts.rate": str(args.rate),
-                "prompts.count": str(count),
                 "request.concurrency": str(args.concurrency),
             }
         )
+        if args.duration is not None:  # else unbounded: the job runs until it is cancelled
+            options["prompts.count"] = str(prompt_count(args))
         if profile.content_schema is not None:
             options["request.structured-output"] = "true"
     for key, value in options.items():
         descriptor.option(key, value)
     return descriptor.build()
+
+
+def prompt_count(args: argparse.Namespace) -> int:
+    """Prompts a bounded request-mode job sends: --rate for --duration seconds."""
+    return max(1, int(args.rate * args.duration))
 
 
 def interval(seconds: float) -> str:
@@ -266,12 +284,12 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
     else:
         t_env.execute_sql(
             f"CREATE TEMPORARY TABLE sink_features ({column_ddl}) WITH ('connector' = 'filesystem', "
-            f"'path' = '{output / 'features'}', 'format' = 'csv')"
+            f"'path' = '{output / 'features'}', 'format' = 'json', {ROLLING})"
         )
     error_ddl = ", ".join(f"`{n}` {k}" for n, k in ERROR_COLUMNS)
     t_env.execute_sql(
         f"CREATE TEMPORARY TABLE sink_errors ({error_ddl}) WITH ('connector' = 'filesystem', "
-        f"'path' = '{output / 'errors'}', 'format' = 'json')"
+        f"'path' = '{output / 'errors'}', 'format' = 'json', {ROLLING})"
     )
     statements = t_env.create_statement_set()
     statements.add_insert_sql(
@@ -291,38 +309,194 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
     return statements, columns
 
 
-def read_csv_dir(path: Path, columns: list[tuple[str, str]]) -> list[dict[str, str]]:
-    rows: list[dict[str, str]] = []
+# Row-format part files (JSON) roll by size or time only (30 min by default), and become visible at the
+# checkpoint after they roll: these make a window's rows appear within seconds while an unbounded job runs.
+ROLLING = (
+    "'sink.rolling-policy.rollover-interval' = '1 min', 'sink.rolling-policy.inactivity-interval' = '5 s', "
+    "'sink.rolling-policy.check-interval' = '5 s'"
+)
+
+
+def read_json_lines(path: Path) -> list[dict[str, object]]:
+    """The rows of the committed part files under `path` (in-progress files are hidden: '.part-...')."""
+    rows: list[dict[str, object]] = []
     for file in sorted(path.rglob("*")):
         if file.is_file() and not file.name.startswith("."):
-            with open(file, newline="") as f:
-                rows += [dict(zip([n for n, _ in columns], r, strict=False)) for r in csv.reader(f)]
+            rows += [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
     return rows
 
 
-def summary(args: argparse.Namespace, columns: list[tuple[str, str]], seconds: float) -> str:
+# (field, heading, format) of the summary table and the report's table.
+SUMMARY_COLUMNS = [
+    ("window_start", "window start", "{}"),
+    ("window_end", "end", "{}"),
+    ("model", "model", "{}"),
+    ("requests", "requests", "{:d}"),
+    ("errors", "errors", "{:d}"),
+    ("error_rate", "error %", "{:.1%}"),
+    ("latency_ms_mean", "latency ms", "{:.0f}"),
+    ("latency_ms_max", "max ms", "{:.0f}"),
+    ("ttft_ms_mean", "ttft ms", "{:.0f}"),
+    ("tokens_per_second_mean", "tokens/s", "{:.1f}"),
+    ("completion_tokens_mean", "out tokens", "{:.1f}"),
+]
+
+
+def _cell(row: dict[str, object], field: str, spec: str) -> str:
+    value = row.get(field)
+    if value is None:
+        return "-"
+    if field == "window_start":
+        return str(value)[:19]
+    if field == "window_end":  # the date is the start's
+        return str(value)[11:19]
+    return value if isinstance(value, str) else spec.format(value)
+
+
+def summary_table(rows: list[dict[str, object]]) -> str:
+    """One line per model and window, in time order within each model; columns aligned."""
+    ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
+    table = [[heading for _, heading, _ in SUMMARY_COLUMNS]]
+    table += [[_cell(r, field, spec) for field, _, spec in SUMMARY_COLUMNS] for r in ordered]
+    widths = [max(len(line[i]) for line in table) for i in range(len(SUMMARY_COLUMNS))]
+    # Text columns left-aligned, numbers right-aligned.
+    lines = [
+        "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+        for line in table
+    ]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def summary(args: argparse.Namespace, seconds: float | None) -> str:
+    took = "" if seconds is None else f" in {seconds:.1f} s"
     if args.print:
-        return f"features: done in {seconds:.1f} s"
+        return f"features: done{took}"
     output = Path(args.output).resolve()
-    rows = read_csv_dir(output / "features", columns)
-    errors = sum(
-        1
-        for f in (output / "errors").rglob("*")
-        if f.is_file() and not f.name.startswith(".")
-        for line in f.read_text().splitlines()
-        if line
-    )
-    requests = sum(int(r["requests"]) for r in rows)
-    models = sorted({r["model"] for r in rows})
-    return (
-        f"features: done in {seconds:.1f} s: {len(rows)} windows, {requests} requests "
+    rows = read_json_lines(output / "features")
+    errors = len(read_json_lines(output / "errors"))
+    requests = sum(int(str(r["requests"])) for r in rows)
+    models = sorted({str(r["model"]) for r in rows})
+    head = (
+        f"features: done{took}: {len(rows)} windows, {requests} requests "
         f"({errors} errors) for {', '.join(models) or 'no model'} -> {output / 'features'} "
         f"(errors: {output / 'errors'})"
     )
+    return head + ("\n" + summary_table(rows) if rows else "")
+
+
+# The report's charts: (field, title, scale for display).
+CHARTS = [
+    ("requests", "Requests per window", 1.0),
+    ("error_rate", "Error rate (%)", 100.0),
+    ("latency_ms_mean", "Latency, mean (ms)", 1.0),
+    ("tokens_per_second_mean", "Tokens per second, mean", 1.0),
+]
+COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+
+
+def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) -> str:
+    """An inline SVG line chart of `field` over the windows, one line per model (no script, no download)."""
+    width, height, left, right, top, bottom = 640, 240, 60, 20, 30, 40
+    starts = sorted({str(r["window_start"]) for r in rows})
+    models = sorted({str(r["model"]) for r in rows})
+    values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
+    top_value = max(values, default=0.0) or 1.0
+    x_of = {s: left + (width - left - right) * (i / max(1, len(starts) - 1)) for i, s in enumerate(starts)}
+
+    def y(v: float) -> float:
+        return top + (height - top - bottom) * (1 - v / top_value)
+
+    parts = [
+        f'<svg class="chart" data-field="{field}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
+        f'<text x="{left}" y="18" font-weight="bold">{html.escape(title)}</text>',
+        f'<line x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}" stroke="#888"/>',
+        f'<line x1="{left}" y1="{y(top_value):.1f}" x2="{width - right}" y2="{y(top_value):.1f}" stroke="#ddd"/>',
+        f'<text x="{left - 6}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>',
+        f'<text x="{left - 6}" y="{y(top_value) + 4:.1f}" text-anchor="end">{top_value:.4g}</text>',
+    ]
+    if starts:
+        parts.append(f'<text x="{left}" y="{height - 12}">{html.escape(starts[0][11:19])}</text>')
+        parts.append(
+            f'<text x="{width - right}" y="{height - 12}" text-anchor="end">{html.escape(starts[-1][11:19])}</text>'
+        )
+    for i, model in enumerate(models):  # the same colour per model on every chart (the page's legend)
+        colour = COLOURS[i % len(COLOURS)]
+        points = sorted(
+            (x_of[str(r["window_start"])], y(float(str(r[field])) * scale))
+            for r in rows
+            if str(r["model"]) == model and r.get(field) is not None
+        )
+        path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
+        parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
+        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for px, py in points]
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+def report_html(rows: list[dict[str, object]], errors: int, source: Path) -> str:
+    """A self-contained page: totals, one chart per feature in CHARTS, and the summary as a table."""
+    ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
+    requests = sum(int(str(r["requests"])) for r in rows)
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in SUMMARY_COLUMNS)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_cell(r, f, spec))}</td>" for f, _, spec in SUMMARY_COLUMNS) + "</tr>"
+        for r in ordered
+    )
+    charts = "\n".join(_chart(rows, field, title, scale) for field, title, scale in CHARTS)
+    models = sorted({str(r["model"]) for r in rows})
+    legend = " ".join(
+        f'<span style="color: {COLOURS[i % len(COLOURS)]}">&#9632; {html.escape(model)}</span>'
+        for i, model in enumerate(models)
+    )
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>dspark-vllm features</title>
+<style>
+body {{ font-family: sans-serif; margin: 24px; color: #222; }}
+.chart {{ border: 1px solid #ddd; margin: 8px 8px 0 0; font-size: 12px; }}
+table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
+th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
+th:nth-child(-n+3), td:nth-child(-n+3) {{ text-align: left; }}
+</style></head><body>
+<h1>dspark-vllm features</h1>
+<p id="totals">{len(rows)} windows, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
+<p id="legend">{legend}</p>
+{charts}
+<table id="windows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+</body></html>
+"""
+
+
+def write_report(path: Path, output: Path) -> None:
+    rows = read_json_lines(output / "features")
+    errors = len(read_json_lines(output / "errors"))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(report_html(rows, errors, output / "features"), encoding="utf-8")
+    print(f"features: report -> {path}", flush=True)
+
+
+def finish(args: argparse.Namespace, seconds: float | None) -> None:
+    print(summary(args, seconds), flush=True)
+    if args.report and not args.print:
+        write_report(Path(args.report).resolve(), Path(args.output).resolve())
+
+
+def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a Java exception (through py4j) was caused by the job's cancellation, at any depth."""
+    while java_exception is not None:
+        if java_exception.getClass().getName() == "org.apache.flink.runtime.client.JobCancellationException":
+            return True
+        java_exception = java_exception.getCause()
+    return False
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.results_only:
+        finish(args, None)
+        return 0
+    from py4j.protocol import Py4JJavaError
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
@@ -333,7 +507,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.parallelism:
         env.set_parallelism(args.parallelism)
     if args.checkpoint_interval > 0:
-        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.AT_LEAST_ONCE)
+        # Exactly-once: the windows merge two inputs (rows and error rows), and after a failover a request
+        # must be counted once, so the checkpoint barriers are aligned.
+        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
     t_env = StreamTableEnvironment.create(env)
     config = t_env.get_config()
     # Under `flink run` the CLI starts this script and hands it its gateway: no local mini-cluster then.
@@ -350,7 +526,7 @@ def main(argv: list[str] | None = None) -> int:
         model = None
         if not args.replay:
             model = args.model or first_model(str(endpoint))
-        statements, columns = build(t_env, args, profile, endpoint, model)
+        statements, _ = build(t_env, args, profile, endpoint, model)
         result = statements.execute()
         client = result.get_job_client()
         if client is not None:
@@ -361,11 +537,17 @@ def main(argv: list[str] | None = None) -> int:
         if client is not None and rest_port and args.progress > 0:
             progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))
             stop = progress.every(args.progress, lambda s: print(f"features: {s.line()}", file=sys.stderr, flush=True))
-        result.wait()
+        try:
+            result.wait()
+        except Py4JJavaError as exc:
+            # An unbounded job ends when it is cancelled: report what was committed, without a Java trace.
+            if not cancelled(exc.java_exception):
+                raise
+            print("features: the job was cancelled", flush=True)
         if stop is not None:
             stop.set()
             print(f"features: {progress.snapshot().line()}", file=sys.stderr, flush=True)
-    print(summary(args, columns, time.monotonic() - started), flush=True)
+    finish(args, time.monotonic() - started)
     return 0
 
 

@@ -14,6 +14,7 @@ Tools missing here are skipped with the reason; .ci/run installs them.
 
 from __future__ import annotations
 
+import fnmatch
 import importlib.util
 import json
 import os
@@ -37,10 +38,12 @@ COMPOSE_FILE = REPO / "docker-compose.yml"
 DOCKERFILE = REPO / "docker" / "Dockerfile"
 CONF_DIR = REPO / "docker" / "flink-conf"
 K8S_DIR = REPO / "deploy" / "k8s"
-# Where the image puts the repository (docker/Dockerfile: COPY . /opt/dspark).
+# Where the image puts the container scripts (docker/Dockerfile: COPY docker/... /opt/dspark/docker/...) and
+# the job, where the Flink Kubernetes Operator and `flink run` look for a job's files.
 IMAGE_REPO = "/opt/dspark"
 IMAGE_FLINK_HOME = "/opt/flink"
-JOB_IN_IMAGE = f"{IMAGE_REPO}/jobs/features.py"
+JOB_IN_IMAGE = f"{IMAGE_FLINK_HOME}/usrlib/features.py"
+STANDIN_DOCKERFILE = REPO / "docker" / "standin" / "Dockerfile"
 
 
 def _pyflink_home() -> Path:
@@ -278,11 +281,13 @@ def test_submit_runs_the_job_from_the_repository(compose_config: dict[str, Any])
     )
 
 
-def test_job_script_exists_in_the_repository() -> None:
-    job = REPO / JOB_IN_IMAGE.removeprefix(IMAGE_REPO + "/")
-    if not job.exists():
-        pytest.skip("jobs/features.py is not on this branch yet (issue 4); the compose path is checked above")
-    assert job.is_file()
+def test_the_image_puts_the_jobs_where_compose_and_kubernetes_run_them() -> None:
+    copies = re.findall(r"^COPY (jobs/\S+(?: jobs/\S+)*) (\S+)$", DOCKERFILE.read_text(encoding="utf-8"), re.M)
+    ((sources, target),) = copies
+    assert target == str(Path(JOB_IN_IMAGE).parent) + "/"
+    assert "jobs/features.py" in sources.split()
+    for source in sources.split():
+        assert (REPO / source).is_file(), source
 
 
 def test_flink_properties_survive_the_image_entrypoint(compose_config: dict[str, Any]) -> None:
@@ -332,6 +337,8 @@ FLINK_KEYS = {
     "execution.checkpointing.dir": f"{_J}.CheckpointingOptions.CHECKPOINTS_DIRECTORY.key()",
     "execution.checkpointing.savepoint-dir": f"{_J}.CheckpointingOptions.SAVEPOINT_DIRECTORY.key()",
     "execution.checkpointing.interval": f"{_J}.CheckpointingOptions.CHECKPOINTING_INTERVAL.key()",
+    "high-availability.type": f"{_J}.HighAvailabilityOptions.HA_MODE.key()",
+    "high-availability.storageDir": f"{_J}.HighAvailabilityOptions.HA_STORAGE_PATH.key()",
 }
 
 _GATEWAY_SCRIPT = """
@@ -547,9 +554,10 @@ def test_submit_waits_then_runs_flink_run_with_the_job(tmp_path: Path, cluster: 
     args = json.loads((tmp_path / "flink-args.json").read_text(encoding="utf-8"))
     assert args == [
         "run", "-m", cluster, "-py", JOB_IN_IMAGE,
-        "--endpoint", endpoint, "--output", "/results", "--profile", "coder", "--duration", "300",
+        "--endpoint", endpoint, "--output", "/results", "--profile", "coder",
         "--print",
     ]  # fmt: skip
+    # No --duration by default: the job runs until it is cancelled (issue 9).
 
 
 def test_submit_passes_parallelism_and_can_run_unbounded(tmp_path: Path, cluster: str) -> None:
@@ -617,7 +625,7 @@ def test_job_accepts_the_arguments_submit_passes() -> None:
 # --------------------------------------------------------------------------------------------
 
 DOCKERFILES = sorted(p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile")
-SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh"))
+SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh")) + [REPO / ".ci" / "run"]
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))
@@ -640,23 +648,49 @@ def test_dockerfile_pins_match_the_project() -> None:
     pyproject = (REPO / "pyproject.toml").read_text(encoding="utf-8")
     (flink_pin,) = re.findall(r'"apache-flink==([^"]+)"', pyproject)
     assert f"ARG APACHE_FLINK_VERSION={flink_pin}" in text
-    (python_min,) = re.findall(r'requires-python = ">=(\d+\.\d+)', pyproject)
-    assert f"ARG PYTHON_VERSION={python_min}" in text
+    # The image takes the base's Python when requires-python allows it, and checks the same range.
+    (low, high) = re.findall(r'requires-python = ">=3\.(\d+),<3\.(\d+)"', pyproject)[0]
+    assert f"assert (3, {low}) <= sys.version_info[:2] <= (3, {int(high) - 1})" in text
     # Every repository file the Dockerfile runs from /opt/dspark exists.
     for path in re.findall(rf"{IMAGE_REPO}/([\w./-]+\.(?:sh|yaml))", text):
         assert (REPO / path).is_file(), path
 
 
-def test_dockerignore_keeps_what_the_image_needs() -> None:
-    ignored = {
+def _ignored_by_dockerignore(path: str) -> bool:
+    """Docker's rule: the last pattern that matches the path or one of its parents decides; '!' keeps."""
+    patterns = [
         line.strip()
-        for line in (REPO / "docker" / "Dockerfile.dockerignore").read_text(encoding="utf-8").splitlines()
+        for line in (REPO / ".dockerignore").read_text(encoding="utf-8").splitlines()
         if line.strip() and not line.startswith("#")
-    }
-    for needed in ("connector", "schemas", "jobs", "docker", "pyproject.toml", "README.md"):
-        assert needed not in ignored
-    # .env may carry HF_TOKEN: never COPY it into a layer.
-    assert {".env", ".git", ".venv", "results"} <= ignored
+    ]
+    parts = path.split("/")
+    prefixes = ["/".join(parts[: i + 1]) for i in range(len(parts))]
+    ignored = False
+    for pattern in patterns:
+        keep = pattern.startswith("!")
+        glob = pattern.removeprefix("!").removeprefix("**/")
+        if any(fnmatch.fnmatchcase(p, glob) or fnmatch.fnmatchcase(p.split("/")[-1], glob) for p in prefixes):
+            ignored = not keep
+    return ignored
+
+
+def test_dockerignore_keeps_what_the_images_copy_and_nothing_secret() -> None:
+    # One .dockerignore at the root: the classic builder (Compose without buildx) reads no Dockerfile.dockerignore.
+    assert not list((REPO / "docker").rglob("*.dockerignore"))
+    copied = []
+    for dockerfile in (DOCKERFILE, STANDIN_DOCKERFILE):
+        for line in re.findall(r"^COPY (?!--from)(.+)$", dockerfile.read_text(encoding="utf-8"), re.M):
+            *sources, _ = [w for w in line.split() if not w.startswith("--")]
+            copied += sources
+    assert {"pyproject.toml", "java", "connector", "schemas", "jobs/features.py", "docker/wheels/"} <= set(copied)
+    for source in copied:
+        # A wildcard stands for files in its folder: check the folder.
+        path = source.rstrip("/") if "*" not in source else source.rsplit("/", 1)[0]
+        assert not _ignored_by_dockerignore(path), source
+    # .env may carry HF_TOKEN: never in a build context. The jar is compiled by the image's own build.
+    for secret_or_local in (".env", ".git/config", ".venv/bin/python", "results/x", "connector/flink/jars/a.jar"):
+        assert _ignored_by_dockerignore(secret_or_local), secret_or_local
+    assert not _ignored_by_dockerignore("connector/flink/planner.py")
 
 
 # --------------------------------------------------------------------------------------------
@@ -699,7 +733,13 @@ def test_flink_deployment_runs_the_python_job() -> None:
     assert spec["flinkVersion"] == "v2_3"
     job = spec["job"]
     assert job["entryClass"] == "org.apache.flink.client.python.PythonDriver"
-    assert job["upgradeMode"] in {"stateless", "savepoint", "last-state"}
+    # A checkpointed job keeps its state across upgrades: last-state (with HA) or savepoint, not stateless.
+    assert job["upgradeMode"] in {"savepoint", "last-state"} and job["state"] == "running"
+    config = spec["flinkConfiguration"]
+    assert config["high-availability.type"] == "kubernetes"
+    for key in ("high-availability.storageDir", "execution.checkpointing.dir", "execution.checkpointing.savepoint-dir"):
+        assert config[key].startswith("file:///flink-data/"), key  # the shared claim
+    assert "--duration" not in job["args"]  # runs until suspended
     jar = job["jarURI"]
     assert jar.startswith(f"local://{IMAGE_FLINK_HOME}/opt/")
     wheel_jar = _pyflink_home() / "opt" / Path(jar).name
@@ -740,3 +780,14 @@ def test_flink_deployment_volumes_are_claimed() -> None:
     (container,) = template["containers"]
     mounts = {m["mountPath"] for m in container["volumeMounts"]}
     assert {"/results", "/flink-data"} <= mounts
+
+
+def test_scripts_stop_only_what_they_started_by_pid() -> None:
+    """Issue 10 item 13: .ci/run stopped vLLM with `pkill -f`, which ends any matching process on a shared machine."""
+    scripts = [*SHELL_SCRIPTS, *(REPO / "tests").rglob("*.sh"), *(REPO / "jobs").rglob("*.sh")]
+    for script in scripts:
+        text = script.read_text(encoding="utf-8")
+        assert not re.search(r"\b(pkill|killall)\b", text), script
+    ci = (REPO / ".ci" / "run").read_text(encoding="utf-8")
+    assert "VLLM_PIDFILE=" in ci and 'kill -TERM "$pid"' in ci
+    assert 'echo "$PID" >"$PIDFILE"' in (REPO / "tests" / "vllm_cpu" / "start_vllm_cpu.sh").read_text(encoding="utf-8")

@@ -8,7 +8,6 @@ metrics; then `flink stop --drain` ends it the way a bounded replay ends (all wi
 
 from __future__ import annotations
 
-import csv
 import json
 import os
 import re
@@ -136,19 +135,16 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
     finally:
         assert "cluster: stopped" in script("stop")
 
-    rows = []
-    for file in (out / "features").rglob("part-*"):
-        rows += list(csv.reader(file.open()))
-    by_key = {(r[0][:16], r[2]): r for r in rows}
-    # window_start, window_end, model, profile, requests, errors, error_rate, length_share, ...
-    assert sum(int(r[4]) for r in rows) == 49
+    # JSON lines with named fields (issue 9).
+    rows = [json.loads(line) for f in (out / "features").rglob("part-*") for line in f.read_text().splitlines()]
+    by_key = {(r["window_start"][:16], r["model"]): r for r in rows}
+    assert sum(r["requests"] for r in rows) == 49
     first = by_key[("2023-11-14 22:13", "math-a")]  # 22:13:20 .. 22:13:55: bodies 0..7
-    assert first[3] == "math" and (first[4], first[5]) == ("8", "0")
+    assert first["profile"] == "math" and (first["requests"], first["errors"]) == (8, 0)
     # The broken line is labelled with --model and gets the newest event time of its batch (22:15:15).
-    assert by_key[("2023-11-14 22:15", "math-a")][5] == "1"
-    assert by_key[("2023-11-14 22:14", "math-b")][4] == "12"
-    boxed_share = float(by_key[("2023-11-14 22:14", "math-b")][-1])
-    assert boxed_share == 1.0
+    assert by_key[("2023-11-14 22:15", "math-a")]["errors"] == 1
+    assert by_key[("2023-11-14 22:14", "math-b")]["requests"] == 12
+    assert by_key[("2023-11-14 22:14", "math-b")]["boxed_answer_share"] == 1.0
     errors = [json.loads(line) for f in (out / "errors").rglob("part-*") for line in f.read_text().splitlines()]
     assert len(errors) == 1 and errors[0]["line"] == 49 and errors[0]["model"] == "math-a"
 

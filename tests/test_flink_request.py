@@ -124,3 +124,25 @@ def test_rows_equal_the_simulators_responses(job):
             assert row[key] == parsed[key], key
         checked += 1
     assert checked >= 5
+
+
+def test_prompts_rate_without_a_count_runs_until_cancelled():
+    """Issue 9: unbounded 'prompts.rate' (no 'prompts.count') is the compose job's default. Flink's datagen
+    sequence refused the old end of 2**62 when the source opened (more than Integer.MAX_VALUE elements per
+    subtask), so the job failed and restarted for ever before sending a request."""
+    from connector.flink import local_environment
+
+    with testing.serve_simulator(mode="process", profiles=("openai",), seed=3) as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        _, t_env = local_environment()
+        t_env.get_config().set("restart-strategy.type", "none")
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY TABLE endless (id STRING, rid STRING METADATA FROM 'request.id' VIRTUAL)
+            WITH ('connector' = 'dspark-vllm', 'endpoint' = '{sim.url}', 'model' = '{model}',
+                  'prompts.rate' = '20', 'parse.backend' = 'cpu', 'request.concurrency' = '5',
+                  'python.fn-execution.bundle.size' = '5', 'python.fn-execution.arrow.batch.size' = '5')""")
+        with t_env.execute_sql("SELECT rid FROM endless").collect() as results:
+            ids = sorted(str(next(results)[0]) for _ in range(5))
+    # Unordered async I/O: the first five answers need not be the first five prompts, but they are prompts.
+    assert len(set(ids)) == 5 and all(i.startswith("endless-") for i in ids), ids

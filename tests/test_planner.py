@@ -89,7 +89,7 @@ def test_request_mode_plan():
         ["_prompt", "REPLACE('it''s {n}', '{n}', CAST(`n` AS STRING))"],
         ["_request_id", "'responses-' || CAST(`n` AS STRING)"],
     ]
-    assert result["source"]["options"]["fields.n.end"] == "9"
+    assert result["source"]["sequence"] == {"rate": 5, "count": 10}
     assert result["request"]["columns"][0] == ["_body", "body"]
     assert result["settings"]["table.exec.async-scalar.max-concurrent-operations"] == "64"
     assert result["settings"]["table.exec.async-scalar.retry-strategy"] == "NO_RETRY"
@@ -174,3 +174,10 @@ def test_api_key_file_is_read_where_the_table_is_planned(tmp_path):
         plan(declared({**REQUEST, "api-key.file": str(tmp_path / "missing")}))
     with pytest.raises(OptionsError, match="'api-key.env' and 'api-key.file' shouldn't be set together"):
         plan(declared({**REQUEST, "api-key.env": "X", "api-key.file": str(secret)}))
+
+
+def test_prompts_rate_without_a_count_plans_an_endless_sequence():
+    options = {k: v for k, v in REQUEST.items() if k != "prompts.count"}
+    result = plan(declared(options, column("model", "VARCHAR(2147483647)", "VARCHAR")))
+    assert result["source"]["sequence"] == {"rate": 5, "count": -1}
+    assert result["bounded"] is False

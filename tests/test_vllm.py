@@ -105,9 +105,9 @@ def test_errors_unknown_model_and_prompt_too_long(model: str) -> None:
         ]
     )
     assert [(o.status, o.attempts) for o in outcomes] == [(404, 1), (400, 1)]
-    assert outcomes[0].error.startswith("HTTP 404: ")
+    assert outcomes[0].error.startswith("status: HTTP 404: ")
     assert "does not exist" in outcomes[0].error
-    assert outcomes[1].error.startswith("HTTP 400: ")
+    assert outcomes[1].error.startswith("status: HTTP 400: ")
     for body in (o.body for o in outcomes):
         assert set(json.loads(body)["error"]) >= {"message", "type", "code"}  # type: ignore[arg-type]
     result = parse_batch([o.body for o in outcomes], "openai", backend="cpu")  # type: ignore[misc]

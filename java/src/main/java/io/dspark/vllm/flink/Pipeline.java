@@ -1,6 +1,10 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.api.common.cache.DistributedCache;
+import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.Types;
+import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
+import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
@@ -73,7 +77,7 @@ final class Pipeline {
         settings.putAll(plan.settings());
         t.getConfig().addConfiguration(Configuration.fromMap(settings));
 
-        Table rows = source(t, plan.source());
+        Table rows = plan.source().has("sequence") ? sequence(env, t, plan.source()) : source(t, plan.source());
         if (plan.request() != null) {
             rows = request(t, plan, rows);
         }
@@ -179,11 +183,35 @@ final class Pipeline {
         descriptor.schema(schema.build());
         options.forEach(descriptor::option);
         t.createTemporaryTable(SOURCE, descriptor.build());
+        return t.from(SOURCE).select(named(source.get("select")));
+    }
+
+    /**
+     * 'prompts.rate': the numbers 0, 1, 2, ... at a rate, from Flink's DataGeneratorSource, whose checkpoint holds
+     * the ranges still to emit. SQL's datagen 'sequence' kind keeps every number still to come in memory and in
+     * each checkpoint, and refuses to start without an end (more than Integer.MAX_VALUE of them).
+     */
+    private static Table sequence(StreamExecutionEnvironment env, StreamTableEnvironment t, JsonNode source) {
+        JsonNode sequence = source.get("sequence");
+        long count = sequence.get("count").asLong();
+        DataGeneratorSource<Long> numbers =
+                new DataGeneratorSource<>(
+                        n -> n,
+                        count < 0 ? Long.MAX_VALUE : count,
+                        RateLimiterStrategy.perSecond(sequence.get("rate").asDouble()),
+                        Types.LONG);
+        DataStream<Long> stream = env.fromSource(numbers, WatermarkStrategy.noWatermarks(), SOURCE);
+        String column = source.get("schema").get(0).get("name").asText();
+        return t.fromDataStream(stream).as(column).select(named(source.get("select")));
+    }
+
+    /** The source's columns under our names: [[name, SQL expression], ...]. */
+    private static Expression[] named(JsonNode pairs) {
         List<Expression> select = new ArrayList<>();
-        for (JsonNode pair : source.get("select")) {
+        for (JsonNode pair : pairs) {
             select.add(callSql(pair.get(1).asText()).as(pair.get(0).asText()));
         }
-        return t.from(SOURCE).select(select.toArray(new Expression[0]));
+        return select.toArray(new Expression[0]);
     }
 
     private static Table request(StreamTableEnvironment t, TablePlan plan, Table prompts) {
