@@ -17,6 +17,7 @@ from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
 from pyflink.table import StreamTableEnvironment, TableEnvironment
 
 from connector.errors import DsparkError
+from connector.flink.pyflink_fixes import quiet_loopback_exit
 
 __all__ = ["JAR_DIR", "connector_jar", "local_environment", "register", "use_connector"]
 
@@ -66,6 +67,7 @@ def use_connector(t_env: TableEnvironment) -> TableEnvironment:
     if not config.get("python.client.executable", ""):
         config.set("python.client.executable", sys.executable)
     _ship_package(t_env)
+    quiet_loopback_exit()  # the local mini-cluster's Python workers, stopped quietly at exit (Python 3.12)
     return t_env
 
 

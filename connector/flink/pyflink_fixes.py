@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["arrow_results", "copy_async_scalar_inputs"]
+__all__ = ["arrow_results", "copy_async_scalar_inputs", "quiet_loopback_exit"]
 
 
 def copy_async_scalar_inputs() -> None:
@@ -73,3 +73,34 @@ def arrow_results() -> None:
 
         pandas_to_arrow._dspark_arrow = True  # type: ignore[attr-defined]
         module.pandas_to_arrow = pandas_to_arrow  # type: ignore[attr-defined]
+
+
+def quiet_loopback_exit() -> None:
+    """Stop PyFlink's local worker pool at exit without starting a thread.
+
+    A PyFlink program that runs its job on the local mini-cluster starts a gRPC server for its Python workers
+    (`BeamFnLoopbackWorkerPoolServicer.start`) and registers `server.stop(1)` with `atexit`. A grace period
+    makes gRPC start a thread, and Python 3.12 refuses new threads once the interpreter shuts down: every such
+    program ended with "RuntimeError: can't create new thread at interpreter shutdown" and its traceback. The
+    same start, with `stop(None)` at exit (cancel at once, no thread): the job is over by then.
+    """
+    try:
+        from pyflink.fn_execution.beam import beam_worker_pool_service as pool
+    except ImportError:
+        return
+    servicer = pool.BeamFnLoopbackWorkerPoolServicer
+    if getattr(servicer.start, "_dspark_quiet_exit", False):
+        return
+
+    def start(self: Any) -> str:
+        if not self._worker_address:
+            server = pool.grpc.server(pool.thread_pool_executor.shared_unbounded_instance())
+            address = f"localhost:{server.add_insecure_port('[::]:0')}"
+            pool.beam_fn_api_pb2_grpc.add_BeamFnExternalWorkerPoolServicer_to_server(self, server)
+            server.start()
+            self._worker_address = address
+            pool.atexit.register(pool.functools.partial(server.stop, None))
+        return str(self._worker_address)
+
+    start._dspark_quiet_exit = True  # type: ignore[attr-defined]
+    servicer.start = start  # type: ignore[method-assign]
