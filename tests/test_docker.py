@@ -45,6 +45,7 @@ REPO = Path(__file__).resolve().parent.parent
 FLINK_IMAGE = "dspark-vllm/flink:0.1.0-cpu"
 PROMETHEUS_IMAGE = os.environ.get("PROMETHEUS_IMAGE", "prom/prometheus:v3.5.0")
 WINDOW_S = 10
+DSPARK = "flink_taskmanager_job_task_operator_dspark_"  # the connector's metrics, as Flink's reporter names them
 RATE = 20
 
 
@@ -191,13 +192,13 @@ def test_the_unbounded_job_runs_and_result_rows_appear(cluster: Cluster) -> None
 
 def test_prometheus_has_the_taskmanagers_dspark_metrics(cluster: Cluster) -> None:
     def rows() -> float:
-        found = cluster.prometheus_query('flink_taskmanager_job_task_operator_dspark_rows{job="flink-taskmanager"}')
+        found = cluster.prometheus_query(f'{DSPARK}numRecordsOut{{job="flink-taskmanager"}}')
         return sum(float(r["value"][1]) for r in found)
 
-    cluster.notes["prometheus_rows"] = wait_for("dspark_rows in Prometheus", rows, 180, every=2.0)
-    (bodies,) = cluster.prometheus_query("sum(flink_taskmanager_job_task_operator_dspark_bodies)")
+    cluster.notes["prometheus_rows"] = wait_for("dspark numRecordsOut in Prometheus", rows, 180, every=2.0)
+    (bodies,) = cluster.prometheus_query(f"sum({DSPARK}numRecordsIn)")
     assert float(bodies["value"][1]) >= cluster.notes["prometheus_rows"]
-    (gpu,) = cluster.prometheus_query("max(flink_taskmanager_job_task_operator_dspark_backend_gpu)")
+    (gpu,) = cluster.prometheus_query(f"max({DSPARK}backendGpu)")
     assert float(gpu["value"][1]) == 0  # no GPU in the cpu profile: 'auto' parses on the CPU
     # The simulator answers /metrics as `vllm` does.
     assert cluster.prometheus_query('up{job="vllm"}')[0]["value"][1] == "1"
