@@ -445,7 +445,7 @@ BUNDLE_SIZE_OPTION: ConfigOption[int | None] = _option(
     BUNDLE_SIZE,
     "int",
     "Flink: elements per Python bundle of this table's functions; caps the requests in flight (default: "
-    "parse.batch-size).",
+    "parse.batch-size in request mode, 5 x parse.batch-size in replay mode).",
     minimum=1,
     group="Flink",
 )
@@ -556,7 +556,15 @@ class Options:
 
     @property
     def bundle_size(self) -> int:
-        return self.get(BUNDLE_SIZE_OPTION) or self.batch_size
+        configured = self.get(BUNDLE_SIZE_OPTION)
+        if configured:
+            return configured
+        if self.get(MODE) == "request":
+            return self.batch_size
+        # Replay: PyFlink's operator waits for a bundle's results before it sends more, so a bundle of one batch
+        # makes the JVM and Python take turns; five let the JVM read and send while Python parses (replay at
+        # 1.2-1.3x, docs/benchmarks.md). `bundle.time` (1 s) still ends each bundle.
+        return 5 * self.batch_size
 
     @property
     def arrow_batch_size(self) -> int:

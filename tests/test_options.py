@@ -44,7 +44,9 @@ def test_defaults_are_filled_and_typed():
     assert validate({**REQUEST, "request.concurrency": "500"}).batch_size == 1000
     assert opts.get(REQUEST_TIMEOUT) == 60.0
     assert opts.get(REQUEST_STRUCTURED_OUTPUT) is False
-    assert opts.bundle_size == 10000 and opts.arrow_batch_size == 10000
+    # Replay: five batches to a bundle, so that the JVM reads and sends while Python parses.
+    assert (opts.bundle_size, opts.arrow_batch_size) == (50000, 10000)
+    assert validate({**REPLAY, "parse.batch-size": "2000"}).bundle_size == 10000
     assert opts.is_set(REPLAY_PATH) and not opts.is_set(PARSE_BACKEND)
 
 
@@ -144,7 +146,7 @@ def test_durations(text, seconds):
             "raise 'python.fn-execution.bundle.size' or lower 'request.concurrency'",
         ),
         (
-            {**REPLAY, "python.fn-execution.arrow.batch.size": "20000"},
+            {**REPLAY, "python.fn-execution.arrow.batch.size": "60000"},
             "raise 'python.fn-execution.bundle.size' or lower 'python.fn-execution.arrow.batch.size'",
         ),
     ],
