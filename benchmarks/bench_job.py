@@ -232,7 +232,7 @@ def replay_section(args: argparse.Namespace, folder: Path) -> list[tuple[str, fl
             (f"'dspark-vllm' replay, 3 columns (p={p})", "dspark3", p),
         ]
         if p == "1":
-            paths.append((f"'dspark-vllm' replay, all columns, pipeline.object-reuse (p={p})", "dspark-reuse", p))
+            paths.append((f"'dspark-vllm' replay, all, pipeline.object-reuse (p={p})", "dspark-reuse", p))
     times: dict[tuple[str, str, str], list[float]] = {}
     for _ in range(args.repeat):
         for file in (small, large):  # the paths take turns on each file
@@ -322,7 +322,8 @@ def main() -> int:
     print(f"{'path':<58} {'rows/s':>10} {'ratio':>7}  note")
     for name, rate, note in rows:
         ref = client if "request mode" in name else base
-        ratio = f"{rate / ref:.2f}x" if ref and "latency" not in name and "600 prompts" not in name else ""
+        plain = "latency" in name or "600 prompts" in name or name.startswith("client alone")
+        ratio = f"{rate / ref:.2f}x" if ref and not plain else ""
         value = f"{rate:.0f} ms" if "latency" in name else f"{rate:.1f} s" if "600 prompts" in name else f"{rate:,.0f}"
         print(f"{name:<58} {value:>10} {ratio:>7}  {note}")
     print("ratios: replay rows against 'parse_batch alone'; request mode against 'client alone'")
