@@ -78,8 +78,7 @@ LOOPBACK = """
 import sys
 from pyflink.fn_execution.beam.beam_worker_pool_service import BeamFnLoopbackWorkerPoolServicer
 if sys.argv[1] == "fixed":
-    from connector.flink.pyflink_fixes import quiet_loopback_exit
-    quiet_loopback_exit()
+    from connector.flink import use_connector  # as a program gets the fix: before it creates an environment
 print(BeamFnLoopbackWorkerPoolServicer().start().startswith("localhost:"))
 """
 

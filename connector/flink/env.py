@@ -21,6 +21,9 @@ from connector.flink.pyflink_fixes import quiet_loopback_exit
 
 __all__ = ["JAR_DIR", "connector_jar", "local_environment", "register", "use_connector"]
 
+# PyFlink starts its local worker pool when an environment is created: fixed before any is made here.
+quiet_loopback_exit()
+
 _PACKAGE = Path(__file__).resolve().parents[1]  # connector/
 JAR_DIR = _PACKAGE / "flink" / "jars"
 _shipped: dict[int, str] = {}
@@ -67,7 +70,6 @@ def use_connector(t_env: TableEnvironment) -> TableEnvironment:
     if not config.get("python.client.executable", ""):
         config.set("python.client.executable", sys.executable)
     _ship_package(t_env)
-    quiet_loopback_exit()  # the local mini-cluster's Python workers, stopped quietly at exit (Python 3.12)
     return t_env
 
 

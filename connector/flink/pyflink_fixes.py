@@ -82,7 +82,9 @@ def quiet_loopback_exit() -> None:
     (`BeamFnLoopbackWorkerPoolServicer.start`) and registers `server.stop(1)` with `atexit`. A grace period
     makes gRPC start a thread, and Python 3.12 refuses new threads once the interpreter shuts down: every such
     program ended with "RuntimeError: can't create new thread at interpreter shutdown" and its traceback. The
-    same start, with `stop(None)` at exit (cancel at once, no thread): the job is over by then.
+    same start, with `stop(None)` at exit (cancel at once, no thread): the job is over by then. PyFlink starts
+    the pool when an environment is created, so `connector.flink.env` applies this when it is imported: a
+    program that imports `connector.flink`'s functions before it creates its environments is covered.
     """
     try:
         from pyflink.fn_execution.beam import beam_worker_pool_service as pool
