@@ -424,13 +424,21 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) 
     for i, model in enumerate(models):  # the same colour per model on every chart (the page's legend)
         colour = COLOURS[i % len(COLOURS)]
         points = sorted(
-            (x_of[str(r["window_start"])], y(float(str(r[field])) * scale))
+            (starts.index(str(r["window_start"])), y(float(str(r[field])) * scale))
             for r in rows
             if str(r["model"]) == model and r.get(field) is not None
         )
-        path = " ".join(f"{px:.1f},{py:.1f}" for px, py in points)
-        parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        parts += [f'<circle cx="{px:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for px, py in points]
+        # A line joins consecutive windows only: where a model has no row for a window, its line breaks.
+        runs: list[list[tuple[int, float]]] = []
+        for point in points:
+            if runs and point[0] == runs[-1][-1][0] + 1:
+                runs[-1].append(point)
+            else:
+                runs.append([point])
+        for run in runs:
+            path = " ".join(f"{x_of[starts[i]]:.1f},{py:.1f}" for i, py in run)
+            parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
+        parts += [f'<circle cx="{x_of[starts[i]]:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for i, py in points]
     parts.append("</svg>")
     return "\n".join(parts)
 

@@ -119,9 +119,11 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
     dom = subprocess.run(
         [*browser, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120, check=False
     ).stdout
-    # What the browser built: four charts, each with a line per model (3 and 2 windows).
+    # What the browser built: four charts, each with model-a's line through its 3 windows and model-b's broken at
+    # 12:01, the window it has no row for (two pieces of one point each), and a dot per window and model.
     assert dom.count('<svg class="chart"') == 4
-    assert dom.count('<polyline class="series"') == 8
+    assert dom.count('<polyline class="series"') == 4 * 3
+    assert dom.count("<circle ") == 4 * 5
     image = Image.open(shot).convert("RGB")
     assert image.size == (width, height)
     # The charts are 640 x 240 in a row of two from (24, ~158): each quadrant holds both models' colours.
