@@ -562,8 +562,8 @@ class Options:
         if self.get(MODE) == "request":
             return self.batch_size
         # Replay: PyFlink's operator waits for a bundle's results before it sends more, so a bundle of one batch
-        # makes the JVM and Python take turns; five let the JVM read and send while Python parses (replay at
-        # 1.2-1.3x, docs/benchmarks.md). `bundle.time` (1 s) still ends each bundle.
+        # makes the JVM and Python take turns; five let the JVM read and send while Python parses
+        # (docs/benchmarks.md, "The Flink paths"). `bundle.time` (1 s) still ends each bundle.
         return 5 * self.batch_size
 
     @property

@@ -306,7 +306,7 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         f"INSERT INTO sink_errors SELECT {where}, error_reason, error_field, CAST(body AS STRING), {status}, "
         "COALESCE(model, 'unknown'), CAST(created AS STRING) FROM responses WHERE error_reason IS NOT NULL"
     )
-    return statements, columns
+    return statements
 
 
 # Row-format part files (JSON) roll by size or time only (30 min by default), and become visible at the
@@ -317,13 +317,23 @@ ROLLING = (
 )
 
 
-def read_json_lines(path: Path) -> list[dict[str, object]]:
-    """The rows of the committed part files under `path` (in-progress files are hidden: '.part-...')."""
+def _part_files(path: Path) -> list[Path]:
+    """The committed part files under `path` (in-progress files are hidden: '.part-...')."""
+    return [f for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")]
+
+
+def read_results(output: Path) -> tuple[list[dict[str, object]], int]:
+    """The feature rows under OUTPUT/features (one per window and model), and how many error rows there are
+    under OUTPUT/errors (counted line by line: there may be many, and only their number is shown)."""
     rows: list[dict[str, object]] = []
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and not file.name.startswith("."):
-            rows += [json.loads(line) for line in file.read_text(encoding="utf-8").splitlines() if line]
-    return rows
+    for file in _part_files(output / "features"):
+        with open(file, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    errors = 0
+    for file in _part_files(output / "errors"):
+        with open(file, "rb") as f:
+            errors += sum(1 for line in f if line.strip())
+    return rows, errors
 
 
 # (field, heading, format) of the summary table and the report's table.
@@ -368,13 +378,8 @@ def summary_table(rows: list[dict[str, object]]) -> str:
     return "\n".join(lines)
 
 
-def summary(args: argparse.Namespace, seconds: float | None) -> str:
+def summary(output: Path, rows: list[dict[str, object]], errors: int, seconds: float | None) -> str:
     took = "" if seconds is None else f" in {seconds:.1f} s"
-    if args.print:
-        return f"features: done{took}"
-    output = Path(args.output).resolve()
-    rows = read_json_lines(output / "features")
-    errors = len(read_json_lines(output / "errors"))
     requests = sum(int(str(r["requests"])) for r in rows)
     models = sorted({str(r["model"]) for r in rows})
     head = (
@@ -402,7 +407,8 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) 
     models = sorted({str(r["model"]) for r in rows})
     values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
     top_value = max(values, default=0.0) or 1.0
-    x_of = {s: left + (width - left - right) * (i / max(1, len(starts) - 1)) for i, s in enumerate(starts)}
+    position = {s: i for i, s in enumerate(starts)}
+    xs = [left + (width - left - right) * (i / max(1, len(starts) - 1)) for i in range(len(starts))]
 
     def y(v: float) -> float:
         return top + (height - top - bottom) * (1 - v / top_value)
@@ -424,7 +430,7 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) 
     for i, model in enumerate(models):  # the same colour per model on every chart (the page's legend)
         colour = COLOURS[i % len(COLOURS)]
         points = sorted(
-            (starts.index(str(r["window_start"])), y(float(str(r[field])) * scale))
+            (position[str(r["window_start"])], y(float(str(r[field])) * scale))
             for r in rows
             if str(r["model"]) == model and r.get(field) is not None
         )
@@ -436,9 +442,9 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) 
             else:
                 runs.append([point])
         for run in runs:
-            path = " ".join(f"{x_of[starts[i]]:.1f},{py:.1f}" for i, py in run)
+            path = " ".join(f"{xs[i]:.1f},{py:.1f}" for i, py in run)
             parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        parts += [f'<circle cx="{x_of[starts[i]]:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for i, py in points]
+        parts += [f'<circle cx="{xs[i]:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for i, py in points]
     parts.append("</svg>")
     return "\n".join(parts)
 
@@ -476,18 +482,23 @@ th:nth-child(-n+3), td:nth-child(-n+3) {{ text-align: left; }}
 """
 
 
-def write_report(path: Path, output: Path) -> None:
-    rows = read_json_lines(output / "features")
-    errors = len(read_json_lines(output / "errors"))
+def write_report(path: Path, output: Path, rows: list[dict[str, object]], errors: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(report_html(rows, errors, output / "features"), encoding="utf-8")
     print(f"features: report -> {path}", flush=True)
 
 
 def finish(args: argparse.Namespace, seconds: float | None) -> None:
-    print(summary(args, seconds), flush=True)
-    if args.report and not args.print:
-        write_report(Path(args.report).resolve(), Path(args.output).resolve())
+    """The summary of what the job committed (read once), and the report if asked for."""
+    if args.print:
+        took = "" if seconds is None else f" in {seconds:.1f} s"
+        print(f"features: done{took}", flush=True)
+        return
+    output = Path(args.output).resolve()
+    rows, errors = read_results(output)
+    print(summary(output, rows, errors, seconds), flush=True)
+    if args.report:
+        write_report(Path(args.report).resolve(), output, rows, errors)
 
 
 def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
@@ -534,7 +545,7 @@ def main(argv: list[str] | None = None) -> int:
         model = None
         if not args.replay:
             model = args.model or first_model(str(endpoint))
-        statements, _ = build(t_env, args, profile, endpoint, model)
+        statements = build(t_env, args, profile, endpoint, model)
         result = statements.execute()
         client = result.get_job_client()
         if client is not None:

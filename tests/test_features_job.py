@@ -60,8 +60,9 @@ def test_without_duration_the_job_sends_prompts_until_cancelled() -> None:
 
 
 def test_summary_has_a_line_per_model_and_window(results: Path) -> None:
-    args = features.parse_args(["--output", str(results)])
-    text = features.summary(args, 12.34)
+    rows, errors = features.read_results(results)
+    assert (len(rows), errors) == (5, 7)  # the in-progress part file is not read
+    text = features.summary(results, rows, errors, 12.34)
     assert text.splitlines() == [
         f"features: done in 12.3 s: 5 windows, 420 requests (7 errors) for model-a, model-b -> {results / 'features'} "
         f"(errors: {results / 'errors'})",
@@ -104,7 +105,7 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
     from PIL import Image
 
     report = tmp_path / "report.html"
-    features.write_report(report, results)
+    features.write_report(report, results, *features.read_results(results))
     shot = tmp_path / "report.png"
     width, height = 1400, 900
     browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
