@@ -1,0 +1,43 @@
+package io.dspark.vllm.request;
+
+import java.io.Serializable;
+
+/**
+ * What one request ended with, after all its attempts: the Java twin of {@code connector.client.Outcome}.
+ *
+ * <p>{@code error} is null exactly when the request got a 2xx body; otherwise it is "kind: message" (the same
+ * kinds and wording as the Python client: timeout, connect, status, stream, tls, protocol, too-large, request)
+ * and {@code errorKind} the kind. {@code body} is the last attempt's body (an error JSON too), or null.
+ */
+public final class Outcome implements Serializable {
+    private static final long serialVersionUID = 1L;
+
+    public final byte[] body;
+    public final Integer status;
+    public final double latencyMs;
+    public final int attempts;
+    public final String error;
+    public final String errorKind;
+    public final long receivedAtMs;
+
+    public Outcome(
+            byte[] body,
+            Integer status,
+            double latencyMs,
+            int attempts,
+            String error,
+            String errorKind,
+            long receivedAtMs) {
+        this.body = body;
+        this.status = status;
+        this.latencyMs = latencyMs;
+        this.attempts = attempts;
+        this.error = error;
+        this.errorKind = errorKind;
+        this.receivedAtMs = receivedAtMs;
+    }
+
+    public boolean ok() {
+        return error == null;
+    }
+}
