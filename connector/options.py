@@ -43,7 +43,7 @@ class ConfigOption(Generic[T]):
     """One option: its key, type, default and the sentence the docs show. Read it with `Options.get`."""
 
     key: str
-    type: str  # string | int | double | boolean | duration | memory | list | enum
+    type: str  # string | int | double | boolean | duration | memory | list | enum | concurrency (an int or 'auto')
     description: str
     default: T | None = None
     required: bool = False
@@ -58,6 +58,8 @@ class ConfigOption(Generic[T]):
         try:
             if self.type == "int":
                 value: Any = int(text)
+            elif self.type == "concurrency":
+                value = "auto" if text.lower() == "auto" else int(text)
             elif self.type == "double":
                 value = float(text)
                 if not math.isfinite(value):
@@ -82,7 +84,7 @@ class ConfigOption(Generic[T]):
             raise OptionsError(
                 f"Could not parse value '{raw}' for key '{self.key}'.\n\nExpected {self.expected}."
             ) from None
-        if self.minimum is not None and value < self.minimum:
+        if self.minimum is not None and not isinstance(value, str) and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
         return cast(T, value)
 
@@ -94,6 +96,8 @@ class ConfigOption(Generic[T]):
             return "a duration such as '30 s', '500 ms' or '2 min'"
         if self.type == "memory":
             return "a memory size such as '32 mb', '512 kb' or '1 gb'"
+        if self.type == "concurrency":
+            return "an integer or 'auto'"
         return {"int": "an integer", "double": "a number", "boolean": "'true' or 'false'"}.get(self.type, "text")
 
     @property
@@ -303,12 +307,50 @@ REQUEST_CONNECT_TIMEOUT: ConfigOption[float] = _option(
     minimum=0.001,
     group="Request",
 )
-REQUEST_CONCURRENCY: ConfigOption[int] = _option(
+REQUEST_CONCURRENCY: ConfigOption[int | str] = _option(
     "request.concurrency",
-    "int",
-    "Requests in flight per parallel instance (the async I/O capacity).",
+    "concurrency",
+    "Requests on the wire at once per parallel instance: a number, or 'auto' to adapt it between "
+    "'request.concurrency.min' and 'request.concurrency.max' (AIMD: lower on 429/503 answers or climbing latency, "
+    "higher again while answers are fine; docs/flink.md).",
     default=64,
     minimum=1,
+    group="Request",
+)
+REQUEST_CONCURRENCY_MIN: ConfigOption[int] = _option(
+    "request.concurrency.min",
+    "int",
+    "With 'request.concurrency' = 'auto': the fewest requests on the wire at once.",
+    default=1,
+    minimum=1,
+    group="Request",
+)
+REQUEST_CONCURRENCY_MAX: ConfigOption[int] = _option(
+    "request.concurrency.max",
+    "int",
+    "With 'request.concurrency' = 'auto': the most requests on the wire at once (and where it starts from: 16, "
+    "or this when smaller).",
+    default=256,
+    minimum=1,
+    group="Request",
+)
+REQUEST_QUEUE_SIZE: ConfigOption[int | None] = _option(
+    "request.queue-size",
+    "int",
+    "Prompts the request step holds at once per parallel instance (on the wire, waiting for a slot, in backoff), "
+    "all in its checkpoint state; unset: 4 x 'request.concurrency' (or its max). While it has room a checkpoint "
+    "waits for no request; when it is full the prompts' source is held back and a checkpoint waits for the next "
+    "response (docs/flink.md).",
+    minimum=1,
+    group="Request",
+)
+REQUEST_OUTPUT_MODE: ConfigOption[str] = _option(
+    "request.output-mode",
+    "enum",
+    "'unordered': rows leave as their responses complete (a slow request holds back no other row; no row "
+    "overtakes a watermark); 'ordered': rows leave in the order of their prompts.",
+    default="unordered",
+    values=("unordered", "ordered"),
     group="Request",
 )
 REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
@@ -425,8 +467,8 @@ PARSE_BACKEND: ConfigOption[str] = _option(
 PARSE_BATCH_SIZE: ConfigOption[int | None] = _option(
     "parse.batch-size",
     "int",
-    "Bodies parsed per batch (the Arrow batch of the vectorized function); unset: 10000 in replay mode, "
-    "8 x 'request.concurrency' (at most 1000) in request mode, where a batch is also what a checkpoint waits for. "
+    "Bodies parsed per batch (the Arrow batch of the vectorized function); unset: 10000 in replay mode, 1000 in "
+    "request mode. "
     "A batch holds its bodies in memory three times over (JVM, Arrow, Python): keep batch size x largest body x 3 "
     "well inside the TaskManager's memory (2 MB bodies in a 2 GB TaskManager: 100-200).",
     minimum=1,
@@ -444,15 +486,16 @@ PARSE_GPU_DEVICE: ConfigOption[str] = _option(
 BUNDLE_SIZE_OPTION: ConfigOption[int | None] = _option(
     BUNDLE_SIZE,
     "int",
-    "Flink: elements per Python bundle of this table's functions; caps the requests in flight (default: "
-    "parse.batch-size in request mode, 5 x parse.batch-size in replay mode).",
+    "Flink: elements per Python bundle of this table's parse function (default: parse.batch-size in request "
+    "mode, 5 x parse.batch-size in replay mode).",
     minimum=1,
     group="Flink",
 )
 BUNDLE_TIME_OPTION: ConfigOption[float] = _option(
     BUNDLE_TIME,
     "duration",
-    "Flink: longest time a Python bundle of this table's functions stays open.",
+    "Flink: longest time a Python bundle of this table's functions stays open (default: 1 s in replay mode, "
+    "20 ms in request mode).",
     default=1.0,
     minimum=0.001,
     group="Flink",
@@ -486,6 +529,10 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_TIMEOUT,
     REQUEST_CONNECT_TIMEOUT,
     REQUEST_CONCURRENCY,
+    REQUEST_CONCURRENCY_MIN,
+    REQUEST_CONCURRENCY_MAX,
+    REQUEST_QUEUE_SIZE,
+    REQUEST_OUTPUT_MODE,
     REQUEST_RATE_LIMIT,
     REQUEST_MAX_BODY_SIZE,
     REQUEST_STRUCTURED_OUTPUT,
@@ -543,16 +590,14 @@ class Options:
 
     @property
     def batch_size(self) -> int:
-        # Request mode: the batch is also the Python bundle, and a bundle ends (at every checkpoint too) by
-        # waiting for the requests it holds: 8 x the requests in flight drains in about 8 response times.
-        # Responses may also be large (logprobs): smaller batches bound memory.
+        # Replay: large batches, the parser's fixed costs spread thin. Request mode: a bundle no longer waits for
+        # requests (they run on the JVM's async I/O), only for the parse of what has arrived; bundles end by
+        # 'python.fn-execution.bundle.time' long before 1000 responses arrive at most rates, and large responses
+        # (logprobs) stay bounded in memory.
         configured = self.get(PARSE_BATCH_SIZE)
         if configured:
             return int(configured)
-        if self.get(MODE) == "request":
-            concurrency = self.get(REQUEST_CONCURRENCY)
-            return max(concurrency, min(1000, 8 * concurrency))
-        return 10000
+        return 1000 if self.get(MODE) == "request" else 10000
 
     @property
     def bundle_size(self) -> int:
@@ -565,6 +610,31 @@ class Options:
         # makes the JVM and Python take turns; five let the JVM read and send while Python parses
         # (docs/benchmarks.md, "The Flink paths"). `bundle.time` (1 s) still ends each bundle.
         return 5 * self.batch_size
+
+    @property
+    def bundle_time(self) -> float:
+        """Seconds a Python bundle stays open: as set, else 1 s in replay mode and 20 ms in request mode, where a
+        response waits in the open bundle before its row goes on (the latency the table adds; docs/flink.md)."""
+        if self.is_set(BUNDLE_TIME_OPTION):
+            return float(self.get(BUNDLE_TIME_OPTION))
+        return 0.02 if self.get(MODE) == "request" else 1.0
+
+    @property
+    def queue_size(self) -> int:
+        """Prompts the request step holds at once: as set, else 4 x the most requests on the wire."""
+        configured = self.get(REQUEST_QUEUE_SIZE)
+        return int(configured) if configured else 4 * self.concurrency[2]
+
+    @property
+    def concurrency(self) -> tuple[int, int, int, bool]:
+        """(start, min, max, adaptive) of the requests on the wire per instance."""
+        value = self.get(REQUEST_CONCURRENCY)
+        if value == "auto":
+            high = self.get(REQUEST_CONCURRENCY_MAX)
+            low = min(self.get(REQUEST_CONCURRENCY_MIN), high)
+            return max(low, min(16, high)), low, high, True
+        fixed = int(value)
+        return fixed, fixed, fixed, False
 
     @property
     def arrow_batch_size(self) -> int:
@@ -655,13 +725,28 @@ def rule_gpu_device(o: Options) -> None:
         raise OptionsError(f"Option 'parse.gpu-device' must be 'auto' or a device number, got '{device}'.")
 
 
-def rule_bundle_holds_requests(o: Options) -> None:
-    # PyFlink's async I/O keeps at most one bundle of elements in flight.
-    if o.get(MODE) == "request" and o.get(REQUEST_CONCURRENCY) > o.bundle_size:
+def rule_concurrency_bounds(o: Options) -> None:
+    if o.get(REQUEST_CONCURRENCY) != "auto":
+        for option in _given(o, REQUEST_CONCURRENCY_MIN, REQUEST_CONCURRENCY_MAX):
+            raise OptionsError(
+                f"Option '{option.key}' needs 'request.concurrency' = 'auto'; set it or remove '{option.key}'."
+            )
+    elif o.get(REQUEST_CONCURRENCY_MIN) > o.get(REQUEST_CONCURRENCY_MAX):
         raise OptionsError(
-            f"Option 'request.concurrency' ({o.get(REQUEST_CONCURRENCY)}) is larger than "
-            f"'{BUNDLE_SIZE}' ({o.bundle_size}), which caps the requests in flight; raise '{BUNDLE_SIZE}' or "
-            "lower 'request.concurrency'."
+            f"Option 'request.concurrency.min' ({o.get(REQUEST_CONCURRENCY_MIN)}) is larger than "
+            f"'request.concurrency.max' ({o.get(REQUEST_CONCURRENCY_MAX)}); lower the one or raise the other."
+        )
+
+
+def rule_queue_holds_the_requests_on_the_wire(o: Options) -> None:
+    if o.get(MODE) != "request":
+        return
+    _, _, most, _ = o.concurrency
+    if o.queue_size < most:
+        key = "request.concurrency.max" if o.get(REQUEST_CONCURRENCY) == "auto" else "request.concurrency"
+        raise OptionsError(
+            f"Option 'request.queue-size' ({o.get(REQUEST_QUEUE_SIZE)}) is smaller than '{key}' ({most}), the "
+            f"requests on the wire it must hold; raise 'request.queue-size' or lower '{key}'."
         )
 
 
@@ -711,7 +796,8 @@ RULES: tuple[Rule, ...] = (
     rule_one_api_key,
     rule_endpoint_is_url,
     rule_gpu_device,
-    rule_bundle_holds_requests,
+    rule_concurrency_bounds,
+    rule_queue_holds_the_requests_on_the_wire,
     rule_request_params_are_valid,
     rule_attempt_fits_deadline,
     rule_tls_files,
@@ -759,6 +845,46 @@ def options_markdown() -> str:
     return "\n".join(lines) + "\n"
 
 
+def options_java() -> str:
+    """`io.dspark.vllm.flink.TableOptions`: the keys of `OPTIONS` as Flink ConfigOptions, for the factory's
+    `optionalOptions()` and Flink's own check of the keys (`FactoryUtil`). Generated: `python -m
+    connector.options --java FILE`; tests/test_options.py fails when the file is stale. Values stay strings
+    there: their types, defaults and the rules across options are checked by `validate`, through the planner."""
+    def literal(text: str) -> str:
+        return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+    lines = [
+        "package io.dspark.vllm.flink;",
+        "",
+        "import org.apache.flink.configuration.ConfigOption;",
+        "import org.apache.flink.configuration.ConfigOptions;",
+        "",
+        "import java.util.Arrays;",
+        "import java.util.Collections;",
+        "import java.util.LinkedHashSet;",
+        "import java.util.Set;",
+        "",
+        "/** GENERATED by {@code python -m connector.options --java}: do not edit. The options of 'dspark-vllm'. */",
+        "final class TableOptions {",
+        "    private TableOptions() {}",
+        "",
+        "    /** Families of keys: '<prefix><anything>' (the keys of another connector). */",
+        "    static final Set<String> PREFIXES = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+        "            " + ", ".join(literal(o.key) for o in OPTIONS if o.prefix) + ")));",
+        "",
+        "    static final Set<ConfigOption<?>> OPTIONAL = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+    ]
+    keyed = [o for o in OPTIONS if not o.prefix and not o.required]
+    for i, o in enumerate(keyed):
+        end = "" if i == len(keyed) - 1 else ","
+        lines.append(
+            f"            ConfigOptions.key({literal(o.key)}).stringType().noDefaultValue()"
+            f".withDescription({literal(o.description)}){end}"
+        )
+    lines += ["    )));", "}", ""]
+    return "\n".join(lines)
+
+
 def update_docs(path: str) -> bool:
     """Rewrite the block between `<!-- options:start -->` and `<!-- options:end -->` in `path`."""
     from pathlib import Path
@@ -780,5 +906,9 @@ if __name__ == "__main__":
 
     if sys.argv[1:2] == ["--update"] and len(sys.argv) == 3:
         print(f"{sys.argv[2]}: {'updated' if update_docs(sys.argv[2]) else 'up to date'}")
+    elif sys.argv[1:2] == ["--java"] and len(sys.argv) == 3:
+        from pathlib import Path
+
+        Path(sys.argv[2]).write_text(options_java(), encoding="utf-8")
     else:
         sys.stdout.write(options_markdown())

@@ -6,7 +6,7 @@
 Every prompt is one row of the 'dspark-vllm' table `responses` (a failed request or a rejected body is a row
 with the metadata column `error` set), written to a filesystem sink (CSV under OUTPUT, committed at
 checkpoints): request_id, response_id, model, finish_reason, http_status, attempts, error. Request ids are the
-MD5 of the prompt (`connector.flink.requests.request_id_of`), so a prompt sent again after a failover is
+MD5 of the prompt (`connector.flink.planner.request_id_of`), so a prompt sent again after a failover is
 recognisable: the failover test (tests/test_flink_failover.py) counts them.
 """
 
@@ -36,7 +36,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--endpoint", required=True, help="OpenAI-compatible server")
     p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
-    p.add_argument("--prompts", required=True, help="file or directory of prompts, one per line")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--prompts", help="file or directory of prompts, one per line")
+    source.add_argument(
+        "--rate", type=int, help="instead: numbered prompts at this rate, with no end (until cancelled)"
+    )
     p.add_argument("--output", required=True, help="output directory (CSV part files)")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
@@ -60,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
             model = str(json.load(response)["data"][0]["id"])
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.checkpoint_interval > 0:
-        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.AT_LEAST_ONCE)
+        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("pipeline.name", "dspark-vllm responses")
     use_connector(t_env)
@@ -79,9 +83,12 @@ def main(argv: list[str] | None = None) -> int:
         )
         .option("endpoint", args.endpoint)
         .option("model", model)
-        .option("prompts.path", str(Path(args.prompts).resolve()))
         .option("request.concurrency", str(args.concurrency))
     )
+    if args.rate is not None:
+        responses.option("prompts.rate", str(args.rate))
+    else:
+        responses.option("prompts.path", str(Path(args.prompts).resolve()))
     for item in args.option:
         key, _, value = item.partition("=")
         responses.option(key.strip(), value.strip())

@@ -1,10 +1,14 @@
 """Failover on a standalone cluster: the TaskManager is killed mid-job, restarted, and no prompt is lost.
 
 `jobs/responses.py` sends a file of prompts to the simulator (request mode, checkpoints every 2 s,
-AT_LEAST_ONCE) and writes one CSV row per request to a filesystem sink, whose files are committed at
+EXACTLY_ONCE) and writes one CSV row per request to a filesystem sink, whose files are committed at
 checkpoints. After a checkpoint has completed the TaskManager is SIGKILLed and a new one started; the job
-restarts from that checkpoint (fixed-delay restart strategy of jobs/standalone_cluster.sh). Every prompt's
-request id must be in the committed output at least once; prompts sent twice share their id.
+restarts from that checkpoint (fixed-delay restart strategy of jobs/standalone_cluster.sh). The requests in
+flight at the checkpoint are in its state (Flink's async I/O operator) and are sent again after the restore:
+every prompt's request id is in the committed output exactly once.
+
+The second test holds 500 requests of 3 minutes in flight: checkpoints still complete (they never wait for a
+request), and after a TaskManager is killed every one of them is sent again from the checkpoint.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import os
 import subprocess
 import sys
 import time
+import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -23,7 +28,7 @@ from tests.cluster import ROOT, SCRIPT, rest, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
-from connector.flink.requests import request_id_of  # noqa: E402
+from connector.flink.planner import request_id_of  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
@@ -99,8 +104,9 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
     missing = expected - set(ids)
     assert not missing, f"{len(missing)} of {PROMPTS} prompts lost"
     assert set(ids) == expected
-    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
     duplicates = sum(n - 1 for n in ids.values())
+    assert duplicates == 0, [i for i, n in ids.items() if n > 1][:5]  # exactly once
+    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
     # The kill came mid-run, so some prompts were sent again after the restart (with the same request id).
     assert 0 < sent_before_kill < PROMPTS, sent_before_kill
     print(
@@ -108,3 +114,74 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
         f"{sent_total:.0f} requests ({sent_before_kill:.0f} before the kill, {committed_before_kill} rows committed), "
         f"{len(history)} failure(s)"
     )
+
+
+IN_FLIGHT = 500
+
+
+def test_checkpoints_complete_with_requests_in_flight_and_restore_them(tmp_path):
+    """Before (PyFlink's async function): a checkpoint waited for every request in flight; with 50 requests of
+    30 s each and checkpoints every 2 s, one checkpoint completed, after 30.9 s.
+
+    Prompts at a rate with no end (an unbounded source, as in production), 200/s, and a request step's queue
+    ('request.queue-size') of 10,000 that has room throughout. Two cases wait on purpose (Flink's async operator,
+    docs/flink.md): at the end of a bounded input the task delivers what is in flight before it finishes, and
+    with a full queue the source is held back until the next response frees a place."""
+    env = {
+        **os.environ,
+        "DSPARK_PYTHON": sys.executable,
+        "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster"),
+        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
+        "DSPARK_DETACHED": "1",
+    }
+
+    def script(*args: str, timeout: float = 180) -> str:
+        run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
+        return run.stdout + run.stderr
+
+    # Every request takes 3 minutes (the simulator's hang fault), far past the test.
+    with serve_simulator(mode="process", seed=7, faults={"hang": 1.0}, hang_s=180.0) as sim:
+        try:
+            script("start")
+            base = "http://127.0.0.1:" + (tmp_path / "cluster" / "rest.port").read_text().strip()
+            submitted = script(
+                "submit", "--endpoint", sim.url, "--rate", "200",
+                "--output", str(tmp_path / "out"), "--concurrency", str(IN_FLIGHT), "--checkpoint-interval", "1",
+                "--detached", "--option", "request.timeout=4 min", "--option", "request.retry.deadline=5 min",
+                "--option", "request.queue-size=10000",
+            )  # fmt: skip
+            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("responses: job "))
+
+            def sent() -> float:
+                return sim.stats().get("requests /v1/chat/completions", 0.0)
+
+            wait_for("every request in flight", lambda: sent() >= IN_FLIGHT, timeout=180)
+            all_in_flight_ms = time.time() * 1000
+
+            def checkpoints_since() -> list[dict]:
+                history = rest(base, f"/jobs/{job}/checkpoints")["history"]
+                return [
+                    c for c in history
+                    if c["status"] == "COMPLETED" and int(c["trigger_timestamp"]) > all_in_flight_ms
+                ]  # fmt: skip
+
+            done = wait_for(
+                "three checkpoints with every request in flight", lambda: len(c := checkpoints_since()) >= 3 and c, 60
+            )
+            durations = [int(c["end_to_end_duration"]) for c in done]
+            assert sent() == IN_FLIGHT  # none answered, none sent twice: they were all in flight throughout
+            # (More prompts wait for a slot in the request step's queue, 'request.queue-size', far from full.)
+            assert max(durations) < 2000, durations
+            state_bytes = max(int(c.get("checkpointed_size", c.get("state_size", 0))) for c in done)
+
+            assert "killed TaskManager" in script("kill-taskmanager")
+            script("start-taskmanager")
+            # Restored from the checkpoint: the 500 prompts in its state are sent again.
+            wait_for("the prompts in flight sent again", lambda: sent() >= 2 * IN_FLIGHT, timeout=240)
+            request = urllib.request.Request(f"{base}/jobs/{job}?mode=cancel", method="PATCH")
+            urllib.request.urlopen(request, timeout=10).close()
+            assert wait_for_job_end(base, job, timeout=120) == "CANCELED"
+        finally:
+            script("stop")
+    print(f"in flight: {IN_FLIGHT} requests; checkpoints in {durations} ms, state {state_bytes} bytes")

@@ -16,6 +16,7 @@ from connector.options import (
     PROMPTS_COLUMN,
     PROMPTS_SOURCE,
     REPLAY_PATH,
+    REQUEST_OUTPUT_MODE,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TIMEOUT,
     options_markdown,
@@ -38,10 +39,16 @@ def test_defaults_are_filled_and_typed():
     assert opts.get(MODE) == "replay"
     assert opts.get(PARSE_BACKEND) == "auto"
     assert opts.get(PARSE_BATCH_SIZE) is None and opts.batch_size == 10000
-    # Request mode: a batch is also a bundle, which a checkpoint waits for: 8 x the requests in flight.
-    assert validate(REQUEST).batch_size == 512
-    assert validate({**REQUEST, "request.concurrency": "4"}).bundle_size == 32
-    assert validate({**REQUEST, "request.concurrency": "500"}).batch_size == 1000
+    # Request mode: requests run on the JVM, a bundle waits only for the parse: 1000 bodies at most, and a bundle
+    # ends after 20 ms (the latency it adds), 1 s in replay mode.
+    assert (validate(REQUEST).batch_size, validate(REQUEST).bundle_size) == (1000, 1000)
+    assert (validate(REQUEST).bundle_time, opts.bundle_time) == (0.02, 1.0)
+    assert validate({**REQUEST, "python.fn-execution.bundle.time": "5 s"}).bundle_time == 5.0
+    assert validate(REQUEST).concurrency == (64, 64, 64, False)
+    assert validate({**REQUEST, "request.concurrency": "AUTO"}).concurrency == (16, 1, 256, True)
+    bounded = {**REQUEST, "request.concurrency": "auto", "request.concurrency.max": "8"}
+    assert validate(bounded).concurrency == (8, 1, 8, True)
+    assert validate(REQUEST).get(REQUEST_OUTPUT_MODE) == "unordered"
     assert opts.get(REQUEST_TIMEOUT) == 60.0
     assert opts.get(REQUEST_STRUCTURED_OUTPUT) is False
     # Replay: five batches to a bundle, so that the JVM reads and sends while Python parses.
@@ -142,9 +149,20 @@ def test_durations(text, seconds):
         ({**REQUEST, "endpoint": "localhost:8000"}, "Option 'endpoint' must be an http(s) URL"),
         ({**REPLAY, "parse.gpu-device": "first"}, "'parse.gpu-device' must be 'auto' or a device number"),
         (
-            {**REQUEST, "request.concurrency": "500", "python.fn-execution.bundle.size": "100"},
-            "raise 'python.fn-execution.bundle.size' or lower 'request.concurrency'",
+            {**REQUEST, "request.concurrency": "8", "request.concurrency.max": "100"},
+            "Option 'request.concurrency.max' needs 'request.concurrency' = 'auto'",
         ),
+        (
+            {**REQUEST, "request.concurrency": "auto", "request.concurrency.min": "9", "request.concurrency.max": "8"},
+            "Option 'request.concurrency.min' (9) is larger than 'request.concurrency.max' (8)",
+        ),
+        ({**REQUEST, "request.concurrency": "many"}, "Expected an integer or 'auto'."),
+        (
+            {**REQUEST, "request.concurrency": "500", "request.queue-size": "100"},
+            "Option 'request.queue-size' (100) is smaller than 'request.concurrency' (500)",
+        ),
+        ({**REQUEST, "request.concurrency": "0"}, "Option 'request.concurrency' must be >= 1, got '0'."),
+        ({**REQUEST, "request.output-mode": "sorted"}, "Expected one of 'unordered', 'ordered'."),
         (
             {**REPLAY, "python.fn-execution.arrow.batch.size": "60000"},
             "raise 'python.fn-execution.bundle.size' or lower 'python.fn-execution.arrow.batch.size'",
@@ -183,3 +201,11 @@ def test_docs_match_the_code():
         text = doc.read_text()
         block = text.split("<!-- options:start -->\n")[1].split("<!-- options:end -->")[0]
         assert block == options_markdown(), f"{doc} is stale: run python -m connector.options --update {doc}"
+
+
+def test_the_java_option_keys_match_the_code():
+    """The factory declares the same keys to Flink (FactoryUtil) as `OPTIONS` (generated, never by hand)."""
+    from connector.options import options_java
+
+    java = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm" / "flink" / "TableOptions.java"
+    assert java.read_text() == options_java(), f"{java} is stale: run python -m connector.options --java {java}"

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from connector.errors import OptionsError
+from connector.flink.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
 from connector.flink.planner import TablePlan, plan
 
 
@@ -90,11 +91,13 @@ def test_request_mode_plan():
         ["_request_id", "'responses-' || CAST(`n` AS STRING)"],
     ]
     assert result["source"]["sequence"] == {"rate": 5, "count": 10}
-    assert result["request"]["columns"][0] == ["_body", "body"]
-    assert result["settings"]["table.exec.async-scalar.max-concurrent-operations"] == "64"
-    assert result["settings"]["table.exec.async-scalar.retry-strategy"] == "NO_RETRY"
-    # No Flink timer: the client bounds each request (and PyFlink would start a thread per element for one).
-    assert result["settings"]["table.exec.async-scalar.timeout"] == "0 ms"
+    assert result["request"]["columns"][2] == ["_body", "BYTES"]
+    # The parse function's own operator: bundles of at most 1000 bodies that end after 20 ms (no Python async).
+    assert result["settings"] == {
+        "python.fn-execution.bundle.size": "1000",
+        "python.fn-execution.arrow.batch.size": "1000",
+        "python.fn-execution.bundle.time": "20",
+    }
     assert {m["key"] for m in result["metadata"]} >= {"request.id", "request.latency-ms", "error.reason"}
     assert "source.path" not in {m["key"] for m in result["metadata"]}
 
@@ -153,16 +156,39 @@ def test_api_key_env_is_read_where_the_table_is_planned(monkeypatch):
     assert pickle.loads(base64.b64decode(plan(declared(REQUEST))["plan"])).api_key is None  # none unless asked
 
 
-def test_a_request_longer_than_a_checkpoint_timeout_is_refused():
-    slow = {**REQUEST, "request.timeout": "8 s", "request.retry.deadline": "30 s"}
+def test_request_plan_holds_the_client_spec_of_the_java_request_step():
+    options = {**REQUEST, "api-key": "k-9", "request.temperature": "0.5", "request.logprobs": "2"}
+    options |= {"request.concurrency": "auto", "request.concurrency.max": "32", "request.output-mode": "ordered"}
+    result = plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
+    assert result["version"] == PLAN_VERSION
+    request = result["request"]
+    assert [c[0] for c in request["columns"]] == [n for n, _ in REQUEST_COLUMNS]
+    assert (request["output_mode"], request["on_failure"], request["capacity"]) == ("ordered", "error-row", 128)
+    spec = request["client"]
+    assert spec["version"] == CLIENT_SPEC_VERSION
+    assert spec["url"] == "http://127.0.0.1:8000/v1/chat/completions" and spec["health_url"].endswith("/health")
+    assert spec["concurrency"] == {"initial": 16, "min": 1, "max": 32, "adaptive": True}
+    assert spec["headers"]["authorization"] == "Bearer k-9"
+    # The body is the Python client's own request with the prompt's place left open.
+    sent = json.loads(spec["body_prefix"] + json.dumps('say "hi"\n') + spec["body_suffix"])
+    assert sent == {
+        "messages": [{"role": "user", "content": 'say "hi"\n'}],
+        "model": "m",
+        "temperature": 0.5,
+        "top_logprobs": 2,
+        "logprobs": True,
+    }
+    completions = plan(declared({**REQUEST, "request.api": "completions"}))["request"]["client"]
+    assert completions["url"].endswith("/v1/completions") and completions["body_prefix"] == '{"prompt": '
+    assert "authorization" not in completions["headers"]  # no key unless one is given
+
+
+def test_long_requests_are_planned_whatever_the_checkpoint_timeout():
+    """Before: a deadline past 'execution.checkpointing.timeout' was refused, since a checkpoint waited for the
+    requests in flight. They are now in the checkpoint's state, and nothing waits for them."""
+    slow = {**REQUEST, "request.timeout": "3 min", "request.retry.deadline": "10 min"}
     flink = {"execution.checkpointing.interval": "2 s", "execution.checkpointing.timeout": "5 s"}
-    with pytest.raises(OptionsError) as info:
-        plan({**declared(slow), "flink": flink})
-    assert str(info.value).startswith(
-        "Option 'request.retry.deadline' (30 s) is not shorter than 'execution.checkpointing.timeout' (5 s)"
-    )
-    assert plan({**declared({**slow, "request.retry.deadline": "4 s", "request.timeout": "2 s"}), "flink": flink})
-    assert plan(declared(slow))  # no checkpoints: nothing to hold up
+    assert plan({**declared(slow), "flink": flink})["request"]["timeout_ms"] == 660_000
 
 
 def test_api_key_file_is_read_where_the_table_is_planned(tmp_path):

@@ -73,6 +73,26 @@ def test_the_fix_gives_every_row_its_own_arguments(tmp_path):
     assert mismatches(tmp_path, fixed=True) == 0
 
 
+def test_the_fix_hands_the_operation_a_copy_of_the_reused_row(monkeypatch):
+    """The race above is not certain to show in a run, so the fix itself is checked deterministically: PyFlink's
+    operation is handed the coder's one reused list; with the fix it keeps a copy that later rows cannot touch
+    (without it, this fails: the kept row is the reused list, overwritten)."""
+    from pyflink.fn_execution.table.async_function import operations
+
+    from connector.flink.pyflink_fixes import copy_async_scalar_inputs
+
+    kept: list[list[int]] = []
+    monkeypatch.setattr(
+        operations.AsyncScalarFunctionOperation, "process_element", lambda self, value: kept.append(value)
+    )
+    copy_async_scalar_inputs()
+    reused = [0]
+    for n in range(3):
+        reused[0] = n  # the coder decodes the next row into the same list
+        operations.AsyncScalarFunctionOperation.process_element(None, reused)
+    assert kept == [[0], [1], [2]] and all(row is not reused for row in kept)
+
+
 # A PyFlink program's local Python workers: the pool's gRPC server as a job on the mini-cluster starts it.
 LOOPBACK = """
 import sys

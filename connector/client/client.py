@@ -38,7 +38,7 @@ from connector.client.transport import Transport, tls_context
 from connector.errors import ClientError, OptionsError, RequestTimeout, StatusError, TLSError
 from connector.profiles import Profile, load_profile
 
-__all__ = ["ClientConfig", "VllmClient", "endpoint_for", "open_transport"]
+__all__ = ["ClientConfig", "VllmClient", "endpoint_for", "open_transport", "prepare_request", "response_format_of"]
 
 USER_AGENT = "dspark-vllm/0.1"
 MIB = 1024 * 1024
@@ -143,6 +143,46 @@ def endpoint_for(payload: Mapping[str, Any]) -> str | None:
     return None
 
 
+def response_format_of(config: ClientConfig) -> dict[str, Any] | None:
+    """The `response_format` a config sends (its structured-output profile's content schema), or None."""
+    if config.structured_output is None:
+        return None
+    profile = config.structured_output
+    profile = profile if isinstance(profile, Profile) else load_profile(profile)
+    response_format = profile.response_format()
+    if response_format is None:
+        raise OptionsError(f"profile {profile.name!r} has no content schema to send as response_format")
+    return response_format
+
+
+def prepare_request(
+    config: ClientConfig,
+    payload: Mapping[str, Any],
+    defaults: Mapping[bool, Mapping[str, Any]] | None = None,
+    response_format: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """A request as sent (pure): the default model, parameters (`defaults` by chat-or-not, else made from
+    `config.params`), `response_format` and stream options filled in; the payload's own values win."""
+    request = dict(payload)
+    if config.model and not request.get("model"):
+        request["model"] = config.model
+    chat = "messages" in request
+    chosen = defaults[chat] if defaults is not None else body_defaults(config.params, chat=chat)
+    for name, value in chosen.items():
+        # A payload that sets logprobs itself says what it wants of top_logprobs too.
+        if name not in request and not (name == "top_logprobs" and "logprobs" in request):
+            request[name] = value
+    if response_format is not None and "response_format" not in request:
+        request["response_format"] = response_format
+    if config.stream and "stream" not in request:
+        request["stream"] = True
+    if request.get("stream"):
+        options = dict(request.get("stream_options") or {})
+        options.setdefault("include_usage", True)
+        request["stream_options"] = options
+    return request
+
+
 @dataclass
 class _Attempt:
     status: int | None = None
@@ -173,13 +213,7 @@ class VllmClient:
             config = replace(config, **changes, **options)
         self.config = config
         self._rng = rng or random.Random()
-        self._response_format = None
-        if config.structured_output is not None:
-            profile = config.structured_output
-            profile = profile if isinstance(profile, Profile) else load_profile(profile)
-            self._response_format = profile.response_format()
-            if self._response_format is None:
-                raise OptionsError(f"profile {profile.name!r} has no content schema to send as response_format")
+        self._response_format = response_format_of(config)
         self._defaults = {chat: body_defaults(config.params, chat=chat) for chat in (True, False)}
         self._transport = transport or open_transport(config)
         self._slots = asyncio.Semaphore(config.concurrency)
@@ -209,23 +243,7 @@ class VllmClient:
     # --- one request -------------------------------------------
     def prepare(self, payload: Mapping[str, Any]) -> dict[str, Any]:
         """The request as sent: the default model, parameters, response_format and stream options filled in."""
-        request = dict(payload)
-        if self.config.model and not request.get("model"):
-            request["model"] = self.config.model
-        defaults = self._defaults["messages" in request]
-        for name, value in defaults.items():
-            # A payload that sets logprobs itself says what it wants of top_logprobs too.
-            if name not in request and not (name == "top_logprobs" and "logprobs" in request):
-                request[name] = value
-        if self._response_format is not None and "response_format" not in request:
-            request["response_format"] = self._response_format
-        if self.config.stream and "stream" not in request:
-            request["stream"] = True
-        if request.get("stream"):
-            options = dict(request.get("stream_options") or {})
-            options.setdefault("include_usage", True)
-            request["stream_options"] = options
-        return request
+        return prepare_request(self.config, payload, self._defaults, self._response_format)
 
     async def send(self, payload: Mapping[str, Any], *, index: int = 0, request_id: str | None = None) -> Outcome:
         """Send one request (chat if it has `messages`, completions if `prompt`), retrying as configured."""

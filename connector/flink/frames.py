@@ -16,19 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.decode import ParseResult
+from connector.flink.contract import PARSE_INTERNAL
 from connector.profiles import Profile
 from connector.schema.columns import output_schema
 
 __all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_table"]
 
-INTERNAL = pa.schema(
-    [
-        pa.field("_line", pa.int64()),
-        pa.field("_error", pa.string()),
-        pa.field("_error_field", pa.string()),
-        pa.field("_backend", pa.string()),
-    ]
-)
+_ARROW = {"BIGINT": pa.int64(), "STRING": pa.string()}
+INTERNAL = pa.schema([pa.field(name, _ARROW[kind]) for name, kind in PARSE_INTERNAL])
 
 
 def prune_profile(profile: Profile, needed: Iterable[str]) -> Profile:
@@ -112,7 +107,7 @@ def to_table(
         created = pa.array(filled, type=pa.int64()).cast(pa.timestamp("ms", tz="UTC"))
         full = full.set_column(full.column_names.index("created"), "created", created)
     # Built column by column: a batch that reads no profile column still has `count` rows.
-    names = [*full.column_names, "_line", "_error", "_error_field", "_backend"]
+    names = [*full.column_names, *INTERNAL.names]
     arrays = [
         *full.columns,
         pa.array(lines, type=pa.int64()),

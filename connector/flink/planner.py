@@ -11,7 +11,10 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 - `source`: the internal table the bodies (replay) or prompts (request mode) come from, as a connector (or,
   for `prompts.rate`, a `sequence`: numbers 0, 1, ... at a rate, `count` of them or -1 for no end), a schema
   and the SQL expressions that name its columns `_body`/`_source` or `_prompt`/`_request_id`;
-- `request`: the async request function's inputs, result fields and the columns they become;
+- `version`: `connector.flink.contract.PLAN_VERSION`, checked by the jar;
+- `request`: the request step (Java async I/O, `io.dspark.vllm.flink.RequestStep`): the client's settings
+  (`contract.client_spec`), the columns it adds, the output mode, what a failed request does, the operator's
+  capacity and backstop timeout;
 - `parse_inputs`, `flat`: the parse function's arguments and every column it can produce (Flink SQL types);
 - `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
   ROWs with `ROW(...)`) and the flat columns it needs; `metadata`: the readable keys, their types and SQL;
@@ -25,6 +28,7 @@ Pure code: no pyflink, no JVM; the factory does the Flink side.
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import os
 import pickle
@@ -35,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 from connector.errors import DsparkError, OptionsError
+from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.flink.metadata import metadata_for
 from connector.options import (
     API_KEY,
@@ -43,7 +48,6 @@ from connector.options import (
     ARROW_BATCH,
     BUNDLE_SIZE,
     BUNDLE_TIME,
-    BUNDLE_TIME_OPTION,
     MODE,
     MODEL,
     PROFILE,
@@ -55,28 +59,20 @@ from connector.options import (
     PROMPTS_TEMPLATE,
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
-    REQUEST_CONCURRENCY,
+    REQUEST_OUTPUT_MODE,
     RETRY_DEADLINE,
+    RETRY_ON_FAILURE,
     Options,
-    parse_duration,
     validate,
 )
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
-__all__ = ["INTERNAL_COLUMNS", "TablePlan", "plan", "sql_literal"]
+__all__ = ["INTERNAL_COLUMNS", "TablePlan", "plan", "request_id_of", "sql_literal"]
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
-INTERNAL_COLUMNS = (("_line", "BIGINT"), ("_error", "STRING"), ("_error_field", "STRING"), ("_backend", "STRING"))
-REQUEST_RESULT = (
-    ("body", "BYTES", "_body"),
-    ("http_status", "INT", "_http_status"),
-    ("latency_ms", "DOUBLE", "_latency_ms"),
-    ("attempts", "INT", "_attempts"),
-    ("error", "STRING", "_request_error"),
-    ("received_ms", "BIGINT", "_received_ms"),
-)
+INTERNAL_COLUMNS = PARSE_INTERNAL
 
 
 @dataclass(frozen=True)
@@ -90,6 +86,11 @@ class TablePlan:
     # Read on the client ('api-key', or the variable 'api-key.env' names): the key travels in the job, never
     # in the TaskManagers' environment (which Beam logs when it closes a Python worker).
     api_key: str | None = field(default=None, repr=False)
+
+
+def request_id_of(prompt: str) -> str:
+    """The request id a prompt from 'prompts.path' or 'prompts.source.*' gets: `MD5(prompt)` in the plan's SQL."""
+    return hashlib.md5(prompt.encode("utf-8")).hexdigest()
 
 
 def sql_literal(text: str) -> str:
@@ -166,22 +167,12 @@ def _source(table: str, options: Options) -> dict[str, Any]:
 
 
 def _settings(options: Options) -> dict[str, str]:
-    settings = {
+    """The Flink settings of this table's own Python operator (the parse function)."""
+    return {
         BUNDLE_SIZE: str(options.bundle_size),
         ARROW_BATCH: str(options.arrow_batch_size),
-        BUNDLE_TIME: str(max(1, round(options.get(BUNDLE_TIME_OPTION) * 1000))),  # a long (ms) in PyFlink
+        BUNDLE_TIME: str(max(1, round(options.bundle_time * 1000))),  # a long (ms) in PyFlink
     }
-    if options.get(MODE) == "request":
-        # No Flink timeout: the client ends every request by its deadline and never raises, and a timeout makes
-        # PyFlink start a timer thread per element (measured ~2.5x fewer elements/s; docs/benchmarks.md).
-        settings.update(
-            {
-                "table.exec.async-scalar.max-concurrent-operations": str(options.get(REQUEST_CONCURRENCY)),
-                "table.exec.async-scalar.timeout": "0 ms",
-                "table.exec.async-scalar.retry-strategy": "NO_RETRY",
-            }
-        )
-    return settings
 
 
 def _bounded(options: Options) -> bool:
@@ -216,34 +207,10 @@ def _api_key(options: Options) -> str | None:
     return value
 
 
-def _check_checkpoints(options: Options, flink: Mapping[str, str]) -> None:
-    """A checkpoint waits for the requests in flight: the longest one must fit in a checkpoint's timeout."""
-    if options.get(MODE) != "request" or not flink.get("execution.checkpointing.interval"):
-        return
-    timeout_text = flink.get("execution.checkpointing.timeout", "10 min")
-    try:
-        timeout = parse_duration(timeout_text)
-    except ValueError:
-        return
-    deadline = options.get(RETRY_DEADLINE)
-    if deadline >= timeout:
-        raise OptionsError(
-            f"Option 'request.retry.deadline' ({_seconds(deadline)}) is not shorter than "
-            f"'execution.checkpointing.timeout' ({timeout_text}): a checkpoint waits for the requests in flight, so "
-            "one slow request would fail every checkpoint and restart the job again and again. Lower "
-            "'request.retry.deadline' (and 'request.timeout') or raise 'execution.checkpointing.timeout'."
-        )
-
-
-def _seconds(value: float) -> str:
-    return f"{value:g} s"
-
-
 def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of one declared table (see the module docstring); raises DsparkError for the user's mistakes."""
     name = str(declared["name"])
     options = validate(declared["options"])
-    _check_checkpoints(options, declared.get("flink", {}))
     profile = load_profile(options.get(PROFILE))
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -263,10 +230,12 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     api_key = _api_key(options) if mode == "request" else None
     table_plan = TablePlan(name, options, profile, require_created, api_key)
     result: dict[str, Any] = {
+        "version": PLAN_VERSION,
         "mode": mode,
         "bounded": _bounded(options),
         "source": _source(name, options),
         "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
+        "parse_internal": [n for n, _ in INTERNAL_COLUMNS],
         "physical": physical,
         "metadata": [{"key": m.key, "type": m.type, "sql": m.expression} for m in metadata],
         "settings": _settings(options),
@@ -274,10 +243,14 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     }
     if mode == "request":
         result["request"] = {
-            "inputs": ["_prompt", "_request_id"],
-            "input_types": ["STRING", "STRING"],
-            "result": [[field, ftype] for field, ftype, _ in REQUEST_RESULT],
-            "columns": [[column, field] for field, _, column in REQUEST_RESULT],
+            "client": client_spec(options, profile, api_key),
+            "columns": [list(c) for c in REQUEST_COLUMNS],
+            "output_mode": options.get(REQUEST_OUTPUT_MODE),
+            "on_failure": options.get(RETRY_ON_FAILURE),
+            # The async operator's queue: requests on the wire plus those waiting for a slot or in backoff. Its
+            # timeout is a backstop only: every request ends by its own deadline.
+            "capacity": options.queue_size,
+            "timeout_ms": round((options.get(RETRY_DEADLINE) + 60.0) * 1000),
         }
         result["parse_inputs"] = [["_body", "BYTES"], ["_prompt", "STRING"], ["_request_error", "STRING"]]
     else:

@@ -4,7 +4,8 @@ The Java factory builds each function's payload as a pickle that calls one of th
 `connector.flink.planner` (a pickled `TablePlan`) and, for the parse step, the columns the query reads:
 
     parse_function(plan, '["id", "created", "_line", "_error", "_error_field", "_backend"]')
-    request_function(plan)
+
+(Requests run on the JVM: `io.dspark.vllm.flink.RequestStep`.)
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import pickle
 from connector.flink.planner import TablePlan
 from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
 
-__all__ = ["parse_function", "request_function"]
+__all__ = ["parse_function"]
 
 copy_async_scalar_inputs()
 arrow_results()
@@ -33,10 +34,3 @@ def parse_function(plan: bytes, columns: str):  # type: ignore[no-untyped-def]
     from connector.flink.functions import ParseFunction
 
     return ParseFunction(_plan(plan), tuple(json.loads(columns)))
-
-
-def request_function(plan: bytes):  # type: ignore[no-untyped-def]
-    """The async request function of a table in request mode."""
-    from connector.flink.requests import RequestFunction
-
-    return RequestFunction(_plan(plan))

@@ -32,7 +32,7 @@ from pyflink.table.udf import AsyncScalarFunction, FunctionContext, udf
 
 from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
-from connector.flink.planner import REQUEST_RESULT, TablePlan
+from connector.flink.planner import TablePlan
 from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
 from connector.options import validate
 from connector.profiles import builtin_profiles, load_profile
@@ -87,7 +87,15 @@ class RequestFunction(AsyncScalarFunction):
             return Row(b"", None, latency, 1, f"{type(exc).__name__}: {exc}", int(time.time() * 1000))
 
 
-_RESULT = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind, _ in REQUEST_RESULT)
+REQUEST_RESULT = (
+    ("body", "BYTES"),
+    ("http_status", "INT"),
+    ("latency_ms", "DOUBLE"),
+    ("attempts", "INT"),
+    ("error", "STRING"),
+    ("received_ms", "BIGINT"),
+)
+_RESULT = ", ".join(f"{quote_identifier(name)} {kind}" for name, kind in REQUEST_RESULT)
 vllm_request = udf(RequestFunction(), result_type=f"ROW<{_RESULT}>")
 
 for _name in builtin_profiles():

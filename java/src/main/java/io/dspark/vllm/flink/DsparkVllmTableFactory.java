@@ -3,6 +3,7 @@ package io.dspark.vllm.flink;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.table.connector.source.DynamicTableSource;
 import org.apache.flink.table.factories.DynamicTableSourceFactory;
+import org.apache.flink.table.factories.FactoryUtil;
 
 import java.util.Collections;
 import java.util.Set;
@@ -12,7 +13,8 @@ import java.util.Set;
  * the dspark-vllm wheel) wherever Flink SQL runs: a PyFlink program, the SQL Client, the SQL Gateway, a SQL
  * runner.
  *
- * <p>It is thin on purpose. The options, the columns and the pipeline are planned by the package's Python code
+ * <p>It is thin on purpose. Its option keys are generated from the package's option table (TableOptions) and
+ * checked the Flink way; the values, the columns and the pipeline are planned by the package's Python code
  * ({@code python -m connector.flink.planner}, see {@link PythonPlanner}), the one place that knows the options
  * table, the model profiles and the type mapping; parsing and HTTP run in Python functions on the workers
  * ({@link Pipeline}).
@@ -26,7 +28,8 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
         return IDENTIFIER;
     }
 
-    // Declared and validated by connector/options.py (with Flink's wording), through the planner.
+    // Declared in connector/options.py and generated into TableOptions; Flink checks the keys here (FactoryUtil),
+    // the planner then checks the values and the rules across options.
     @Override
     public Set<ConfigOption<?>> requiredOptions() {
         return Collections.emptySet();
@@ -34,11 +37,13 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
 
     @Override
     public Set<ConfigOption<?>> optionalOptions() {
-        return Collections.emptySet();
+        return TableOptions.OPTIONAL;
     }
 
     @Override
     public DynamicTableSource createDynamicTableSource(Context context) {
+        FactoryUtil.createTableFactoryHelper(this, context)
+                .validateExcept(TableOptions.PREFIXES.toArray(new String[0]));
         TablePlan plan =
                 PythonPlanner.plan(
                         context.getObjectIdentifier(),

@@ -2,6 +2,8 @@ package io.dspark.vllm.flink;
 
 import org.apache.flink.api.common.cache.DistributedCache;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
@@ -10,7 +12,9 @@ import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
@@ -19,15 +23,14 @@ import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.expressions.Expression;
-import org.apache.flink.table.functions.python.PythonAsyncScalarFunction;
 import org.apache.flink.table.functions.python.PythonEnv;
 import org.apache.flink.table.functions.python.PythonFunctionKind;
 import org.apache.flink.table.functions.python.PythonScalarFunction;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.types.Row;
 
-import java.lang.reflect.Field;
 import java.util.ArrayList;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
@@ -35,6 +38,7 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
+import java.util.concurrent.TimeUnit;
 
 import static org.apache.flink.table.api.Expressions.$;
 import static org.apache.flink.table.api.Expressions.call;
@@ -48,7 +52,7 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  *
  * <pre>
  *   internal source (files of bodies | prompts)          a TableDescriptor from the plan
- *     -> request(_prompt, _request_id)                  request mode: a Python async scalar function
+ *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep})
  *     -> parse(_body, ...)                              a vectorized Python function, flat columns
  *     -> the declared columns (ROW(...)) and metadata    SQL expressions from the plan
  * </pre>
@@ -61,7 +65,6 @@ final class Pipeline {
     static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
     private static final String RUNTIME = "connector.flink.runtime";
-    private static final Set<String> PARSE_METADATA = Set.of("_line", "_error", "_error_field", "_backend");
 
     private Pipeline() {}
 
@@ -93,7 +96,7 @@ final class Pipeline {
         }
         boolean parse = !flat.isEmpty();
         for (String sql : metadataSql.values()) {
-            parse |= PARSE_METADATA.contains(sql.replace("`", ""));
+            parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
         if (parse) {
             rows = parse(t, plan, rows, flat);
@@ -127,44 +130,30 @@ final class Pipeline {
     /**
      * Our planner put the Python files our functions need ('python.files', 'python.archives', ...) into its own
      * table config as 'pipeline.cached-files'; the job is made from the outer environment, so they are registered
-     * there too. The planner hands a source a read-only wrapper of that environment
-     * (DummyStreamExecutionEnvironment): the files go to the environment it wraps.
+     * there too. The planner hands a source a read-only wrapper of that environment, whose registerCachedFile
+     * refuses; its getCachedFiles() is the outer environment's own list (public API), so they are added to it.
      */
     private static void shipPythonFiles(StreamTableEnvironment t, StreamExecutionEnvironment env) {
         List<String> cached = t.getConfig().getConfiguration().get(PipelineOptions.CACHED_FILES);
         if (cached == null || cached.isEmpty()) {
             return;
         }
-        StreamExecutionEnvironment real = unwrap(env);
+        List<Tuple2<String, DistributedCache.DistributedCacheEntry>> files = env.getCachedFiles();
         Set<String> known = new LinkedHashSet<>();
-        real.getCachedFiles().forEach(f -> known.add(f.f0));
+        files.forEach(f -> known.add(f.f0));
         for (Tuple2<String, DistributedCache.DistributedCacheEntry> file :
                 DistributedCache.parseCachedFilesFromString(cached)) {
             if (known.add(file.f0)) {
-                real.registerCachedFile(file.f1.filePath, file.f0, file.f1.isExecutable);
-            }
-        }
-    }
-
-    private static StreamExecutionEnvironment unwrap(StreamExecutionEnvironment env) {
-        for (Class<?> type = env.getClass(); type != null; type = type.getSuperclass()) {
-            for (Field field : type.getDeclaredFields()) {
-                if (StreamExecutionEnvironment.class.isAssignableFrom(field.getType())) {
-                    try {
-                        field.setAccessible(true);
-                        Object wrapped = field.get(env);
-                        if (wrapped != null) {
-                            return (StreamExecutionEnvironment) wrapped;
-                        }
-                    } catch (ReflectiveOperationException | RuntimeException e) {
-                        break;
-                    }
+                try {
+                    files.add(file);
+                } catch (UnsupportedOperationException e) {
+                    throw new IllegalStateException(
+                            "dspark-vllm cannot ship the Python files of its functions ('python.files', "
+                                    + "'python.archives') with this job; install dspark-vllm in the workers' Python "
+                                    + "('python.executable') instead.", e);
                 }
             }
         }
-        throw new IllegalStateException(
-                "dspark-vllm cannot ship the Python files of its functions ('python.files', 'python.archives') "
-                        + "with this job; install dspark-vllm in the workers' Python ('python.executable') instead.");
     }
 
     private static Table source(StreamTableEnvironment t, JsonNode source) {
@@ -214,39 +203,38 @@ final class Pipeline {
         return select.toArray(new Expression[0]);
     }
 
+    /**
+     * Request mode: the prompts through Flink's async I/O operator with {@link RequestStep} (unordered by default),
+     * the in-flight prompts in its checkpoint state; the rows come back as a table for the parse step.
+     */
     private static Table request(StreamTableEnvironment t, TablePlan plan, Table prompts) {
         JsonNode request = plan.request();
-        List<String> inputs = strings(request.get("inputs"));
-        Map<String, String> result = new LinkedHashMap<>();
-        for (String[] pair : plan.pairs(request.get("result"))) {
-            result.put(pair[0], pair[1]);
-        }
-        PythonAsyncScalarFunction function =
-                new PythonAsyncScalarFunction(
-                        REQUEST,
-                        PythonPickle.call(RUNTIME, "request_function", plan.pickledPlan()),
-                        strings(request.get("input_types")).toArray(new String[0]),
-                        TablePlan.row(result).getLogicalType().asSerializableString(),
-                        PythonFunctionKind.GENERAL,
-                        false,
-                        false,
-                        new PythonEnv(PythonEnv.ExecType.PROCESS));
-        t.createTemporarySystemFunction(REQUEST, function);
-        Table called = prompts.select(withAllColumns(), call(REQUEST, columns(inputs)).as("_o"));
-        List<Expression> select = new ArrayList<>();
-        for (String name : prompts.getResolvedSchema().getColumnNames()) {
-            select.add($(name));
-        }
-        for (String[] pair : plan.pairs(request.get("columns"))) {
-            select.add($("_o").get(pair[1]).as(pair[0]));
-        }
-        return called.select(select.toArray(new Expression[0]));
+        DataStream<Row> in = t.toDataStream(prompts.select($("_prompt"), $("_request_id")));
+        RequestStep step = new RequestStep(request);
+        long timeout = request.get("timeout_ms").asLong();
+        int capacity = request.get("capacity").asInt();
+        SingleOutputStreamOperator<Row> out =
+                "ordered".equals(request.get("output_mode").asText())
+                        ? AsyncDataStream.orderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity)
+                        : AsyncDataStream.unorderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity);
+        TypeInformation<Row> type =
+                Types.ROW_NAMED(
+                        RequestStep.COLUMNS.toArray(new String[0]),
+                        Types.STRING,
+                        Types.STRING,
+                        PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO,
+                        Types.INT,
+                        Types.DOUBLE,
+                        Types.INT,
+                        Types.STRING,
+                        Types.LONG);
+        return t.fromDataStream(out.returns(type).name("dspark-vllm requests"));
     }
 
     private static Table parse(StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed) {
         Map<String, String> produced = new LinkedHashMap<>();
         plan.flatTypes().forEach((name, type) -> {
-            if (needed.contains(name) || PARSE_METADATA.contains(name)) {
+            if (needed.contains(name) || plan.parseInternal().contains(name)) {
                 produced.put(name, type);
             }
         });

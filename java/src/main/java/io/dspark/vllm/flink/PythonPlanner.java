@@ -17,6 +17,8 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
+import java.security.MessageDigest;
+import java.security.NoSuchAlgorithmException;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.ConcurrentHashMap;
@@ -32,18 +34,35 @@ final class PythonPlanner {
     static final String MODULE = "connector.flink.planner";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long TIMEOUT_SECONDS = 120;
-    // The planner may ask for the same table several times while it optimizes one query.
-    private static final Map<String, JsonNode> CACHE = new ConcurrentHashMap<>();
+    // The planner asks for the same table several times while it plans one statement: answers are kept for a few
+    // seconds, by a digest of the question (never its text, which may hold an API key), so a long-lived SQL
+    // Gateway still reads an edited profile or a rotated 'api-key.file' at the next statement.
+    private static final long CACHE_MILLIS = 10_000;
+    private static final Map<String, Cached> CACHE = new ConcurrentHashMap<>();
+
+    private static final class Cached {
+        final JsonNode answer;
+        final long until;
+
+        Cached(JsonNode answer, long until) {
+            this.answer = answer;
+            this.until = until;
+        }
+    }
 
     private PythonPlanner() {}
 
     static TablePlan plan(ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
         String request = declaredTable(identifier, table, config).toString();
         String python = pythonExecutable(config);
-        JsonNode answer = CACHE.get(python + "\0" + request);
+        String key = digest(python + "\0" + request);
+        long now = System.currentTimeMillis();
+        CACHE.values().removeIf(c -> c.until < now);
+        Cached cached = CACHE.get(key);
+        JsonNode answer = cached == null ? null : cached.answer;
         if (answer == null) {
             answer = run(python, request, identifier);
-            CACHE.put(python + "\0" + request, answer);
+            CACHE.put(key, new Cached(answer, now + CACHE_MILLIS));
         }
         if (answer.has("error")) {
             throw new ValidationException(
@@ -51,6 +70,15 @@ final class PythonPlanner {
                             + answer.get("error").asText());
         }
         return new TablePlan(answer);
+    }
+
+    private static String digest(String text) {
+        try {
+            byte[] hash = MessageDigest.getInstance("SHA-256").digest(text.getBytes(StandardCharsets.UTF_8));
+            return java.util.Base64.getEncoder().encodeToString(hash);
+        } catch (NoSuchAlgorithmException e) {
+            throw new IllegalStateException(e);
+        }
     }
 
     /** python.client.executable, then $PYFLINK_CLIENT_EXECUTABLE, then python.executable, then python3. */

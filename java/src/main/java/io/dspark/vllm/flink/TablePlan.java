@@ -18,7 +18,17 @@ final class TablePlan {
 
     final JsonNode json;
 
+    /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
+    static final int VERSION = 2;
+
     TablePlan(JsonNode json) {
+        int version = json.path("version").asInt(-1);
+        if (version != VERSION) {
+            throw new IllegalArgumentException(
+                    "dspark-vllm: the planner made a plan of version " + version + ", this jar reads version "
+                            + VERSION + ": the Python package and the jar on the classpath are of different "
+                            + "releases; use the jar of the installed package ('dspark-vllm sql --jar')");
+        }
         this.json = json;
     }
 
@@ -49,6 +59,13 @@ final class TablePlan {
             types.put(column.get("name").asText(), column.get("type").asText());
         }
         return types;
+    }
+
+    /** What the parse function makes beside the profile's columns ({@code contract.PARSE_INTERNAL}). */
+    java.util.Set<String> parseInternal() {
+        java.util.Set<String> names = new java.util.LinkedHashSet<>();
+        json.get("parse_internal").forEach(n -> names.add(n.asText()));
+        return names;
     }
 
     JsonNode physical(String column) {

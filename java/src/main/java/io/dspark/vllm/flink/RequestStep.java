@@ -1,0 +1,162 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.RequestSpec;
+import io.dspark.vllm.request.Requester;
+
+import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.MeterView;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.streaming.api.functions.async.ResultFuture;
+import org.apache.flink.streaming.api.functions.async.RichAsyncFunction;
+import org.apache.flink.types.Row;
+
+import java.util.Arrays;
+import java.util.Collections;
+import java.util.List;
+
+/**
+ * The request step of a table in request mode: one prompt row ({@code _prompt}, {@code _request_id}) in, the same
+ * row with the request's outcome out ({@code contract.REQUEST_COLUMNS}). Flink's async I/O operator
+ * ({@code AsyncWaitOperator}) runs it: the elements in flight are part of every checkpoint and are sent again
+ * after a restore, and nothing waits for them at a checkpoint; in unordered mode a row leaves as soon as its
+ * response is read (no row overtakes a watermark).
+ *
+ * <p>Every prompt gives exactly one row: a failed request is a row with {@code _request_error} set (or fails the
+ * job with {@code 'request.on-failure' = 'fail-job'}). Metrics, group {@code dspark}: numRequests, numResponses,
+ * numRequestsFailed, numRetries, numBytesIn, numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled,
+ * latencyMsP50/P95/P99.
+ */
+final class RequestStep extends RichAsyncFunction<Row, Row> {
+    private static final long serialVersionUID = 1L;
+    static final List<String> COLUMNS =
+            Arrays.asList(
+                    "_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts",
+                    "_request_error", "_received_ms");
+
+    private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
+    private final boolean failJob;
+
+    private transient Requester requester;
+    private transient Counter requests;
+    private transient Counter responses;
+    private transient Counter failed;
+    private transient Counter retries;
+    private transient Counter bytes;
+    private transient MeterView responseRate;
+    private transient Recent latencies;
+
+    RequestStep(JsonNode request) {
+        List<String> columns = new java.util.ArrayList<>();
+        request.get("columns").forEach(pair -> columns.add(pair.get(0).asText()));
+        if (!columns.equals(COLUMNS)) {
+            throw new IllegalArgumentException(
+                    "dspark-vllm: the plan's request columns " + columns + " are not this jar's " + COLUMNS
+                            + ": install the same dspark-vllm on the client and the TaskManagers");
+        }
+        this.specJson = request.get("client").toString();
+        RequestSpec.fromJson(request.get("client")); // its version is checked where the job is planned
+        this.failJob = "fail-job".equals(request.get("on_failure").asText());
+    }
+
+    @Override
+    public void open(OpenContext openContext) throws Exception {
+        RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
+        requester = new Requester(spec);
+        MetricGroup group = getRuntimeContext().getMetricGroup().addGroup("dspark");
+        requests = group.counter("numRequests");
+        responses = group.counter("numResponses");
+        failed = group.counter("numRequestsFailed");
+        retries = group.counter("numRetries");
+        bytes = group.counter("numBytesIn");
+        responseRate = group.meter("numResponsesPerSecond", new MeterView(responses, 60));
+        latencies = new Recent(1000);
+        group.gauge("inFlight", () -> requester.inFlight());
+        group.gauge("concurrencyLimit", () -> requester.concurrencyLimit());
+        group.gauge("numThrottled", () -> requester.throttled());
+        group.gauge("latencyMsP50", () -> latencies.percentile(50));
+        group.gauge("latencyMsP95", () -> latencies.percentile(95));
+        group.gauge("latencyMsP99", () -> latencies.percentile(99));
+    }
+
+    @Override
+    public void asyncInvoke(Row prompt, ResultFuture<Row> result) {
+        String text = (String) prompt.getField(0);
+        String id = (String) prompt.getField(1);
+        requests.inc();
+        requester.send(text == null ? "" : text, id).whenComplete((outcome, bug) -> {
+            if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
+                outcome = new Outcome(null, null, 0.0, 0, "request: internal error (" + bug + ")", "request",
+                        System.currentTimeMillis());
+            }
+            complete(prompt, text, id, outcome, result);
+        });
+    }
+
+    private void complete(Row prompt, String text, String id, Outcome outcome, ResultFuture<Row> result) {
+        if (outcome.ok()) {
+            responses.inc();
+        } else {
+            failed.inc();
+            if (failJob) {
+                result.completeExceptionally(new RuntimeException(
+                        "request " + id + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error));
+                return;
+            }
+        }
+        retries.inc(Math.max(0, outcome.attempts - 1));
+        bytes.inc(outcome.body == null ? 0 : outcome.body.length);
+        latencies.add(outcome.latencyMs);
+        Row row = Row.of(
+                text, id, outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
+                outcome.attempts, outcome.error, outcome.receivedAtMs);
+        result.complete(Collections.singletonList(row));
+    }
+
+    @Override
+    public void timeout(Row prompt, ResultFuture<Row> result) {
+        // A backstop only: the operator's timeout is longer than any request's deadline.
+        Outcome outcome = new Outcome(null, null, 0.0, 0,
+                "timeout: the request step did not answer within the operator's timeout", "timeout",
+                System.currentTimeMillis());
+        failed.inc();
+        complete(prompt, (String) prompt.getField(0), (String) prompt.getField(1), outcome, result);
+    }
+
+    @Override
+    public void close() throws Exception {
+        if (requester != null) {
+            requester.close();
+        }
+    }
+
+    /** The latest latencies, for percentiles. */
+    static final class Recent {
+        private final double[] values;
+        private int next;
+        private int size;
+
+        Recent(int capacity) {
+            values = new double[capacity];
+        }
+
+        synchronized void add(double value) {
+            values[next] = value;
+            next = (next + 1) % values.length;
+            size = Math.min(size + 1, values.length);
+        }
+
+        synchronized double percentile(double p) {
+            if (size == 0) {
+                return 0.0;
+            }
+            double[] sorted = Arrays.copyOf(values, size);
+            Arrays.sort(sorted);
+            int index = (int) Math.ceil(p / 100.0 * size) - 1;
+            return sorted[Math.max(0, Math.min(size - 1, index))];
+        }
+    }
+}
