@@ -872,7 +872,8 @@ def options_java() -> str:
         "    static final Set<String> PREFIXES = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
         "            " + ", ".join(literal(o.key) for o in OPTIONS if o.prefix) + ")));",
         "",
-        "    static final Set<ConfigOption<?>> OPTIONAL = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+        "    static final Set<ConfigOption<?>> OPTIONAL =",
+        "            Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
     ]
     keyed = [o for o in OPTIONS if not o.prefix and not o.required]
     for i, o in enumerate(keyed):

@@ -16,7 +16,8 @@ final class TableOptions {
     static final Set<String> PREFIXES = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
             "prompts.source.")));
 
-    static final Set<ConfigOption<?>> OPTIONAL = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
+    static final Set<ConfigOption<?>> OPTIONAL =
+            Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
             ConfigOptions.key("mode").stringType().noDefaultValue().withDescription("Where bodies come from: 'request' sends prompts to 'endpoint'; 'replay' reads captured raw bodies from 'replay.path'."),
             ConfigOptions.key("profile").stringType().noDefaultValue().withDescription("Model profile: a built-in name (openai, vl, coder, math) or the path of a profile file (.yaml)."),
             ConfigOptions.key("model").stringType().noDefaultValue().withDescription("Model name sent in requests (required in request mode); it also fills the 'model' column of error rows."),
