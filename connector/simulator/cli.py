@@ -156,9 +156,12 @@ async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool
     bound_host, bound_port = await sim.start(host, port, reuse_port=reuse_port)
     if announce:
         faults = ", ".join(f"{k}={v:g}" for k, v in config.faults.items()) or "none"
+        extra = f"; capacity: {config.capacity}" if config.capacity is not None else ""
+        if config.latency_dist == "lognormal":
+            extra += f"; latency: lognormal, median {config.latency_ms:g} ms, p99 {config.latency_p99_ms:g} ms"
         print(
             f"dspark-vllm simulator listening on http://{bound_host}:{bound_port} "
-            f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults})",
+            f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults}{extra})",
             flush=True,
         )
     stop = asyncio.Event()

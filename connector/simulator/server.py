@@ -529,7 +529,7 @@ class Simulator:
         lines += ["# TYPE dspark_sim_faults_total counter"]
         lines += [f'dspark_sim_faults_total{{kind="{k[6:]}"}} {v}' for k, v in s.items() if k.startswith("fault ")]
         lines += [
-            "# HELP dspark_sim_throttled_total Completions refused with 429 because --capacity were being served.",
+            "# HELP dspark_sim_throttled_total Completions answered 429 at once: --capacity of them were being served.",
             "# TYPE dspark_sim_throttled_total counter",
             f"dspark_sim_throttled_total {s['throttled']}",
             "# TYPE dspark_sim_serving gauge",
