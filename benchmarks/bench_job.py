@@ -1,16 +1,32 @@
 """The Flink paths side by side: the 'dspark-vllm' table against Flink's own formats, a trivial UDF, the parser.
 
-    python benchmarks/bench_job.py                      # all sections (about 15 minutes on 2 cores)
+    python benchmarks/bench_job.py                      # all sections (long: the request mixes are 5,000 prompts)
     python benchmarks/bench_job.py --sections replay --small 20000 --large 60000 --parallelism 1
+    python benchmarks/bench_job.py --sections llm-mix,heavy-tail --prompts 500
 
 Replay (~1.1 KB coder bodies from the simulator's corpus): each path is a whole job in a fresh process, run
 on a small and a large file, the paths taking turns; `rows/s steady` = (large - small) / (time(large) -
 time(small)), so the fixed start-up of a job cancels out. Ratios are against `parse_batch` alone in one
 process (all columns) measured in the same run.
 
-Request mode (the simulator at zero latency): the table's rows/s against the client alone sending the same
-prompts; head-of-line blocking (1% of requests hang past the timeout); and the latency the pipeline adds
-(response received -> row at the sink) at 1,000 rows/s, as p50/p99.
+Request mode (`--sections request` runs them all; each runs alone too). Every ratio is against a plain aiohttp
+client with the same number of requests in flight ('request.concurrency'), run in the same round against a
+fresh simulator of the same seed; the paths take turns, each a process of its own. Times are the responses'
+own stamps: the table's 'request.received-at' metadata as it reached the sink, the client's clock per
+response, so no start-up counts.
+- llm-mix: `simulate --latency-ms 200 --fault slow=0.05 --slow-ms 10000` (most answers 200 ms, 5% 10 s more),
+  `--prompts` prompts: first-to-last response of the table / of the client (1.00x: as fast as the client).
+- heavy-tail: the same with lognormal durations (`--latency-dist lognormal`, median and p99 below).
+- zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's.
+- added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
+  with the defaults and with shorter bundles.
+- hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
+- adaptive: a server that serves 16 completions at once (100 ms each; 429 with Retry-After 1 beyond,
+  `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
+  share of the rows) as a share of the 160/s it can serve, and the share of requests answered 429 after
+  warm-up (the simulator's throttled counter, read while the job runs), for 'request.concurrency' = 'auto'
+  and a fixed 64. A table whose options are refused (a value this version does
+  not know) is a row saying so.
 """
 
 from __future__ import annotations
@@ -22,8 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -149,6 +169,8 @@ def job_parse_only(path: str, parallelism: int) -> None:
 
 
 def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str, extra: str) -> None:
+    """The table in request mode, as a user writes it: only 'dspark-vllm' options (`extra`: more of them, or
+    job settings), so the same DDL runs whichever request step is behind the table."""
     t = _t_env(1)
     t.execute_sql(f"""CREATE TABLE responses (
         id STRING, model STRING, usage ROW<completion_tokens BIGINT>,
@@ -166,19 +188,24 @@ def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str,
     ).wait()
 
 
-def _received(output: Path) -> list[tuple[float, float]]:
-    """(received, at the sink) of each row, seconds since the epoch, from the request job's sink."""
+def _sink_rows(output: Path) -> list[tuple[float, float, str]]:
+    """(received, at the sink, error) of each row, seconds since the epoch, from the request job's sink."""
     from datetime import datetime
 
     def seconds(text: str) -> float:
         return datetime.fromisoformat(text.strip('"').replace("Z", "")).timestamp()
 
-    stamps = []
+    rows = []
     for f in output.rglob("part-*"):
         for line in f.read_text().splitlines():
-            _rid, received, at_sink, _error = line.split(",", 3)
-            stamps.append((seconds(received), seconds(at_sink)))
-    return stamps
+            _rid, received, at_sink, error = line.split(",", 3)
+            rows.append((seconds(received), seconds(at_sink), error.strip('"')))
+    return rows
+
+
+def _received(output: Path) -> list[tuple[float, float]]:
+    """(received, at the sink) of each row, seconds since the epoch, from the request job's sink."""
+    return [(received, at_sink) for received, at_sink, _ in _sink_rows(output)]
 
 
 def steady_rate(stamps: list[tuple[float, float]]) -> float:
@@ -188,14 +215,39 @@ def steady_rate(stamps: list[tuple[float, float]]) -> float:
     return 0.8 * len(times) / max(b - a, 1e-9)
 
 
-def client_alone(endpoint: str, model: str, prompts: int, concurrency: int) -> None:
-    from connector.client import BlockingClient
+def client_alone(endpoint: str, model: str, prompts: int, concurrency: int, output: str) -> None:
+    """A plain aiohttp client: `concurrency` requests in flight, the table's prompts and payload shape; one
+    line per response in `output`: its time (epoch seconds) and status."""
+    import asyncio
 
-    client = BlockingClient(endpoint, model=model, concurrency=concurrency)
-    payloads = [{"messages": [{"role": "user", "content": f"Request {n}: answer briefly."}]} for n in range(prompts)]
-    outcomes = client.send_all(payloads)
-    client.close()
-    assert all(o.error is None for o in outcomes)
+    import aiohttp
+
+    async def run() -> list[tuple[float, int]]:
+        url = endpoint.rstrip("/") + "/v1/chat/completions"
+        numbers = iter(range(prompts))
+        stamps: list[tuple[float, int]] = []
+        timeout = aiohttp.ClientTimeout(total=600)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=concurrency), timeout=timeout) as http:
+
+            async def worker() -> None:
+                for n in numbers:
+                    payload = {
+                        "model": model,
+                        "messages": [{"role": "user", "content": f"Request {n}: answer briefly."}],
+                    }
+                    async with http.post(url, json=payload) as response:
+                        await response.read()
+                        stamps.append((time.time(), response.status))
+
+            await asyncio.gather(*(worker() for _ in range(concurrency)))
+        return stamps
+
+    stamps = asyncio.run(run())
+    Path(output).write_text("".join(f"{t:.6f} {status}\n" for t, status in stamps))
+
+
+def _client_stamps(output: Path) -> list[tuple[float, int]]:
+    return [(float(t), int(s)) for t, s in (line.split() for line in output.read_text().splitlines())]
 
 
 # ---------------------------------------------------------------- the driver
@@ -246,44 +298,294 @@ def replay_section(args: argparse.Namespace, folder: Path) -> list[tuple[str, fl
     return rows
 
 
-def request_section(args: argparse.Namespace, folder: Path) -> list[tuple[str, float, str]]:
+# ---------------------------------------------------------------- request mode
+@dataclass
+class Result:
+    """One line of the summary: `value` in `unit` (None: the path failed, `note` says why)."""
+
+    section: str
+    path: str
+    value: float | None
+    unit: str
+    ratio: str = ""
+    note: str = ""
+    goal: str = ""  # issue 16's bar, where it sets one
+
+
+def attempt(*args: str) -> tuple[float, str | None]:
+    """Like `timed`, but a failed job is a message (its most telling line), not the end of the benchmark."""
+    started = time.perf_counter()
+    try:
+        done = subprocess.run([sys.executable, __file__, "--run", *args], capture_output=True, text=True, timeout=3600)
+    except subprocess.TimeoutExpired:
+        return time.perf_counter() - started, "did not finish within 3600 s"
+    if done.returncode == 0:
+        return time.perf_counter() - started, None
+    lines = [line.strip() for line in done.stderr.splitlines() if line.strip()]
+    telling = [line for line in lines if "Option '" in line or "OptionsError" in line or "ValidationException" in line]
+    line = (telling or lines or [f"exit status {done.returncode}"])[-1]
+    return time.perf_counter() - started, line.removeprefix("Caused by: ")[:300]
+
+
+def _model(url: str) -> str:
+    with urllib.request.urlopen(url + "/v1/models", timeout=10) as response:
+        return str(json.loads(response.read())["data"][0]["id"])
+
+
+def _concurrency_option(concurrency: str) -> str:
+    return f", 'request.concurrency' = '{concurrency}'"
+
+
+def _span(times: list[float]) -> float:
+    return max(times) - min(times) if times else 0.0
+
+
+def mix_section(
+    args: argparse.Namespace, folder: Path, section: str, label: str, sim_options: dict[str, Any]
+) -> list[Result]:
+    """First-to-last response of the table against the client alone, same prompts, same concurrency, against a
+    fresh simulator of the same seed for each run; the best of `--repeat` rounds of each path."""
     from connector.simulator.testing import serve_simulator
 
-    rows = []
+    c = str(args.concurrency)
+    spans: dict[str, list[float]] = {"client": [], "table": []}
+    notes: dict[str, str] = {"client": "", "table": ""}
+    failed: str | None = None
+    for round_ in range(args.repeat):
+        for path in ("client", "table"):
+            with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **sim_options) as sim:
+                out = folder / f"{section}-{path}-{round_}"
+                if path == "client":
+                    _, error = attempt("client", sim.url, _model(sim.url), str(args.prompts), c, str(out))
+                    if error is None:
+                        stamps = _client_stamps(out)
+                        spans[path].append(_span([t for t, _ in stamps]))
+                        bad = sum(1 for _, status in stamps if status != 200)
+                        notes[path] = f"{len(stamps)} responses, {bad} not 200"
+                else:
+                    extra = _concurrency_option(c)
+                    _, error = attempt(
+                        "request", sim.url, _model(sim.url), str(args.prompts), str(args.rate), str(out), extra
+                    )
+                    if error is None:
+                        rows = _sink_rows(out)
+                        spans[path].append(_span([r for r, _, _ in rows]))
+                        errors = sum(1 for *_, e in rows if e)
+                        notes[path] = f"{len(rows)} rows, {errors} error rows"
+                if error is not None:
+                    failed = f"{path} failed: {error}"
+    results = []
+    client = min(spans["client"]) if spans["client"] else None
+    table = min(spans["table"]) if spans["table"] else None
+    results.append(Result(section, f"{label}: client alone (aiohttp), c={c}", client, "s", "", notes["client"]))
+    ratio = f"{table / client:.2f}x" if table is not None and client else ""
+    note = notes["table"] if table is not None else (failed or "")
+    results.append(Result(section, f"{label}: 'dspark-vllm' table, c={c}", table, "s", ratio, note, "<= 1.20x"))
+    return results
+
+
+def llm_mix_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    options = {"latency_ms": 200.0, "faults": {"slow": 0.05}, "slow_ms": 10_000.0}
+    return mix_section(args, folder, "llm-mix", f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last", options)
+
+
+def heavy_tail_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    options = {"latency_dist": "lognormal", "latency_ms": args.tail_median_ms, "latency_p99_ms": args.tail_p99_ms}
+    label = f"{args.prompts} prompts, lognormal {args.tail_median_ms:g}/{args.tail_p99_ms:g} ms, first->last"
+    return mix_section(args, folder, "heavy-tail", label, options)
+
+
+def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    from connector.simulator.testing import serve_simulator
+
+    c = str(args.concurrency)
+    rates: dict[str, list[float]] = {"client": [], "table": []}
+    failed = {"client": "", "table": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
-        model = json.loads(subprocess.check_output(["curl", "-s", sim.url + "/v1/models"]))["data"][0]["id"]
-        concurrency = "64"
-        for _ in range(args.repeat):
-            alone = timed("client", sim.url, model, str(args.requests), concurrency)
-            timed("request", sim.url, model, str(args.requests), "100000", str(folder / "r"), "")
-        stamps = _received(folder / "r")
-        rows.append(("client alone (asyncio + aiohttp), c=64", args.requests / alone, f"{alone:.1f} s"))
-        rows.append(("'dspark-vllm' request mode, steady, c=64", steady_rate(stamps), f"{len(stamps)} rows"))
+        model = _model(sim.url)
+        for round_ in range(args.repeat):
+            out = folder / f"zero-client-{round_}"
+            _, error = attempt("client", sim.url, model, str(args.requests), c, str(out))
+            if error is None:
+                rates["client"].append(steady_rate([(t, t) for t, _ in _client_stamps(out)]))
+            failed["client"] = error or failed["client"]
+            out = folder / f"zero-table-{round_}"
+            _, error = attempt(
+                "request", sim.url, model, str(args.requests), "100000", str(out), _concurrency_option(c)
+            )
+            if error is None:
+                rates["table"].append(steady_rate(_received(out)))
+            failed["table"] = error or failed["table"]
+    client = max(rates["client"]) if rates["client"] else None
+    table = max(rates["table"]) if rates["table"] else None
+    ratio = f"{table / client:.2f}x" if table is not None and client else ""
+    return [
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: client alone (aiohttp), c={c}",
+            client,
+            "rows/s",
+            note="" if client is not None else failed["client"],
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: 'dspark-vllm' table, steady, c={c}",
+            table,
+            "rows/s",
+            ratio,
+            "" if table is not None else failed["table"],
+            ">= 1.00x",
+        ),
+    ]
 
-        # Added latency at 1,000 rows/s: response received -> row at the sink (NOW() in the sink's Calc).
-        out = folder / "latency"
-        timed("request", sim.url, model, "10000", "1000", str(out), "")
-        added = sorted((sink - received) * 1000 for received, sink in _received(out))
-        p50, p99 = statistics.median(added), added[int(0.99 * (len(added) - 1))]
-        rows.append(("added latency at 1k rows/s: p50", p50, f"p99 {p99:.0f} ms over {len(added)} rows"))
-        fast = ", 'python.fn-execution.bundle.time' = '100 ms', 'python.fn-execution.arrow.batch.size' = '100'"
-        timed("request", sim.url, model, "10000", "1000", str(folder / "latency-fast"), fast)
-        added = sorted((sink - received) * 1000 for received, sink in _received(folder / "latency-fast"))
-        p50, p99 = statistics.median(added), added[int(0.99 * (len(added) - 1))]
-        rows.append(("  same, bundle.time 100 ms, arrow batch 100: latency p50", p50, f"p99 {p99:.0f} ms"))
 
-    # Head-of-line blocking: 600 prompts, the same with 1% of them hanging until the client's 10 s timeout.
-    spans = {}
-    for label, faults in (("no hang", {}), ("1% hang", {"hang": 0.01})):
+def added_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    """Response received -> row at the sink (NOW() in the sink's Calc), at 1,000 rows/s."""
+    from connector.simulator.testing import serve_simulator
+
+    results = []
+    fast = ", 'python.fn-execution.bundle.time' = '100 ms', 'python.fn-execution.arrow.batch.size' = '100'"
+    with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
+        model = _model(sim.url)
+        for label, extra in (("defaults", ""), ("bundle.time 100 ms, arrow batch 100", fast)):
+            out = folder / f"latency-{len(extra)}"
+            _, error = attempt("request", sim.url, model, str(args.latency_prompts), "1000", str(out), extra)
+            name = f"added latency at 1k rows/s, {label}: p50"
+            if error is not None:
+                results.append(Result("added-latency", name, None, "ms", "", error))
+                continue
+            added = sorted((sink - received) * 1000 for received, sink in _received(out))
+            p50, p99 = statistics.median(added), added[int(0.99 * (len(added) - 1))]
+            results.append(Result("added-latency", name, p50, "ms", "", f"p99 {p99:.0f} ms over {len(added)} rows"))
+            goal = "<= 100 ms" if not extra else ""
+            results.append(Result("added-latency", f"added latency at 1k rows/s, {label}: p99", p99, "ms", goal=goal))
+    return results
+
+
+def hol_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    """Head-of-line blocking: 600 prompts, the same with 1% of them hanging until the client's 10 s timeout."""
+    from connector.simulator.testing import serve_simulator
+
+    results = []
+    for label, faults in (("no hang", {}), ("1% hang (timeout 10 s)", {"hang": 0.01})):
         with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, faults=faults,
                              hang_s=3600.0) as sim:  # fmt: skip
             out = folder / f"hol-{len(faults)}"
-            timed("request", sim.url, model, "600", "100000", str(out), ", 'request.timeout' = '10 s'")
-            received = [r for r, _ in _received(out)]
-            spans[label] = max(received) - min(received)
-    rows.append(("600 prompts, no hang: seconds first -> last response", spans["no hang"], ""))
-    rows.append(("600 prompts, 1% hang (timeout 10 s): seconds", spans["1% hang"], "the 6 hung attempts retried"))
-    return rows
+            _, error = attempt(
+                "request", sim.url, _model(sim.url), "600", "100000", str(out), ", 'request.timeout' = '10 s'"
+            )
+            received = [r for r, _ in _received(out)] if error is None else []
+            note = "the 6 hung attempts retried" if faults else ""
+            results.append(
+                Result(
+                    "hol",
+                    f"600 prompts, {label}: first -> last response",
+                    _span(received) if received else None,
+                    "s",
+                    "",
+                    error or note,
+                )  # fmt: skip
+            )
+    return results
+
+
+class _MetricsSampler:
+    """Reads the simulator's counters every `interval` s in a thread: (time, completion requests, throttled)."""
+
+    def __init__(self, sim: Any, interval: float = 0.25) -> None:
+        self.sim, self.interval = sim, interval
+        self.samples: list[tuple[float, float, float]] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def sample(self) -> None:
+        stats = self.sim.stats()
+        requests = stats.get("requests /v1/chat/completions", 0.0) + stats.get("requests /v1/completions", 0.0)
+        self.samples.append((time.time(), requests, stats.get("throttled", 0.0)))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.sample()
+
+    def __enter__(self) -> _MetricsSampler:
+        self.sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.sample()
+
+    def since(self, start: float) -> tuple[float, float]:
+        """(requests, throttled) from the first sample at or after `start` to the last."""
+        first = next((s for s in self.samples if s[0] >= start), self.samples[-1])
+        last = self.samples[-1]
+        return last[1] - first[1], last[2] - first[2]
+
+
+def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    """A server with a capacity: rows/s after warm-up as a share of what it can serve, and the 429s' share."""
+    from connector.simulator.testing import serve_simulator
+
+    capacity, latency_ms = 16, 100.0
+    ceiling = capacity * 1000.0 / latency_ms
+    results = []
+    for concurrency in ("auto", "64"):
+        options: dict[str, Any] = {"capacity": capacity, "latency_ms": latency_ms, "retry_after_s": 1.0}
+        with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
+            out = folder / f"adaptive-{concurrency}"
+            with _MetricsSampler(sim) as sampler:
+                _, error = attempt(
+                    "request", sim.url, _model(sim.url), str(args.adaptive_prompts), str(args.rate), str(out),
+                    _concurrency_option(concurrency),
+                )  # fmt: skip
+        name = f"capacity {capacity} x {latency_ms:g} ms ({ceiling:g}/s), c={concurrency}: rows/s of capacity"
+        if error is not None:
+            goal = ">= 0.90" if concurrency == "auto" else ""
+            results.append(Result("adaptive", name, None, "", "", f"the table failed: {error}", goal))
+            continue
+        rows = _sink_rows(out)
+        times = sorted(r for r, _, _ in rows)
+        warm = times[int(args.warmup * (len(times) - 1))]
+        after = [t for t in times if t >= warm]
+        rate = (len(after) - 1) / max(times[-1] - warm, 1e-9)
+        requests, throttled = sampler.since(warm)
+        share = throttled / requests if requests else 0.0
+        errors = sum(1 for *_, e in rows if e)
+        note = (
+            f"{len(rows)} rows ({errors} error rows); after warm-up: {rate:.0f} rows/s, "
+            f"{throttled:.0f} of {requests:.0f} requests 429"
+        )
+        auto = concurrency == "auto"
+        results.append(Result("adaptive", name, rate / ceiling, "", "", note, ">= 0.90" if auto else ""))
+        name = f"capacity {capacity}, c={concurrency}: share of requests answered 429"
+        results.append(Result("adaptive", name, share, "%", goal="< 1%" if auto else ""))
+    return results
+
+
+REQUEST_SECTIONS = {
+    "llm-mix": llm_mix_section,
+    "heavy-tail": heavy_tail_section,
+    "zero-latency": zero_latency_section,
+    "added-latency": added_latency_section,
+    "hol": hol_section,
+    "adaptive": adaptive_section,
+}
+
+
+def _format(value: float | None, unit: str) -> str:
+    if value is None:
+        return "failed"
+    if unit == "s":
+        return f"{value:.1f} s"
+    if unit == "ms":
+        return f"{value:.0f} ms"
+    if unit == "rows/s":
+        return f"{value:,.0f}"
+    if unit == "%":
+        return f"{value:.1%}"
+    return f"{value:.2f}"
 
 
 def main() -> int:
@@ -298,35 +600,58 @@ def main() -> int:
             "dspark-reuse": lambda: job_dspark(rest[0], int(rest[1]), None, reuse=True),
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
-            "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3])),
+            "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
         }
         jobs[kind]()
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--sections", default="replay,request")
+    p.add_argument(
+        "--sections",
+        default="replay,request",
+        help=f"comma-separated: replay, request (= all of: {', '.join(REQUEST_SECTIONS)}) or any of those",
+    )
     p.add_argument("--small", type=int, default=100_000)
     p.add_argument("--large", type=int, default=600_000)
-    p.add_argument("--requests", type=int, default=20_000)
+    p.add_argument("--requests", type=int, default=20_000, help="prompts of the zero-latency section")
+    p.add_argument("--prompts", type=int, default=5000, help="prompts of the llm-mix and heavy-tail sections")
+    p.add_argument("--latency-prompts", type=int, default=10_000, help="prompts of the added-latency section")
+    p.add_argument("--adaptive-prompts", type=int, default=3000, help="prompts of the adaptive section")
+    p.add_argument("--concurrency", type=int, default=64, help="'request.concurrency' and the client's in flight")
+    p.add_argument("--rate", type=int, default=1000, help="'prompts.rate' of the mixes and the adaptive section")
+    p.add_argument("--tail-median-ms", type=float, default=200.0, help="heavy-tail: the lognormal's median")
+    p.add_argument("--tail-p99-ms", type=float, default=5000.0, help="heavy-tail: the lognormal's 99th percentile")
+    p.add_argument("--warmup", type=float, default=0.2, help="adaptive: the share of rows counted as warm-up")
     p.add_argument("--parallelism", default="1,2", type=lambda s: s.split(","))
     p.add_argument("--repeat", type=int, default=1, help="rounds; the best time of each path counts")
     args = p.parse_args()
+    sections = [name.strip() for name in args.sections.split(",") if name.strip()]
+    if "request" in sections:
+        at = sections.index("request")
+        sections[at : at + 1] = [name for name in REQUEST_SECTIONS if name not in sections]
+    unknown = [name for name in sections if name != "replay" and name not in REQUEST_SECTIONS]
+    if unknown:
+        p.error(f"unknown section(s) {', '.join(unknown)}: use replay, request or {', '.join(REQUEST_SECTIONS)}")
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    results: list[Result] = []
     with tempfile.TemporaryDirectory(prefix="dspark-bench-") as tmp:
-        rows: list[tuple[str, float, str]] = []
-        if "replay" in args.sections:
-            rows += replay_section(args, Path(tmp))
-        if "request" in args.sections:
-            rows += request_section(args, Path(tmp))
-    base = next((rate for name, rate, _ in rows if name.startswith("parse_batch alone")), None)
-    client = next((rate for name, rate, _ in rows if name.startswith("client alone")), None)
-    print(f"{'path':<58} {'rows/s':>10} {'ratio':>7}  note")
-    for name, rate, note in rows:
-        ref = client if "request mode" in name else base
-        plain = "latency" in name or "600 prompts" in name or name.startswith("client alone")
-        ratio = f"{rate / ref:.2f}x" if ref and not plain else ""
-        value = f"{rate:.0f} ms" if "latency" in name else f"{rate:.1f} s" if "600 prompts" in name else f"{rate:,.0f}"
-        print(f"{name:<58} {value:>10} {ratio:>7}  {note}")
-    print("ratios: replay rows against 'parse_batch alone'; request mode against 'client alone'")
+        for name in sections:
+            if name == "replay":
+                rows = replay_section(args, Path(tmp))
+                base = next((rate for path, rate, _ in rows if path.startswith("parse_batch alone")), None)
+                for path, rate, note in rows:
+                    ratio = f"{rate / base:.2f}x" if base and not path.startswith("parse_batch alone") else ""
+                    results.append(Result("replay", path, rate, "rows/s", ratio, note))
+            else:
+                print(f"running {name} ...", file=sys.stderr, flush=True)
+                results += REQUEST_SECTIONS[name](args, Path(tmp))
+    print(f"{'section':<13} {'path':<78} {'value':>10} {'ratio':>7} {'goal':>9}  note")
+    for r in results:
+        print(f"{r.section:<13} {r.path:<78} {_format(r.value, r.unit):>10} {r.ratio:>7} {r.goal:>9}  {r.note}")
+    print(
+        "ratios: replay rows/s against 'parse_batch alone'; llm-mix and heavy-tail: the table's first-to-last "
+        "response time / the client's (lower is better); zero-latency: the table's steady rows/s / the client's; "
+        "adaptive: rows/s delivered after warm-up / the server's capacity; goal: issue 16's bar"
+    )
     return 0
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 import socket
+import statistics
 import time
 import urllib.parse
 from collections.abc import Iterator, Mapping
@@ -32,7 +33,15 @@ from connector.simulator.responses import (
     stream_chunks,
     to_bytes,
 )
-from connector.simulator.server import FAULT_KINDS, SimulatorConfig, parse_fault, system_fingerprint
+from connector.simulator.server import (
+    FAULT_KINDS,
+    SimulatorConfig,
+    completion_delay_ms,
+    latency_rng,
+    lognormal_ms,
+    parse_fault,
+    system_fingerprint,
+)
 from connector.simulator.testing import parse_metrics, serve_simulator
 
 PROFILES = ["openai", "vl", "coder", "math"]
@@ -502,6 +511,152 @@ def test_pipelined_requests_are_answered_in_order(sim) -> None:  # type: ignore[
     assert data.endswith(b'{"version":"0.32.0"}')
 
 
+# --- capacity and latency ---
+
+
+def _hold(sim, n: int) -> list[socket.socket]:  # type: ignore[no-untyped-def]
+    """n completions that stay in service (forced 'hang'), each on its own connection, once the server has them."""
+    body = b'{"prompt":"hold"}'
+    head = b"POST /v1/completions HTTP/1.1\r\nhost: x\r\nx-dspark-fault: hang\r\ncontent-length: %d\r\n\r\n"
+    held = []
+    for _ in range(n):
+        s = socket.create_connection((sim.host, sim.port), timeout=10)
+        s.sendall(head % len(body) + body)
+        held.append(s)
+    _wait_for(lambda: sim.simulator.serving == n)
+    return held
+
+
+def _wait_for(condition) -> None:  # type: ignore[no-untyped-def]
+    for _ in range(1000):  # (a deadline for the test, not a timing claim)
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the simulator never got there")
+
+
+def test_capacity_answers_429_with_retry_after_beyond_n_at_once() -> None:
+    with serve_simulator(capacity=3, retry_after_s=7, seed=2) as running, client_for(running.url) as client:
+        assert client.post("/v1/completions", json={"prompt": "p"}).status_code == 200  # answered at once: no place
+        held = _hold(running, 3)
+        refused = [client.post("/v1/completions", json={"prompt": f"p{i}"}) for i in range(5)]
+        refused.append(client.post("/v1/chat/completions", json=chat("c")))
+        assert [r.status_code for r in refused] == [429] * 6
+        assert {r.headers["retry-after"] for r in refused} == {"7"}
+        error = refused[0].json()["error"]
+        assert (error["code"], error["type"], error["param"]) == (429, "TooManyRequestsError", None)
+        assert error["message"] == "Too many requests: the server serves 3 at once. Please retry after 7 s."
+        metrics = client.get("/metrics").text
+        assert "dspark_sim_throttled_total 6" in metrics
+        assert "dspark_sim_serving 3" in metrics and "dspark_sim_capacity 3" in metrics
+        parsed = parse_metrics(metrics)
+        assert (parsed["throttled"], parsed["status_429"], parsed["serving"]) == (6, 6, 3)
+        assert running.stats()["throttled"] == 6
+        assert "fault 429" not in running.stats()  # the capacity's 429s are not faults
+        held.pop().close()  # a client that hangs up frees its place
+        _wait_for(lambda: running.simulator.serving == 2)
+        assert client.post("/v1/completions", json={"prompt": "p"}).status_code == 200
+        for s in held:
+            s.close()
+        _wait_for(lambda: running.simulator.serving == 0)
+        assert parse_metrics(client.get("/metrics").text)["throttled"] == 6
+
+
+def test_capacity_counts_completions_in_service_not_connections() -> None:
+    # A place is taken by a completion that is being served (latency, faults, streams), and freed when it ends.
+    with serve_simulator(capacity=2, latency_ms=30, seed=2) as running, client_for(running.url) as client:
+        for i in range(5):  # one at a time: never more than one in service
+            assert client.post("/v1/completions", json={"prompt": f"p{i}"}).status_code == 200
+        assert running.stats().get("throttled") is None
+        assert running.simulator is not None and running.simulator.serving == 0
+    with serve_simulator(seed=2) as running, client_for(running.url) as client:  # no capacity: no limit
+        held = _hold(running, 40)
+        assert client.post("/v1/completions", json={"prompt": "p"}).status_code == 200
+        assert parse_metrics(client.get("/metrics").text)["throttled"] == 0
+        for s in held:
+            s.close()
+
+
+def test_lognormal_draws_have_the_median_and_p99() -> None:
+    draws = sorted(lognormal_ms(200.0, 5000.0, random.Random(i)) for i in range(50_000))
+    median, p99 = statistics.median(draws), draws[int(0.99 * len(draws))]
+    assert median == pytest.approx(200.0, rel=0.04)
+    assert p99 == pytest.approx(5000.0, rel=0.10)
+    assert min(draws) > 0
+
+
+def test_lognormal_latency_is_a_function_of_seed_and_request() -> None:
+    config = SimulatorConfig(latency_dist="lognormal", latency_ms=200.0, latency_p99_ms=10_000.0)
+    requests = [chat(f"Request {n}: answer briefly.", model="m") for n in range(20_000)]
+    draws = [completion_delay_ms(config, latency_rng(0, r)) for r in requests]
+    assert draws == [completion_delay_ms(config, latency_rng(0, r)) for r in requests]  # a retry takes as long
+    assert draws != [completion_delay_ms(config, latency_rng(1, r)) for r in requests]
+    ordered = sorted(draws)
+    assert statistics.median(ordered) == pytest.approx(200.0, rel=0.05)
+    assert ordered[int(0.99 * len(ordered))] == pytest.approx(10_000.0, rel=0.15)
+    # the key is the request's content, not how its JSON was written
+    assert latency_rng(0, {"a": 1, "b": 2}).random() == latency_rng(0, {"b": 2, "a": 1}).random()
+
+
+def test_fixed_latency_and_tokens_proportional_durations() -> None:
+    rng = random.Random(0)
+    assert completion_delay_ms(SimulatorConfig(latency_ms=200.0), rng) == 200.0
+    assert completion_delay_ms(SimulatorConfig(latency_ms=200.0), rng, completion_tokens=500) == 200.0
+    per_token = SimulatorConfig(latency_ms=100.0, ms_per_token=2.5)
+    assert completion_delay_ms(per_token, rng, completion_tokens=0) == 100.0
+    assert completion_delay_ms(per_token, rng, completion_tokens=400) == 100.0 + 1000.0
+    jittered = [completion_delay_ms(SimulatorConfig(latency_ms=50.0, jitter_ms=20.0), rng) for _ in range(2000)]
+    assert 30.0 <= min(jittered) < 32.0 and 68.0 < max(jittered) <= 70.0
+
+
+def test_served_duration_follows_the_tokens_generated() -> None:
+    # Lower bounds only: a completion is answered no sooner than its tokens say; the body is the usual one.
+    config = SimulatorConfig(profiles=("coder",), seed=5, created=CREATED, ms_per_token=2.0)
+    with serve_simulator(config) as running, client_for(running.url) as client:
+        for max_tokens in (5, 60):
+            request = chat("tokens", model=DEFAULT_MODELS["coder"], max_tokens=max_tokens)
+            started = time.perf_counter()
+            response = client.post("/v1/chat/completions", json=request)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            body = response.json()
+            tokens = body["usage"]["completion_tokens"]
+            assert 0 < tokens <= max_tokens
+            assert elapsed_ms >= 2.0 * tokens - 1.0
+            options = BodyOptions(created=CREATED, system_fingerprint=system_fingerprint("0.32.0", 5))
+            assert response.content == to_bytes(make_body(request_rng(5, request), "coder", request, options))
+
+
+def test_served_lognormal_duration_is_the_drawn_one() -> None:
+    config = SimulatorConfig(seed=4, latency_dist="lognormal", latency_ms=20.0, latency_p99_ms=200.0)
+    with serve_simulator(config) as running, client_for(running.url) as client:
+        for i in range(5):
+            request = {"prompt": f"p{i}", "model": DEFAULT_MODELS["openai"]}
+            expected_ms = completion_delay_ms(config, latency_rng(4, request))
+            started = time.perf_counter()
+            assert client.post("/v1/completions", json=request).status_code == 200
+            assert (time.perf_counter() - started) * 1000 >= expected_ms - 1.0
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"latency_dist": "pareto"}, "unknown latency distribution 'pareto': use one of fixed, lognormal"),
+        ({"latency_dist": "lognormal", "latency_ms": 200.0}, "needs --latency-p99-ms above --latency-ms"),
+        (
+            {"latency_dist": "lognormal", "latency_ms": 200.0, "latency_p99_ms": 100.0},
+            "needs --latency-p99-ms above --latency-ms",
+        ),
+        ({"latency_dist": "lognormal", "latency_p99_ms": 100.0}, r"needs --latency-ms > 0 \(the median\)"),
+        ({"latency_p99_ms": 100.0}, "--latency-p99-ms needs --latency-dist lognormal"),
+        ({"ms_per_token": -1.0}, "--ms-per-token must be at least 0"),
+        ({"capacity": 0}, "--capacity must be at least 1"),
+    ],
+)
+def test_latency_and_capacity_options_are_checked(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(OptionsError, match=message):
+        SimulatorConfig(**changes)
+
+
 def test_process_mode() -> None:
     with serve_simulator(mode="process", profiles=("math",), faults={"429": 0.5}, seed=1) as running:
         assert running.simulator is None
@@ -510,6 +665,21 @@ def test_process_mode() -> None:
         stats = running.stats()
     assert stats["fault 429"] == codes.count(429) > 0
     assert stats["requests /v1/completions"] == 20
+    assert stats["throttled"] == 0
+
+
+def test_process_mode_capacity_reads_back_from_metrics() -> None:
+    head = b'POST /v1/completions HTTP/1.1\r\nhost: x\r\ncontent-length: 14\r\n\r\n{"prompt":"p"}'
+    with (
+        serve_simulator(mode="process", capacity=1, retry_after_s=3, latency_ms=600_000.0) as running,
+        socket.create_connection((running.host, running.port), timeout=10) as holder,
+    ):
+        holder.sendall(head)
+        _wait_for(lambda: running.stats().get("serving") == 1)
+        with client_for(running.url) as client:
+            refused = [client.post("/v1/completions", json={"prompt": f"{i}"}) for i in range(4)]
+        assert [(r.status_code, r.headers["retry-after"]) for r in refused] == [(429, "3")] * 4
+        assert running.stats()["throttled"] == 4
 
 
 def test_cli_options() -> None:
@@ -532,9 +702,21 @@ def test_cli_options() -> None:
             "--flood-mb",
             "3",
             "--no-json-schema",
+            "--latency-dist",
+            "lognormal",
+            "--latency-ms",
+            "200",
+            "--latency-p99-ms",
+            "10000",
+            "--ms-per-token",
+            "0.5",
+            "--capacity",
+            "16",
         ]
     )
     config = sim_cli.config_from_args(args)
+    assert (config.latency_dist, config.latency_ms, config.latency_p99_ms) == ("lognormal", 200.0, 10_000.0)
+    assert (config.ms_per_token, config.capacity) == (0.5, 16)
     assert config.faults == {"429": 0.1, "reset": 0.02}
     assert (config.profiles, config.seed, config.big_bytes, config.json_schema) == (("vl",), 4, 524288, False)
     assert config.flood_bytes == 3 * 1024 * 1024

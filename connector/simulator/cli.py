@@ -11,7 +11,7 @@ import socket
 import sys
 
 from connector.errors import DsparkError
-from connector.simulator.server import FAULT_KINDS, Simulator, SimulatorConfig, parse_fault
+from connector.simulator.server import FAULT_KINDS, LATENCY_DISTS, Simulator, SimulatorConfig, parse_fault
 
 __all__ = ["add_arguments", "config_from_args", "config_to_args", "run"]
 
@@ -34,8 +34,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="served model name, one per --profile (default: a real model of that kind)",
     )
     parser.add_argument("--seed", type=int, default=0, help="same seed and request: same body")
-    parser.add_argument("--latency-ms", type=float, default=0.0, help="added to every completion")
+    parser.add_argument(
+        "--latency-ms", type=float, default=0.0, help="added to every completion (lognormal: the median)"
+    )
     parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +- around --latency-ms")
+    parser.add_argument(
+        "--latency-dist",
+        choices=LATENCY_DISTS,
+        default="fixed",
+        help="fixed: --latency-ms (+- --jitter-ms); lognormal: median --latency-ms, 99th percentile --latency-p99-ms",
+    )
+    parser.add_argument("--latency-p99-ms", type=float, default=None, help="99th percentile of the lognormal latency")
+    parser.add_argument(
+        "--ms-per-token", type=float, default=0.0, help="added per completion token generated (long answers last)"
+    )
+    parser.add_argument(
+        "--capacity",
+        type=int,
+        default=None,
+        metavar="N",
+        help="completions served at once; more are answered 429 with Retry-After (per worker; default: no limit)",
+    )
     parser.add_argument("--itl-ms", type=float, default=0.0, help="delay between stream chunks")
     parser.add_argument(
         "--fault",
@@ -69,6 +88,10 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         seed=args.seed,
         latency_ms=args.latency_ms,
         jitter_ms=args.jitter_ms,
+        latency_dist=args.latency_dist,
+        latency_p99_ms=args.latency_p99_ms,
+        ms_per_token=args.ms_per_token,
+        capacity=args.capacity,
         itl_ms=args.itl_ms,
         faults=dict(parse_fault(spec) for spec in args.fault),
         retry_after_s=args.retry_after,
@@ -97,6 +120,10 @@ def config_to_args(config: SimulatorConfig) -> list[str]:
         "seed": "--seed",
         "latency_ms": "--latency-ms",
         "jitter_ms": "--jitter-ms",
+        "latency_dist": "--latency-dist",
+        "latency_p99_ms": "--latency-p99-ms",
+        "ms_per_token": "--ms-per-token",
+        "capacity": "--capacity",
         "itl_ms": "--itl-ms",
         "retry_after_s": "--retry-after",
         "slow_ms": "--slow-ms",
@@ -129,9 +156,12 @@ async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool
     bound_host, bound_port = await sim.start(host, port, reuse_port=reuse_port)
     if announce:
         faults = ", ".join(f"{k}={v:g}" for k, v in config.faults.items()) or "none"
+        extra = f"; capacity: {config.capacity}" if config.capacity is not None else ""
+        if config.latency_dist == "lognormal":
+            extra += f"; latency: lognormal, median {config.latency_ms:g} ms, p99 {config.latency_p99_ms:g} ms"
         print(
             f"dspark-vllm simulator listening on http://{bound_host}:{bound_port} "
-            f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults})",
+            f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults}{extra})",
             flush=True,
         )
     stop = asyncio.Event()

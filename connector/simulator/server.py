@@ -8,6 +8,11 @@ Endpoints: POST /v1/chat/completions and /v1/completions (also `stream: true`, S
 /health/json-schema, /version, /metrics (Prometheus text) and /openapi.json. Faults are drawn per completion
 request with the configured rates (`Faults`), or forced by a request header (`x-dspark-fault: KIND` or
 `KIND*N`: the first N attempts of a request, keyed by its `x-request-id`).
+
+How long a completion takes (`completion_delay_ms`): `latency_ms` (+- `jitter_ms`), or a lognormal draw with
+median `latency_ms` and 99th percentile `latency_p99_ms`, plus `ms_per_token` for each completion token of the
+body. With `capacity` N, at most N completions are served at once; one more is answered at once with 429 and
+Retry-After, as a gateway or a hosted provider answers, and counted (`throttled` in stats and /metrics).
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import math
 import random
 import socket
 import ssl as ssl_module
@@ -41,7 +47,17 @@ from connector.simulator.responses import (
     to_bytes,
 )
 
-__all__ = ["FAULT_KINDS", "Simulator", "SimulatorConfig", "parse_fault", "system_fingerprint"]
+__all__ = [
+    "FAULT_KINDS",
+    "LATENCY_DISTS",
+    "Simulator",
+    "SimulatorConfig",
+    "completion_delay_ms",
+    "latency_rng",
+    "lognormal_ms",
+    "parse_fault",
+    "system_fingerprint",
+]
 
 # Every fault the simulator can inject, in the order they are drawn.
 FAULT_KINDS = (
@@ -62,6 +78,8 @@ FAULT_KINDS = (
     "flood",  # 200 with a chunked body of flood_bytes that never closes its JSON (a malicious server)
 )
 SERVER_NAME = "dspark-vllm-simulator"
+LATENCY_DISTS = ("fixed", "lognormal")
+_Z99 = 2.3263478740408408  # the standard normal's 99th percentile: NormalDist().inv_cdf(0.99)
 
 
 def parse_fault(spec: str) -> tuple[str, float]:
@@ -79,6 +97,34 @@ def parse_fault(spec: str) -> tuple[str, float]:
     return kind, rate
 
 
+def lognormal_ms(median_ms: float, p99_ms: float, rng: random.Random) -> float:
+    """One draw of a lognormal with this median and 99th percentile: exp(N(ln median, sigma)), where
+    sigma = ln(p99 / median) / z(0.99)."""
+    sigma = math.log(p99_ms / median_ms) / _Z99
+    return median_ms * math.exp(rng.gauss(0.0, sigma))
+
+
+def latency_rng(seed: int, request: Mapping[str, Any] | bytes) -> random.Random:
+    """The generator of a request's latency: a function of the seed and the request (its JSON, or its bytes
+    when it is not JSON), so a retry of the same request takes as long; not shared with the body's."""
+    key = request if isinstance(request, bytes) else json.dumps(request, sort_keys=True, default=str).encode()
+    digest = hashlib.blake2b(f"{seed}|latency|".encode() + key, digest_size=8).digest()
+    return random.Random(int.from_bytes(digest, "big"))
+
+
+def completion_delay_ms(config: SimulatorConfig, rng: random.Random, completion_tokens: int = 0) -> float:
+    """How long a completion takes before its answer, without faults: the base latency (fixed +- jitter, or a
+    lognormal draw) plus `ms_per_token` x the tokens generated."""
+    if config.latency_dist == "lognormal":
+        assert config.latency_p99_ms is not None
+        delay = lognormal_ms(config.latency_ms, config.latency_p99_ms, rng)
+    else:
+        delay = config.latency_ms
+    if config.jitter_ms:
+        delay = max(0.0, delay + (rng.random() * 2 - 1) * config.jitter_ms)
+    return delay + config.ms_per_token * completion_tokens
+
+
 @dataclass(frozen=True)
 class SimulatorConfig:
     """How the simulator behaves. Every field is a `dspark-vllm simulate` option."""
@@ -86,8 +132,12 @@ class SimulatorConfig:
     profiles: tuple[str, ...] = ("openai",)  # built-in names or files; one served model per profile
     models: tuple[str, ...] = ()  # model names, in the order of `profiles` (default: DEFAULT_MODELS)
     seed: int = 0
-    latency_ms: float = 0.0  # added to every completion
+    latency_ms: float = 0.0  # added to every completion; with latency_dist 'lognormal', its median
     jitter_ms: float = 0.0  # +- uniform around latency_ms
+    latency_dist: str = "fixed"  # 'fixed' (latency_ms +- jitter_ms) or 'lognormal'
+    latency_p99_ms: float | None = None  # the lognormal's 99th percentile (needed with 'lognormal')
+    ms_per_token: float = 0.0  # added per completion token of the body
+    capacity: int | None = None  # completions served at once; beyond, 429 with Retry-After (None: no limit)
     itl_ms: float = 0.0  # delay between stream chunks
     faults: Mapping[str, float] = field(default_factory=dict)  # kind -> rate
     retry_after_s: float = 1.0  # the Retry-After of 429 and 503
@@ -115,6 +165,24 @@ class SimulatorConfig:
                 raise OptionsError(f"fault {kind!r}: the rate must be in [0, 1], got {rate}")
         if sum(self.faults.values()) > 1.0 + 1e-9:
             raise OptionsError("the fault rates add up to more than 1")
+        if self.latency_dist not in LATENCY_DISTS:
+            raise OptionsError(
+                f"unknown latency distribution {self.latency_dist!r}: use one of {', '.join(LATENCY_DISTS)}"
+            )
+        if self.latency_dist == "lognormal":
+            if self.latency_ms <= 0:
+                raise OptionsError("--latency-dist lognormal needs --latency-ms > 0 (the median)")
+            if self.latency_p99_ms is None or self.latency_p99_ms <= self.latency_ms:
+                raise OptionsError(
+                    "--latency-dist lognormal needs --latency-p99-ms above --latency-ms (the median), "
+                    "as in --latency-ms 200 --latency-p99-ms 5000"
+                )
+        elif self.latency_p99_ms is not None:
+            raise OptionsError("--latency-p99-ms needs --latency-dist lognormal")
+        if self.ms_per_token < 0:
+            raise OptionsError(f"--ms-per-token must be at least 0, got {self.ms_per_token:g}")
+        if self.capacity is not None and self.capacity < 1:
+            raise OptionsError(f"--capacity must be at least 1, got {self.capacity} (leave it out for no limit)")
 
 
 @dataclass
@@ -321,6 +389,7 @@ class Simulator:
         self.rng = random.Random(self.config.seed)
         self.stats: Counter[str] = Counter()
         self.in_flight = 0
+        self.serving = 0  # completions being served (what `capacity` bounds)
         self.connections: set[_Connection] = set()
         self.forced: Counter[str] = Counter()  # x-dspark-fault KIND*N: attempts seen per request id
         self.started = time.time()
@@ -459,6 +528,15 @@ class Simulator:
         ]
         lines += ["# TYPE dspark_sim_faults_total counter"]
         lines += [f'dspark_sim_faults_total{{kind="{k[6:]}"}} {v}' for k, v in s.items() if k.startswith("fault ")]
+        lines += [
+            "# HELP dspark_sim_throttled_total Completions answered 429 at once: --capacity of them were being served.",
+            "# TYPE dspark_sim_throttled_total counter",
+            f"dspark_sim_throttled_total {s['throttled']}",
+            "# TYPE dspark_sim_serving gauge",
+            f"dspark_sim_serving {self.serving}",
+        ]
+        if self.config.capacity is not None:
+            lines += ["# TYPE dspark_sim_capacity gauge", f"dspark_sim_capacity {self.config.capacity}"]
         lines += [
             "# TYPE dspark_sim_connections_total counter",
             f"dspark_sim_connections_total {s['connections_total']}",
@@ -640,20 +718,44 @@ class Simulator:
         return body
 
     def _completion(self, request: _Request, conn: _Connection) -> _Response | Awaitable[_Response | None]:
+        cfg = self.config
+        if cfg.capacity is not None and self.serving >= cfg.capacity:
+            # Refused before any work (no fault drawn, no latency), as a gateway in front of a full server does.
+            self.stats["throttled"] += 1
+            wait = _seconds(cfg.retry_after_s)
+            message = f"Too many requests: the server serves {cfg.capacity} at once. Please retry after {wait} s."
+            return self._json(429, error_body(message, _ERROR_TYPES[429], 429), [("retry-after", wait)])
         fault = self._draw_fault(request)
         if fault is not None:
             self.stats[f"fault {fault}"] += 1
         checked = self._validate(request)
         if isinstance(checked, _Response) and fault in (None, "slow"):
             return checked
-        delay = self.config.latency_ms
-        if self.config.jitter_ms:
-            delay = max(0.0, delay + (self.rng.random() * 2 - 1) * self.config.jitter_ms)
+        body: dict[str, Any] | None = None
+        tokens = 0
+        if cfg.ms_per_token and not isinstance(checked, _Response):
+            body = self._body(*checked)  # made first: its tokens set the delay
+            tokens = int(body["usage"]["completion_tokens"])
+        if cfg.latency_dist == "fixed":
+            rng = self.rng  # the jitter draws from the server's sequence, as it always did
+        else:
+            rng = latency_rng(cfg.seed, request.body if isinstance(checked, _Response) else checked[1])
+        delay = completion_delay_ms(cfg, rng, tokens)
         stream = not isinstance(checked, _Response) and bool(checked[0].get("stream"))
         if fault is None and delay == 0 and not stream:
             assert not isinstance(checked, _Response)
-            return self._json(200, self._body(*checked))
-        return self._slow_completion(request, conn, checked, fault, delay / 1000.0, stream)
+            return self._json(200, body if body is not None else self._body(*checked))
+        # A task of its own, counted from now (not from its first step, one loop turn later, when more requests
+        # may have come in): the place is freed when it ends, however it ends (a client that hangs up cancels it).
+        task = asyncio.get_running_loop().create_task(
+            self._slow_completion(request, conn, checked, fault, delay / 1000.0, stream, body)
+        )
+        self.serving += 1
+        task.add_done_callback(self._served)
+        return task
+
+    def _served(self, task: asyncio.Task[_Response | None]) -> None:
+        self.serving -= 1
 
     async def _slow_completion(
         self,
@@ -663,6 +765,7 @@ class Simulator:
         fault: str | None,
         delay: float,
         stream: bool,
+        body: dict[str, Any] | None = None,
     ) -> _Response | None:
         cfg = self.config
         if fault == "interim":
@@ -692,7 +795,8 @@ class Simulator:
             await self._flood(request, conn, stream)
             return None
         payload, sent, profile = checked
-        body = self._body(payload, sent, profile)
+        if body is None:
+            body = self._body(payload, sent, profile)
         if fault == "big":
             target = body["choices"][0].get("message", body["choices"][0])
             key = "content" if "message" in body["choices"][0] else "text"

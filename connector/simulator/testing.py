@@ -44,8 +44,9 @@ class RunningSimulator:
     process: subprocess.Popen[str] | None = None
 
     def stats(self) -> dict[str, float]:
-        """Counters: `requests /v1/chat/completions`, `status_200`, `fault 429`, `connections_total`,
-        `in_flight_max`, ... (read live in thread mode, from /metrics in process mode)."""
+        """Counters: `requests /v1/chat/completions`, `status_200`, `fault 429`, `throttled` (429s of the
+        capacity), `connections_total`, `in_flight_max`, ... (read live in thread mode, from /metrics in
+        process mode)."""
         if self.simulator is not None:
             return {k: float(v) for k, v in self.simulator.stats.items()}
         with urllib.request.urlopen(self.url + "/metrics", timeout=10) as response:
@@ -64,6 +65,7 @@ def parse_metrics(text: str) -> dict[str, float]:
             "requests_total": f"requests {value}",
             "responses_total": f"status_{value}",
             "faults_total": f"fault {value}",
+            "throttled_total": "throttled",
         }.get(name, name)
         out[key] = float(number)
     return out
