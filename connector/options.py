@@ -850,6 +850,7 @@ def options_java() -> str:
     `optionalOptions()` and Flink's own check of the keys (`FactoryUtil`). Generated: `python -m
     connector.options --java FILE`; tests/test_options.py fails when the file is stale. Values stay strings
     there: their types, defaults and the rules across options are checked by `validate`, through the planner."""
+
     def literal(text: str) -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
