@@ -1,6 +1,7 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.connector.source.DynamicTableSource;
 import org.apache.flink.table.factories.DynamicTableSourceFactory;
 import org.apache.flink.table.factories.FactoryUtil;
@@ -42,8 +43,14 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
 
     @Override
     public DynamicTableSource createDynamicTableSource(Context context) {
-        FactoryUtil.createTableFactoryHelper(this, context)
-                .validateExcept(TableOptions.PREFIXES.toArray(new String[0]));
+        try {
+            FactoryUtil.createTableFactoryHelper(this, context)
+                    .validateExcept(TableOptions.PREFIXES.toArray(new String[0]));
+        } catch (ValidationException e) { // Flink's own wording, said of this table like the planner's messages
+            throw new ValidationException(
+                    "Table '" + context.getObjectIdentifier().asSummaryString() + "' ('connector' = '"
+                            + IDENTIFIER + "'): " + e.getMessage());
+        }
         TablePlan plan =
                 PythonPlanner.plan(
                         context.getObjectIdentifier(),
