@@ -383,7 +383,7 @@ public final class Requester implements AutoCloseable {
             slots.acquire(this::onSlot);
         }
 
-        private void onSlot() {
+        private void onSlot(long epoch) {
             if (ended.get()) {
                 slots.release();
                 return;
@@ -400,7 +400,7 @@ public final class Requester implements AutoCloseable {
             }
             attempts++;
             attemptsSent.incrementAndGet();
-            Attempt attempt = new Attempt(this, Math.min(spec.timeoutS, remainingNs / 1e9), slots.epoch());
+            Attempt attempt = new Attempt(this, Math.min(spec.timeoutS, remainingNs / 1e9), epoch);
             current = attempt;
             attempt.start();
         }

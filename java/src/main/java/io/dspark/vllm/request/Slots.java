@@ -4,29 +4,33 @@ import java.util.ArrayDeque;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.Executor;
+import java.util.function.LongConsumer;
 
 /**
  * Attempts on the wire at once: at most {@link #limit()}; an attempt beyond waits in a FIFO queue (a callback,
- * never a thread). The limit is fixed, or adaptive (AIMD with a remembered ceiling):
+ * never a thread). The limit is fixed, or adaptive: AIMD that remembers where it was last throttled (its
+ * <i>plateau</i>) and only probes above it now and then, in the spirit of TCP CUBIC.
  *
  * <ul>
- *   <li><b>Decrease</b> (x0.75) when an attempt is answered 429 or 503, or times out. At most once per round
- *       trip: each attempt carries the epoch it was sent in, a decrease starts a new epoch, and a throttled
- *       answer to an attempt of an older epoch is not counted again. The level that was throttled,
- *       {@code floor(limit)}, is remembered: one below it is the <i>plateau</i>.</li>
- *   <li><b>Increase</b>: the limit's completions form windows (a window ends after {@code floor(limit)}
- *       completions). A window in which the limit was reached (the queue was not empty) and nothing was
- *       throttled adds 1, up to the plateau; at the plateau the limit waits {@code probeWait} windows (16 to
- *       32) before it tries one more. A probe that passes raises the plateau and halves the wait, so a server
- *       that got faster is found quickly; a throttled one doubles it (at most 32), so a server whose capacity
- *       is reached sees one 429 per ~30 windows (well under 1% of the attempts) while the limit stays one
- *       below that capacity. This is TCP CUBIC's idea (slow near the last loss, faster away from it), in
- *       steps.</li>
- *   <li><b>Latency</b> (Vegas-like): each window's mean round trip of the 2xx answers is compared with the
- *       lowest window mean seen (which drifts up 1% a window, so it follows a workload that got slower for
- *       good). A window whose mean is over 2.5x that baseline counts as a queue building up in the server:
- *       x0.9, and no increase. Single answers are not compared: a completion's latency depends on its output
- *       length, means over a window much less.</li>
+ *   <li><b>Windows.</b> The limit's completions form windows: a window ends after {@code floor(limit)}
+ *       completions, about one round trip when the limit is reached. Each attempt carries the <i>epoch</i> its
+ *       slot was given in; every decrease starts a new epoch, and a throttled answer to an attempt of an older
+ *       epoch does not lower the limit again (at most one decrease per round trip).</li>
+ *   <li><b>Decrease</b> when an attempt is answered 429 or 503, or times out: x0.75, and the plateau becomes
+ *       one below the level that was throttled. Two gentler cases: a throttled <i>probe</i> goes back to the
+ *       plateau (which it had just shown to be fine), and a first throttle at the plateau after a calm stretch
+ *       (4 windows) steps back by one; another throttle soon after is a full x0.75.</li>
+ *   <li><b>Increase</b>, only after a window in which the limit held requests back (the queue was not empty)
+ *       and nothing was throttled: +1 a window up to the plateau; at the plateau the limit waits
+ *       {@code probeWait} windows (16, doubled by each throttled probe up to 32) and probes one above. A probe
+ *       whose window passes raises the plateau and halves the wait, so a server that takes more is found
+ *       quickly. Against a server that takes 16 at once and refuses the 17th, the limit sits at 16 and
+ *       throttles about once per 32 windows: well under 1% of the attempts.</li>
+ *   <li><b>Latency</b> (Vegas-like), for servers that queue instead of refusing: each window's mean round trip
+ *       of its 2xx answers is compared with the lowest window mean seen (a baseline that drifts up 1% a
+ *       window, so it follows a workload that got slower for good). Two windows in a row over 3x the baseline
+ *       count as a queue building up in the server: x0.9, and no increase. Single answers are never compared:
+ *       a completion's latency depends on its output length, a window's mean much less.</li>
  * </ul>
  *
  * Limits stay within [min, max]. One lock guards it all; callbacks run on the given executor, outside it.
@@ -34,16 +38,18 @@ import java.util.concurrent.Executor;
 final class Slots {
     static final double DECREASE = 0.75;
     static final double LATENCY_DECREASE = 0.9;
-    static final double LATENCY_FACTOR = 2.5;
+    static final double LATENCY_FACTOR = 3.0;
+    static final int LATENCY_WINDOWS = 2;
     static final double BASELINE_DRIFT = 1.01;
     static final int PROBE_WAIT_MIN = 16;
     static final int PROBE_WAIT_MAX = 32;
+    static final int CALM_WINDOWS = 4;
 
     private final boolean adaptive;
     private final int min;
     private final int max;
     private final Executor executor;
-    private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
+    private final ArrayDeque<LongConsumer> waiting = new ArrayDeque<>();
     private int busy;
     private double limit;
     // AIMD state (guarded by this)
@@ -57,6 +63,10 @@ final class Slots {
     private double windowRttSum;
     private boolean windowBinding;
     private double baselineRtt = Double.NaN;
+    private int slowWindows;
+    private int calm; // windows since the last throttle that was not a probe's
+    /** For a benchmark's eyes only: each change of the adaptive limit, and why. */
+    static volatile java.util.function.Consumer<String> trace;
 
     Slots(RequestSpec spec, Executor executor) {
         this.adaptive = spec.adaptive;
@@ -82,13 +92,12 @@ final class Slots {
         return waiting.size();
     }
 
-    /** The epoch an attempt is sent in (see the class comment). */
-    synchronized long epoch() {
-        return epoch;
-    }
-
-    /** Run {@code then} once a slot is free (now, on this thread, if one is). */
-    void acquire(Runnable then) {
+    /**
+     * Run {@code then} once a slot is free (now, on this thread, if one is), with the epoch the slot was given
+     * in: the attempt's epoch (see the class comment).
+     */
+    void acquire(LongConsumer then) {
+        long granted;
         synchronized (this) {
             if (!waiting.isEmpty() || busy >= current()) {
                 waiting.add(then);
@@ -101,14 +110,15 @@ final class Slots {
             if (busy >= current()) {
                 windowBinding = true;
             }
+            granted = epoch;
         }
-        then.run();
+        then.accept(granted);
     }
 
     void release() {
         List<Runnable> go;
         synchronized (this) {
-            busy--;
+            busy = Math.max(0, busy - 1);
             go = drain();
         }
         run(go);
@@ -124,18 +134,18 @@ final class Slots {
         }
     }
 
-    /** The callbacks still waiting, taken out (for close). */
-    synchronized List<Runnable> clear() {
-        List<Runnable> all = new ArrayList<>(waiting);
+    /** Forget the callbacks still waiting (close: their requests are ended there). */
+    synchronized void clear() {
         waiting.clear();
-        return all;
     }
 
     private List<Runnable> drain() {
         List<Runnable> go = new ArrayList<>();
         while (!waiting.isEmpty() && busy < current()) {
             busy++;
-            go.add(waiting.poll());
+            LongConsumer next = waiting.poll();
+            long granted = epoch;
+            go.add(() -> next.accept(granted));
         }
         if (!waiting.isEmpty()) {
             windowBinding = true;
@@ -155,9 +165,20 @@ final class Slots {
         synchronized (this) {
             if (throttled) {
                 if (sentEpoch == epoch) {
-                    plateau = Math.max(min, current() - 1);
-                    probeWait = probing ? Math.min(PROBE_WAIT_MAX, probeWait * 2) : PROBE_WAIT_MIN;
-                    decrease(DECREASE);
+                    if (probing) { // one above the plateau was too many: back to it, and probe less often
+                        probeWait = Math.min(PROBE_WAIT_MAX, probeWait * 2);
+                        lower(plateau, "probe throttled");
+                    } else if (current() >= plateau && calm >= CALM_WINDOWS) { // once at a level that was fine
+                        plateau = Math.max(min, current() - 1);
+                        probeWait = PROBE_WAIT_MIN;
+                        calm = 0;
+                        lower(plateau, "throttled at the plateau");
+                    } else {
+                        plateau = Math.max(min, current() - 1);
+                        probeWait = PROBE_WAIT_MIN;
+                        calm = 0;
+                        lower(limit * DECREASE, "throttled");
+                    }
                 }
                 return;
             }
@@ -179,10 +200,14 @@ final class Slots {
         double mean = windowOk > 0 ? windowRttSum / windowOk : Double.NaN;
         boolean binding = windowBinding;
         resetWindow();
+        calm++;
         if (!Double.isNaN(mean)) {
             baselineRtt = Double.isNaN(baselineRtt) ? mean : Math.min(mean, baselineRtt * BASELINE_DRIFT);
-            if (mean > LATENCY_FACTOR * baselineRtt) {
-                decrease(LATENCY_DECREASE);
+            slowWindows = mean > LATENCY_FACTOR * baselineRtt ? slowWindows + 1 : 0;
+            if (slowWindows >= LATENCY_WINDOWS) {
+                slowWindows = 0;
+                lower(limit * LATENCY_DECREASE, "latency " + Math.round(mean) + " ms > " + LATENCY_FACTOR + " x "
+                        + Math.round(baselineRtt) + " ms");
                 return;
             }
         }
@@ -201,12 +226,22 @@ final class Slots {
             limit = current() + 1;
             windowsAtPlateau = 0;
             probing = true;
+            java.util.function.Consumer<String> t = trace;
+            if (t != null) {
+                t.accept(String.format(java.util.Locale.ROOT, "%.2f probe (plateau %d)", limit, plateau));
+            }
         }
         limit = Math.max(min, Math.min(max, limit));
     }
 
-    private void decrease(double factor) {
-        limit = Math.max(min, limit * factor);
+    /** A new, lower limit; a new epoch starts (answers to attempts sent before do not lower it again). */
+    private void lower(double to, String why) {
+        limit = Math.max(min, to);
+        java.util.function.Consumer<String> t = trace;
+        if (t != null) {
+            t.accept(String.format(java.util.Locale.ROOT, "%.2f %s (plateau %d, probe wait %d)", limit, why, plateau,
+                    probeWait));
+        }
         epoch++;
         probing = false;
         windowsAtPlateau = 0;
