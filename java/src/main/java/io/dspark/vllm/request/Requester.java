@@ -180,7 +180,9 @@ public final class Requester implements AutoCloseable {
             return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
         }
         for (Map.Entry<String, String> h : spec.headers.entrySet()) {
-            request.header(h.getKey(), h.getValue());
+            if (!h.getKey().equalsIgnoreCase("x-request-id")) { // one per request, the same on every attempt
+                request.header(h.getKey(), h.getValue());
+            }
         }
         if (!contentTypeGiven) {
             request.header("content-type", "application/json");

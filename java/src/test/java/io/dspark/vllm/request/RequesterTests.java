@@ -733,6 +733,8 @@ public final class RequesterTests {
             Servers.keyPair(dir, "other", "CN=other.example", "dns:other.example");
             Servers.keyPair(dir, "client", "CN=client", null);
             Servers.privateKeyPem(dir, "client");
+            Servers.keyPair(dir, "rsaclient", "CN=rsa-client", null, true);
+            Servers.rsaPrivateKeyPem(dir, "rsaclient");
             tlsDir = dir;
         }
         return tlsDir;
@@ -746,7 +748,7 @@ public final class RequesterTests {
 
     static void test30TlsWithCaBundle() throws Exception {
         Path dir = tls();
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server", null),
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
                 false)) {
             ObjectNode sp = tlsSpec(web.base);
             // Two certificates in the bundle: the one that signed, and another.
@@ -763,7 +765,7 @@ public final class RequesterTests {
 
     static void test31TlsDefaultTrustRejectsSelfSigned() throws Exception {
         Path dir = tls();
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server", null),
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
                 false)) {
             try (Requester r = new Requester(of(tlsSpec(web.base)))) {
                 Outcome o = get(r.send("p", "id"));
@@ -778,7 +780,7 @@ public final class RequesterTests {
 
     static void test32TlsVerifyOffTrustsAnyCertAndName() throws Exception {
         Path dir = tls();
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "other", null),
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "other"),
                 false)) {
             ObjectNode sp = tlsSpec(web.base);
             ((ObjectNode) sp.get("tls")).put("verify", false);
@@ -832,7 +834,7 @@ public final class RequesterTests {
 
     static void test34TlsClientCertificate() throws Exception {
         Path dir = tls();
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server", "client"),
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server", "client", "rsaclient"),
                 true)) {
             ObjectNode with = tlsSpec(web.base);
             ((ObjectNode) with.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
@@ -852,6 +854,15 @@ public final class RequesterTests {
             try (Requester r = new Requester(of(oneFile))) {
                 Outcome o = get(r.send("p", "id"));
                 check(o.ok(), "key in the certificate file: " + o.error);
+            }
+            // An RSA key in PKCS#1 ("BEGIN RSA PRIVATE KEY").
+            ObjectNode rsa = tlsSpec(web.base);
+            ((ObjectNode) rsa.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
+                    .put("client_cert", dir.resolve("rsaclient.pem").toString())
+                    .put("client_key", dir.resolve("rsaclient.rsa.key").toString());
+            try (Requester r = new Requester(of(rsa))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "a PKCS#1 RSA key: " + o.error);
             }
             ObjectNode without = tlsSpec(web.base);
             ((ObjectNode) without.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString());

@@ -22,6 +22,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.security.KeyStore;
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.Base64;
 import java.util.Collections;
 import java.util.List;
@@ -308,10 +309,17 @@ final class Servers {
 
     /** A self-signed EC key pair in {@code dir/name.p12}, its certificate in {@code dir/name.pem}. */
     static void keyPair(Path dir, String name, String dname, String san) throws Exception {
+        keyPair(dir, name, dname, san, false);
+    }
+
+    /** The same; {@code rsa}: an RSA key (2048 bits) rather than EC P-256. */
+    static void keyPair(Path dir, String name, String dname, String san, boolean rsa) throws Exception {
         Path store = dir.resolve(name + ".p12");
-        List<String> gen = new ArrayList<>(List.of(keytool(), "-genkeypair", "-alias", name, "-keyalg", "EC",
-                "-groupname", "secp256r1", "-validity", "2", "-dname", dname, "-keystore", store.toString(),
-                "-storetype", "PKCS12", "-storepass", PASSWORD, "-keypass", PASSWORD));
+        List<String> gen = new ArrayList<>(List.of(keytool(), "-genkeypair", "-alias", name, "-validity", "2",
+                "-dname", dname, "-keystore", store.toString(), "-storetype", "PKCS12", "-storepass", PASSWORD,
+                "-keypass", PASSWORD));
+        gen.addAll(rsa ? List.of("-keyalg", "RSA", "-keysize", "2048") : List.of("-keyalg", "EC", "-groupname",
+                "secp256r1"));
         if (san != null) {
             gen.add("-ext");
             gen.add("san=" + san);
@@ -342,8 +350,50 @@ final class Servers {
         return out;
     }
 
+    /**
+     * The RSA private key of {@code dir/name.p12} as PKCS#1 PEM ("BEGIN RSA PRIVATE KEY", what {@code openssl
+     * genrsa -traditional} writes) in {@code dir/name.rsa.key}: the OCTET STRING inside its PKCS#8 encoding.
+     */
+    static Path rsaPrivateKeyPem(Path dir, String name) throws Exception {
+        KeyStore ks = KeyStore.getInstance("PKCS12");
+        try (InputStream in = Files.newInputStream(dir.resolve(name + ".p12"))) {
+            ks.load(in, PASSWORD.toCharArray());
+        }
+        byte[] der = ks.getKey(name, PASSWORD.toCharArray()).getEncoded();
+        // SEQUENCE { INTEGER 0, SEQUENCE { rsaEncryption, NULL }, OCTET STRING { RSAPrivateKey } }
+        int i = 1 + lengthOfLength(der, 1); // into the outer SEQUENCE
+        i += 3; // INTEGER 0
+        i += 2 + (der[i + 1] & 0xff); // the AlgorithmIdentifier (short form)
+        if (der[i] != 0x04) {
+            throw new IllegalStateException("not a PKCS#8 RSA key");
+        }
+        int length = length(der, i + 1);
+        int start = i + 1 + lengthOfLength(der, i + 1);
+        byte[] pkcs1 = Arrays.copyOfRange(der, start, start + length);
+        Path out = dir.resolve(name + ".rsa.key");
+        Files.writeString(out, pem("RSA PRIVATE KEY", pkcs1));
+        return out;
+    }
+
+    private static int lengthOfLength(byte[] der, int at) {
+        int first = der[at] & 0xff;
+        return first < 0x80 ? 1 : 1 + (first & 0x7f);
+    }
+
+    private static int length(byte[] der, int at) {
+        int first = der[at] & 0xff;
+        if (first < 0x80) {
+            return first;
+        }
+        int n = 0;
+        for (int k = 1; k <= (first & 0x7f); k++) {
+            n = (n << 8) | (der[at + k] & 0xff);
+        }
+        return n;
+    }
+
     /** A server's TLS context: its own key pair, and (for client certificates) one certificate it trusts. */
-    static SSLContext serverTls(Path dir, String name, String trustedClient) throws Exception {
+    static SSLContext serverTls(Path dir, String name, String... trustedClients) throws Exception {
         KeyStore ks = KeyStore.getInstance("PKCS12");
         try (InputStream in = Files.newInputStream(dir.resolve(name + ".p12"))) {
             ks.load(in, PASSWORD.toCharArray());
@@ -351,14 +401,16 @@ final class Servers {
         KeyManagerFactory kmf = KeyManagerFactory.getInstance(KeyManagerFactory.getDefaultAlgorithm());
         kmf.init(ks, PASSWORD.toCharArray());
         TrustManagerFactory tmf = null;
-        if (trustedClient != null) {
-            KeyStore trust = KeyStore.getInstance("PKCS12");
-            try (InputStream in = Files.newInputStream(dir.resolve(trustedClient + ".p12"))) {
-                trust.load(in, PASSWORD.toCharArray());
-            }
+        if (trustedClients.length > 0) {
             KeyStore only = KeyStore.getInstance("PKCS12");
             only.load(null, null);
-            only.setCertificateEntry("client", trust.getCertificate(trustedClient));
+            for (String client : trustedClients) {
+                KeyStore trust = KeyStore.getInstance("PKCS12");
+                try (InputStream in = Files.newInputStream(dir.resolve(client + ".p12"))) {
+                    trust.load(in, PASSWORD.toCharArray());
+                }
+                only.setCertificateEntry(client, trust.getCertificate(client));
+            }
             tmf = TrustManagerFactory.getInstance(TrustManagerFactory.getDefaultAlgorithm());
             tmf.init(only);
         }
