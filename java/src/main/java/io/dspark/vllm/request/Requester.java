@@ -615,8 +615,8 @@ public final class Requester implements AutoCloseable {
             this.limit = limit;
             OptionalLong announced = info.headers().firstValueAsLong("content-length");
             this.announcedTooLarge = announced.isPresent() && announced.getAsLong() > limit
-                    ? "the server announced " + Text.thousands(announced.getAsLong()) + " bytes, more than the limit of "
-                            + Text.thousands(limit)
+                    ? "the server announced " + Text.thousands(announced.getAsLong())
+                            + " bytes, more than the limit of " + Text.thousands(limit)
                     : null;
         }
 

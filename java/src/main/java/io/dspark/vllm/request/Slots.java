@@ -27,10 +27,11 @@ import java.util.function.LongConsumer;
  *       quickly. Against a server that takes 16 at once and refuses the 17th, the limit sits at 16 and
  *       throttles about once per 32 windows: well under 1% of the attempts.</li>
  *   <li><b>Latency</b> (Vegas-like), for servers that queue instead of refusing: each window's mean round trip
- *       of its 2xx answers is compared with the lowest window mean seen (a baseline that drifts up 1% a
+ *       of its 2xx answers is compared with the lowest window mean seen (a baseline that drifts up 0.5% a
  *       window, so it follows a workload that got slower for good). Two windows in a row over 3x the baseline
- *       count as a queue building up in the server: x0.9, and no increase. Single answers are never compared:
- *       a completion's latency depends on its output length, a window's mean much less.</li>
+ *       count as a queue building up in the server: x0.9; a slow window never raises the limit. Single
+ *       answers are never compared: a completion's latency depends on its output length, a window's mean much
+ *       less.</li>
  * </ul>
  *
  * Limits stay within [min, max]. One lock guards it all; callbacks run on the given executor, outside it.
@@ -40,7 +41,7 @@ final class Slots {
     static final double LATENCY_DECREASE = 0.9;
     static final double LATENCY_FACTOR = 3.0;
     static final int LATENCY_WINDOWS = 2;
-    static final double BASELINE_DRIFT = 1.01;
+    static final double BASELINE_DRIFT = 1.005;
     static final int PROBE_WAIT_MIN = 16;
     static final int PROBE_WAIT_MAX = 32;
     static final int CALM_WINDOWS = 4;
@@ -203,12 +204,16 @@ final class Slots {
         calm++;
         if (!Double.isNaN(mean)) {
             baselineRtt = Double.isNaN(baselineRtt) ? mean : Math.min(mean, baselineRtt * BASELINE_DRIFT);
-            slowWindows = mean > LATENCY_FACTOR * baselineRtt ? slowWindows + 1 : 0;
+            boolean slow = mean > LATENCY_FACTOR * baselineRtt;
+            slowWindows = slow ? slowWindows + 1 : 0;
             if (slowWindows >= LATENCY_WINDOWS) {
                 slowWindows = 0;
                 lower(limit * LATENCY_DECREASE, "latency " + Math.round(mean) + " ms > " + LATENCY_FACTOR + " x "
                         + Math.round(baselineRtt) + " ms");
                 return;
+            }
+            if (slow) {
+                return; // a slow window never raises the limit
             }
         }
         if (!binding) {
@@ -220,8 +225,13 @@ final class Slots {
             probeWait = Math.max(1, probeWait / 2);
         }
         if (current() < plateau) {
-            limit = Math.min(limit + 1, plateau);
+            limit = Math.min(Math.min(limit + 1, plateau), max);
             windowsAtPlateau = 0;
+            java.util.function.Consumer<String> t = trace;
+            if (t != null) {
+                t.accept(String.format(java.util.Locale.ROOT, "%.2f up (window mean %.1f ms, baseline %.1f ms)", limit,
+                        mean, baselineRtt));
+            }
         } else if (++windowsAtPlateau >= probeWait && current() < max) {
             limit = current() + 1;
             windowsAtPlateau = 0;

@@ -23,6 +23,7 @@ import java.util.concurrent.Semaphore;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
+import javax.net.ssl.SSLContext;
 
 import static io.dspark.vllm.request.Servers.OK_BODY;
 import static io.dspark.vllm.request.Servers.Raw;
@@ -48,6 +49,11 @@ public final class RequesterTests {
             }
         }
         tests.sort(Comparator.comparing(Method::getName));
+        if (System.getenv("DSPARK_VLLM_TRACE") != null) {
+            long t0 = System.nanoTime();
+            Slots.trace = m -> System.out.println(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9,
+                    m));
+        }
         int passed = 0;
         int failed = 0;
         for (Method m : tests) {
@@ -634,6 +640,43 @@ public final class RequesterTests {
         }
     }
 
+    static void test23bAdaptiveHoldsBackWhenTheServerQueues() throws Exception {
+        // A server that queues rather than refusing: 2 at once, 50 ms each; the rest wait inside it. Nothing is
+        // throttled, so only the latency signal keeps the limit from climbing to its max of 32 (at a limit of
+        // 8 the answers take 4x as long as at 2).
+        Semaphore inside = new Semaphore(2, true);
+        try (Web web = new Web((x, s) -> {
+            inside.acquire();
+            try {
+                sleep(50);
+            } finally {
+                inside.release();
+            }
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("adaptive", true).put("initial", 2).put("min", 1)
+                    .put("max", 32);
+            try (Requester r = new Requester(of(sp))) {
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 160; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                int highest = 0;
+                while (!fs.stream().allMatch(CompletableFuture::isDone)) {
+                    highest = Math.max(highest, r.concurrencyLimit());
+                    sleep(5);
+                }
+                for (CompletableFuture<Outcome> f : fs) {
+                    check(get(f).ok(), "ok");
+                }
+                equal(0L, r.throttled(), "nothing throttled");
+                check(highest > 4, "it did try more: " + highest);
+                check(highest <= 24, "latency 3x the baseline holds it back well below 32: " + highest);
+            }
+        }
+    }
+
     static void test24FixedAboveCapacityGetsThrough() throws Exception {
         int[] capacity = {4};
         AtomicInteger rejected = new AtomicInteger();
@@ -834,8 +877,8 @@ public final class RequesterTests {
 
     static void test34TlsClientCertificate() throws Exception {
         Path dir = tls();
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server", "client", "rsaclient"),
-                true)) {
+        SSLContext tls = Servers.serverTls(dir, "server", "client", "rsaclient");
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, tls, true)) {
             ObjectNode with = tlsSpec(web.base);
             ((ObjectNode) with.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
                     .put("client_cert", dir.resolve("client.pem").toString())
