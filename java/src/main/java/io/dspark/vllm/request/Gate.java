@@ -103,14 +103,18 @@ final class Gate {
         Waiter w = new Waiter(then);
         synchronized (this) {
             if (!open && timeoutS > 0) {
-                waiters.add(w);
-                w.timeout = timer.schedule(() -> {
-                    synchronized (this) {
-                        waiters.remove(w);
-                    }
-                    w.fire(false);
-                }, (long) (timeoutS * 1e9), TimeUnit.NANOSECONDS);
-                return;
+                try {
+                    w.timeout = timer.schedule(() -> {
+                        synchronized (this) {
+                            waiters.remove(w);
+                        }
+                        w.fire(false);
+                    }, (long) (timeoutS * 1e9), TimeUnit.NANOSECONDS);
+                    waiters.add(w);
+                    return;
+                } catch (java.util.concurrent.RejectedExecutionException e) {
+                    // closed: answer at once (the requester ends its requests itself)
+                }
             }
         }
         w.fire(isOpen());

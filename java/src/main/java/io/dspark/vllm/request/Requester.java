@@ -409,14 +409,15 @@ public final class Requester implements AutoCloseable {
 
         void onAttempt(Attempt attempt, Result r) {
             current = null;
-            slots.release();
             boolean throttle = r.status != null && (r.status == 429 || r.status == 503);
             if (throttle) {
                 throttled.incrementAndGet();
             }
             boolean timedOut = r.failure != null && r.failure.kind.equals("timeout");
             double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
+            // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
             slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
+            slots.release();
             if (ended.get()) {
                 return;
             }
