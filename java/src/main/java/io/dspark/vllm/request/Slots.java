@@ -156,7 +156,8 @@ final class Slots {
 
     /**
      * One attempt ended: {@code throttled} (429, 503 or a timeout), or {@code okRttMs} (the round trip of a 2xx
-     * answer, else NaN). Called after {@link #release()}.
+     * answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes on under the
+     * new limit.
      */
     void onResult(long sentEpoch, boolean throttled, double okRttMs) {
         if (!adaptive) {

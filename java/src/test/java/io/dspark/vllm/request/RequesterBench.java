@@ -13,10 +13,13 @@ import java.util.concurrent.atomic.AtomicLong;
  * keeps the async operator's capacity (the limit's max) of requests outstanding, like Flink's AsyncWaitOperator.
  * Prints rows/s and the share of attempts answered 429 after the warm-up.
  *
- * <pre>java -cp ... io.dspark.vllm.request.RequesterBench [seconds] [warmup-seconds]</pre>
+ * <pre>java -cp ... io.dspark.vllm.request.RequesterBench [seconds] [warmup-seconds] [one | rounds=N]</pre>
  */
 public final class RequesterBench {
     private RequesterBench() {}
+
+    /** Each answer closes its connection (BENCH_CLOSE=1): no keep-alive connection is reused. */
+    static final boolean CLOSE = System.getenv("BENCH_CLOSE") != null;
 
     public static void main(String[] args) throws Exception {
         int seconds = args.length > 0 ? Integer.parseInt(args[0]) : 20;
@@ -26,8 +29,16 @@ public final class RequesterBench {
             Slots.trace = m -> System.out.println(String.format(Locale.ROOT, "  %6.2f s  %s",
                     (System.nanoTime() - t0) / 1e9, m));
         }
-        if (args.length > 2) {
+        if (args.length > 2 && args[2].equals("one")) {
             run("adaptive 64 (1..256)", true, 64, 1, 256, seconds, warmup);
+            return;
+        }
+        if (args.length > 2 && args[2].startsWith("rounds=")) { // interleaved, for a noisy machine
+            for (int round = Integer.parseInt(args[2].substring(7)); round > 0; round--) {
+                run("adaptive 4 (1..256)", true, 4, 1, 256, seconds, warmup);
+                run("fixed 16", false, 16, 16, 16, seconds, warmup);
+                run("adaptive 64 (1..256)", true, 64, 1, 256, seconds, warmup);
+            }
             return;
         }
         run("adaptive 64 (1..256)", true, 64, 1, 256, seconds, warmup);
@@ -51,7 +62,11 @@ public final class RequesterBench {
             }
             try {
                 Thread.sleep(100);
-                Servers.respond(x, 200, Servers.OK_BODY);
+                if (CLOSE) {
+                    Servers.respond(x, 200, Servers.OK_BODY, "Connection", "close");
+                } else {
+                    Servers.respond(x, 200, Servers.OK_BODY);
+                }
             } finally {
                 busy.decrementAndGet();
             }
