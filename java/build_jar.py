@@ -73,5 +73,38 @@ def build() -> Path:
     return jar
 
 
+TESTS = ROOT / "java" / "src" / "test" / "java"
+TEST_MAIN = "io.dspark.vllm.request.RequesterTests"
+
+
+def java() -> str:
+    found = shutil.which("java") or (
+        str(Path(os.environ["JAVA_HOME"], "bin", "java")) if os.environ.get("JAVA_HOME") else None
+    )
+    if not found or not Path(found).exists():
+        raise SystemExit("dspark-vllm: running the Java tests needs 'java' on PATH or under JAVA_HOME")
+    return found
+
+
+def java_tests(*select: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """Compile the main classes and java/src/test (at the build's --release) into a temporary folder and run
+    the tests' runner (`python java/build_jar.py test [name]`); its last line is "N passed, M failed"."""
+    sources = sorted((SOURCES / "java").rglob("*.java")) + sorted(TESTS.rglob("*.java"))
+    with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
+        classes = Path(tmp)
+        classpath = os.pathsep.join([str(classes), *(str(j) for j in flink_jars())])
+        command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
+        done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
+        run = [java(), "-Xmx512m", "-cp", classpath, TEST_MAIN, *select]
+        return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["test"]:
+        result = java_tests(*sys.argv[2:3])
+        print(result.stdout, end="")
+        print(result.stderr, end="", file=sys.stderr)
+        sys.exit(result.returncode)
     print(build(), file=sys.stderr)

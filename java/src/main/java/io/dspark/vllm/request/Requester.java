@@ -1,76 +1,699 @@
 package io.dspark.vllm.request;
 
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.io.JsonStringEncoder;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
+import java.io.ByteArrayOutputStream;
 import java.net.URI;
 import java.net.http.HttpClient;
+import java.net.http.HttpHeaders;
 import java.net.http.HttpRequest;
 import java.net.http.HttpResponse;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.time.Duration;
-import java.util.ArrayDeque;
+import java.util.List;
+import java.util.Map;
+import java.util.OptionalLong;
+import java.util.Random;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionStage;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Flow;
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.ThreadFactory;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import javax.net.ssl.SSLContext;
 
-/** SCRATCH: a minimal requester for integration tests; replaced by the real one. */
+/**
+ * Sends a table's requests (java.net.http.HttpClient): bounded or adaptive concurrency, a deadline per attempt
+ * and per request, retries with backoff and jitter, Retry-After, a gate that holds requests back while the
+ * server is down, a rate limit, a cap on body size, TLS as the spec says. The Java twin of
+ * {@code connector.client.VllmClient}, with the same error kinds and messages; no Flink in here.
+ *
+ * <p>Everything is asynchronous: a request is a small state machine driven by the HTTP client's callbacks
+ * (on a pool of two to four daemon threads) and by one timer thread (backoff, Retry-After, the rate limit, the
+ * gate's probes, attempt timeouts). No thread ever waits for a request. The futures that {@link #send} returns
+ * complete on those threads: what depends on them must not block.
+ *
+ * <p>One request: [wait at the gate while the server is down] -> [the rate limit's next slot] -> [a free
+ * connection slot, FIFO] -> one attempt (at most {@code timeout_s}, cut to what is left of the deadline) ->
+ * done, or wait (Retry-After capped by {@code max_retry_after_s}, else equal-jitter exponential backoff) and go
+ * again, while attempts and the deadline allow. Retried: connect errors, timeouts, broken connections,
+ * protocol errors and 429/502/503/504. Concurrency: see {@link Slots} (fixed, or AIMD with a ceiling).
+ *
+ * <p>HTTP/1.1 only, keep-alive, redirects never followed, no proxy (nothing from system properties), no
+ * cookies. The headers (the API key among them) are never logged nor shown by {@link #toString()}.
+ */
 public final class Requester implements AutoCloseable {
+    private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
+    private static final AtomicInteger INSTANCES = new AtomicInteger();
+    private static final long PROBE_BODY_LIMIT = 64 * 1024;
+
     private final RequestSpec spec;
+    private final URI uri;
+    private final URI healthUri;
+    private final String target;
+    private final ExecutorService callbacks;
+    private final ScheduledExecutorService timer;
     private final HttpClient http;
-    private final ArrayDeque<Runnable> waiting = new ArrayDeque<>();
-    private int onWire;
-    private int started;
-    private static final ObjectMapper JSON = new ObjectMapper();
+    private final Slots slots;
+    private final Gate gate;
+    private final RateLimit rateLimit;
+    private final Set<Call> active = ConcurrentHashMap.newKeySet();
+    private final AtomicLong throttled = new AtomicLong();
+    private final AtomicLong attemptsSent = new AtomicLong();
+    private final boolean contentTypeGiven;
+    private volatile boolean closed;
 
     public Requester(RequestSpec spec) {
         this.spec = spec;
-        this.http = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1)
-                .connectTimeout(Duration.ofMillis((long) (spec.connectTimeoutS * 1000))).build();
+        this.uri = uri(spec.url, "url");
+        this.healthUri = uri(spec.healthUrl, "health_url");
+        this.target = uri.getHost() + ":" + (uri.getPort() >= 0 ? uri.getPort()
+                : "https".equalsIgnoreCase(uri.getScheme()) ? 443 : 80);
+        this.contentTypeGiven = spec.headers.keySet().stream().anyMatch(k -> k.equalsIgnoreCase("content-type"));
+        checkHeaders(spec.headers);
+        SSLContext tls = "https".equalsIgnoreCase(uri.getScheme()) || "https".equalsIgnoreCase(healthUri.getScheme())
+                ? Tls.context(spec) : null;
+        int n = INSTANCES.incrementAndGet();
+        this.callbacks = Executors.newFixedThreadPool(
+                Math.max(2, Math.min(4, Runtime.getRuntime().availableProcessors())), daemon("dspark-vllm-http-" + n));
+        ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemon("dspark-vllm-timer-" + n));
+        t.setRemoveOnCancelPolicy(true);
+        this.timer = t;
+        HttpClient.Builder builder = HttpClient.newBuilder()
+                .version(HttpClient.Version.HTTP_1_1)
+                .followRedirects(HttpClient.Redirect.NEVER)
+                .proxy(HttpClient.Builder.NO_PROXY)
+                .connectTimeout(seconds(spec.connectTimeoutS))
+                .executor(callbacks);
+        if (tls != null) {
+            builder.sslContext(tls);
+        }
+        this.http = builder.build();
+        this.slots = new Slots(spec, callbacks);
+        Random random = new Random();
+        this.gate = spec.holdWhileDown
+                ? new Gate(this::probe, timer, spec.backoffInitialS, spec.backoffMaxS, random) : null;
+        this.rateLimit = spec.rateLimit > 0 ? new RateLimit(spec.rateLimit) : null;
     }
 
-    public CompletableFuture<Outcome> send(String prompt, String requestId) {
-        CompletableFuture<Outcome> done = new CompletableFuture<>();
-        long t0 = System.nanoTime();
-        Runnable go = () -> {
+    private static URI uri(String url, String what) {
+        try {
+            URI u = URI.create(url);
+            if (u.getHost() == null || !("http".equalsIgnoreCase(u.getScheme())
+                    || "https".equalsIgnoreCase(u.getScheme()))) {
+                throw new IllegalArgumentException("not an http(s) URL with a host");
+            }
+            return u;
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("dspark-vllm: the request spec's " + what + " '" + url
+                    + "' is not usable: " + e.getMessage() + "; check the table's 'endpoint'", e);
+        }
+    }
+
+    private void checkHeaders(Map<String, String> headers) {
+        for (Map.Entry<String, String> h : headers.entrySet()) {
             try {
-                HttpRequest.Builder b = HttpRequest.newBuilder(URI.create(spec.url))
-                        .timeout(Duration.ofMillis((long) (spec.timeoutS * 1000)))
-                        .POST(HttpRequest.BodyPublishers.ofString(spec.body(JSON.writeValueAsString(prompt))));
-                spec.headers.forEach((k, v) -> { if (!k.equals("user-agent")) b.header(k, v); });
-                b.header("x-request-id", requestId);
-                http.sendAsync(b.build(), HttpResponse.BodyHandlers.ofByteArray()).whenComplete((r, e) -> {
-                    release();
-                    double ms = (System.nanoTime() - t0) / 1e6;
-                    if (e != null) {
-                        done.complete(new Outcome(null, null, ms, 1, "connect: " + e, "connect", System.currentTimeMillis()));
-                    } else if (r.statusCode() / 100 == 2) {
-                        done.complete(new Outcome(r.body(), r.statusCode(), ms, 1, null, null, System.currentTimeMillis()));
+                HttpRequest.newBuilder(uri).header(h.getKey(), h.getValue());
+            } catch (IllegalArgumentException e) { // (the value is not shown: it may be the API key)
+                throw new IllegalArgumentException("dspark-vllm: the header '" + h.getKey()
+                        + "' cannot be sent (a restricted name, or characters a header cannot hold)", null);
+            }
+        }
+    }
+
+    private static ThreadFactory daemon(String name) {
+        AtomicInteger count = new AtomicInteger();
+        return r -> {
+            Thread t = new Thread(r, name + "-" + count.incrementAndGet());
+            t.setDaemon(true);
+            return t;
+        };
+    }
+
+    private static Duration seconds(double s) {
+        return Duration.ofNanos(Math.max(1L, (long) (s * 1e9)));
+    }
+
+    /** Seconds to wait after failed attempt {@code attempt} (1-based): equal jitter over an exponential step. */
+    static double backoff(int attempt, double initialS, double maxS, Random random) {
+        double step = Math.min(maxS, initialS * Math.pow(2, attempt - 1));
+        return step / 2 + random.nextDouble() * step / 2;
+    }
+
+    // --- the public face ------------------------------------------------------------------
+
+    /** One request; the future never completes exceptionally: every failure is an {@link Outcome}. */
+    public CompletableFuture<Outcome> send(String prompt, String requestId) {
+        long start = System.nanoTime();
+        if (closed) {
+            return CompletableFuture.completedFuture(invalid("the request step was closed", start));
+        }
+        if (prompt == null) {
+            return CompletableFuture.completedFuture(invalid("the prompt is NULL", start));
+        }
+        int bad = Text.loneSurrogate(prompt);
+        if (bad >= 0) {
+            return CompletableFuture.completedFuture(invalid("the prompt is not valid Unicode: a lone surrogate "
+                    + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
+                    + "; it cannot be sent as UTF-8 JSON", start));
+        }
+        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
+        byte[] content = spec.body(quoted).getBytes(StandardCharsets.UTF_8);
+        HttpRequest.Builder request;
+        try {
+            request = HttpRequest.newBuilder(uri).header("x-request-id", requestId);
+        } catch (IllegalArgumentException | NullPointerException e) {
+            return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
+        }
+        for (Map.Entry<String, String> h : spec.headers.entrySet()) {
+            if (!h.getKey().equalsIgnoreCase("x-request-id")) { // one per request, the same on every attempt
+                request.header(h.getKey(), h.getValue());
+            }
+        }
+        if (!contentTypeGiven) {
+            request.header("content-type", "application/json");
+        }
+        HttpRequest built = request.POST(HttpRequest.BodyPublishers.ofByteArray(content)).build();
+        Call call = new Call(built, requestId, start);
+        active.add(call);
+        if (closed) { // close() ran meanwhile and may not have seen it
+            call.abandon();
+            return call.future;
+        }
+        call.step();
+        return call.future;
+    }
+
+    /** Requests started and not yet ended (waiting for a slot, at the gate, in backoff or on the wire). */
+    public int inFlight() {
+        return active.size();
+    }
+
+    /** Attempts allowed on the wire at once now (fixed, or what the adaptive limit says). */
+    public int concurrencyLimit() {
+        return slots.limit();
+    }
+
+    /** Attempts answered 429 or 503 so far. */
+    public long throttled() {
+        return throttled.get();
+    }
+
+    /** Attempts on the wire now. */
+    public int attemptsOnTheWire() {
+        return slots.busy();
+    }
+
+    /** Attempts sent so far (retries included). */
+    public long attempts() {
+        return attemptsSent.get();
+    }
+
+    /** Whether the gate holds requests back now (the server looked down and has not answered since). */
+    public boolean serverDown() {
+        return gate != null && !gate.isOpen();
+    }
+
+    /** Health probes sent while the server looked down. */
+    public long probes() {
+        return gate == null ? 0 : gate.probes();
+    }
+
+    /** Times the gate closed. */
+    public long gateClosures() {
+        return gate == null ? 0 : gate.closures();
+    }
+
+    @Override
+    public String toString() {
+        return "Requester(" + spec + ")"; // never the headers: they hold the API key
+    }
+
+    /**
+     * Stops the timers and the probes; requests not ended yet end now, with an Outcome of kind "request" ("the
+     * request step was closed"), attempts on the wire are cancelled. Later sends end the same way at once.
+     */
+    @Override
+    public void close() {
+        if (closed) {
+            return;
+        }
+        closed = true;
+        if (gate != null) {
+            gate.shutdown();
+        }
+        slots.clear();
+        for (Call call : active.toArray(new Call[0])) {
+            call.abandon();
+        }
+        timer.shutdownNow();
+        callbacks.shutdown();
+    }
+
+    private Outcome invalid(String message, long startNs) {
+        return new Outcome(null, null, (System.nanoTime() - startNs) / 1e6, 0, "request: " + message, "request",
+                System.currentTimeMillis());
+    }
+
+    private ScheduledFuture<?> later(Runnable r, double delayS) {
+        try {
+            return timer.schedule(r, (long) (delayS * 1e9), TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException e) { // closed: the call is abandoned by close()
+            return null;
+        }
+    }
+
+    /** While the gate is closed: does the server answer (anything below 500) on the health URL? */
+    private CompletableFuture<Boolean> probe() {
+        if (closed) {
+            return CompletableFuture.completedFuture(false);
+        }
+        HttpRequest.Builder b = HttpRequest.newBuilder(healthUri).GET().timeout(seconds(spec.connectTimeoutS + 5));
+        for (Map.Entry<String, String> h : spec.headers.entrySet()) {
+            if (!h.getKey().equalsIgnoreCase("content-type")) {
+                b.header(h.getKey(), h.getValue());
+            }
+        }
+        CompletableFuture<HttpResponse<byte[]>> sent;
+        try {
+            sent = http.sendAsync(b.build(), info -> new LimitedBody(PROBE_BODY_LIMIT, info));
+        } catch (RuntimeException e) {
+            return CompletableFuture.completedFuture(false);
+        }
+        CompletableFuture<Boolean> result = new CompletableFuture<>();
+        ScheduledFuture<?> guard = later(() -> {
+            sent.cancel(true);
+            result.complete(false);
+        }, spec.connectTimeoutS + 5);
+        sent.whenComplete((response, e) -> {
+            if (guard != null) {
+                guard.cancel(false);
+            }
+            result.complete(e == null && response.statusCode() < 500);
+        });
+        return result;
+    }
+
+    // --- one request --------------------------------------------------------------------
+
+    /** What one attempt ended with. */
+    private static final class Result {
+        static final Result NONE = new Result(null, null, null, null);
+        final Integer status;
+        final byte[] body;
+        final Failure failure;
+        final Double retryAfterS;
+
+        Result(Integer status, byte[] body, Failure failure, Double retryAfterS) {
+            this.status = status;
+            this.body = body;
+            this.failure = failure;
+            this.retryAfterS = retryAfterS;
+        }
+
+        Result withFailure(Failure f) {
+            return new Result(status, body, f, retryAfterS);
+        }
+    }
+
+    private final class Call {
+        final HttpRequest request;
+        final String requestId;
+        final long startNs;
+        final long deadlineNs;
+        final CompletableFuture<Outcome> future = new CompletableFuture<>();
+        final AtomicBoolean ended = new AtomicBoolean();
+        // Changed by one callback at a time (each step hands over to the next), read by close().
+        volatile int attempts;
+        volatile Result result = Result.NONE;
+        volatile Attempt current;
+
+        Call(HttpRequest request, String requestId, long startNs) {
+            this.request = request;
+            this.requestId = requestId;
+            this.startNs = startNs;
+            this.deadlineNs = startNs + (long) (spec.deadlineS * 1e9);
+        }
+
+        void step() {
+            if (ended.get()) {
+                return;
+            }
+            if (gate != null && !gate.isOpen()) {
+                gate.await((deadlineNs - System.nanoTime()) / 1e9, opened -> {
+                    if (opened) {
+                        afterGate();
                     } else {
-                        done.complete(new Outcome(r.body(), r.statusCode(), ms, 1, "status: HTTP " + r.statusCode(), "status", System.currentTimeMillis()));
+                        if (result.failure == null) {
+                            result = result.withFailure(gate.reason());
+                        }
+                        finish();
                     }
                 });
-            } catch (Exception e) {
-                release();
-                done.complete(new Outcome(null, null, 0, 0, "request: " + e, "request", System.currentTimeMillis()));
+                return;
             }
-        };
-        synchronized (this) {
-            started++;
-            if (onWire < spec.concurrency) { onWire++; } else { waiting.add(go); return done; }
+            afterGate();
         }
-        go.run();
-        return done;
+
+        private void afterGate() {
+            if (ended.get()) {
+                return;
+            }
+            if (rateLimit != null) {
+                long waitNs = rateLimit.reserveNs();
+                if (waitNs > 0) {
+                    if (later(() -> slots.acquire(this::onSlot), waitNs / 1e9) == null) {
+                        abandon();
+                    }
+                    return;
+                }
+            }
+            slots.acquire(this::onSlot);
+        }
+
+        private void onSlot(long epoch) {
+            if (ended.get()) {
+                slots.release();
+                return;
+            }
+            long remainingNs = deadlineNs - System.nanoTime();
+            if (remainingNs <= 0) {
+                slots.release();
+                if (result.failure == null) {
+                    result = result.withFailure(Failure.timeout("the request's deadline of " + Text.g(spec.deadlineS)
+                            + " s passed before a connection was free"));
+                }
+                finish();
+                return;
+            }
+            attempts++;
+            attemptsSent.incrementAndGet();
+            Attempt attempt = new Attempt(this, Math.min(spec.timeoutS, remainingNs / 1e9), epoch);
+            current = attempt;
+            attempt.start();
+        }
+
+        void onAttempt(Attempt attempt, Result r) {
+            current = null;
+            boolean throttle = r.status != null && (r.status == 429 || r.status == 503);
+            if (throttle) {
+                throttled.incrementAndGet();
+            }
+            boolean timedOut = r.failure != null && r.failure.kind.equals("timeout");
+            double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
+            // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
+            slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
+            slots.release();
+            if (ended.get()) {
+                return;
+            }
+            result = r;
+            judgeServer(r);
+            Failure f = r.failure;
+            if (f == null || !f.retryable) {
+                finish();
+                return;
+            }
+            if (spec.maxAttempts > 0 && attempts >= spec.maxAttempts) {
+                finish();
+                return;
+            }
+            if (gate != null && !gate.isOpen()) {
+                step(); // the gate's probes pace the next attempt
+                return;
+            }
+            double delay = r.retryAfterS != null ? Math.min(r.retryAfterS, spec.maxRetryAfterS)
+                    : backoff(attempts, spec.backoffInitialS, spec.backoffMaxS, ThreadLocalRandom.current());
+            if (System.nanoTime() + (long) (delay * 1e9) >= deadlineNs) {
+                finish();
+                return;
+            }
+            if (LOG.isDebugEnabled()) {
+                LOG.debug("request {}: attempt {} failed ({}); retrying in {} s", requestId, attempts, f.text(),
+                        String.format(java.util.Locale.ROOT, "%.3f", delay));
+            }
+            if (later(this::step, delay) == null) {
+                abandon();
+            }
+        }
+
+        private void judgeServer(Result r) {
+            if (gate == null) {
+                return;
+            }
+            Failure f = r.failure;
+            if (f != null && (f.kind.equals("connect") || (r.status != null && (r.status == 502 || r.status == 503)))) {
+                gate.close(f);
+            } else if (r.status != null) {
+                gate.open();
+            }
+        }
+
+        void finish() {
+            if (!ended.compareAndSet(false, true)) {
+                return;
+            }
+            active.remove(this);
+            Result r = result;
+            Failure f = r.failure;
+            String text = f == null ? null : f.text();
+            double elapsedS = (System.nanoTime() - startNs) / 1e9;
+            if (f != null && (f.retryable || attempts == 0)) {
+                text = text + " (gave up after " + attempts + " attempts in " + Text.oneDecimal(elapsedS) + " s)";
+            }
+            future.complete(new Outcome(r.body, r.status, (System.nanoTime() - startNs) / 1e6, attempts, text,
+                    f == null ? null : f.kind, System.currentTimeMillis()));
+        }
+
+        /** close(): end now, whatever it was doing. */
+        void abandon() {
+            if (!ended.compareAndSet(false, true)) {
+                return;
+            }
+            active.remove(this);
+            Attempt a = current;
+            if (a != null) {
+                a.cancel();
+            }
+            future.complete(new Outcome(null, result.status, (System.nanoTime() - startNs) / 1e6, attempts,
+                    "request: the request step was closed", "request", System.currentTimeMillis()));
+        }
     }
 
-    private void release() {
-        Runnable next;
-        synchronized (this) {
-            started--;
-            next = waiting.poll();
-            if (next == null) { onWire--; return; }
+    // --- one attempt --------------------------------------------------------------------
+
+    private final class Attempt {
+        final Call call;
+        final double timeoutS;
+        final long epoch;
+        final long startNs = System.nanoTime();
+        final AtomicBoolean done = new AtomicBoolean();
+        volatile CompletableFuture<HttpResponse<byte[]>> exchange;
+        volatile LimitedBody body;
+        volatile ScheduledFuture<?> timeout;
+
+        Attempt(Call call, double timeoutS, long epoch) {
+            this.call = call;
+            this.timeoutS = timeoutS;
+            this.epoch = epoch;
         }
-        next.run();
+
+        void start() {
+            CompletableFuture<HttpResponse<byte[]>> sent;
+            try {
+                sent = http.sendAsync(call.request, info -> {
+                    LimitedBody b = new LimitedBody(spec.maxBodyBytes, info);
+                    body = b;
+                    return b;
+                });
+            } catch (RuntimeException e) {
+                end(new Result(null, null, Failure.of(e, false, target), null));
+                return;
+            }
+            exchange = sent;
+            timeout = later(() -> {
+                LimitedBody b = body;
+                end(new Result(b == null ? null : b.status, null,
+                        Failure.timeout("no complete response within " + Text.g(timeoutS) + " s"), null));
+            }, timeoutS);
+            if (done.get()) {
+                cancelTimer();
+            }
+            sent.whenComplete((response, e) -> {
+                if (e == null) {
+                    int status = response.statusCode();
+                    Failure f = Failure.ofStatus(status, response.body(), header(response.headers(), "location"));
+                    Double retryAfter = f != null && f.retryable
+                            ? Text.parseRetryAfter(header(response.headers(), "retry-after"),
+                                    System.currentTimeMillis())
+                            : null;
+                    end(new Result(status, response.body(), f, retryAfter));
+                } else {
+                    LimitedBody b = body;
+                    Integer status = b == null ? null : b.status;
+                    Failure f = Failure.of(e, status != null, target);
+                    if (f.kind.equals("tls")) {
+                        status = null;
+                    }
+                    end(new Result(status, null, f, null));
+                }
+            });
+        }
+
+        private void end(Result r) {
+            if (!done.compareAndSet(false, true)) {
+                return;
+            }
+            cancelTimer();
+            if (r.failure != null && r.failure.kind.equals("timeout")) {
+                cancelExchange();
+            }
+            call.onAttempt(this, r);
+        }
+
+        void cancel() {
+            if (done.compareAndSet(false, true)) {
+                cancelTimer();
+                cancelExchange();
+                slots.release();
+            }
+        }
+
+        private void cancelTimer() {
+            ScheduledFuture<?> t = timeout;
+            if (t != null) {
+                t.cancel(false);
+            }
+        }
+
+        private void cancelExchange() {
+            LimitedBody b = body;
+            if (b != null) {
+                b.cancel();
+            }
+            CompletableFuture<HttpResponse<byte[]>> x = exchange;
+            if (x != null) {
+                x.cancel(true);
+            }
+        }
     }
 
-    public synchronized int inFlight() { return started; }
-    public int concurrencyLimit() { return spec.concurrency; }
-    public long throttled() { return 0; }
-    @Override public void close() {}
+    private static String header(HttpHeaders headers, String name) {
+        return headers.firstValue(name).orElse(null);
+    }
+
+    /**
+     * A body read into memory, never more than the limit: an announced Content-Length above it fails at once,
+     * else the bytes are counted as they come; either way the subscription is cancelled (the JDK then closes the
+     * connection rather than read the rest) and the exchange fails with {@link Failure.TooLarge}.
+     */
+    static final class LimitedBody implements HttpResponse.BodySubscriber<byte[]> {
+        final Integer status;
+        private final long limit;
+        private final CompletableFuture<byte[]> result = new CompletableFuture<>();
+        private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
+        private final String announcedTooLarge;
+        private volatile Flow.Subscription subscription;
+        private volatile boolean cancelled;
+        private long total;
+
+        LimitedBody(long limit, HttpResponse.ResponseInfo info) {
+            this.status = info.statusCode();
+            this.limit = limit;
+            OptionalLong announced = info.headers().firstValueAsLong("content-length");
+            this.announcedTooLarge = announced.isPresent() && announced.getAsLong() > limit
+                    ? "the server announced " + Text.thousands(announced.getAsLong())
+                            + " bytes, more than the limit of " + Text.thousands(limit)
+                    : null;
+        }
+
+        @Override
+        public CompletionStage<byte[]> getBody() {
+            return result;
+        }
+
+        @Override
+        public void onSubscribe(Flow.Subscription s) {
+            subscription = s;
+            if (announcedTooLarge != null) {
+                s.cancel();
+                result.completeExceptionally(new Failure.TooLarge(announcedTooLarge));
+                return;
+            }
+            if (cancelled) {
+                s.cancel();
+                return;
+            }
+            s.request(Long.MAX_VALUE);
+        }
+
+        @Override
+        public void onNext(List<ByteBuffer> items) {
+            if (result.isDone()) {
+                return;
+            }
+            for (ByteBuffer b : items) {
+                total += b.remaining();
+                if (total > limit) {
+                    subscription.cancel();
+                    result.completeExceptionally(new Failure.TooLarge(
+                            "the body passed the limit of " + Text.thousands(limit) + " bytes; the rest was not read"));
+                    return;
+                }
+                byte[] chunk = new byte[b.remaining()];
+                b.get(chunk);
+                bytes.write(chunk, 0, chunk.length);
+            }
+        }
+
+        @Override
+        public void onError(Throwable e) {
+            result.completeExceptionally(e);
+        }
+
+        @Override
+        public void onComplete() {
+            result.complete(bytes.toByteArray());
+        }
+
+        void cancel() {
+            cancelled = true;
+            Flow.Subscription s = subscription;
+            if (s != null) {
+                s.cancel();
+            }
+            result.cancel(false);
+        }
+    }
+
+    /** Starts spaced 1/rate apart, no burst beyond one; retries take slots too (connector.client.ratelimit). */
+    private static final class RateLimit {
+        private final long intervalNs;
+        private long next = Long.MIN_VALUE;
+
+        RateLimit(double rate) {
+            this.intervalNs = (long) (1e9 / rate);
+        }
+
+        synchronized long reserveNs() {
+            long now = System.nanoTime();
+            long slot = next == Long.MIN_VALUE ? now : Math.max(now, next);
+            next = slot + intervalNs;
+            return slot - now;
+        }
+    }
 }

@@ -1,0 +1,205 @@
+package io.dspark.vllm.request;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationFeature;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+
+import java.io.IOException;
+import java.net.ConnectException;
+import java.net.NoRouteToHostException;
+import java.net.ProtocolException;
+import java.net.UnknownHostException;
+import java.net.http.HttpConnectTimeoutException;
+import java.net.http.HttpTimeoutException;
+import java.nio.channels.UnresolvedAddressException;
+import java.security.GeneralSecurityException;
+import java.security.cert.CertPathValidatorException;
+import java.security.cert.CertificateException;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ExecutionException;
+import javax.net.ssl.SSLException;
+import javax.net.ssl.SSLHandshakeException;
+
+/**
+ * What went wrong with one attempt: the Java twin of {@code connector.errors.ClientError} (kind, message,
+ * retryable; {@link #text()} is "kind: message"), and the one place where what java.net.http throws becomes one
+ * (the twin of {@code connector.client.transport.EXCEPTION_MAP}).
+ */
+final class Failure {
+    static final String TLS_HINT = "set 'request.tls-ca-bundle' to the CA that signed the server's certificate "
+            + "('request.tls-verify' = 'false' only for a server you trust)";
+    private static final ObjectMapper MAPPER =
+            new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+
+    final String kind;
+    final String message;
+    final boolean retryable;
+
+    Failure(String kind, String message, boolean retryable) {
+        this.kind = kind;
+        this.message = message;
+        this.retryable = retryable;
+    }
+
+    String text() {
+        return kind + ": " + message;
+    }
+
+    @Override
+    public String toString() {
+        return text();
+    }
+
+    static Failure timeout(String message) {
+        return new Failure("timeout", message, true);
+    }
+
+    static Failure request(String message) {
+        return new Failure("request", message, false);
+    }
+
+    /** A body larger than the limit: raised by the body subscriber, so that the exchange stops there. */
+    static final class TooLarge extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        TooLarge(String message) {
+            super(message);
+        }
+    }
+
+    /** What an exception of the HTTP client means; {@code headArrived}: the status line had come. */
+    static Failure of(Throwable thrown, boolean headArrived, String target) {
+        Throwable e = thrown;
+        while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
+            e = e.getCause();
+        }
+        TooLarge large = find(e, TooLarge.class);
+        if (large != null) {
+            return new Failure("too-large", large.getMessage(), false);
+        }
+        if (find(e, HttpConnectTimeoutException.class) != null) {
+            return new Failure("connect", "connecting timed out: " + target, true);
+        }
+        SSLException tls = find(e, SSLException.class);
+        if (tls != null) {
+            return new Failure("tls", tls(e, tls, target) + "; " + TLS_HINT, false);
+        }
+        if (find(e, UnresolvedAddressException.class) != null || find(e, UnknownHostException.class) != null) {
+            return new Failure("connect", "the host name does not resolve: " + target, true);
+        }
+        if (find(e, ConnectException.class) != null || find(e, NoRouteToHostException.class) != null) {
+            return new Failure("connect", "cannot connect to the server: " + target + ": " + detail(e), true);
+        }
+        if (find(e, HttpTimeoutException.class) != null) {
+            return timeout("no answer from the server in time: " + detail(e));
+        }
+        if (find(e, ProtocolException.class) != null) {
+            return new Failure("protocol", "not a valid HTTP/1.1 response: " + detail(e), true);
+        }
+        if (e instanceof IOException) {
+            String detail = detail(e);
+            if (detail.toLowerCase(java.util.Locale.ROOT).contains("reset")) {
+                return new Failure("stream", "the connection was reset: " + detail, true);
+            }
+            if (headArrived) {
+                return new Failure("stream", "the response body broke off: " + detail, true);
+            }
+            return new Failure("stream", "the server closed the connection: " + detail, true);
+        }
+        return new Failure("protocol", "the request failed: " + detail(e), false);
+    }
+
+    private static String tls(Throwable e, SSLException tls, String target) {
+        Throwable cert = find(e, CertificateException.class);
+        if (cert == null) {
+            cert = find(e, CertPathValidatorException.class);
+        }
+        if (cert == null) {
+            cert = find(e, GeneralSecurityException.class);
+        }
+        if (cert != null) {
+            String m = detail(cert);
+            if (m.contains("subject alternative name") || m.contains("No name matching")) {
+                return "the server's certificate does not match its name: " + target + ": " + m;
+            }
+            return "the server's certificate does not verify: " + target + ": " + m;
+        }
+        if (tls instanceof SSLHandshakeException) {
+            return "the TLS handshake failed: " + target + ": " + detail(tls);
+        }
+        return "TLS failed: " + target + ": " + detail(tls);
+    }
+
+    private static <T extends Throwable> T find(Throwable e, Class<T> type) {
+        for (int depth = 0; e != null && depth < 20; depth++, e = e.getCause()) {
+            if (type.isInstance(e)) {
+                return type.cast(e);
+            }
+        }
+        return null;
+    }
+
+    /** The first message down the cause chain, on one line (the JDK often leaves the outer one empty). */
+    static String detail(Throwable e) {
+        for (Throwable c = e; c != null; c = c.getCause()) {
+            String m = c.getMessage();
+            if (m != null && !m.isBlank()) {
+                return String.join(" ", m.strip().split("\\s+"));
+            }
+            if (c.getCause() == c) {
+                break;
+            }
+        }
+        return e.getClass().getSimpleName();
+    }
+
+    // --- a response that came -----------------------------------------------------------
+
+    /** A non-2xx answer (connector.client.client._judge); null for 2xx. */
+    static Failure ofStatus(int status, byte[] body, String location) {
+        if (status >= 200 && status < 300) {
+            return null;
+        }
+        boolean retryable = status == 429 || status == 502 || status == 503 || status == 504;
+        String message = errorMessage(body);
+        if (status >= 300 && status < 400) {
+            message = "redirects are not followed: point base_url at "
+                    + (location != null ? location : "the new address");
+        }
+        return new Failure("status", "HTTP " + status + ": " + message, retryable);
+    }
+
+    /** What an error body says (connector.client.client._error_message). */
+    static String errorMessage(byte[] body) {
+        JsonNode data = null;
+        try {
+            data = body.length == 0 ? null : MAPPER.readTree(body);
+        } catch (IOException | RuntimeException e) {
+            data = null;
+        }
+        if (data != null && data.isObject()) {
+            JsonNode error = data.has("error") ? data.get("error") : data.get("detail");
+            if (error != null && error.isObject() && error.has("message")) {
+                return Text.codePoints(pyStr(error.get("message")), 500);
+            }
+            if (error != null && !error.isNull()) {
+                return Text.codePoints(pyStr(error), 500);
+            }
+        }
+        String text = Text.utf8Head(body, 200).strip();
+        return text.isEmpty() ? "(empty body)" : text;
+    }
+
+    private static String pyStr(JsonNode v) {
+        if (v.isTextual()) {
+            return v.asText();
+        }
+        if (v.isNull()) {
+            return "None";
+        }
+        if (v.isBoolean()) {
+            return v.asBoolean() ? "True" : "False";
+        }
+        return v.toString();
+    }
+}

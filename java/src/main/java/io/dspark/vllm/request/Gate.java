@@ -1,0 +1,179 @@
+package io.dspark.vllm.request;
+
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Random;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Consumer;
+import java.util.function.Supplier;
+
+/**
+ * Back-pressure while the server is down (connector.client.gate): an attempt that cannot connect, or gets
+ * 502/503, closes the gate; from then on attempts wait at the gate (each no longer than its request's
+ * deadline), and one probe ({@code GET} the health URL; success: a status below 500) is sent after each backoff
+ * step. The gate opens on a probe that succeeds or on any attempt that reaches the server. Both changes are
+ * logged once, as WARNING.
+ */
+final class Gate {
+    private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
+
+    private final Supplier<CompletableFuture<Boolean>> probe;
+    private final ScheduledExecutorService timer;
+    private final double initialS;
+    private final double maxS;
+    private final Random random;
+    private final List<Waiter> waiters = new ArrayList<>();
+    private boolean open = true;
+    private boolean closedForGood;
+    private long generation;
+    private long closedAtNs;
+    private Failure reason;
+    private long probes;
+    private long closures;
+
+    Gate(Supplier<CompletableFuture<Boolean>> probe, ScheduledExecutorService timer, double initialS, double maxS,
+            Random random) {
+        this.probe = probe;
+        this.timer = timer;
+        this.initialS = initialS;
+        this.maxS = maxS;
+        this.random = random;
+    }
+
+    synchronized boolean isOpen() {
+        return open;
+    }
+
+    synchronized Failure reason() {
+        return reason;
+    }
+
+    synchronized long probes() {
+        return probes;
+    }
+
+    synchronized long closures() {
+        return closures;
+    }
+
+    void close(Failure why) {
+        long gen;
+        synchronized (this) {
+            reason = why;
+            if (!open || closedForGood) {
+                return;
+            }
+            open = false;
+            closures++;
+            closedAtNs = System.nanoTime();
+            gen = ++generation;
+        }
+        LOG.warn("dspark-vllm: the server looks down ({}): holding requests back until it answers again",
+                why.text());
+        probeLater(gen, 1);
+    }
+
+    void open() {
+        List<Waiter> go;
+        double downS;
+        synchronized (this) {
+            if (open) {
+                return;
+            }
+            open = true;
+            downS = (System.nanoTime() - closedAtNs) / 1e9;
+            go = new ArrayList<>(waiters);
+            waiters.clear();
+        }
+        LOG.warn("dspark-vllm: the server answers again after {} s: requests go on", Text.oneDecimal(downS));
+        for (Waiter w : go) {
+            w.fire(true);
+        }
+    }
+
+    /** Call {@code then} with true once the gate is open, or with false after {@code timeoutS}. */
+    void await(double timeoutS, Consumer<Boolean> then) {
+        Waiter w = new Waiter(then);
+        synchronized (this) {
+            if (!open && timeoutS > 0) {
+                try {
+                    w.timeout = timer.schedule(() -> {
+                        synchronized (this) {
+                            waiters.remove(w);
+                        }
+                        w.fire(false);
+                    }, (long) (timeoutS * 1e9), TimeUnit.NANOSECONDS);
+                    waiters.add(w);
+                    return;
+                } catch (java.util.concurrent.RejectedExecutionException e) {
+                    // closed: answer at once (the requester ends its requests itself)
+                }
+            }
+        }
+        w.fire(isOpen());
+    }
+
+    /** No more probes (close of the requester). */
+    synchronized void shutdown() {
+        closedForGood = true;
+        generation++;
+        waiters.clear();
+    }
+
+    private void probeLater(long gen, int step) {
+        double delay = Requester.backoff(step, initialS, maxS, random);
+        try {
+            timer.schedule(() -> probeNow(gen, step), (long) (delay * 1e9), TimeUnit.NANOSECONDS);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            // closed
+        }
+    }
+
+    private void probeNow(long gen, int step) {
+        synchronized (this) {
+            if (open || gen != generation) {
+                return;
+            }
+            probes++;
+        }
+        probe.get().whenComplete((ok, e) -> {
+            if (e == null && Boolean.TRUE.equals(ok)) {
+                open();
+            } else {
+                synchronized (this) {
+                    if (open || gen != generation) {
+                        return;
+                    }
+                }
+                probeLater(gen, step + 1);
+            }
+        });
+    }
+
+    private static final class Waiter {
+        private final Consumer<Boolean> then;
+        private final AtomicBoolean fired = new AtomicBoolean();
+        volatile ScheduledFuture<?> timeout;
+
+        Waiter(Consumer<Boolean> then) {
+            this.then = then;
+        }
+
+        void fire(boolean opened) {
+            if (fired.compareAndSet(false, true)) {
+                ScheduledFuture<?> t = timeout;
+                if (t != null) {
+                    t.cancel(false);
+                }
+                then.accept(opened);
+            }
+        }
+    }
+}

@@ -1,0 +1,123 @@
+package io.dspark.vllm.request;
+
+import java.math.BigDecimal;
+import java.math.MathContext;
+import java.math.RoundingMode;
+import java.nio.charset.StandardCharsets;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
+import java.time.format.DateTimeParseException;
+import java.util.Locale;
+import java.util.regex.Pattern;
+
+/** Numbers and header values written and read the way the Python client does, so both say the same. */
+final class Text {
+    private Text() {}
+
+    private static final Pattern DECIMAL = Pattern.compile(
+            "[+-]?(?:\\d(?:_?\\d)*(?:\\.(?:\\d(?:_?\\d)*)?)?|\\.\\d(?:_?\\d)*)(?:[eE][+-]?\\d(?:_?\\d)*)?");
+    private static final Pattern SPECIAL = Pattern.compile("[+-]?(?:inf|infinity|nan)", Pattern.CASE_INSENSITIVE);
+
+    /** Python's {@code f"{x:g}"}: 6 significant digits, no trailing zeros, an exponent below 1e-4 or from 1e6. */
+    static String g(double x) {
+        if (Double.isNaN(x)) {
+            return "nan";
+        }
+        if (Double.isInfinite(x)) {
+            return x > 0 ? "inf" : "-inf";
+        }
+        if (x == 0.0) {
+            return (1.0 / x < 0) ? "-0" : "0";
+        }
+        BigDecimal d = new BigDecimal(x).round(new MathContext(6, RoundingMode.HALF_EVEN));
+        int exp = d.precision() - d.scale() - 1;
+        if (exp >= -4 && exp < 6) {
+            return plain(d);
+        }
+        String mantissa = plain(d.movePointLeft(exp));
+        return mantissa + "e" + (exp < 0 ? "-" : "+") + (Math.abs(exp) < 10 ? "0" : "") + Math.abs(exp);
+    }
+
+    private static String plain(BigDecimal d) {
+        String s = d.stripTrailingZeros().toPlainString();
+        return s.equals("-0") ? "0" : s;
+    }
+
+    /** Python's {@code f"{x:.1f}"}. */
+    static String oneDecimal(double x) {
+        return new BigDecimal(x).setScale(1, RoundingMode.HALF_EVEN).toPlainString();
+    }
+
+    /** Python's {@code f"{n:,}"}. */
+    static String thousands(long n) {
+        return String.format(Locale.ROOT, "%,d", n);
+    }
+
+    /** Python's {@code float(value)} for the forms a header can hold; null when it is not a number. */
+    static Double pyFloat(String value) {
+        String v = value.strip();
+        if (DECIMAL.matcher(v).matches()) {
+            return Double.parseDouble(v.replace("_", ""));
+        }
+        if (SPECIAL.matcher(v).matches()) {
+            boolean negative = v.startsWith("-");
+            String word = v.replaceFirst("^[+-]", "").toLowerCase(Locale.ROOT);
+            if (word.equals("nan")) {
+                return Double.NaN;
+            }
+            return negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
+        }
+        return null;
+    }
+
+    /**
+     * {@code Retry-After} in seconds: delta-seconds (a fraction is accepted) or an HTTP-date; null if invalid
+     * (connector.client.retry.parse_retry_after).
+     */
+    static Double parseRetryAfter(String value, long nowMillis) {
+        if (value == null || value.isBlank()) {
+            return null;
+        }
+        String v = value.strip();
+        Double seconds = pyFloat(v);
+        if (seconds == null) {
+            try {
+                ZonedDateTime when = ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME);
+                seconds = (when.toInstant().toEpochMilli() - nowMillis) / 1000.0;
+            } catch (DateTimeParseException e) {
+                return null;
+            }
+        }
+        return seconds.isNaN() ? null : Math.max(0.0, seconds);
+    }
+
+    /** The first {@code n} code points of {@code s} (Python's {@code s[:n]}). */
+    static String codePoints(String s, int n) {
+        if (s.codePointCount(0, s.length()) <= n) {
+            return s;
+        }
+        return s.substring(0, s.offsetByCodePoints(0, n));
+    }
+
+    /** Python's {@code data[:n].decode("utf-8", "replace")}. */
+    static String utf8Head(byte[] data, int n) {
+        return new String(data, 0, Math.min(n, data.length), StandardCharsets.UTF_8);
+    }
+
+    /** The index of the first lone surrogate in {@code s}, or -1. */
+    static int loneSurrogate(String s) {
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (Character.isHighSurrogate(c)) {
+                if (i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+                    i++;
+                } else {
+                    return i;
+                }
+            } else if (Character.isLowSurrogate(c)) {
+                return i;
+            }
+        }
+        return -1;
+    }
+}

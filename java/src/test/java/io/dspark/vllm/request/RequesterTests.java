@@ -1,0 +1,919 @@
+package io.dspark.vllm.request;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.OutputStream;
+import java.lang.reflect.InvocationTargetException;
+import java.lang.reflect.Method;
+import java.lang.reflect.Modifier;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.time.ZoneOffset;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Comparator;
+import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.Semaphore;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.regex.Pattern;
+import javax.net.ssl.SSLContext;
+
+import static io.dspark.vllm.request.Servers.OK_BODY;
+import static io.dspark.vllm.request.Servers.Raw;
+import static io.dspark.vllm.request.Servers.Web;
+import static io.dspark.vllm.request.Servers.of;
+import static io.dspark.vllm.request.Servers.respond;
+import static io.dspark.vllm.request.Servers.spec;
+
+/**
+ * The Requester against real servers on 127.0.0.1. No JUnit here (no Maven in this build): every static
+ * method named test* runs, in name order; the last line is "N passed, M failed", the exit status 1 on a
+ * failure. {@code java ... RequesterTests [name-substring]} runs some of them.
+ */
+public final class RequesterTests {
+    private RequesterTests() {}
+
+    public static void main(String[] args) throws Exception {
+        List<Method> tests = new ArrayList<>();
+        for (Method m : RequesterTests.class.getDeclaredMethods()) {
+            if (m.getName().startsWith("test") && Modifier.isStatic(m.getModifiers())
+                    && (args.length == 0 || m.getName().contains(args[0]))) {
+                tests.add(m);
+            }
+        }
+        tests.sort(Comparator.comparing(Method::getName));
+        if (System.getenv("DSPARK_VLLM_TRACE") != null) {
+            long t0 = System.nanoTime();
+            Slots.trace = m -> System.out.println(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9,
+                    m));
+        }
+        int passed = 0;
+        int failed = 0;
+        for (Method m : tests) {
+            Throwable[] error = new Throwable[1];
+            long start = System.nanoTime();
+            Thread t = new Thread(() -> {
+                try {
+                    m.invoke(null);
+                } catch (InvocationTargetException e) {
+                    error[0] = e.getCause();
+                } catch (Throwable e) {
+                    error[0] = e;
+                }
+            }, m.getName());
+            t.setDaemon(true);
+            t.start();
+            t.join(60_000);
+            String took = String.format(" (%.1f s)", (System.nanoTime() - start) / 1e9);
+            if (t.isAlive()) {
+                error[0] = new AssertionError("did not end within 60 s");
+            }
+            if (error[0] == null) {
+                passed++;
+                System.out.println("PASS " + m.getName() + took);
+            } else {
+                failed++;
+                System.out.println("FAIL " + m.getName() + ": " + error[0] + took);
+                error[0].printStackTrace(System.out);
+            }
+        }
+        System.out.println(passed + " passed, " + failed + " failed");
+        System.exit(failed == 0 ? 0 : 1);
+    }
+
+    // --- helpers ------------------------------------------------------------------------
+
+    static void check(boolean ok, String what) {
+        if (!ok) {
+            throw new AssertionError(what);
+        }
+    }
+
+    static void equal(Object expected, Object actual, String what) {
+        if (expected == null ? actual != null : !expected.equals(actual)) {
+            throw new AssertionError(what + ": expected <" + expected + "> but got <" + actual + ">");
+        }
+    }
+
+    static Outcome get(CompletableFuture<Outcome> f) throws Exception {
+        return f.get(40, TimeUnit.SECONDS);
+    }
+
+    static String body(Outcome o) {
+        return o.body == null ? null : new String(o.body, StandardCharsets.UTF_8);
+    }
+
+    static void matches(String regex, String actual, String what) {
+        if (actual == null || !Pattern.compile(regex, Pattern.DOTALL).matcher(actual).matches()) {
+            throw new AssertionError(what + ": <" + actual + "> does not match " + regex);
+        }
+    }
+
+    static String gaveUp(int attempts) {
+        return " \\(gave up after " + attempts + " attempts in \\d+\\.\\d s\\)";
+    }
+
+    static void sleep(long ms) throws InterruptedException {
+        Thread.sleep(ms);
+    }
+
+    static void eventually(java.util.function.BooleanSupplier condition, String what) throws Exception {
+        long until = System.nanoTime() + 20_000_000_000L;
+        while (!condition.getAsBoolean()) {
+            if (System.nanoTime() > until) {
+                throw new AssertionError("never happened: " + what);
+            }
+            sleep(10);
+        }
+    }
+
+    // --- the tests ----------------------------------------------------------------------
+
+    static void test01SuccessBodyAndHeaders() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                Requester r = new Requester(of(spec(web.base)))) {
+            String prompt = "say \"hi\"\n\ttab \\ ünïcødé 😀 \u0001";
+            long before = System.currentTimeMillis();
+            Outcome o = get(r.send(prompt, "req-1"));
+            check(o.ok(), "ok: " + o.error);
+            equal(200, o.status, "status");
+            equal(OK_BODY, body(o), "body");
+            equal(1, o.attempts, "attempts");
+            equal(null, o.errorKind, "errorKind");
+            check(o.latencyMs > 0, "latency");
+            check(o.receivedAtMs >= before, "receivedAtMs");
+            Servers.Seen seen = web.posts().get(0);
+            equal("/v1/completions", seen.path, "path");
+            equal("req-1", seen.header("x-request-id"), "x-request-id");
+            equal("Bearer " + Servers.SECRET, seen.header("authorization"), "authorization");
+            equal("dspark-vllm/0.1", seen.header("user-agent"), "user-agent");
+            equal("application/json", seen.header("content-type"), "content-type");
+            JsonNode sent = Servers.JSON.readTree(seen.body);
+            equal(prompt, sent.get("prompt").asText(), "the prompt, as JSON");
+            equal("m", sent.get("model").asText(), "prefix");
+            equal(8, sent.get("max_tokens").asInt(), "suffix");
+            equal(0, r.inFlight(), "inFlight after");
+            equal(8, r.concurrencyLimit(), "fixed limit");
+        }
+    }
+
+    static void test02LoneSurrogateIsARequestError() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                Requester r = new Requester(of(spec(web.base)))) {
+            Outcome o = get(r.send("bad \ud800 here", "req-2"));
+            equal("request", o.errorKind, "kind");
+            equal(0, o.attempts, "attempts");
+            matches("request: the prompt is not valid Unicode: a lone surrogate \\(U\\+D800\\) at character 4.*",
+                    o.error, "error");
+            Outcome n = get(r.send(null, "req-3"));
+            equal("request", n.errorKind, "null prompt");
+            equal(0, web.posts().size(), "nothing sent");
+        }
+    }
+
+    static void test03NotFoundIsNotRetried() throws Exception {
+        String error = "{\"error\":{\"message\":\"The model `x` does not exist.\",\"type\":\"NotFoundError\","
+                + "\"code\":404}}";
+        try (Web web = new Web((x, s) -> respond(x, 404, error));
+                Requester r = new Requester(of(spec(web.base)))) {
+            Outcome o = get(r.send("p", "id"));
+            equal("status: HTTP 404: The model `x` does not exist.", o.error, "error");
+            equal("status", o.errorKind, "kind");
+            equal(404, o.status, "status");
+            equal(1, o.attempts, "attempts");
+            equal(error, body(o), "the error body is kept");
+            equal(1, web.posts().size(), "one attempt");
+        }
+    }
+
+    static void test04ServiceUnavailableRetriedThenOk() throws Exception {
+        AtomicInteger n = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            if (n.incrementAndGet() <= 2) {
+                respond(x, 503, "{\"error\":{\"message\":\"busy\"}}");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        }); Requester r = new Requester(of(spec(web.base)))) {
+            Outcome o = get(r.send("p", "same-id"));
+            check(o.ok(), "ok: " + o.error);
+            equal(3, o.attempts, "attempts");
+            equal(2L, r.throttled(), "throttled (503 counts)");
+            List<Servers.Seen> posts = web.posts();
+            equal(3, posts.size(), "attempts seen");
+            for (Servers.Seen s : posts) {
+                equal("same-id", s.header("x-request-id"), "the same id on every attempt");
+            }
+        }
+    }
+
+    static void test05RetryAfterHonouredAndCapped() throws Exception {
+        AtomicInteger n = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            int i = n.incrementAndGet();
+            if (i == 1) {
+                respond(x, 429, "{\"error\":{\"message\":\"slow down\"}}", "Retry-After", "0.4");
+            } else if (i == 2) {
+                respond(x, 429, "", "Retry-After", "100");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_retry_after_s", 0.3);
+            sp.put("backoff_initial_s", 0.001);
+            sp.put("backoff_max_s", 0.001);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "ok: " + o.error);
+                equal(3, o.attempts, "attempts");
+                List<Servers.Seen> posts = web.posts();
+                double first = (posts.get(1).atNs - posts.get(0).atNs) / 1e9;
+                double second = (posts.get(2).atNs - posts.get(1).atNs) / 1e9;
+                check(first >= 0.29, "Retry-After 0.4 cut to max_retry_after_s 0.3, waited " + first);
+                check(second >= 0.29, "Retry-After 100 cut to 0.3, waited " + second);
+                check(o.latencyMs >= 580, "latency includes the waits: " + o.latencyMs);
+            }
+        }
+        long now = System.currentTimeMillis();
+        String date = DateTimeFormatter.RFC_1123_DATE_TIME.format(
+                ZonedDateTime.now(ZoneOffset.UTC).plusSeconds(30));
+        double fromDate = Text.parseRetryAfter(date, now);
+        check(fromDate > 28 && fromDate <= 31, "HTTP-date: " + fromDate);
+        equal(1.5, Text.parseRetryAfter(" 1.5 ", now), "fraction");
+        equal(0.0, Text.parseRetryAfter("-3", now), "negative");
+        equal(null, Text.parseRetryAfter("soon", now), "invalid");
+        equal(null, Text.parseRetryAfter("nan", now), "nan");
+        equal(null, Text.parseRetryAfter("", now), "empty");
+    }
+
+    static void test06MaxAttempts() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 502, "bad gateway"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_attempts", 3);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 502: bad gateway" + gaveUp(3), o.error, "error");
+                equal(3, o.attempts, "attempts");
+                equal(3, web.posts().size(), "attempts seen");
+                equal(502, o.status, "status");
+            }
+        }
+    }
+
+    static void test07RequestDeadline() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 429, "{\"error\":\"too many\"}", "Retry-After", "0.2"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 1.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 429: too many" + gaveUp(o.attempts), o.error, "error");
+                check(o.attempts >= 2, "retried until the deadline: " + o.attempts);
+                check(o.attempts == web.posts().size(), "attempts seen");
+            }
+        }
+    }
+
+    static void test08DeadlinePassedBeforeASlot() throws Exception {
+        // A slot holder always ends by its own deadline, so what makes a request miss its deadline before
+        // a slot is the wait in front of the slots: here the rate limit's (2/s: the second start is 0.5 s out).
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 0.3);
+            sp.put("rate_limit", 2.0);
+            try (Requester r = new Requester(of(sp))) {
+                CompletableFuture<Outcome> first = r.send("p1", "a");
+                CompletableFuture<Outcome> second = r.send("p2", "b");
+                check(get(first).ok(), "the first goes at once");
+                Outcome b = get(second);
+                matches("timeout: the request's deadline of 0\\.3 s passed before a connection was free"
+                        + gaveUp(0), b.error, "second");
+                equal(0, b.attempts, "no attempt");
+                equal("timeout", b.errorKind, "kind");
+                equal(1, web.posts().size(), "one sent");
+            }
+        }
+        // An attempt's own timeout is cut to what is left of the deadline (as in Python: "0.29... s").
+        CountDownLatch release = new CountDownLatch(1);
+        try (Web web = new Web((x, s) -> {
+            release.await(20, TimeUnit.SECONDS);
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 0.3);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome a = get(r.send("p1", "a"));
+                matches("timeout: no complete response within 0\\.[0-9]+ s" + gaveUp(1), a.error, "cut timeout");
+            } finally {
+                release.countDown();
+            }
+        }
+    }
+
+    static void test09AttemptTimeout() throws Exception {
+        try (Web web = new Web((x, s) -> {
+            sleep(3000);
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("timeout_s", 0.25);
+            sp.put("max_attempts", 2);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("timeout: no complete response within 0\\.25 s" + gaveUp(2), o.error, "error");
+                equal("timeout", o.errorKind, "kind");
+                equal(null, o.status, "no head came");
+                equal(2, o.attempts, "a timeout is retried");
+            }
+        }
+    }
+
+    static void test10SlowBodyKeepsTheStatus() throws Exception {
+        try (Raw raw = new Raw((s, in, out) -> {
+            out.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\""
+                    .getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            sleep(3000);
+        })) {
+            ObjectNode sp = spec(raw.base);
+            sp.put("timeout_s", 0.3);
+            sp.put("max_attempts", 1);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("timeout: no complete response within 0\\.3 s" + gaveUp(1), o.error, "error");
+                equal(200, o.status, "the status of the head that came");
+                equal(null, o.body, "no body");
+            }
+        }
+    }
+
+    static void test11ConnectRefused() throws Exception {
+        int port = Servers.freePort();
+        ObjectNode sp = spec("http://127.0.0.1:" + port);
+        sp.put("max_attempts", 2);
+        try (Requester r = new Requester(of(sp))) {
+            Outcome o = get(r.send("p", "id"));
+            matches("connect: cannot connect to the server: 127\\.0\\.0\\.1:" + port + ": .*" + gaveUp(2), o.error,
+                    "error");
+            equal("connect", o.errorKind, "kind");
+            equal(null, o.status, "status");
+            equal(2, o.attempts, "attempts");
+        }
+    }
+
+    static void test12HoldWhileDownThenServerComesBack() throws Exception {
+        int port = Servers.freePort();
+        ObjectNode sp = spec("http://127.0.0.1:" + port);
+        sp.put("hold_while_down", true);
+        sp.put("backoff_initial_s", 0.1);
+        sp.put("backoff_max_s", 0.2);
+        try (Requester r = new Requester(of(sp))) {
+            List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                fs.add(r.send("p" + i, "id" + i));
+            }
+            eventually(r::serverDown, "the gate closes");
+            eventually(() -> r.probes() >= 2, "probes while down");
+            equal(1L, r.gateClosures(), "closed once");
+            check(fs.stream().noneMatch(CompletableFuture::isDone), "requests are held, not failed");
+            try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), port, null, false)) {
+                for (CompletableFuture<Outcome> f : fs) {
+                    Outcome o = get(f);
+                    check(o.ok(), "ok after the server came back: " + o.error);
+                }
+                check(!r.serverDown(), "the gate opened");
+                check(web.count("GET", "/health") >= 1, "the probe reached /health");
+                equal(3L, web.count("POST", "/v1/completions"), "each request once on the new server");
+                equal(1L, r.gateClosures(), "closed once");
+            }
+        }
+    }
+
+    static void test13GateTimesOutWithItsReason() throws Exception {
+        int port = Servers.freePort();
+        ObjectNode sp = spec("http://127.0.0.1:" + port);
+        sp.put("hold_while_down", true);
+        sp.put("deadline_s", 0.6);
+        sp.put("backoff_initial_s", 0.05);
+        try (Requester r = new Requester(of(sp))) {
+            Outcome o = get(r.send("p", "id"));
+            matches("connect: cannot connect to the server: .*" + gaveUp(1), o.error, "error");
+            check(r.probes() >= 1, "probed");
+        }
+    }
+
+    static void test14GateClosedBy503OpensOnHealth() throws Exception {
+        AtomicInteger n = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            if (n.incrementAndGet() == 1) {
+                respond(x, 503, "restarting");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("hold_while_down", true);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "ok: " + o.error);
+                equal(2, o.attempts, "attempts");
+                equal(1L, r.gateClosures(), "the 503 closed the gate");
+                check(web.count("GET", "/health") >= 1, "probed /health");
+                check(!r.serverDown(), "open again");
+            }
+        }
+    }
+
+    static void test15ResetMidBody() throws Exception {
+        try (Raw raw = new Raw((s, in, out) -> {
+            out.write("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n{\"id\":".getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            sleep(50);
+            s.setSoLinger(true, 0); // RST
+            s.close();
+        })) {
+            ObjectNode sp = spec(raw.base);
+            sp.put("max_attempts", 2);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("stream: .*" + gaveUp(2), o.error, "error");
+                equal("stream", o.errorKind, "kind");
+                equal(200, o.status, "the head's status is kept");
+                equal(null, o.body, "no body");
+                equal(2, raw.connections.get(), "a broken body is retried");
+            }
+        }
+    }
+
+    static void test16ClosedBeforeTheHead() throws Exception {
+        try (Raw raw = new Raw((s, in, out) -> s.close())) {
+            ObjectNode sp = spec(raw.base);
+            sp.put("max_attempts", 1);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("stream: the server closed the connection: .*" + gaveUp(1), o.error, "error");
+                equal(null, o.status, "status");
+            }
+        }
+    }
+
+    static void test17NotHttp() throws Exception {
+        try (Raw raw = new Raw((s, in, out) -> {
+            out.write("SSH-2.0-OpenSSH_9.2\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
+            out.flush();
+            sleep(200);
+        })) {
+            ObjectNode sp = spec(raw.base);
+            sp.put("max_attempts", 1);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("protocol: not a valid HTTP/1.1 response: .*" + gaveUp(1), o.error, "error");
+            }
+        }
+    }
+
+    static void test18BodyOverTheLimitAnnounced() throws Exception {
+        String big = "x".repeat(2048);
+        try (Web web = new Web((x, s) -> respond(x, 200, big))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_body_bytes", 1024);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                equal("too-large: the server announced 2,048 bytes, more than the limit of 1,024", o.error, "error");
+                equal("too-large", o.errorKind, "kind");
+                equal(200, o.status, "status");
+                equal(1, o.attempts, "not retried");
+            }
+        }
+    }
+
+    static void test19BodyOverTheLimitStreamed() throws Exception {
+        try (Web web = new Web((x, s) -> {
+            x.sendResponseHeaders(200, 0); // chunked: no length announced
+            try (OutputStream out = x.getResponseBody()) {
+                byte[] chunk = new byte[500];
+                Arrays.fill(chunk, (byte) 'y');
+                for (int i = 0; i < 40; i++) {
+                    out.write(chunk);
+                    out.flush();
+                }
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_body_bytes", 1024);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                equal("too-large: the body passed the limit of 1,024 bytes; the rest was not read", o.error,
+                        "error");
+                equal(200, o.status, "status");
+                Outcome again = get(r.send("p", "id2"));
+                equal("too-large", again.errorKind, "the next request works as well");
+            }
+        }
+    }
+
+    static void test20RedirectNotFollowed() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 307, "", "Location", "http://elsewhere:8000/v1/completions"))) {
+            try (Requester r = new Requester(of(spec(web.base)))) {
+                Outcome o = get(r.send("p", "id"));
+                equal("status: HTTP 307: redirects are not followed: point base_url at "
+                        + "http://elsewhere:8000/v1/completions", o.error, "error");
+                equal(307, o.status, "status");
+                equal(1, web.posts().size(), "not followed");
+            }
+        }
+    }
+
+    static void test21RateLimitSpacesStarts() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("rate_limit", 20.0);
+            try (Requester r = new Requester(of(sp))) {
+                long start = System.nanoTime();
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 6; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                for (CompletableFuture<Outcome> f : fs) {
+                    check(get(f).ok(), "ok");
+                }
+                List<Servers.Seen> posts = web.posts();
+                equal(6, posts.size(), "all sent");
+                double span = (posts.get(5).atNs - start) / 1e9;
+                check(span >= 5 * 0.05 * 0.95, "6 starts 1/20 s apart span at least 0.25 s: " + span);
+            }
+        }
+    }
+
+    static void test22ConcurrencyNeverAboveTheLimit() throws Exception {
+        try (Web web = new Web((x, s) -> {
+            sleep(60);
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("initial", 3).put("max", 3);
+            try (Requester r = new Requester(of(sp))) {
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 15; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                equal(15, r.inFlight(), "inFlight counts the queued");
+                check(r.attemptsOnTheWire() <= 3, "on the wire");
+                for (CompletableFuture<Outcome> f : fs) {
+                    check(get(f).ok(), "ok");
+                }
+                equal(3, web.maxConcurrent.get(), "the server saw at most (and at some point) 3 at once");
+                equal(0, r.inFlight(), "none left");
+                equal(0, r.attemptsOnTheWire(), "slots all free");
+            }
+        }
+    }
+
+    /** A server that takes {@code capacity[0]} completions at once, {@code serviceMs} each; 429 beyond. */
+    static Web limited(int[] capacity, long serviceMs, String retryAfter, AtomicInteger rejected) throws Exception {
+        AtomicInteger busy = new AtomicInteger();
+        return new Web((x, s) -> {
+            if (busy.incrementAndGet() > capacity[0]) {
+                busy.decrementAndGet();
+                rejected.incrementAndGet();
+                respond(x, 429, "{\"error\":{\"message\":\"too many requests\"}}", "Retry-After", retryAfter);
+                return;
+            }
+            try {
+                sleep(serviceMs);
+                respond(x, 200, OK_BODY);
+            } finally {
+                busy.decrementAndGet();
+            }
+        });
+    }
+
+    static void test23AdaptiveLowersUnder429AndRaisesAfter() throws Exception {
+        int[] capacity = {4};
+        AtomicInteger rejected = new AtomicInteger();
+        try (Web web = limited(capacity, 25, "0.05", rejected)) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("adaptive", true).put("initial", 16).put("min", 1)
+                    .put("max", 32);
+            try (Requester r = new Requester(of(sp))) {
+                equal(16, r.concurrencyLimit(), "starts at the initial limit");
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 200; i++) {
+                    fs.add(r.send("p" + i, "a" + i));
+                }
+                int lowest = 16;
+                while (!fs.stream().allMatch(CompletableFuture::isDone)) {
+                    lowest = Math.min(lowest, r.concurrencyLimit());
+                    sleep(5);
+                }
+                for (CompletableFuture<Outcome> f : fs) {
+                    check(get(f).ok(), "ok: retried 429s get through");
+                }
+                check(r.throttled() > 0, "429s seen");
+                check(lowest <= 5, "lowered towards the capacity of 4: lowest " + lowest);
+                int after = r.concurrencyLimit();
+                check(after <= 6, "stays near the capacity: " + after);
+                // The server takes more now: the limit climbs again.
+                capacity[0] = 16;
+                int highest = after;
+                long until = System.nanoTime() + 25_000_000_000L;
+                int i = 0;
+                while (highest < 10 && System.nanoTime() < until) {
+                    List<CompletableFuture<Outcome>> batch = new ArrayList<>();
+                    for (int k = 0; k < 40; k++) {
+                        batch.add(r.send("q" + i, "b" + i++));
+                    }
+                    while (!batch.stream().allMatch(CompletableFuture::isDone)) {
+                        highest = Math.max(highest, r.concurrencyLimit());
+                        sleep(5);
+                    }
+                }
+                check(highest >= 10, "raised again once the server takes more: highest " + highest);
+            }
+        }
+    }
+
+    static void test23bAdaptiveHoldsBackWhenTheServerQueues() throws Exception {
+        // A server that queues rather than refusing: 2 at once, 50 ms each; the rest wait inside it. Nothing is
+        // throttled, so only the latency signal keeps the limit from climbing to its max of 32 (at a limit of
+        // 8 the answers take 4x as long as at 2).
+        Semaphore inside = new Semaphore(2, true);
+        try (Web web = new Web((x, s) -> {
+            inside.acquire();
+            try {
+                sleep(50);
+            } finally {
+                inside.release();
+            }
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("adaptive", true).put("initial", 2).put("min", 1)
+                    .put("max", 32);
+            try (Requester r = new Requester(of(sp))) {
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 160; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                int highest = 0;
+                while (!fs.stream().allMatch(CompletableFuture::isDone)) {
+                    highest = Math.max(highest, r.concurrencyLimit());
+                    sleep(5);
+                }
+                for (CompletableFuture<Outcome> f : fs) {
+                    check(get(f).ok(), "ok");
+                }
+                equal(0L, r.throttled(), "nothing throttled");
+                check(highest > 4, "it did try more: " + highest);
+                check(highest <= 24, "latency 3x the baseline holds it back well below 32: " + highest);
+            }
+        }
+    }
+
+    static void test24FixedAboveCapacityGetsThrough() throws Exception {
+        int[] capacity = {4};
+        AtomicInteger rejected = new AtomicInteger();
+        try (Web web = limited(capacity, 20, "0.1", rejected)) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("initial", 12).put("max", 12);
+            try (Requester r = new Requester(of(sp))) {
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 80; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                for (CompletableFuture<Outcome> f : fs) {
+                    Outcome o = get(f);
+                    check(o.ok(), "every request gets through: " + o.error);
+                }
+                check(rejected.get() > 0, "the server did refuse some");
+                equal(12, r.concurrencyLimit(), "a fixed limit stays");
+            }
+        }
+    }
+
+    static void test25CloseEndsQueuedRequests() throws Exception {
+        CountDownLatch release = new CountDownLatch(1);
+        try (Web web = new Web((x, s) -> {
+            release.await(20, TimeUnit.SECONDS);
+            respond(x, 200, OK_BODY);
+        })) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("concurrency")).put("initial", 1).put("max", 1);
+            Requester r = new Requester(of(sp));
+            List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+            for (int i = 0; i < 4; i++) {
+                fs.add(r.send("p" + i, "id" + i));
+            }
+            eventually(() -> web.posts().size() == 1, "one on the wire");
+            r.close();
+            for (CompletableFuture<Outcome> f : fs) {
+                Outcome o = get(f);
+                equal("request: the request step was closed", o.error, "error");
+                equal("request", o.errorKind, "kind");
+            }
+            equal(0, r.inFlight(), "none left");
+            Outcome later = get(r.send("p", "late"));
+            equal("request", later.errorKind, "a send after close");
+            release.countDown();
+        }
+    }
+
+    static void test26Formatting() throws Exception {
+        equal("0.3", Text.g(0.3), "0.3");
+        equal("60", Text.g(60.0), "60");
+        equal("0.25", Text.g(0.25), "0.25");
+        equal("0.3", Text.g(0.1 + 0.2), "0.1+0.2");
+        equal("1e-05", Text.g(0.00001), "1e-05");
+        equal("0.0001", Text.g(0.0001), "0.0001");
+        equal("1.23457e+06", Text.g(1234567.0), "1.23457e+06");
+        equal("123457", Text.g(123456.7), "123457");
+        equal("1e+06", Text.g(1e6), "1e+06");
+        equal("2.5", Text.oneDecimal(2.46), ".1f");
+        equal("0.0", Text.oneDecimal(0.04), ".1f low");
+        equal("33,554,432", Text.thousands(33554432), "thousands");
+        equal("999", Text.thousands(999), "no separator");
+        equal("(empty body)", Failure.errorMessage(new byte[0]), "empty body");
+        equal("Not Found", Failure.errorMessage("{\"detail\":\"Not Found\"}".getBytes(StandardCharsets.UTF_8)),
+                "detail");
+        equal("{\"a\":1} tail", Failure.errorMessage("{\"a\":1} tail".getBytes(StandardCharsets.UTF_8)),
+                "not JSON: the text");
+        equal("{\"message\":\"m\"}", Failure.errorMessage("{\"message\":\"m\"}".getBytes(StandardCharsets.UTF_8)),
+                "flat vLLM error: the text");
+    }
+
+    static void test27SecretsNeverShown() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                Requester r = new Requester(of(spec(web.base)))) {
+            check(!r.toString().contains(Servers.SECRET), "toString: " + r);
+            check(!of(spec(web.base)).toString().contains(Servers.SECRET), "spec toString");
+        }
+        ObjectNode sp = spec("http://127.0.0.1:1");
+        ((ObjectNode) sp.get("headers")).put("authorization", "Bearer " + Servers.SECRET + "\nx");
+        try {
+            new Requester(of(sp)).close();
+            throw new AssertionError("a header with a line break was accepted");
+        } catch (IllegalArgumentException e) {
+            check(e.getMessage().contains("'authorization'"), "names the header: " + e.getMessage());
+            check(!e.getMessage().contains(Servers.SECRET), "never the value: " + e.getMessage());
+        }
+    }
+
+    // --- TLS ----------------------------------------------------------------------------
+
+    private static Path tlsDir;
+
+    static synchronized Path tls() throws Exception {
+        if (tlsDir == null) {
+            Path dir = Files.createTempDirectory("dspark-vllm-tls-");
+            Servers.keyPair(dir, "server", "CN=127.0.0.1", "ip:127.0.0.1,dns:localhost");
+            Servers.keyPair(dir, "other", "CN=other.example", "dns:other.example");
+            Servers.keyPair(dir, "client", "CN=client", null);
+            Servers.privateKeyPem(dir, "client");
+            Servers.keyPair(dir, "rsaclient", "CN=rsa-client", null, true);
+            Servers.rsaPrivateKeyPem(dir, "rsaclient");
+            tlsDir = dir;
+        }
+        return tlsDir;
+    }
+
+    static ObjectNode tlsSpec(String base) {
+        ObjectNode sp = spec(base);
+        sp.put("max_attempts", 1);
+        return sp;
+    }
+
+    static void test30TlsWithCaBundle() throws Exception {
+        Path dir = tls();
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
+                false)) {
+            ObjectNode sp = tlsSpec(web.base);
+            // Two certificates in the bundle: the one that signed, and another.
+            Path bundle = dir.resolve("bundle.pem");
+            Files.writeString(bundle, "# a comment\n" + Files.readString(dir.resolve("other.pem"))
+                    + Files.readString(dir.resolve("server.pem")));
+            ((ObjectNode) sp.get("tls")).put("ca_bundle", bundle.toString());
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "verified against the bundle: " + o.error);
+            }
+        }
+    }
+
+    static void test31TlsDefaultTrustRejectsSelfSigned() throws Exception {
+        Path dir = tls();
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
+                false)) {
+            try (Requester r = new Requester(of(tlsSpec(web.base)))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("tls: the server's certificate does not verify: 127\\.0\\.0\\.1:\\d+: .*; set "
+                        + "'request\\.tls-ca-bundle' to the CA that signed the server's certificate "
+                        + "\\('request\\.tls-verify' = 'false' only for a server you trust\\)", o.error, "error");
+                equal(1, o.attempts, "not retried");
+                equal(null, o.status, "status");
+            }
+        }
+    }
+
+    static void test32TlsVerifyOffTrustsAnyCertAndName() throws Exception {
+        Path dir = tls();
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "other"),
+                false)) {
+            ObjectNode sp = tlsSpec(web.base);
+            ((ObjectNode) sp.get("tls")).put("verify", false);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "a self-signed cert for another name, not verified: " + o.error);
+            }
+            check(System.getProperty("jdk.internal.httpclient.disableHostnameVerification") == null,
+                    "no JVM-wide switch");
+            // The same server and its own certificate as the CA: the name does not match.
+            ObjectNode strict = tlsSpec(web.base);
+            ((ObjectNode) strict.get("tls")).put("ca_bundle", dir.resolve("other.pem").toString());
+            try (Requester r = new Requester(of(strict))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("tls: the server's certificate does not match its name: .*", o.error, "error");
+            }
+        }
+    }
+
+    static void test33TlsBadFilesNameTheOption() throws Exception {
+        Path dir = tls();
+        Path junk = dir.resolve("junk.pem");
+        Files.writeString(junk, "not a certificate\n");
+        String[][] cases = {
+            {"ca_bundle", junk.toString(), "'request.tls-ca-bundle' = '" + junk + "': it holds no PEM certificate"},
+            {"ca_bundle", dir.resolve("missing.pem").toString(), "'request.tls-ca-bundle' = '"},
+            {"client_cert", junk.toString(), "'request.tls-client-cert' = '" + junk + "'"},
+            {"client_cert", dir.resolve("client.pem").toString(), "no private key found"},
+        };
+        for (String[] c : cases) {
+            ObjectNode sp = tlsSpec("https://127.0.0.1:1");
+            ((ObjectNode) sp.get("tls")).put(c[0], c[1]);
+            try {
+                new Requester(of(sp)).close();
+                throw new AssertionError("accepted " + Arrays.toString(c));
+            } catch (IllegalArgumentException e) {
+                check(e.getMessage().contains(c[2]), "message <" + e.getMessage() + "> names " + c[2]);
+                check(e.getMessage().contains("Give a readable PEM"), "says the fix: " + e.getMessage());
+            }
+        }
+        ObjectNode sp = tlsSpec("https://127.0.0.1:1");
+        ((ObjectNode) sp.get("tls")).put("client_cert", dir.resolve("client.pem").toString()).put("client_key",
+                junk.toString());
+        try {
+            new Requester(of(sp)).close();
+            throw new AssertionError("accepted a junk key");
+        } catch (IllegalArgumentException e) {
+            check(e.getMessage().contains("'request.tls-client-key' = '" + junk + "'"), e.getMessage());
+        }
+    }
+
+    static void test34TlsClientCertificate() throws Exception {
+        Path dir = tls();
+        SSLContext tls = Servers.serverTls(dir, "server", "client", "rsaclient");
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, tls, true)) {
+            ObjectNode with = tlsSpec(web.base);
+            ((ObjectNode) with.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
+                    .put("client_cert", dir.resolve("client.pem").toString())
+                    .put("client_key", dir.resolve("client.key").toString());
+            try (Requester r = new Requester(of(with))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "the server took the client certificate: " + o.error);
+            }
+            // The key in the certificate file works as well.
+            Path both = dir.resolve("client-both.pem");
+            Files.writeString(both, Files.readString(dir.resolve("client.pem"))
+                    + Files.readString(dir.resolve("client.key")));
+            ObjectNode oneFile = tlsSpec(web.base);
+            ((ObjectNode) oneFile.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
+                    .put("client_cert", both.toString());
+            try (Requester r = new Requester(of(oneFile))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "key in the certificate file: " + o.error);
+            }
+            // An RSA key in PKCS#1 ("BEGIN RSA PRIVATE KEY").
+            ObjectNode rsa = tlsSpec(web.base);
+            ((ObjectNode) rsa.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString())
+                    .put("client_cert", dir.resolve("rsaclient.pem").toString())
+                    .put("client_key", dir.resolve("rsaclient.rsa.key").toString());
+            try (Requester r = new Requester(of(rsa))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "a PKCS#1 RSA key: " + o.error);
+            }
+            ObjectNode without = tlsSpec(web.base);
+            ((ObjectNode) without.get("tls")).put("ca_bundle", dir.resolve("server.pem").toString());
+            try (Requester r = new Requester(of(without))) {
+                Outcome o = get(r.send("p", "id"));
+                check(!o.ok(), "refused without a client certificate");
+                check(o.errorKind.equals("tls") || o.errorKind.equals("stream"), "kind: " + o.error);
+            }
+        }
+    }
+}
