@@ -86,9 +86,10 @@ def java() -> str:
     return found
 
 
-def java_tests(*select: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
+def java_tests(*select: str, timeout_s: float = 300.0, main: str = TEST_MAIN) -> subprocess.CompletedProcess[str]:
     """Compile the main classes and java/src/test (at the build's --release) into a temporary folder and run
-    the tests' runner (`python java/build_jar.py test [name]`); its last line is "N passed, M failed"."""
+    the tests' runner (`python java/build_jar.py test [name]`); its last line is "N passed, M failed". `main`:
+    another class of java/src/test to run with `select` as its arguments (the contract's check)."""
     sources = sorted((SOURCES / "java").rglob("*.java")) + sorted(TESTS.rglob("*.java"))
     with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
         classes = Path(tmp)
@@ -97,7 +98,7 @@ def java_tests(*select: str, timeout_s: float = 300.0) -> subprocess.CompletedPr
         done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
-        run = [java(), "-Xmx512m", "-cp", classpath, TEST_MAIN, *select]
+        run = [java(), "-Xmx512m", "-cp", classpath, main, *select]
         return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
 
 

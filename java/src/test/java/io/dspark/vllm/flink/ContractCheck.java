@@ -1,0 +1,90 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.request.RequestSpec;
+
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.nio.file.Files;
+import java.nio.file.Paths;
+
+/**
+ * The Java side of the planner's contract (tests/test_java_contract.py): reads plans that the Python planner
+ * made and prints, as one JSON object, what the jar understood of them, for the test to hold against the
+ * plan; and checks that a plan or a request spec of another version, or other request columns, is refused.
+ *
+ * <pre>java ... io.dspark.vllm.flink.ContractCheck PLAN.json ...</pre>  (one line of JSON per plan)
+ */
+public final class ContractCheck {
+    private static final ObjectMapper JSON = new ObjectMapper();
+
+    public static void main(String[] args) throws Exception {
+        for (String path : args) {
+            System.out.println(JSON.writeValueAsString(check(JSON.readTree(Files.readString(Paths.get(path))))));
+        }
+    }
+
+    private static ObjectNode check(JsonNode plan) {
+        ObjectNode out = JSON.createObjectNode();
+        TablePlan table = new TablePlan(plan);
+        out.put("mode", table.mode());
+        out.put("bounded", table.bounded());
+        out.set("parse_internal", JSON.valueToTree(table.parseInternal()));
+        out.set("flat", JSON.valueToTree(table.flatTypes()));
+        ArrayNode keys = out.putArray("option_keys");
+        for (ConfigOption<?> option : new DsparkVllmTableFactory().optionalOptions()) {
+            keys.add(option.key());
+        }
+        out.set("prefixes", JSON.valueToTree(TableOptions.PREFIXES));
+        if (table.request() != null) {
+            JsonNode request = table.request();
+            RequestSpec spec = RequestSpec.fromJson(request.get("client"));
+            ObjectNode s = out.putObject("spec");
+            s.put("url", spec.url);
+            s.put("health_url", spec.healthUrl);
+            s.put("body", spec.body("\"PROMPT\""));
+            s.put("timeout_s", spec.timeoutS);
+            s.put("deadline_s", spec.deadlineS);
+            s.put("max_attempts", spec.maxAttempts);
+            s.put("rate_limit", spec.rateLimit);
+            s.put("max_body_bytes", spec.maxBodyBytes);
+            s.put("adaptive", spec.adaptive);
+            s.put("concurrency", spec.concurrency);
+            s.put("min", spec.minConcurrency);
+            s.put("max", spec.maxConcurrency);
+            s.put("tls_verify", spec.tlsVerify);
+            s.put("to_string", spec.toString());
+            s.set("headers", JSON.valueToTree(spec.headers));
+            new RequestStep(request);
+            out.put("request_step", "accepted");
+            out.put("wrong_columns", refused(() -> {
+                ObjectNode changed = ((ObjectNode) request).deepCopy();
+                ((ArrayNode) changed.get("columns")).remove(0);
+                new RequestStep(changed);
+            }));
+            out.put("spec_of_another_version", refused(() -> {
+                ObjectNode changed = ((ObjectNode) request.get("client")).deepCopy();
+                changed.put("version", RequestSpec.VERSION + 1);
+                RequestSpec.fromJson(changed);
+            }));
+        }
+        out.put("plan_of_another_version", refused(() -> {
+            ObjectNode changed = ((ObjectNode) plan).deepCopy();
+            changed.put("version", TablePlan.VERSION + 1);
+            new TablePlan(changed);
+        }));
+        return out;
+    }
+
+    private static String refused(Runnable check) {
+        try {
+            check.run();
+            return "accepted";
+        } catch (IllegalArgumentException e) {
+            return e.getMessage();
+        }
+    }
+}
