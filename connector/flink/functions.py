@@ -22,6 +22,7 @@ from connector.flink.gpu import choose_device
 from connector.flink.metrics import Recent
 from connector.flink.planner import TablePlan
 from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
+from connector.profiles import Profile
 
 __all__ = ["ParseFunction"]
 
@@ -36,17 +37,39 @@ class ParseFunction(ScalarFunction):
     counts the batches 'auto' parsed on the CPU).
     """
 
-    def __init__(self, plan: TablePlan, columns: tuple[str, ...]):
+    def __init__(
+        self,
+        profile: Profile,
+        columns: tuple[str, ...],
+        *,
+        backend: str = "auto",
+        gpu_device: str = "auto",
+        require_created: bool = False,
+        mode: str = "replay",
+    ):
         internal = set(INTERNAL.names)
         self.columns = columns
-        self.profile = prune_profile(plan.profile, [c for c in columns if c not in internal])
-        self.backend = plan.options.get(PARSE_BACKEND)
-        self.gpu_device = plan.options.get(PARSE_GPU_DEVICE)
-        self.require_created = plan.require_created
-        self.mode = plan.options.get(MODE)
+        self.profile = prune_profile(profile, [c for c in columns if c not in internal])
+        self.backend = backend
+        self.gpu_device = gpu_device
+        self.require_created = require_created
+        self.mode = mode
         unknown = set(columns) - set(flat_schema(self.profile).names)
         if unknown:
             raise ValueError(f"the parse function cannot produce {sorted(unknown)}")
+
+    @classmethod
+    def of_table(cls, plan: TablePlan, columns: tuple[str, ...]) -> ParseFunction:
+        """The parse step of a 'dspark-vllm' table, from its plan."""
+        o = plan.options
+        return cls(
+            plan.profile,
+            columns,
+            backend=o.get(PARSE_BACKEND),
+            gpu_device=o.get(PARSE_GPU_DEVICE),
+            require_created=plan.require_created,
+            mode=o.get(MODE),
+        )
 
     def open(self, function_context: FunctionContext) -> None:
         self._lines: dict[str, int] = {}

@@ -5,9 +5,10 @@ Group `dspark` of each operator:
 - parse: counters `numRecordsIn` (bodies), `numRecordsOut` (parsed rows), `numRecordsInErrors` (error rows),
   `numBytesIn`, `numBatches`, `gpuFallbackBatches`; meters `numRecordsInPerSecond`, `numRecordsOutPerSecond`;
   gauges `parseTimeMsP50`, `parseTimeMsP99` (the last 100 batches), `lastBatchParseTimeMs`, `backendGpu`.
-- request: counters `numRequests`, `numResponses` (a body came back), `numRequestsFailed` (error rows),
-  `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges `inFlight`, `latencyMsP50`,
-  `latencyMsP95`, `latencyMsP99` (the last 1,000 requests).
+- request, registered on the JVM by `io.dspark.vllm.flink.RequestStep`: counters `numRequests`, `numResponses`
+  (a body came back), `numRequestsFailed`, `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges
+  `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
+  1,000 requests).
 
 Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
 reporter shows a meter as its rate.

@@ -33,4 +33,4 @@ def parse_function(plan: bytes, columns: str):  # type: ignore[no-untyped-def]
     """The vectorized parse function of a table, producing `columns` (JSON list) in that order."""
     from connector.flink.functions import ParseFunction
 
-    return ParseFunction(_plan(plan), tuple(json.loads(columns)))
+    return ParseFunction.of_table(_plan(plan), tuple(json.loads(columns)))

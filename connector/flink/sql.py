@@ -32,9 +32,7 @@ from pyflink.table.udf import AsyncScalarFunction, FunctionContext, udf
 
 from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
-from connector.flink.planner import TablePlan
 from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
-from connector.options import validate
 from connector.profiles import builtin_profiles, load_profile
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
@@ -56,11 +54,10 @@ class SqlParseFunction(ParseFunction):
 def parse_function_for(profile_name: str) -> Any:
     """The SQL function `parse_<profile>` of a profile (built-in name or file)."""
     profile = load_profile(profile_name)
-    options = validate({"connector": "dspark-vllm", "mode": "replay", "replay.path": "-", "profile": profile_name})
     columns = tuple(n for n in flat_schema(profile).names if n not in ("_line", "_backend"))
     types = {f.name: arrow_to_flink_sql(f.type) for f in flat_schema(profile)}
     fields = ", ".join(f"{quote_identifier(_RENAMED.get(n, n))} {types[n]}" for n in columns)
-    function = SqlParseFunction(TablePlan("sql", options, profile, require_created=False), columns)
+    function = SqlParseFunction(profile, columns)
     return udf(function, result_type=f"ROW<{fields}>", func_type="pandas")
 
 

@@ -163,7 +163,7 @@ final class Failure {
         boolean retryable = status == 429 || status == 502 || status == 503 || status == 504;
         String message = errorMessage(body);
         if (status >= 300 && status < 400) {
-            message = "redirects are not followed: point base_url at "
+            message = "redirects are not followed: point 'endpoint' at "
                     + (location != null ? location : "the new address");
         }
         return new Failure("status", "HTTP " + status + ": " + message, retryable);

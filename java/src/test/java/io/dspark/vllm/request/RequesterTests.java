@@ -523,7 +523,7 @@ public final class RequesterTests {
         try (Web web = new Web((x, s) -> respond(x, 307, "", "Location", "http://elsewhere:8000/v1/completions"))) {
             try (Requester r = new Requester(of(spec(web.base)))) {
                 Outcome o = get(r.send("p", "id"));
-                equal("status: HTTP 307: redirects are not followed: point base_url at "
+                equal("status: HTTP 307: redirects are not followed: point 'endpoint' at "
                         + "http://elsewhere:8000/v1/completions", o.error, "error");
                 equal(307, o.status, "status");
                 equal(1, web.posts().size(), "not followed");
