@@ -103,6 +103,11 @@ def java_tests(*select: str, timeout_s: float = 300.0, main: str = TEST_MAIN) ->
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["run"] and len(sys.argv) >= 3:  # another main of java/src/test, e.g. RequesterBench
+        result = java_tests(*sys.argv[3:], main=sys.argv[2], timeout_s=3600.0)
+        print(result.stdout, end="")
+        print(result.stderr, end="", file=sys.stderr)
+        sys.exit(result.returncode)
     if sys.argv[1:2] == ["test"]:
         result = java_tests(*sys.argv[2:3])
         print(result.stdout, end="")
