@@ -128,7 +128,7 @@ def _process(command: list[str], output: Path, cpu: list[float]) -> int:
 _PHASES = ("screen_s", "read_s", "flatten_s", "exact_s", "content_s")
 
 
-def _ours(bodies: Sequence[bytes], profile: str, backend: str, batch: int, phases: dict[str, float]) -> int:
+def _ours(bodies: Sequence[bytes], profile: str, backend: Any, batch: int, phases: dict[str, float]) -> int:
     """Rows parsed; `phases` gets the seconds of this run's phases (see ParseResult.stats)."""
     from connector.decode import parse_batch
 
@@ -237,8 +237,9 @@ def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile
     ]
 
 
-def run_parse_benchmark(args: argparse.Namespace) -> int:
-    from connector.decode.readers import select_reader
+def run_parse_benchmark(args: argparse.Namespace, gpu: Any = None) -> int:
+    """`gpu`: the gpu backend object to measure (default: the real one, where it can run)."""
+    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
     from connector.profiles import load_profile
     from connector.simulator.responses import make_corpus
@@ -263,20 +264,20 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
     except ImportError:
         skipped.append({"path": "orjson + pyarrow.Table.from_pylist", "note": "orjson not installed"})
 
-    def ours(name: str, batch_bodies: list[bytes], backend: str, batch: int) -> _Path:
+    def ours(name: str, batch_bodies: list[bytes], backend: Any, batch: int) -> _Path:
         phases: dict[str, float] = {}
         run = functools.partial(_ours, batch_bodies, args.profile, backend, batch, phases)
         return _Path(name, run, len(batch_bodies), sum(map(len, batch_bodies)), phases)
 
-    paths.append(ours(f"dspark-vllm cpu (msgspec), batch {args.batch_size}", bodies, "cpu", args.batch_size))
+    paths.append(ours(f"dspark-vllm cpu (native core), batch {args.batch_size}", bodies, "cpu", args.batch_size))
     try:
-        select_reader("gpu")
-        paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, "gpu", args.batch_size))
+        gpu = gpu or select_backend("gpu")[0]
+        paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, gpu, args.batch_size))
         big = max(args.batch_size, int(args.gpu_batch_mb * 1e6 / (size / n)))
         big_bodies = (bodies * (big // n + 1))[:big]
         big_mb = sum(map(len, big_bodies)) / 1e6
-        for backend in ("gpu", "cpu"):
-            paths.append(ours(f"dspark-vllm {backend}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
+        for name, backend in (("gpu", gpu), ("cpu", "cpu")):
+            paths.append(ours(f"dspark-vllm {name}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
     except BackendUnavailable as exc:
         skipped.append({"path": "dspark-vllm gpu (pylibcudf)", "note": f"skipped: {exc}"})
     with tempfile.TemporaryDirectory() as tmp:
