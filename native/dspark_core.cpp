@@ -8,6 +8,7 @@
 
 #include "dspark_core.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <memory>
@@ -98,11 +99,22 @@ struct Scratch {
   std::vector<std::vector<std::pair<int64_t, Val>>> multi;
   std::vector<int64_t> length;  // per node: elements of the array met there, -1 when none
 
+  std::vector<int> touched;  // the slots written since the last reset
+
   void reset(const Shape& shape) {
-    single.assign(shape.slots.size(), Val{});
-    multi.resize(shape.slots.size());
-    for (auto& m : multi) m.clear();
-    length.assign(shape.nodes.size(), -1);
+    if (single.size() != shape.slots.size()) {
+      single.assign(shape.slots.size(), Val{});
+      multi.assign(shape.slots.size(), {});
+      length.assign(shape.nodes.size(), -1);
+      touched.clear();
+      return;
+    }
+    for (int slot : touched) {
+      single[slot].tag = Val::NONE;
+      multi[slot].clear();
+    }
+    touched.clear();
+    std::fill(length.begin(), length.end(), -1);
   }
 };
 
@@ -404,6 +416,7 @@ struct Walk {
   }
 
   void put(int slot, int64_t element, const Val& v) {
+    scratch.touched.push_back(slot);
     if (shape.slots[slot].star)
       scratch.multi[slot].emplace_back(element, v);
     else
@@ -575,8 +588,10 @@ struct Walk {
     for (auto field : o) {
       ondemand::field f;
       if (std::move(field).get(f)) return fail(DSPARK_NOT_JSON);
-      std::string_view key;
-      if (f.unescaped_key().get(key)) return fail(DSPARK_NOT_JSON);
+      // A name without a backslash is valid as it is (stage 1 checked UTF-8 and control characters);
+      // only one with an escape is unescaped, which also checks its escapes.
+      std::string_view key = f.escaped_key();
+      if (key.find('\\') != std::string_view::npos && f.unescaped_key().get(key)) return fail(DSPARK_NOT_JSON);
       Entry child[kMaxEntries];
       int ck = 0;
       for (int e = 0; e < k; ++e) {
@@ -757,9 +772,25 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
   return "";
 }
 
-std::unique_ptr<Builder> builder_for(const Column& column) {
+void reserve(Builder& b, int64_t n) {
+  size_t rows = static_cast<size_t>(n) + 1;
+  b.validity.reserve(rows / 8 + 1);
+  switch (b.type) {
+    case 'u': case 'L': b.offsets.reserve(rows); break;
+    case 'l': case 't': b.ints.reserve(rows); break;
+    case 'g': b.doubles.reserve(rows); break;
+    case 'b': b.bits.reserve(rows / 8 + 1); break;
+    case 'c': b.small.reserve(rows); break;
+  }
+}
+
+std::unique_ptr<Builder> builder_for(const Column& column, int64_t n) {
   auto b = std::make_unique<Builder>(column.list ? 'L' : arrow_type_of(column.kind), column.name);
-  if (column.list) b->child = std::make_unique<Builder>(arrow_type_of(column.kind), "item");
+  reserve(*b, n);
+  if (column.list) {
+    b->child = std::make_unique<Builder>(arrow_type_of(column.kind), "item");
+    reserve(*b->child, n);
+  }
   return b;
 }
 
@@ -841,10 +872,12 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
   }
   static thread_local Parsers parsers;
   std::vector<std::unique_ptr<Builder>> builders, content_builders;
-  for (const auto& c : plan.columns) builders.push_back(builder_for(c));
-  for (const auto& p : plan.properties) content_builders.push_back(builder_for(p));
+  for (const auto& c : plan.columns) builders.push_back(builder_for(c, n));
+  for (const auto& p : plan.properties) content_builders.push_back(builder_for(p, n));
   auto verdicts = std::make_unique<Builder>('c', "verdict");
   auto content_verdicts = std::make_unique<Builder>('c', "content_verdict");
+  reserve(*verdicts, n);
+  reserve(*content_verdicts, n);
   Scratch body, content;
   std::vector<Val> elements;
   const bool has_content = plan.content_column >= 0;
