@@ -61,9 +61,11 @@ struct Shape {
 
   int child(int node, const std::string& segment) {
     if (segment == "0" || segment == "*") {
-      int& to = segment == "0" ? nodes[node].first : nodes[node].every;
+      // An index, not a reference into `nodes`: emplace_back may move the nodes (found by the fuzz target).
+      int to = segment == "0" ? nodes[node].first : nodes[node].every;
       if (to < 0) {
         to = static_cast<int>(nodes.size());
+        (segment == "0" ? nodes[node].first : nodes[node].every) = to;
         nodes.emplace_back();
       }
       return to;

@@ -90,6 +90,9 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert paths[0] == "json.loads + pandas + fromtimestamp (today)"
     assert paths[2:] == [
         "dspark-vllm cpu (native core), batch 100",
+        "dspark-vllm cpu, the orjson script's columns",
+        "json.loads + pandas, all free-text content",
+        "dspark-vllm cpu, all free-text content",
         "dspark-vllm gpu (pylibcudf), batch 100",
         "dspark-vllm gpu, one 1 MB batch",
         "dspark-vllm cpu, one 1 MB batch",
@@ -100,6 +103,8 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
     printed = capsys.readouterr().out
     assert "x today" in printed and "read " in printed and "content " in printed
+    assert by_path["dspark-vllm cpu, the orjson script's columns"]["versus"] == "orjson + pyarrow.Table.from_pylist"
+    assert "goals (issue 17)" in printed and "(goal 8x, " in printed and "(goal 3x, " in printed
 
 
 def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
