@@ -15,7 +15,8 @@ simdjson=$("$python" -c 'import importlib.util, pathlib; print(pathlib.Path(impo
 build=native/fuzz/build
 mkdir -p "$build/corpus"
 "$python" native/fuzz/plans.py >"$build/plans.h"
-flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined)
+sanitizers="-fsanitize=address,undefined"
+flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer "$sanitizers" -fno-sanitize-recover=undefined)
 if [ ! -f "$build/simdjson.o" ] || [ "$simdjson/simdjson.cpp" -nt "$build/simdjson.o" ]; then
     "$cxx" "${flags[@]}" -c "$simdjson/simdjson.cpp" -o "$build/simdjson.o"
 fi
