@@ -199,3 +199,19 @@ def test_iso_created_equals_the_exact_path(created: str):
 
     body = json.dumps({"id": "x", "created": created, "model": "m", "choices": []}).encode()
     assert_matches_reference([body], str(PROFILES / "gateway_iso.yaml"), "cpu")
+
+
+def test_a_build_without_a_compiler_says_so_in_one_line(tmp_path):
+    """native/build_native.py (run by the build backend) when no C++ compiler is there: one line, no traceback."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "native" / "build_native.py"
+    env = {"PATH": str(tmp_path), "CXX": "no-such-compiler"}
+    done = subprocess.run([sys.executable, str(script), "--force"], env=env, capture_output=True, text=True)
+    assert done.returncode == 1
+    assert done.stderr.splitlines() == [
+        "dspark-vllm: no C++ compiler found to build the native parser core; install one (e.g. apt-get install g++) "
+        "or set CXX"
+    ]

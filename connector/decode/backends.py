@@ -66,7 +66,9 @@ class BodiesRead:
 
     `columns`: the plan's body columns, one value per position. `content`: the content columns of those
     rows where the backend decided them (`content_decided`, a mask over positions), with no error; the
-    other rows' contents are decided by `parse_batch` (exact path, `x-extract`). `timings`: seconds by stage.
+    other rows' contents are decided by `parse_batch` (exact path, `x-extract`; `content_text` marks those the
+    backend found to be free text, which go to `x-extract` without being looked at again). `timings`:
+    seconds by stage.
     """
 
     positions: np.ndarray
@@ -74,6 +76,7 @@ class BodiesRead:
     content: dict[str, pa.Array] | None = None
     content_errors: pa.Array | None = None
     content_decided: np.ndarray | None = None
+    content_text: np.ndarray | None = None  # over positions: contents known to be free text (not decided)
     reads: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -112,9 +115,12 @@ class NativeBackend:
 
         read = BodiesRead(np.flatnonzero(ok), {c.name: column(c.name) for c in plan.columns})
         if plan.properties:
-            decided = np.isin(out.field("content_verdict").to_numpy(), (native.CONTENT_JSON, native.CONTENT_NULL))
+            content_verdict = out.field("content_verdict").to_numpy()
+            decided = np.isin(content_verdict, (native.CONTENT_JSON, native.CONTENT_NULL))
+            text = content_verdict == native.CONTENT_TEXT
             read.content = {p.name: column(p.name) for p in plan.properties}
             read.content_decided = decided if every else decided[ok]
+            read.content_text = text if every else text[ok]
             read.content_errors = pa.nulls(len(read.positions), pa.string())
         read.timings["read_s"] = time.perf_counter() - started
         return read

@@ -30,6 +30,7 @@ import pyarrow as pa
 from connector.decode.backends import Backend, Bodies, select_backend
 from connector.decode.content import parse_contents
 from connector.decode.exact import Rejected, decode_body
+from connector.decode.extract import extract
 from connector.decode.native import NativePlan
 from connector.profiles import ContentProperty, Profile, load_profile
 from connector.schema.columns import Column, body_columns, content_arrow_type, output_schema, read_schema
@@ -222,8 +223,7 @@ def parse_batch(
             errors["field"].append(None)
             errors["body"].append(given[i])
 
-    types = {f.name: f.type for f in output_schema(profile)}
-    exact_columns = {c.name: pa.array([row[c.name] for row in exact_rows], type=types[c.name]) for c in plan.columns}
+    exact_columns = {c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) for c in plan.columns}
     positions = np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)])
     order = np.argsort(positions, kind="stable")
     in_order = np.array_equal(order, np.arange(len(order)))  # most batches are: no copy then
@@ -249,10 +249,28 @@ def parse_batch(
         )
         if indices is not None:
             decided = decided[order]
-        undecided = np.flatnonzero(~decided)
-        computed, computed_errors, content_exact = parse_contents(
+        # Contents the backend found to be free text go straight to the x-extract patterns; the other
+        # undecided ones (and free text when no property has a pattern: "not JSON") through `parse_contents`.
+        text = np.zeros(len(decided), dtype=bool)
+        if read.content_text is not None and any(p.extract is not None for p in plan.properties):
+            text = np.concatenate([read.content_text, np.zeros(n_exact, dtype=bool)])
+            if indices is not None:
+                text = text[order]
+        undecided = np.flatnonzero(~decided & ~text)
+        taken, taken_errors, content_exact = parse_contents(
             content.take(pa.array(undecided)) if len(undecided) < len(content) else content, plan.properties, None
         )
+        text_rows = np.flatnonzero(text)
+        if len(text_rows):
+            extracted, extracted_errors = extract(content.take(pa.array(text_rows)), plan.properties)
+            content_exact += len(text_rows)
+            back = pa.array(np.argsort(np.concatenate([undecided, text_rows]), kind="stable"))
+            computed = {
+                p.name: pa.concat_arrays([taken[p.name], extracted[p.name]]).take(back) for p in plan.properties
+            }
+            computed_errors = pa.concat_arrays([taken_errors, extracted_errors]).take(back)
+        else:
+            computed, computed_errors = taken, taken_errors
         for p in plan.properties:
             fast = (
                 read.content[p.name]
