@@ -102,7 +102,7 @@ class NativeBackend:
     def read_bodies(self, bodies: Bodies, plan: Plan) -> BodiesRead:
         started = time.perf_counter()
         out = native.read(plan.native, bodies.data, bodies.offsets)
-        verdict = out.field("verdict").to_numpy()
+        verdict = native.int8s(out.field("verdict"))
         ok = verdict == native.OK
         if len(bodies.not_bodies):
             ok[bodies.not_bodies] = False
@@ -115,7 +115,7 @@ class NativeBackend:
 
         read = BodiesRead(np.flatnonzero(ok), {c.name: column(c.name) for c in plan.columns})
         if plan.properties:
-            content_verdict = out.field("content_verdict").to_numpy()
+            content_verdict = native.int8s(out.field("content_verdict"))
             decided = np.isin(content_verdict, (native.CONTENT_JSON, native.CONTENT_NULL))
             text = content_verdict == native.CONTENT_TEXT
             read.content = {p.name: column(p.name) for p in plan.properties}

@@ -321,5 +321,6 @@ def _inline(table: pa.Table, errors: pa.Table, n: int, first_line: int) -> pa.Ta
     row_part = [c.combine_chunks() for c in table.columns] + [pa.nulls(table.num_rows, pa.string())] * 2
     schema = pa.schema([*table.schema, *INLINE_ERROR_FIELDS])
     merged = [pa.concat_arrays([a, b]) for a, b in zip(row_part, error_part, strict=True)]
-    order = pa.array(np.argsort(merged[0].to_numpy(), kind="stable"))
+    lines = np.frombuffer(merged[0].buffers()[1], np.int64, count=len(merged[0]), offset=merged[0].offset)
+    order = pa.array(np.argsort(lines, kind="stable"))
     return pa.Table.from_arrays([a.take(order) for a in merged], schema=schema)

@@ -25,6 +25,7 @@ import pyarrow.compute as pc
 from connector.decode.exact import json_content_values
 from connector.decode.extract import extract
 from connector.decode.isolate import joined, read_isolating
+from connector.decode.native import bools
 from connector.decode.reading import BatchReader
 from connector.decode.strict import screen
 from connector.profiles import ContentProperty
@@ -40,7 +41,7 @@ _JSON_LIKE = r"^[ \t\n\r]*[\[{]"
 
 
 def _mask(array: pa.Array) -> np.ndarray:
-    return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return bools(array)
 
 
 def parse_contents(
@@ -53,7 +54,7 @@ def parse_contents(
     n = len(contents)
     contents = contents.cast(pa.string())
     unfenced = pc.coalesce(pc.struct_field(pc.extract_regex(contents, _FENCE), [0]), contents)
-    present = contents.is_valid().to_numpy(zero_copy_only=False)
+    present = bools(contents.is_valid())
     json_like = _mask(pc.match_substring_regex(unfenced, _JSON_LIKE))
     free_text = present & ~json_like if any(p.extract is not None for p in properties) else np.zeros(n, bool)
     as_json = present & ~free_text
@@ -88,7 +89,7 @@ def parse_contents(
             fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
 
     exact = np.flatnonzero(as_json & ~fast)
-    texts = unfenced.take(pa.array(exact)).to_numpy(zero_copy_only=False).tolist() if len(exact) else []
+    texts = unfenced.take(pa.array(exact)).to_pylist() if len(exact) else []
     decided = [_json_content(text, properties) for text in texts]
     add(
         exact,

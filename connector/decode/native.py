@@ -25,7 +25,7 @@ from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 
-__all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "library_path", "read"]
+__all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "bools", "int8s", "library_path", "read"]
 
 ABI_VERSION = 1
 PLAN_VERSION = 1
@@ -162,6 +162,24 @@ class NativePlan:
                 ],
             }
         return cls(json.dumps(plan).encode(), content_column)
+
+
+def int8s(array: pa.Array) -> np.ndarray:
+    """The values of an int8 array without nulls, as numpy: a view of its buffer, no copy."""
+    return np.frombuffer(array.buffers()[1], np.int8, count=len(array), offset=array.offset)
+
+
+def bools(array: pa.Array) -> np.ndarray:
+    """A boolean array as a numpy mask, null as False, unpacked from its buffers."""
+    n, offset = len(array), array.offset
+    validity, values = array.buffers()[:2]
+
+    def unpacked(buffer: pa.Buffer) -> np.ndarray:
+        bits = np.unpackbits(np.frombuffer(buffer, np.uint8), bitorder="little")
+        return bits[offset : offset + n].astype(bool)
+
+    mask = unpacked(values) if values is not None else np.zeros(n, bool)
+    return mask & unpacked(validity) if validity is not None and array.null_count else mask
 
 
 def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.StructArray:
