@@ -22,10 +22,9 @@ from pathlib import Path
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.json as pa_json  # noqa: E402
-
-import numpy as np  # noqa: E402
 
 from connector.decode import native  # noqa: E402
 from connector.decode.batch import plan_for  # noqa: E402

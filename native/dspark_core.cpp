@@ -102,12 +102,14 @@ struct Scratch {
   std::vector<int64_t> length;  // per node: elements of the array met there, -1 when none
 
   std::vector<int> touched;  // the slots written since the last reset
+  std::vector<std::string> text;  // per slot: the JSON text of a JSON-kind value
 
   void reset(const Shape& shape) {
     if (single.size() != shape.slots.size()) {
       single.assign(shape.slots.size(), Val{});
       multi.assign(shape.slots.size(), {});
       length.assign(shape.nodes.size(), -1);
+      text.assign(shape.slots.size(), {});
       touched.clear();
       return;
     }
@@ -406,11 +408,101 @@ struct Entry {
   int64_t element;  // the element of the '*' array above this node (for slots under '*')
 };
 
+// Python's json.dumps with ensure_ascii=False: '"', '\\' and the control characters escaped (\b \f \n \r \t,
+// else \u00xx in lowercase hex), everything else as its UTF-8 bytes.
+void write_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\r': out.append("\\r"); break;
+      case '\t': out.append("\\t"); break;
+      case '\b': out.append("\\b"); break;
+      case '\f': out.append("\\f"); break;
+      default:
+        if (u < 0x20) {
+          out.append("\\u00");
+          out.push_back(hex[u >> 4]);
+          out.push_back(hex[u & 15]);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+// Python's repr of a float: the shortest digits that read back as the same double, in fixed notation when
+// the decimal point falls within -4 < decpt <= 16 (with ".0" when integral), else d.ddde+XX.
+void write_double(std::string& out, double d) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string_view t(buf, static_cast<size_t>(r.ptr - buf));
+  if (!t.empty() && t[0] == '-') {
+    out.push_back('-');
+    t.remove_prefix(1);
+  }
+  size_t e = t.find('e');
+  std::string digits(1, t[0]);
+  if (e > 1) digits.append(t.substr(2, e - 2));
+  int exponent = 0;
+  std::from_chars(t.data() + e + (t[e + 1] == '+' ? 2 : 1), t.data() + t.size(), exponent);
+  int decpt = exponent + 1;
+  int n = static_cast<int>(digits.size());
+  if (decpt <= -4 || decpt > 16) {
+    out.push_back(digits[0]);
+    if (n > 1) {
+      out.push_back('.');
+      out.append(digits, 1, std::string::npos);
+    }
+    out.push_back('e');
+    out.push_back(exponent < 0 ? '-' : '+');
+    int a = exponent < 0 ? -exponent : exponent;
+    if (a < 10) out.push_back('0');
+    out.append(std::to_string(a));
+  } else if (decpt <= 0) {
+    out.append("0.");
+    out.append(static_cast<size_t>(-decpt), '0');
+    out.append(digits);
+  } else if (decpt < n) {
+    out.append(digits, 0, static_cast<size_t>(decpt));
+    out.push_back('.');
+    out.append(digits, static_cast<size_t>(decpt), std::string::npos);
+  } else {
+    out.append(digits);
+    out.append(static_cast<size_t>(decpt - n), '0');
+    out.append(".0");
+  }
+}
+
+void write_number(std::string& out, ondemand::number& number) {
+  char buf[32];
+  switch (number.get_number_type()) {
+    case ondemand::number_type::signed_integer: {
+      auto r = std::to_chars(buf, buf + sizeof buf, number.get_int64());
+      out.append(buf, static_cast<size_t>(r.ptr - buf));
+      break;
+    }
+    case ondemand::number_type::unsigned_integer: {
+      auto r = std::to_chars(buf, buf + sizeof buf, number.get_uint64());
+      out.append(buf, static_cast<size_t>(r.ptr - buf));
+      break;
+    }
+    default:
+      write_double(out, number.get_double());
+  }
+}
+
 struct Walk {
   const Shape& shape;
   Scratch& scratch;
   Unit unit;
   int verdict = DSPARK_OK;
+  std::string* sink = nullptr;  // where the value being visited is written as JSON text, if anywhere
 
   bool fail(int v) {
     if (verdict == DSPARK_OK) verdict = v;
@@ -434,7 +526,7 @@ struct Walk {
         Kind kind = shape.slots[slot].kind;
         if (kind == K_PROBE_ERROR) return fail(DSPARK_ERROR_RESPONSE);
         if (kind == K_PROBE_OBJECT) continue;
-        if (kind == K_JSON) return fail(DSPARK_UNSUPPORTED);
+        if (kind == K_JSON) continue;
         if (is_array && (kind == K_LENGTH || kind == K_ARRAY)) continue;
         return fail(DSPARK_WRONG_TYPE);
       }
@@ -451,7 +543,37 @@ struct Walk {
     return true;
   }
 
+  // A value at the nodes `es`. A JSON-kind slot there takes the value's text as Python's
+  // json.dumps(value, ensure_ascii=False, separators=(",", ":")) writes it (connector/decode/exact.py's
+  // json_text), written while the value is visited.
   bool value(ondemand::value v, const Entry* es, int k, int depth) {
+    int json_slot = -1;
+    int64_t element = 0;
+    if (!sink) {
+      for (int e = 0; e < k && json_slot < 0; ++e)
+        for (int slot : shape.nodes[es[e].node].slots)
+          if (shape.slots[slot].kind == K_JSON) {
+            json_slot = slot;
+            element = es[e].element;
+          }
+    }
+    if (json_slot < 0) return visit(v, es, k, depth);
+    std::string& text = scratch.text[static_cast<size_t>(json_slot)];
+    text.clear();
+    sink = &text;
+    bool ok = visit(v, es, k, depth);
+    sink = nullptr;
+    if (!ok) return false;
+    if (text != "null") {  // a null is no value: the column is null, not the text "null"
+      Val val;
+      val.tag = Val::STR;
+      val.s = text;
+      put(json_slot, element, val);
+    }
+    return true;
+  }
+
+  bool visit(ondemand::value v, const Entry* es, int k, int depth) {
     ondemand::json_type type;
     if (v.type().get(type)) return fail(DSPARK_NOT_JSON);
     switch (type) {
@@ -460,18 +582,25 @@ struct Walk {
         if (k && !container(es, k, false)) return false;
         ondemand::object o;
         if (v.get_object().get(o)) return fail(DSPARK_NOT_JSON);
-        return object(o, es, k, depth + 1);
+        if (sink) sink->push_back('{');
+        if (!object(o, es, k, depth + 1)) return false;
+        if (sink) sink->push_back('}');
+        return true;
       }
       case ondemand::json_type::array: {
         if (depth + 1 > kDepthLimit) return fail(DSPARK_TOO_DEEP);
         if (k && !container(es, k, true)) return false;
         ondemand::array a;
         if (v.get_array().get(a)) return fail(DSPARK_NOT_JSON);
-        return array(a, es, k, depth + 1);
+        if (sink) sink->push_back('[');
+        if (!array(a, es, k, depth + 1)) return false;
+        if (sink) sink->push_back(']');
+        return true;
       }
       case ondemand::json_type::string: {
         std::string_view s;
         if (v.get_string().get(s)) return fail(DSPARK_NOT_JSON);
+        if (sink) write_string(*sink, s);
         if (!k) return true;
         if (!scalar(es, k)) return false;
         Val val;
@@ -483,6 +612,7 @@ struct Walk {
         ondemand::number number;
         auto error = v.get_number().get(number);
         if (error) return fail(error == BIGINT_ERROR ? DSPARK_OUT_OF_RANGE : DSPARK_NOT_JSON);
+        if (sink) write_number(*sink, number);
         if (!k) return true;
         if (!scalar(es, k)) return false;
         Val val;
@@ -506,6 +636,7 @@ struct Walk {
       case ondemand::json_type::boolean: {
         bool b;
         if (v.get_bool().get(b)) return fail(DSPARK_NOT_JSON);
+        if (sink) sink->append(b ? "true" : "false");
         if (!k) return true;
         if (!scalar(es, k)) return false;
         Val val;
@@ -516,6 +647,7 @@ struct Walk {
       case ondemand::json_type::null: {
         bool is_null = false;
         if (v.is_null().get(is_null) || !is_null) return fail(DSPARK_NOT_JSON);
+        if (sink) sink->append("null");
         return true;
       }
     }
@@ -575,7 +707,7 @@ struct Walk {
             if (what == 's' && val.s == "error") return fail(DSPARK_ERROR_RESPONSE);
             continue;
           case K_JSON:
-            return fail(DSPARK_UNSUPPORTED);
+            continue;  // written by `value`, as JSON text
           default:
             return fail(DSPARK_WRONG_TYPE);
         }
@@ -587,6 +719,8 @@ struct Walk {
 
   bool object(ondemand::object o, const Entry* es, int k, int depth) {
     uint64_t seen[kMaxEntries] = {};
+    std::vector<std::string_view> names;  // of an object written as JSON text: a repeated one is left
+    bool first = true;
     for (auto field : o) {
       ondemand::field f;
       if (std::move(field).get(f)) return fail(DSPARK_NOT_JSON);
@@ -594,6 +728,16 @@ struct Walk {
       // only one with an escape is unescaped, which also checks its escapes.
       std::string_view key = f.escaped_key();
       if (key.find('\\') != std::string_view::npos && f.unescaped_key().get(key)) return fail(DSPARK_NOT_JSON);
+      if (sink) {
+        // Python keeps a repeated name at its first place with its last value: left to the reference.
+        for (auto name : names)
+          if (name == key) return fail(DSPARK_REPEATED_NAME);
+        names.push_back(key);
+        if (!first) sink->push_back(',');
+        write_string(*sink, key);
+        sink->push_back(':');
+      }
+      first = false;
       Entry child[kMaxEntries];
       int ck = 0;
       for (int e = 0; e < k; ++e) {
@@ -617,6 +761,7 @@ struct Walk {
     for (auto element : a) {
       ondemand::value v;
       if (std::move(element).get(v)) return fail(DSPARK_NOT_JSON);
+      if (sink && count) sink->push_back(',');
       Entry child[kMaxEntries];
       int ck = 0;
       for (int e = 0; e < k; ++e) {

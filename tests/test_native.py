@@ -167,6 +167,14 @@ CONTENTS = [
     "",
     "```python\nprint(1)\n```",
     '{"language": "py"} trailing',
+    # JSON-kind properties (vl's boxes) as Python's json.dumps writes them
+    '{"caption": "c", "labels": ["a", null], "boxes": [[1, 2, 3, 4], [[-0, 1.0, 1e16, 1e15]]]}',
+    '{"boxes": [[0.1, 2.5e-7, -0.0, 123456789.125, 1e-5, 0.0001, 1.7976931348623157e308, 5e-324]]}',
+    '{"boxes": {"b": "x\\"\\\\\\n\\t\\u0001\\u001f\\u007f é 😀 \\u2028", "a": [true, false, null]}}',
+    '{"boxes": {"a": 1, "a": 2}}',
+    '{"boxes": [18446744073709551615, -9223372036854775808, 12345678901234567890123]}',
+    '{"boxes": null, "labels": []}',
+    '{"boxes": "text", "labels": "not a list"}',
 ]
 
 
