@@ -535,7 +535,7 @@ def test_int_stop_reasons_are_read_in_their_own_group(backend: str):
     assert result.table.column("stop_reason").to_pylist() == [
         "151643" if i % 3 == 0 else ("</s>" if i % 3 == 1 else None) for i in range(300)
     ] + ["7"]
-    # Both backends type such a leaf value by value (msgspec's int | str on cpu, text leaves on gpu): not even
+    # Both backends type such a leaf value by value (the native core per value on cpu, text leaves on gpu): not even
     # the body that mixes an int and a string stop_reason needs the exact path.
     assert result.stats["exact"] == 0
     assert result.stats["reads"] < 20
