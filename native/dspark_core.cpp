@@ -128,6 +128,7 @@ struct Builder {
   char type;  // 'u' string, 'l' int64, 't' timestamp[ms, UTC], 'g' double, 'b' bool, 'c' int8, 'L' list
   std::string name;
   int64_t length = 0, nulls = 0;
+  int64_t limit = kStringMax;  // bytes of a string column, elements of a list column
   bool overflow = false;
   std::vector<uint8_t> validity, bits;
   std::vector<int32_t> offsets;
@@ -172,7 +173,7 @@ struct Builder {
     }
   }
   void str(std::string_view s) {
-    if (static_cast<int64_t>(chars.size()) + static_cast<int64_t>(s.size()) > kStringMax) {
+    if (static_cast<int64_t>(chars.size()) + static_cast<int64_t>(s.size()) > limit) {
       overflow = true;
       null();
       return;
@@ -217,7 +218,7 @@ struct Builder {
   }
   void list(int64_t count) {
     int64_t end = offsets.back() + count;
-    if (end > kStringMax) overflow = true;
+    if (end > limit) overflow = true;
     mark(true);
     offsets.push_back(static_cast<int32_t>(end));
   }
@@ -824,6 +825,7 @@ struct Column {
 struct Plan {
   Unit unit = U_SECONDS;
   int64_t max_body = int64_t{256} << 20;
+  int64_t max_column = kStringMax;  // a smaller one only to test the caller's splitting of a batch
   Shape body, content;
   std::vector<Column> columns, properties;
   int content_column = -1;
@@ -856,6 +858,9 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
   else return "unknown created_unit";
   int64_t max_body;
   if (!root["max_body_bytes"].get_int64().get(max_body)) plan.max_body = max_body;
+  int64_t max_column;
+  if (!root["max_column_bytes"].get_int64().get(max_column) && max_column > 0 && max_column < kStringMax)
+    plan.max_column = max_column;
   dom::array columns;
   if (root["columns"].get_array().get(columns)) return "the plan has no columns";
   for (dom::element c : columns) {
@@ -931,12 +936,14 @@ void reserve(Builder& b, int64_t n) {
   }
 }
 
-std::unique_ptr<Builder> builder_for(const Column& column, int64_t n) {
+std::unique_ptr<Builder> builder_for(const Column& column, int64_t n, int64_t limit) {
   auto b = std::make_unique<Builder>(column.list ? 'L' : arrow_type_of(column.kind), column.name);
   reserve(*b, n);
+  b->limit = limit;
   if (column.list) {
     b->child = std::make_unique<Builder>(arrow_type_of(column.kind), "item");
     reserve(*b->child, n);
+    b->child->limit = limit;
   }
   return b;
 }
@@ -1019,8 +1026,8 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
   }
   static thread_local Parsers parsers;
   std::vector<std::unique_ptr<Builder>> builders, content_builders;
-  for (const auto& c : plan.columns) builders.push_back(builder_for(c, n));
-  for (const auto& p : plan.properties) content_builders.push_back(builder_for(p, n));
+  for (const auto& c : plan.columns) builders.push_back(builder_for(c, n, plan.max_column));
+  for (const auto& p : plan.properties) content_builders.push_back(builder_for(p, n, plan.max_column));
   auto verdicts = std::make_unique<Builder>('c', "verdict");
   auto content_verdicts = std::make_unique<Builder>('c', "content_verdict");
   reserve(*verdicts, n);

@@ -223,3 +223,16 @@ def test_a_build_without_a_compiler_says_so_in_one_line(tmp_path):
         "dspark-vllm: no C++ compiler found to build the native parser core; install one (e.g. apt-get install g++) "
         "or set CXX"
     ]
+
+
+def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
+    """DSPARK_OUTPUT_TOO_LARGE (a string column past 2 GiB; here past a small limit) -> halves, same result."""
+    from connector.decode.batch import plan_for as plan_of
+
+    plan = plan_of(load_profile("openai"), ["id", "choice_contents"])
+    small = native.NativePlan.of(plan.columns, "seconds", max_column_bytes=100)
+    bodies = [encode(chat(id=f"{i:040d}", choices=[choice("x" * 30), choice("y", index=1)])) for i in range(9)]
+    whole, parts = _read(plan.native, bodies), _read(small, bodies)
+    assert parts.equals(whole) and len(parts) == 9
+    with pytest.raises(RuntimeError, match="give fewer bodies at a time"):
+        _read(native.NativePlan.of(plan.columns, "seconds", max_column_bytes=10), bodies[:1])

@@ -143,12 +143,15 @@ class NativePlan:
         created_unit: str,
         properties: Sequence[ContentProperty] = (),
         max_body_bytes: int = MAX_BODY_BYTES,
+        max_column_bytes: int | None = None,
     ) -> NativePlan:
+        """`max_column_bytes`: below Arrow's 2 GiB only to test that a batch is then read in parts."""
         names = [c.name for c in columns]
         plan: dict[str, object] = {
             "version": PLAN_VERSION,
             "created_unit": created_unit,
             "max_body_bytes": max_body_bytes,
+            **({"max_column_bytes": max_column_bytes} if max_column_bytes else {}),
             "columns": [{"name": c.name, "kind": c.kind, "paths": [list(p) for p in c.paths]} for c in columns],
         }
         content_column = None
