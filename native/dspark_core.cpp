@@ -59,8 +59,8 @@ struct Shape {
   std::vector<Node> nodes{Node{}};
   std::vector<Slot> slots;
 
-  int child(int node, const std::string& segment) {
-    if (segment == "0" || segment == "*") {
+  int child(int node, const std::string& segment, bool literal_star = false) {
+    if (segment == "0" || (segment == "*" && !literal_star)) {
       // An index, not a reference into `nodes`: emplace_back may move the nodes (found by the fuzz target).
       int to = segment == "0" ? nodes[node].first : nodes[node].every;
       if (to < 0) {
@@ -79,15 +79,17 @@ struct Shape {
   }
 
   // The slot at the end of `path`, and (through `star_parent`) the node whose array '*' walks.
+  // A length column's path is walked as the reference walks it: a "*" there is a name (exact.py's _walk).
   int add(const std::vector<std::string>& path, Kind kind, int* star_parent) {
     int node = 0;
     bool star = false;
+    const bool literal_star = kind == K_LENGTH;
     for (const auto& segment : path) {
-      if (segment == "*") {
+      if (segment == "*" && !literal_star) {
         star = true;
         if (star_parent) *star_parent = node;
       }
-      node = child(node, segment);
+      node = child(node, segment, literal_star);
     }
     int slot = static_cast<int>(slots.size());
     slots.push_back({kind, star});
@@ -879,12 +881,11 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         std::string_view segment;
         if (s.get_string().get(segment)) return "a path is an array of names";
         path.emplace_back(segment);
-        if (segment == "*") column.list = true;
+        if (segment == "*" && column.kind != K_LENGTH) column.list = true;
       }
       column.slots.push_back(plan.body.add(path, column.kind, &column.star_parent));
     }
     if (column.slots.empty()) return "a column needs a path";
-    if (column.kind == K_LENGTH && column.list) return "a length column's path has no '*'";
     plan.columns.push_back(std::move(column));
   }
   // Read to recognise error responses, which the reference turns into error rows.

@@ -236,3 +236,23 @@ def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
     assert parts.equals(whole) and len(parts) == 9
     with pytest.raises(RuntimeError, match="give fewer bodies at a time"):
         _read(native.NativePlan.of(plan.columns, "seconds", max_column_bytes=10), bodies[:1])
+
+
+def test_a_length_column_through_a_star_is_walked_as_the_exact_path_walks_it():
+    """`reduce: length` on a path with `*`: the exact path takes `*` as a name there; so does the core (it
+    refused the plan before)."""
+    from connector.decode.exact import Rejected, decode_body
+    from connector.schema.columns import Column
+
+    column = Column("n", (("choices", "*", "message", "tool_calls"),), "length", False)
+    bodies = [
+        encode(chat()),
+        json.dumps({"choices": {"*": {"message": {"tool_calls": [1, 2]}}}}).encode(),
+        json.dumps({"choices": {"*": {"message": {"tool_calls": None}}}}).encode(),
+    ]
+    out = _read(native.NativePlan.of([column], "seconds"), bodies)
+    # `choices` an array is the wrong type on that walk: left to the exact path, which rejects it.
+    assert out.field("verdict").to_pylist() == [5, 0, 0]
+    with pytest.raises(Rejected, match="wrong type: expected object, got array"):
+        decode_body(bodies[0], [column], "seconds")
+    assert out.field("n").to_pylist()[1:] == [decode_body(b, [column], "seconds")["n"] for b in bodies[1:]] == [2, None]
