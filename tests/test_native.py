@@ -256,3 +256,18 @@ def test_a_length_column_through_a_star_is_walked_as_the_exact_path_walks_it():
     with pytest.raises(Rejected, match="wrong type: expected object, got array"):
         decode_body(bodies[0], [column], "seconds")
     assert out.field("n").to_pylist()[1:] == [decode_body(b, [column], "seconds")["n"] for b in bodies[1:]] == [2, None]
+
+
+def test_a_batch_the_core_cannot_read_takes_the_exact_path(caplog: pytest.LogCaptureFixture):
+    """A defect of ours (here: a plan the core refuses) costs speed, not the batch."""
+    import dataclasses
+
+    from connector.decode.backends import NativeBackend
+    from connector.decode.batch import _bodies
+
+    plan = plan_for(load_profile("openai"), ["model"])
+    broken = dataclasses.replace(plan, native=native.NativePlan(b"{}", None))
+    backend = NativeBackend()
+    with caplog.at_level("ERROR"):
+        read = backend.read_bodies(_bodies([b"{}"]), broken)
+    assert len(read.positions) == 0 and "take the exact path" in caplog.text
