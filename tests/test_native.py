@@ -271,3 +271,14 @@ def test_a_batch_the_core_cannot_read_takes_the_exact_path(caplog: pytest.LogCap
     with caplog.at_level("ERROR"):
         read = backend.read_bodies(_bodies([b"{}"]), broken)
     assert len(read.positions) == 0 and "take the exact path" in caplog.text
+
+
+def test_columns_on_every_backend_are_those_of_the_whole_table(backend):
+    from connector.simulator.responses import make_corpus
+
+    bodies = make_corpus(60, "coder", seed=17, json_share=0.6) + [b"{", encode(chat(choices=[choice(stop_reason=7)]))]
+    names = ["language", "created", "choice_contents", "stop_reason", "content_error"]
+    subset = parse_batch(bodies, "coder", backend, columns=names)
+    whole = parse_batch(bodies, "coder", backend)
+    assert subset.table.equals(whole.table.select(["line", *names]))
+    assert subset.errors.column("line").to_pylist() == whole.errors.column("line").to_pylist()
