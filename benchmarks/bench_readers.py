@@ -2,10 +2,10 @@
 
 The CPU backend's speed is bounded by its JSON reader (see docs/benchmarks.md). This measures the readers a
 CPU backend could be built on, on the benchmark corpus, each asked for the same fields where it takes a
-schema, and prints MB/s and the ratio to pyarrow.json (the CPU backend's reader until issue 11; since then
-msgspec structs made for the columns, `connector.decode.typed`), the readers taking turns, in CPU time
+schema, and prints MB/s and the ratio to pyarrow.json (the CPU backend's reader until issue 11, msgspec
+structs until issue 17; since then the native core, `connector.decode.native`), the readers taking turns, in CPU time
 (a shared machine inflates the wall clock several times over). Readers that are
-not installed are skipped: `pip install polars duckdb orjson` for the full table.
+not installed are skipped: `pip install polars duckdb orjson msgspec` for the full table.
 
     python benchmarks/bench_readers.py [--bodies 10000] [--repeat 5]
 """
@@ -22,10 +22,12 @@ from pathlib import Path
 
 os.environ.setdefault("POLARS_MAX_THREADS", "1")
 
+import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.json as pa_json  # noqa: E402
 
-from connector.decode.batch import _plan  # noqa: E402
+from connector.decode import native  # noqa: E402
+from connector.decode.batch import plan_for  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 from connector.simulator.responses import make_corpus  # noqa: E402
 
@@ -39,7 +41,7 @@ def _duckdb_type(t: pa.DataType) -> str:
 
 
 def readers(bodies: list[bytes], profile: str, tmp: Path) -> dict[str, Callable[[], object]]:
-    plan = _plan(load_profile(profile))
+    plan = plan_for(load_profile(profile))
     schema = plan.read_schema
     data = b"\n".join(bodies)
     path = tmp / "bodies.ndjson"
@@ -75,14 +77,23 @@ def readers(bodies: list[bytes], profile: str, tmp: Path) -> dict[str, Callable[
         out["polars read_ndjson, same schema"] = lambda: pl.read_ndjson(io.BytesIO(data), schema=pl_schema)
     except ImportError:
         pass
-    import msgspec
     import simdjson
 
-    reader = plan.body_reader
-    out["msgspec, structs for the columns + the columns (cpu)"] = lambda: reader.columns(reader.decode(bodies)[0])
-    out["msgspec, structs for the columns alone"] = lambda: reader.decode(bodies)
-    array = b"[" + b",".join(bodies) + b"]"
-    out["msgspec, to Python objects (no columns yet)"] = lambda: msgspec.json.decode(array)
+    joined = pa.py_buffer(b"".join(bodies))
+    offsets = np.zeros(len(bodies) + 1, np.int64)
+    np.cumsum([len(b) for b in bodies], out=offsets[1:])
+    out["native core, every column + content properties (cpu)"] = lambda: native.read(plan.native, joined, offsets)
+    body_only = plan_for(load_profile(profile), [c.name for c in plan.columns]).native
+    out["native core, every body column"] = lambda: native.read(body_only, joined, offsets)
+    one = plan_for(load_profile(profile), ["id"]).native
+    out["native core, one column (the rules checked on all)"] = lambda: native.read(one, joined, offsets)
+    try:
+        import msgspec
+
+        array = b"[" + b",".join(bodies) + b"]"
+        out["msgspec, to Python objects (no columns yet)"] = lambda: msgspec.json.decode(array)
+    except ImportError:
+        pass
 
     def simdjson_validate() -> object:
         parse = simdjson.Parser().parse

@@ -12,11 +12,14 @@ export PYTHONPATH=.:/tmp/site:${PYTHONPATH:-} PYTHONUNBUFFERED=1
 # libcudf 26.10 needs nvJitLink >= 13.3; a carried one is loaded ahead of the machine's.
 jit=$(find /tmp/site/nvidia/cu13/lib -name "libnvJitLink.so.*" 2>/dev/null | head -1)
 if [ -n "$jit" ]; then export LD_PRELOAD=$jit; fi
+# The cpu backend's native core (one build serves every Python): carried built, else built here (g++ and
+# pysimdjson's sources, as `pip install -e .` does).
+if ! ls connector/_native/libdspark*.so >/dev/null 2>&1; then python3 native/build_native.py; fi
 python3 - <<'PY' 2>&1 | tee "$out/env.txt"
 import pyarrow, pylibcudf, rmm
 print("pyarrow", pyarrow.__version__, "pylibcudf", getattr(pylibcudf, "__version__", "?"), "rmm", rmm.__version__)
-from connector.decode.readers import select_reader
-print("gpu reader:", select_reader("gpu")[0].name)
+from connector.decode.backends import select_backend
+print("gpu reader:", select_backend("gpu")[0].name)
 PY
 timeout 60 python3 benchmarks/libcudf_probe.py 2>&1 | tee "$out/probe.txt"
 # Equality: the host-side checks, then every deserializer test on the gpu backend (golden, malformed, content,

@@ -20,15 +20,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 # (phase, a frame that marks it), the first that a sample's stack holds wins; content phases before body ones.
 PHASES = [
-    ("content: x-extract (RE2)", "parse_contents", "extract ("),
-    ("content: screen (simdjson + depth)", "parse_contents", "screen ("),
-    ("content: msgspec structs + columns", "parse_contents", "ContentReader.read"),
+    ("content: x-extract (RE2)", "parse_batch", "extract ("),
     ("content: exact path (cut or odd JSON)", "parse_contents", "_json_content"),
     ("content: classify (fence, JSON-like), reorder", "parse_contents", ""),
-    ("bodies: screen (simdjson + depth)", "screen (", ""),
-    ("bodies: msgspec structs", "BodyReader.decode", ""),
-    ("bodies: columns from the structs", "BodyReader.columns", ""),
-    ("bodies: joined buffer", "_as_array", ""),
+    ("content: put back in order", "_patched", ""),
+    ("bodies: the native core (bodies and content JSON)", "read_bodies", "read ("),
+    ("bodies: verdicts, filters", "read_bodies", ""),
+    ("bodies: joined buffer", "_bodies", ""),
     ("bodies: exact path", "decode_body", ""),
 ]
 

@@ -128,14 +128,21 @@ def _process(command: list[str], output: Path, cpu: list[float]) -> int:
 _PHASES = ("screen_s", "read_s", "flatten_s", "exact_s", "content_s")
 
 
-def _ours(bodies: Sequence[bytes], profile: str, backend: str, batch: int, phases: dict[str, float]) -> int:
+def _ours(
+    bodies: Sequence[bytes],
+    profile: str,
+    backend: Any,
+    batch: int,
+    phases: dict[str, float],
+    columns: Sequence[str] | None = None,
+) -> int:
     """Rows parsed; `phases` gets the seconds of this run's phases (see ParseResult.stats)."""
     from connector.decode import parse_batch
 
     rows = 0
     phases.clear()
     for start in range(0, len(bodies), batch):
-        result = parse_batch(bodies[start : start + batch], profile, backend)
+        result = parse_batch(bodies[start : start + batch], profile, backend, columns=columns)
         rows += result.table.num_rows
         for name in _PHASES:
             phases[name] = phases.get(name, 0.0) + result.stats.get(name, 0.0)
@@ -237,8 +244,9 @@ def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile
     ]
 
 
-def run_parse_benchmark(args: argparse.Namespace) -> int:
-    from connector.decode.readers import select_reader
+def run_parse_benchmark(args: argparse.Namespace, gpu: Any = None) -> int:
+    """`gpu`: the gpu backend object to measure (default: the real one, where it can run)."""
+    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
     from connector.profiles import load_profile
     from connector.simulator.responses import make_corpus
@@ -263,20 +271,36 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
     except ImportError:
         skipped.append({"path": "orjson + pyarrow.Table.from_pylist", "note": "orjson not installed"})
 
-    def ours(name: str, batch_bodies: list[bytes], backend: str, batch: int) -> _Path:
+    def ours(
+        name: str,
+        batch_bodies: list[bytes],
+        backend: Any,
+        batch: int,
+        columns: Sequence[str] | None = None,
+        versus: str | None = None,
+    ) -> _Path:
         phases: dict[str, float] = {}
-        run = functools.partial(_ours, batch_bodies, args.profile, backend, batch, phases)
-        return _Path(name, run, len(batch_bodies), sum(map(len, batch_bodies)), phases)
+        run = functools.partial(_ours, batch_bodies, args.profile, backend, batch, phases, columns)
+        return _Path(name, run, len(batch_bodies), sum(map(len, batch_bodies)), phases, versus=versus)
 
-    paths.append(ours(f"dspark-vllm cpu (msgspec), batch {args.batch_size}", bodies, "cpu", args.batch_size))
+    cpu_name = f"dspark-vllm cpu (native core), batch {args.batch_size}"
+    paths.append(ours(cpu_name, bodies, "cpu", args.batch_size))
+    if not skipped:  # orjson is there: ours on the same bodies and the columns its script reads
+        columns = [*_ORJSON_COLUMNS, *props]
+        paths.append(ours(_SAME_COLUMNS, bodies, "cpu", args.batch_size, columns, "orjson + pyarrow.Table.from_pylist"))
+    # All contents free text (through the profile's x-extract patterns, where it has them).
+    free = make_corpus(args.bodies, args.profile, seed=args.seed, json_share=0.0)
+    free_size = sum(map(len, free))
+    paths.append(_Path(_FREE_TODAY, lambda: _json_pandas(free, props), len(free), free_size))
+    paths.append(ours(_FREE_OURS, free, "cpu", args.batch_size, versus=_FREE_TODAY))
     try:
-        select_reader("gpu")
-        paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, "gpu", args.batch_size))
+        gpu = gpu or select_backend("gpu")[0]
+        paths.append(ours(f"dspark-vllm gpu (pylibcudf), batch {args.batch_size}", bodies, gpu, args.batch_size))
         big = max(args.batch_size, int(args.gpu_batch_mb * 1e6 / (size / n)))
         big_bodies = (bodies * (big // n + 1))[:big]
         big_mb = sum(map(len, big_bodies)) / 1e6
-        for backend in ("gpu", "cpu"):
-            paths.append(ours(f"dspark-vllm {backend}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
+        for name, backend in (("gpu", gpu), ("cpu", "cpu")):
+            paths.append(ours(f"dspark-vllm {name}, one {big_mb:.0f} MB batch", big_bodies, backend, big))
     except BackendUnavailable as exc:
         skipped.append({"path": "dspark-vllm gpu (pylibcudf)", "note": f"skipped: {exc}"})
     with tempfile.TemporaryDirectory() as tmp:
@@ -319,11 +343,41 @@ def run_parse_benchmark(args: argparse.Namespace) -> int:
                 note = f"start-up dominates ({t_small:.1f} s for {small_n} bodies): use more --bodies"
                 record("Flink json format (JVM), whole job", t_full, len(bodies), note)
     _print_table(results, len(bodies), size)
+    _print_goals(results, len(bodies), cpu_name)
     if args.output_json:
         Path(args.output_json).write_text(
             json.dumps({"bodies": len(bodies), "bytes": size, "results": results}, indent=2)
         )
     return 0
+
+
+# The columns `_extract` (the orjson script) reads, besides the content properties.
+_ORJSON_COLUMNS: tuple[str, ...] = (
+    "id", "created", "model", "content", "finish_reason", "prompt_tokens", "completion_tokens", "total_tokens",
+    "time_to_first_token_ms", "tokens_per_second",
+)  # fmt: skip
+_SAME_COLUMNS = "dspark-vllm cpu, the orjson script's columns"
+_FREE_TODAY = "json.loads + pandas, all free-text content"
+_FREE_OURS = "dspark-vllm cpu, all free-text content"
+
+
+def _print_goals(results: list[dict[str, Any]], bodies: int, cpu_name: str) -> None:
+    """Issue 17's ratios (per CPU second), each against the baseline measured in the same run."""
+    seconds = {r["path"]: r["seconds"] for r in results}
+    goals = [
+        (cpu_name, "json.loads + pandas + fromtimestamp (today)", 8.0),
+        (_FREE_OURS, _FREE_TODAY, 4.0),
+        (_SAME_COLUMNS, "orjson + pyarrow.Table.from_pylist", 3.0),
+        ("dspark-vllm parse --backend cpu, whole process", "json.loads + pandas + to_parquet, whole process", 5.0),
+    ]
+    print("\ngoals (issue 17)")
+    for ours, baseline, goal in goals:
+        if seconds.get(ours) and seconds.get(baseline):
+            ratio = seconds[baseline] / seconds[ours]
+            verdict = "met" if ratio >= goal else "not met"
+            print(f"  {ours} vs {baseline}: {ratio:.1f}x (goal {goal:.0f}x, {verdict})")
+        else:
+            print(f"  {ours} vs {baseline}: not measured in this run")
 
 
 def _print_table(results: list[dict[str, Any]], bodies: int, size: int) -> None:

@@ -187,7 +187,7 @@ def _parse(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from connector.decode import parse_batch
-    from connector.decode.readers import select_reader
+    from connector.decode.backends import select_backend
     from connector.profiles import load_profile
     from connector.schema.columns import output_schema
 
@@ -202,7 +202,7 @@ def _parse(args: argparse.Namespace) -> int:
     stream = _open_input(args.input)
     outputs: list[_Output] = []
     try:
-        select_reader(args.backend)
+        select_backend(args.backend)
         outputs.append(_Output(args.output, "--output"))
         if args.errors:
             outputs.append(_Output(args.errors, "--errors"))

@@ -459,7 +459,7 @@ RETRY_HOLD_WHILE_DOWN: ConfigOption[bool] = _option(
 PARSE_BACKEND: ConfigOption[str] = _option(
     "parse.backend",
     "enum",
-    "Deserializer backend: 'gpu' (cuDF), 'cpu' (pyarrow) or 'auto' (gpu when available, else cpu).",
+    "Deserializer backend: 'gpu' (libcudf), 'cpu' (the native simdjson core) or 'auto' (gpu when available, else cpu).",
     default="auto",
     values=("auto", "cpu", "gpu"),
     group="Parse",

@@ -9,10 +9,11 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from connector.decode.readers import select_reader
+from connector.decode.backends import GpuBackend, select_backend
 from connector.errors import BackendUnavailable
 
 
@@ -91,15 +92,16 @@ def private_ca(tmp_path_factory: pytest.TempPathFactory) -> PrivateCA:
 
 def _gpu_skip_reason() -> str | None:
     try:
-        select_reader("gpu")
+        select_backend("gpu")
     except BackendUnavailable as exc:
         return f"gpu backend unavailable here: {exc}"
     return None
 
 
 @contextmanager
-def _backend_for(param: str) -> Iterator[str]:
-    """The backend name to pass to parse_batch for a fixture param (see `backend`)."""
+def _backend_for(param: str) -> Iterator[Any]:
+    """What to pass to parse_batch as `backend` for a fixture param (see `backend`): a name, or for
+    "gpu-emulated" a gpu backend object over `tests.libcudf_emulator` (result.backend is "gpu" either way)."""
     if param == "gpu":
         reason = _gpu_skip_reason()
         if reason:
@@ -107,25 +109,16 @@ def _backend_for(param: str) -> Iterator[str]:
     if not param.startswith("gpu-emulated"):
         yield param
         return
-    from connector.decode import readers
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
-    saved = readers._chosen.get("gpu")
-    readers._chosen["gpu"] = (EmulatedLibcudfReader(one_read=param != "gpu-emulated-two-reads"), None)
-    try:
-        yield "gpu"
-    finally:
-        if saved is None:
-            readers._chosen.pop("gpu", None)
-        else:
-            readers._chosen["gpu"] = saved
+    yield GpuBackend(EmulatedLibcudfReader(one_read=param != "gpu-emulated-two-reads"))
 
 
 _GPU = pytest.param("gpu", marks=pytest.mark.gpu)
 
 
 @pytest.fixture(params=["cpu", _GPU, "gpu-emulated"])
-def backend(request: pytest.FixtureRequest) -> Iterator[str]:
+def backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     """Every deserializer test runs on each backend; gpu is skipped, with the reason, where it cannot run.
 
     "gpu-emulated" runs the gpu backend with libcudf replaced by `tests.libcudf_emulator` (everywhere).
@@ -135,7 +128,7 @@ def backend(request: pytest.FixtureRequest) -> Iterator[str]:
 
 
 @pytest.fixture(params=[_GPU, "gpu-emulated", "gpu-emulated-two-reads"])
-def gpu_backend(request: pytest.FixtureRequest) -> Iterator[str]:
+def gpu_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The gpu backend, real where it can run and emulated everywhere (in both of the GPU reader's ways)."""
     with _backend_for(request.param) as name:
         yield name

@@ -26,7 +26,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import ReadFailed
+from connector.decode.reading import ReadFailed
 from connector.decode.retype import read_as_text
 
 __all__ = ["EmulatedLibcudfReader"]

@@ -77,33 +77,34 @@ def test_parse_bad_arguments(tmp_path: Path):
 def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     """`dspark-vllm bench parse` (Flink baseline left out: it has its own job test), with the gpu rows that a
     GPU machine prints, made here with libcudf emulated."""
-    from connector.cli import main
-    from connector.decode import readers
+    from connector.bench import run_parse_benchmark
+    from connector.cli import _parser
+    from connector.decode.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
-    saved = dict(readers._chosen)
-    readers._chosen["gpu"] = (EmulatedLibcudfReader(), None)
-    try:
-        args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1"]
-        assert main([*args, "--gpu-batch-mb", "1", "--output-json", str(tmp_path / "bench.json")]) == 0
-    finally:
-        readers._chosen.clear()
-        readers._chosen.update(saved)
+    args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1"]
+    parsed = _parser("bench").parse_args([*args, "--gpu-batch-mb", "1", "--output-json", str(tmp_path / "bench.json")])
+    assert run_parse_benchmark(parsed, gpu=GpuBackend(EmulatedLibcudfReader())) == 0
     report = json.loads((tmp_path / "bench.json").read_text())
     paths = [r["path"] for r in report["results"]]
     assert paths[0] == "json.loads + pandas + fromtimestamp (today)"
     assert paths[2:] == [
-        "dspark-vllm cpu (msgspec), batch 100",
+        "dspark-vllm cpu (native core), batch 100",
+        "dspark-vllm cpu, the orjson script's columns",
+        "json.loads + pandas, all free-text content",
+        "dspark-vllm cpu, all free-text content",
         "dspark-vllm gpu (pylibcudf), batch 100",
         "dspark-vllm gpu, one 1 MB batch",
         "dspark-vllm cpu, one 1 MB batch",
     ]
     by_path = {r["path"]: r for r in report["results"]}
-    assert by_path["dspark-vllm cpu (msgspec), batch 100"]["rows"] == 300
+    assert by_path["dspark-vllm cpu (native core), batch 100"]["rows"] == 300
     assert by_path["dspark-vllm gpu, one 1 MB batch"]["rows"] == by_path["dspark-vllm gpu, one 1 MB batch"]["bodies"]
     assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
     printed = capsys.readouterr().out
     assert "x today" in printed and "read " in printed and "content " in printed
+    assert by_path["dspark-vllm cpu, the orjson script's columns"]["versus"] == "orjson + pyarrow.Table.from_pylist"
+    assert "goals (issue 17)" in printed and "(goal 8x, " in printed and "(goal 3x, " in printed
 
 
 def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
@@ -235,11 +236,11 @@ def test_a_bad_profile_is_one_line(tmp_path: Path, bodies_file: Path, text: str,
 
 
 def test_gpu_message_names_the_flag(tmp_path: Path, bodies_file: Path):
-    from connector.decode.readers import select_reader
+    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
 
     try:
-        select_reader("gpu")
+        select_backend("gpu")
     except BackendUnavailable:
         pass
     else:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from connector.decode.batch import _plan
+from connector.decode.batch import plan_for
 from connector.errors import BackendUnavailable
 from connector.profiles import load_profile
 from connector.schema.columns import content_read_schema
@@ -61,7 +61,7 @@ def test_dtype_tree_asks_for_every_leaf_as_text():
 def test_reader_options_build_for_every_schema(profile: str, keep_quotes: bool):
     """pylibcudf accepts the options as built (strict validation before the options that need it)."""
     prof = load_profile(profile)
-    plan = _plan(prof)
+    plan = plan_for(prof)
     content = content_read_schema(prof.content_properties)
     # A profile without content properties has no content read at all.
     schemas = [plan.read_schema, content] if len(content) else [plan.read_schema]

@@ -175,6 +175,20 @@ def test_every_i_file_is_decided():
 
 
 def test_reasons_are_json_text():
-    """Reasons are Arrow strings: what a file held that is not UTF-8 never reaches them."""
+    """Reasons are Arrow strings: what a file held that is not UTF-8 never reaches them, and a body that is
+    not UTF-8 is said to be so at its first bad byte."""
     result, _ = results("whole", "openai", "cpu")
-    json.dumps(result.errors.column("reason").to_pylist())
+    reasons = result.errors.column("reason")
+    reasons.validate(full=True)
+    texts = reasons.to_pylist()
+    for text in texts:
+        text.encode("utf-8")  # strict: no surrogate smuggled in from the bytes of a file
+    assert json.loads(json.dumps(texts, ensure_ascii=False)) == texts
+    not_utf8 = 0
+    for row in result.errors.to_pylist():
+        try:
+            row["body"].decode("utf-8")
+        except UnicodeDecodeError as exc:
+            not_utf8 += 1
+            assert row["reason"] == f"invalid UTF-8: byte 0x{row['body'][exc.start]:02x} at offset {exc.start}"
+    assert not_utf8 >= 10  # the suite's files in Latin-1, UTF-16, overlong or cut sequences

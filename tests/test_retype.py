@@ -8,7 +8,7 @@ import math
 import pyarrow as pa
 import pytest
 
-from connector.decode.readers import ReadFailed
+from connector.decode.reading import ReadFailed
 from connector.decode.retype import retype
 from connector.schema.columns import INT_OR_STRING
 

@@ -5,13 +5,14 @@
     >>> result = parse_batch([body, b"not json"], profile="openai", backend="cpu")
     >>> result.table.column("created")[0].as_py().isoformat(), result.errors.column("reason")[0].as_py()
     ('2024-11-30T07:00:00+00:00', 'not JSON: Expecting value at char 0')
+    >>> parse_batch([body], profile="openai", columns=["model", "created"]).table.column_names
+    ['line', 'model', 'created']
 
-The way of a batch: the JSON screen (`strict.screen`) picks the bodies that are one JSON object within the
-rules. The cpu backend decodes those into structs made for the columns and builds the columns from them
-(`typed`); the gpu backend reads them together (`readers`), isolates the records it refuses (`isolate`) and
-flattens the nested result with pyarrow.compute (`flatten`). Everything else goes through the exact path
-(`exact`), which gives a row or says why not. Then the contents are parsed a second time (`content`). All
-rows come back in input order.
+The way of a batch: a backend (`connector.decode.backends`: the native core on cpu, libcudf on gpu) reads
+the bodies it can into the plan's columns and says which; everything else goes through the exact path
+(`exact`), which gives a row or says why not. Then the contents the backend did not decide are parsed a
+second time (`content`: the exact path for JSON, `x-extract` for free text). All rows come back in input
+order.
 """
 
 from __future__ import annotations
@@ -26,17 +27,15 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from connector.decode.backends import Backend, Bodies, select_backend
 from connector.decode.content import parse_contents
 from connector.decode.exact import Rejected, decode_body
-from connector.decode.flatten import flatten
-from connector.decode.isolate import joined, read_isolating
-from connector.decode.readers import CpuReader, Reader, ReadFailed, select_reader
-from connector.decode.strict import screen
-from connector.decode.typed import BodyReader, ContentReader
-from connector.profiles import Profile, load_profile
-from connector.schema.columns import Column, body_columns, output_schema, read_schema
+from connector.decode.extract import extract
+from connector.decode.native import NativePlan
+from connector.profiles import ContentProperty, Profile, load_profile
+from connector.schema.columns import Column, body_columns, content_arrow_type, output_schema, read_schema
 
-__all__ = ["ERRORS_SCHEMA", "ParseResult", "parse_batch"]
+__all__ = ["ERRORS_SCHEMA", "INLINE_ERROR_FIELDS", "ParseResult", "Plan", "parse_batch", "plan_for"]
 
 log = logging.getLogger(__name__)
 
@@ -54,15 +53,18 @@ ERRORS_SCHEMA = pa.schema(
 class ParseResult:
     """Rows parsed from a batch, and one error row for every body that could not be parsed.
 
-    `table` has the schema `connector.schema.columns.output_schema(profile)` (first column `line`: the
-    1-based position of the body in the input, counted from `first_line`). `errors` has `ERRORS_SCHEMA`:
+    `table` has the schema `connector.schema.columns.output_schema(profile)`, or its `line` and the
+    `columns` asked for (first column `line`: the 1-based position of the body in the input, counted from
+    `first_line`); with `inline_errors`, every body's row in input order, error rows included (their columns
+    null) and two more columns, `INLINE_ERROR_FIELDS` (null on parsed rows). `errors` has `ERRORS_SCHEMA`:
     line, reason, field (null when not about one field) and body (the raw bytes). `backend` is the
     backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
     `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads
     (batch reads of the gpu backend, isolation included), seconds, and where the seconds went: screen_s
-    (the JSON screen of `strict`), read_s (decoding the bodies: msgspec on cpu, the batch reads on gpu),
-    flatten_s (the columns made from what was read), exact_s (bodies on the exact path), content_s (the
-    second parse, on both paths).
+    (the gpu backend's JSON screen), read_s (the backend's read: the native core's one pass on cpu, which
+    also reads the contents' JSON; the batch reads on gpu), flatten_s (gpu: the columns made from what was
+    read), exact_s (bodies on the exact path), content_s (contents the backend did not decide: the exact
+    path and `x-extract`; on gpu also its content reads).
     """
 
     table: pa.Table
@@ -72,47 +74,70 @@ class ParseResult:
     stats: dict[str, float] = field(default_factory=dict)
 
 
+INLINE_ERROR_FIELDS = (pa.field("error_reason", pa.string()), pa.field("error_field", pa.string()))
+
+
 @dataclass(frozen=True)
-class _Plan:
-    columns: tuple[Column, ...]
-    read_schema: pa.Schema
-    body_schema: pa.Schema
+class Plan:
+    """What a batch reads for a profile and a choice of columns (built once per pair; see `plan_for`)."""
+
+    names: tuple[str, ...]  # the output columns after `line`, in the order asked
+    columns: tuple[Column, ...]  # the body columns read: those asked, and `content` when a content column is
+    properties: tuple[ContentProperty, ...]  # every content property, when a content column is asked
+    content_column: str | None
+    created_unit: str
     output_schema: pa.Schema
-    # For fields that are an integer or a string (stop_reason): the schema that reads them as integers, the
-    # reader's words when a batch holds such integers, and a byte pattern that finds the bodies that do.
+    native: NativePlan
+    # The gpu backend's read schemas. For fields that are an integer or a string (stop_reason): the schema
+    # that reads them as integers, the reader's words when a batch holds such integers, and a byte pattern
+    # that finds the bodies that do.
+    read_schema: pa.Schema
     int_read_schema: pa.Schema
     int_markers: tuple[str, ...]
     int_probe: re.Pattern[bytes] | None
-    body_reader: BodyReader
-    content_reader: ContentReader
 
 
-_plans: dict[int, tuple[Profile, _Plan]] = {}
+_plans: dict[tuple[int, tuple[str, ...] | None], tuple[Profile, Plan]] = {}
 
 
-def _plan(profile: Profile) -> _Plan:
-    cached = _plans.get(id(profile))
+def plan_for(profile: Profile, columns: Sequence[str] | None = None) -> Plan:
+    """The plan of `profile` for the output `columns` (all of the profile's when None)."""
+    key = (id(profile), None if columns is None else tuple(columns))
+    cached = _plans.get(key)
     if cached is not None and cached[0] is profile:
         return cached[1]
-    columns = body_columns(profile)
-    out = output_schema(profile)
-    mixed = sorted({p[-1] for c in columns if c.kind == "any" for p in c.paths})
-    plan = _Plan(
-        columns=columns,
-        read_schema=read_schema(columns, profile.created_unit),
-        body_schema=pa.schema(list(out)[: 1 + len(columns)]),
-        output_schema=out,
-        int_read_schema=read_schema(columns, profile.created_unit, mixed_as=pa.int64()),
+    every = body_columns(profile)
+    full = output_schema(profile)
+    available = full.names[1:]
+    names = tuple(available) if columns is None else tuple(columns)
+    unknown = [n for n in names if n not in available or n == "line"]
+    if unknown or len(set(names)) != len(names):
+        raise ValueError(
+            f"columns {unknown or sorted(names)}: give each once, from {', '.join(available)} (profile {profile.name})"
+        )
+    content_names = {p.name for p in profile.content_properties} | {"content_error"}
+    wants_content = bool(profile.content_properties) and any(n in content_names for n in names)
+    read = tuple(c for c in every if c.name in names or (wants_content and c.name == "content"))
+    properties = tuple(profile.content_properties) if wants_content else ()
+    mixed = sorted({p[-1] for c in read if c.kind == "any" for p in c.paths})
+    plan = Plan(
+        names=names,
+        columns=read,
+        properties=properties,
+        content_column="content" if wants_content else None,
+        created_unit=profile.created_unit,
+        output_schema=pa.schema([full.field("line"), *(full.field(n) for n in names)]),
+        native=NativePlan.of(read, profile.created_unit, properties),
+        read_schema=read_schema(read, profile.created_unit),
+        int_read_schema=read_schema(read, profile.created_unit, mixed_as=pa.int64()),
         int_markers=tuple(f"/{name}) changed from string to number" for name in mixed),
         int_probe=re.compile(rb'"(?:%s)"\s*:\s*-?\d' % b"|".join(re.escape(n.encode()) for n in mixed))
         if mixed
         else None,
-        body_reader=BodyReader(columns, profile.created_unit),
-        content_reader=ContentReader(profile.content_properties),
     )
     if len(_plans) > 64:
         _plans.clear()
-    _plans[id(profile)] = (profile, plan)
+    _plans[key] = (profile, plan)
     return plan
 
 
@@ -128,102 +153,55 @@ def _as_bytes(body: Any) -> bytes | None:
     return None
 
 
-def _as_array(raw: list[bytes]) -> tuple[pa.Array, int]:
-    """The bodies as one binary array over one joined buffer, and their size in bytes."""
+def _bodies(given: list[bytes | None]) -> Bodies:
+    raw = [b"" if b is None else b for b in given]
     lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
-    offsets = np.concatenate([np.zeros(1, np.int64), np.cumsum(lengths)])
-    size = int(offsets[-1])
-    kind, width = (pa.binary(), np.int32) if size < 2**31 else (pa.large_binary(), np.int64)
-    data = pa.py_buffer(b"".join(raw))
-    return pa.Array.from_buffers(kind, len(raw), [None, pa.py_buffer(offsets.astype(width)), data]), size
+    offsets = np.zeros(len(raw) + 1, np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    not_bodies = np.array([i for i, b in enumerate(given) if b is None], dtype=np.int64)
+    return Bodies(raw, pa.py_buffer(b"".join(raw)), offsets, not_bodies)
 
 
-def _read_bodies(
-    reader: Reader, records: list[bytes], index: np.ndarray, plan: _Plan
-) -> tuple[list[pa.Table], np.ndarray, int]:
-    """Tables of the records the reader took, the input positions of their rows (in table order), reads made.
-
-    A batch whose integer-or-string fields (stop_reason) hold integers is read in two groups, one per type,
-    instead of isolating each such body: servers that stop on token ids send them often.
-    """
-    groups = [(index, records, plan.read_schema)]
-    reads = 0
-    failed = None
-    if plan.int_probe is not None and records:
-        reads += 1
-        try:
-            whole = reader.read(joined(records, reader.separator)(0, len(records)), plan.read_schema)
-        except ReadFailed as exc:
-            failed = exc
-            if any(marker in str(exc) for marker in plan.int_markers):
-                failed = None
-                ints = np.array([plan.int_probe.search(r) is not None for r in records], dtype=bool)
-                groups = [
-                    (index[~ints], [r for r, i in zip(records, ints, strict=True) if not i], plan.read_schema),
-                    (index[ints], [r for r, i in zip(records, ints, strict=True) if i], plan.int_read_schema),
-                ]
-        else:
-            if whole.num_rows == len(records):
-                return [whole], index, reads
-    tables: list[pa.Table] = []
-    positions: list[np.ndarray] = []
-    for group_index, group, schema in groups:
-        isolated = read_isolating(
-            reader, len(group), joined(group, reader.separator), schema, failed=failed if len(groups) == 1 else None
-        )
-        tables += [t if schema is plan.read_schema else t.cast(plan.read_schema) for t in isolated.tables]
-        positions.append(group_index[np.array(isolated.good, dtype=np.int64)])
-        reads += isolated.reads
-    return tables, np.concatenate(positions), reads
+def _patched(base: pa.Array, replace: np.ndarray, replacement: pa.Array) -> pa.Array:
+    """`base` with the rows where `replace` is set taken, in order, from `replacement`."""
+    if not replace.any():
+        return base
+    if replace.all():
+        return replacement
+    order = np.concatenate([np.flatnonzero(~replace), np.flatnonzero(replace)])
+    combined = pa.concat_arrays([base.filter(pa.array(~replace)), replacement])
+    return combined.take(pa.array(np.argsort(order, kind="stable")))
 
 
 def parse_batch(
     bodies: Sequence[bytes | str],
     profile: Profile | str = "openai",
-    backend: str = "auto",
+    backend: str | Backend = "auto",
     first_line: int = 1,
+    columns: Sequence[str] | None = None,
+    inline_errors: bool = False,
 ) -> ParseResult:
     """Parse raw response bodies into typed rows; every body gives a row or an error row.
 
-    `profile`: a `Profile`, a built-in profile name or a profile file path. `backend`: "cpu", "gpu" or
-    "auto" (the GPU when pylibcudf and a GPU are there, else the CPU, with one WARNING log saying why).
+    `profile`: a `Profile`, a built-in profile name or a profile file path. `backend`: "cpu", "gpu",
+    "auto" (the GPU when pylibcudf and a GPU are there, else the CPU, with one WARNING log saying why), or a
+    backend object (`connector.decode.backends`). `columns`: the output columns to build (all of the
+    profile's when None); only those are read, and a body is held only to the types of those (the JSON
+    rules hold for the whole text whatever is read). `inline_errors`: the table holds every body's row in
+    input order, error rows included (see `ParseResult`).
     """
     started = time.perf_counter()
     if not isinstance(profile, Profile):
         profile = load_profile(profile)
-    plan = _plan(profile)
-    reader, fallback_reason = select_reader(backend)
+    plan = plan_for(profile, columns)
+    chosen, fallback_reason = select_backend(backend)
     given = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
-    not_bodies = [i for i, b in enumerate(given) if b is None]
-    raw = [b"" if b is None else b for b in given]
-
-    # Only records that pass the JSON screen go to the reader (`strict`): one object each, within the rules.
-    # The rest (also truncated bodies, which would cost a failed read) are decided on the exact path.
-    screen_started = time.perf_counter()
-    array, size = _as_array(raw)
-    passed = screen(array, raw)
-    if not_bodies:
-        passed[not_bodies] = False
-    candidates = np.flatnonzero(passed)
-    read_started = time.perf_counter()
-    records = raw if len(candidates) == len(raw) else [raw[i] for i in candidates.tolist()]
-    if isinstance(reader, CpuReader):
-        roots, taken = plan.body_reader.decode(records)
-        reads = 0
-        flatten_started = time.perf_counter()
-        values, needs_exact = plan.body_reader.columns(roots)
-        good = candidates[taken]
-    else:
-        tables, good, reads = _read_bodies(reader, records, candidates, plan)
-        parsed = pa.concat_tables(tables).combine_chunks() if tables else plan.read_schema.empty_table()
-        flatten_started = time.perf_counter()
-        values, needs_exact = flatten(parsed, plan.columns, profile.created_unit)
-    keep = ~needs_exact
-    fast_index = good[keep]
-    fast_columns = [values[c.name] if keep.all() else values[c.name].filter(pa.array(keep)) for c in plan.columns]
+    batch = _bodies(given)
+    n = len(given)
+    read = chosen.read_bodies(batch, plan)
 
     exact_started = time.perf_counter()
-    exact_index = np.setdiff1d(np.arange(len(raw)), fast_index, assume_unique=True)
+    exact_index = np.setdiff1d(np.arange(n), read.positions, assume_unique=True)
     exact_rows: list[dict[str, Any]] = []
     exact_lines: list[int] = []
     errors: dict[str, list[Any]] = {"line": [], "reason": [], "field": [], "body": []}
@@ -231,7 +209,7 @@ def parse_batch(
         try:
             if given[i] is None:
                 raise Rejected(f"not a body: got {type(bodies[i]).__name__} (give bytes or str)")
-            exact_rows.append(decode_body(raw[i], plan.columns, profile.created_unit))
+            exact_rows.append(decode_body(batch.raw[i], plan.columns, plan.created_unit))
             exact_lines.append(i)
         except Rejected as exc:
             errors["line"].append(first_line + i)
@@ -245,44 +223,104 @@ def parse_batch(
             errors["field"].append(None)
             errors["body"].append(given[i])
 
-    exact_columns = [
-        pa.array([row[c.name] for row in exact_rows], type=plan.body_schema.field(c.name).type) for c in plan.columns
-    ]
-    positions = np.concatenate([fast_index, np.array(exact_lines, dtype=np.int64)])
+    exact_columns = {c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) for c in plan.columns}
+    positions = np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)])
     order = np.argsort(positions, kind="stable")
-    line = pa.array(positions[order] + first_line, pa.int64())
-    body_arrays = [pa.concat_arrays([f, e]) if len(e) else f for f, e in zip(fast_columns, exact_columns, strict=True)]
-    if not np.array_equal(order, np.arange(len(order))):  # most batches are in order already: no copy then
-        indices = pa.array(order)
-        body_arrays = [a.take(indices) for a in body_arrays]
-    arrays = [line, *body_arrays]
+    in_order = np.array_equal(order, np.arange(len(order)))  # most batches are: no copy then
+    indices = None if in_order else pa.array(order)
+
+    def ordered(fast: pa.Array, exact: pa.Array) -> pa.Array:
+        whole = pa.concat_arrays([fast, exact]) if len(exact) else fast
+        return whole if indices is None else whole.take(indices)
+
+    arrays = {c.name: ordered(read.columns[c.name], exact_columns[c.name]) for c in plan.columns}
 
     content_exact = 0
     content_started = time.perf_counter()
-    if profile.content_properties:
-        content = body_arrays[[c.name for c in plan.columns].index("content")]
-        content_columns, content_error, content_exact = parse_contents(
-            content, profile.content_properties, plan.content_reader if isinstance(reader, CpuReader) else reader
+    if plan.properties:
+        assert plan.content_column is not None
+        content = arrays[plan.content_column]
+        n_exact = len(exact_lines)
+        decided = np.concatenate(
+            [
+                read.content_decided if read.content_decided is not None else np.zeros(len(read.positions), bool),
+                np.zeros(n_exact, dtype=bool),
+            ]
         )
-        arrays += [content_columns[p.name] for p in profile.content_properties]
-        arrays.append(content_error)
+        if indices is not None:
+            decided = decided[order]
+        # Contents the backend found to be free text go straight to the x-extract patterns; the other
+        # undecided ones (and free text when no property has a pattern: "not JSON") through `parse_contents`.
+        text = np.zeros(len(decided), dtype=bool)
+        if read.content_text is not None and any(p.extract is not None for p in plan.properties):
+            text = np.concatenate([read.content_text, np.zeros(n_exact, dtype=bool)])
+            if indices is not None:
+                text = text[order]
+        undecided = np.flatnonzero(~decided & ~text)
+        taken, taken_errors, content_exact = parse_contents(
+            content.take(pa.array(undecided)) if len(undecided) < len(content) else content, plan.properties, None
+        )
+        text_rows = np.flatnonzero(text)
+        if len(text_rows):
+            extracted, extracted_errors = extract(content.take(pa.array(text_rows)), plan.properties)
+            content_exact += len(text_rows)
+            back = pa.array(np.argsort(np.concatenate([undecided, text_rows]), kind="stable"))
+            computed = {
+                p.name: pa.concat_arrays([taken[p.name], extracted[p.name]]).take(back) for p in plan.properties
+            }
+            computed_errors = pa.concat_arrays([taken_errors, extracted_errors]).take(back)
+        else:
+            computed, computed_errors = taken, taken_errors
+        for p in plan.properties:
+            fast = (
+                read.content[p.name]
+                if read.content is not None
+                else pa.nulls(len(read.positions), content_arrow_type(p))
+            )
+            base = ordered(fast, pa.nulls(n_exact, content_arrow_type(p)))
+            arrays[p.name] = _patched(base, ~decided, computed[p.name])
+        fast_errors = (
+            read.content_errors if read.content_errors is not None else pa.nulls(len(read.positions), pa.string())
+        )
+        arrays["content_error"] = _patched(
+            ordered(fast_errors, pa.nulls(n_exact, pa.string())), ~decided, computed_errors
+        )
 
-    table = pa.Table.from_arrays(arrays, schema=plan.output_schema)
+    lines = positions[order] + first_line
+    table = pa.Table.from_arrays(
+        [pa.array(lines, pa.int64()), *(arrays[name] for name in plan.names)], schema=plan.output_schema
+    )
     error_table = pa.Table.from_pydict(errors, schema=ERRORS_SCHEMA)
+    if inline_errors:
+        table = _inline(table, error_table, n, first_line)
     done = time.perf_counter()
     stats = {
-        "bodies": float(len(raw)),
-        "bytes": float(size),
-        "rows": float(table.num_rows),
+        "bodies": float(n),
+        "bytes": float(batch.offsets[-1]),
+        "rows": float(len(lines)),
         "rejected": float(error_table.num_rows),
         "exact": float(len(exact_index)),
         "content_exact": float(content_exact),
-        "reads": float(reads),
+        "reads": float(read.reads),
         "seconds": done - started,
-        "screen_s": read_started - screen_started,
-        "read_s": flatten_started - read_started,
-        "flatten_s": exact_started - flatten_started,
+        "screen_s": read.timings.get("screen_s", 0.0),
+        "read_s": read.timings.get("read_s", 0.0),
+        "flatten_s": read.timings.get("flatten_s", 0.0),
         "exact_s": content_started - exact_started,
-        "content_s": done - content_started,
+        "content_s": done - content_started + read.timings.get("content_s", 0.0),
     }
-    return ParseResult(table, error_table, reader.name, fallback_reason, stats)
+    return ParseResult(table, error_table, chosen.name, fallback_reason, stats)
+
+
+def _inline(table: pa.Table, errors: pa.Table, n: int, first_line: int) -> pa.Table:
+    """Rows and error rows in one table, in input order (`ParseResult`, `inline_errors`)."""
+    k = errors.num_rows
+    error_part = [errors.column("line").combine_chunks()]
+    error_part += [pa.nulls(k, f.type) for f in table.schema][1:]
+    error_part += [errors.column("reason").combine_chunks(), errors.column("field").combine_chunks()]
+    row_part = [c.combine_chunks() for c in table.columns] + [pa.nulls(table.num_rows, pa.string())] * 2
+    schema = pa.schema([*table.schema, *INLINE_ERROR_FIELDS])
+    merged = [pa.concat_arrays([a, b]) for a, b in zip(row_part, error_part, strict=True)]
+    lines = np.frombuffer(merged[0].buffers()[1], np.int64, count=len(merged[0]), offset=merged[0].offset)
+    order = pa.array(np.argsort(lines, kind="stable"))
+    return pa.Table.from_arrays([a.take(order) for a in merged], schema=schema)

@@ -3,9 +3,10 @@
 Each content is one of:
 - null: every property null, no error;
 - JSON (an object, or what starts like one, also inside one ```` ```json ```` fence): read against the
-  properties' types. Contents that pass the JSON screen (`connector.decode.strict`) are decoded by the same
-  backend as the bodies (msgspec structs on cpu, the batch reader on gpu); the others, and whatever the
-  backend refuses, one at a time through the exact path, which also writes `content_error`;
+  properties' types. The cpu backend's native core reads them with the bodies (`connector.decode.native`);
+  here, contents that pass the JSON screen (`connector.decode.strict`) are read by the gpu backend's batch
+  reader; the others, and whatever a backend refuses, one at a time through the exact path, which also
+  writes `content_error`;
 - free text, when the profile has `x-extract` patterns: read with them over the whole column at once
   (`connector.decode.extract`); without patterns free text is a `content_error` ("not JSON").
 `content_values` runs one content through the same code (the tests' reference).
@@ -24,9 +25,9 @@ import pyarrow.compute as pc
 from connector.decode.exact import json_content_values
 from connector.decode.extract import extract
 from connector.decode.isolate import joined, read_isolating
-from connector.decode.readers import Reader
+from connector.decode.native import bools
+from connector.decode.reading import BatchReader
 from connector.decode.strict import screen
-from connector.decode.typed import ContentReader
 from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
 
@@ -40,21 +41,20 @@ _JSON_LIKE = r"^[ \t\n\r]*[\[{]"
 
 
 def _mask(array: pa.Array) -> np.ndarray:
-    return np.asarray(array.fill_null(False).to_numpy(zero_copy_only=False), dtype=bool)
+    return bools(array)
 
 
 def parse_contents(
-    contents: pa.Array, properties: Sequence[ContentProperty], reader: Reader | ContentReader | None
+    contents: pa.Array, properties: Sequence[ContentProperty], reader: BatchReader | None
 ) -> tuple[dict[str, pa.Array], pa.Array, int]:
     """Content columns and `content_error` of a string array of contents, and how many took the exact path.
 
-    `reader`: the cpu backend's `ContentReader` for these properties, the gpu backend's batch reader, or None
-    (every JSON content takes the exact path).
+    `reader`: the gpu backend's batch reader, or None (every JSON content takes the exact path).
     """
     n = len(contents)
     contents = contents.cast(pa.string())
     unfenced = pc.coalesce(pc.struct_field(pc.extract_regex(contents, _FENCE), [0]), contents)
-    present = contents.is_valid().to_numpy(zero_copy_only=False)
+    present = bools(contents.is_valid())
     json_like = _mask(pc.match_substring_regex(unfenced, _JSON_LIKE))
     free_text = present & ~json_like if any(p.extract is not None for p in properties) else np.zeros(n, bool)
     as_json = present & ~free_text
@@ -70,20 +70,7 @@ def parse_contents(
         order.append(positions)
 
     fast = np.zeros(n, dtype=bool)
-    if isinstance(reader, ContentReader):
-        candidates = np.flatnonzero(as_json)
-        strings = unfenced.take(pa.array(candidates))
-        texts = strings.to_numpy(zero_copy_only=False).tolist()
-        passed = np.flatnonzero(screen(strings, texts))
-        columns, taken, bad = reader.read([texts[i] for i in passed.tolist()])
-        good = candidates[passed[taken]]
-        if bad.any():
-            keep = pa.array(~bad)
-            columns = {name: column.filter(keep) for name, column in columns.items()}
-            good = good[~bad]
-        add(good, columns, pa.nulls(len(good), pa.string()))
-        fast[good] = True
-    elif reader is not None and not any(p.kind == "json" for p in properties):
+    if reader is not None and not any(p.kind == "json" for p in properties):
         fast = as_json & screen(unfenced)
         candidates = np.flatnonzero(fast)
         if len(candidates):
@@ -102,7 +89,7 @@ def parse_contents(
             fast[candidates[np.array(isolated.bad, dtype=np.int64)]] = False
 
     exact = np.flatnonzero(as_json & ~fast)
-    texts = unfenced.take(pa.array(exact)).to_numpy(zero_copy_only=False).tolist() if len(exact) else []
+    texts = unfenced.take(pa.array(exact)).to_pylist() if len(exact) else []
     decided = [_json_content(text, properties) for text in texts]
     add(
         exact,

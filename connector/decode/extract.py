@@ -50,9 +50,9 @@ def extract(texts: pa.Array, properties: Sequence[ContentProperty]) -> tuple[dic
             if prop.kind == "string":
                 columns[prop.name] = found
                 continue
-            chosen: list[Any] = found.to_numpy(zero_copy_only=False).tolist()
+            chosen: list[Any] = found.to_pylist()
         else:
-            chosen = [_matches(extractor, text) for text in texts.to_numpy(zero_copy_only=False).tolist()]
+            chosen = [_matches(extractor, text) for text in texts.to_pylist()]
         convert = _converter(prop)
         values: list[Any] = [None] * n
         for i, value in enumerate(chosen):

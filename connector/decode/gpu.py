@@ -23,7 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.readers import USE_CPU, ReadFailed
+from connector.decode.reading import USE_CPU, ReadFailed
 from connector.decode.retype import read_as_text
 from connector.errors import BackendUnavailable
 

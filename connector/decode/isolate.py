@@ -14,7 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.decode.readers import Reader, ReadFailed
+from connector.decode.reading import BatchReader as Reader
+from connector.decode.reading import ReadFailed
 
 __all__ = ["Isolated", "joined", "read_isolating"]
 

@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from connector.decode.flatten import list_offsets
-from connector.decode.readers import ReadFailed, validated
+from connector.decode.reading import ReadFailed, validated
 from connector.schema.columns import is_int_or_string
 
 __all__ = ["read_as_text", "retype", "retype_table"]

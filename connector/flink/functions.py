@@ -87,9 +87,9 @@ class ParseFunction(ScalarFunction):
         self._effective = self.backend
         if self.backend == "auto":
             try:
-                from connector.decode.readers import select_reader
+                from connector.decode.backends import select_backend
 
-                self._effective = select_reader("auto")[0].name
+                self._effective = select_backend("auto")[0].name
             except Exception as exc:
                 log.warning("parse backend 'auto' uses the CPU: %s", exc)
                 self._effective = "cpu"

@@ -11,7 +11,8 @@
 #      Python (Debian 12: 3.11); pip's cache makes a second run quick. The project's wheel itself is not
 #      there, so that the image layer of the dependencies stays cached while the code changes.
 #   2. (skipped when the image exists) dspark-vllm/standin-base:bookworm: `debootstrap --variant=minbase` from the Debian mirror with
-#      every package the stand-ins and the images need (Java 17 with javac for the connector's jar,
+#      every package the stand-ins and the images need (Java 17 with javac for the connector's jar, g++
+#      for its native parser core,
 #      Python 3.11 with venv, unzip, Prometheus), imported with `docker import` (needs root and debootstrap). So no build needs the
 #      network: the stand-ins take nothing else, and docker/Dockerfile uses this Python.
 #   3. the stand-ins, docker/standin/Dockerfile: Flink (from the apache-flink wheels of step 1) and
@@ -26,7 +27,7 @@ cd "$(dirname "$0")/../.."
 
 python="${PYTHON:-python3.11}"
 base=dspark-vllm/standin-base:bookworm
-packages=openjdk-17-jdk-headless,python3,python3-venv,unzip,prometheus
+packages=openjdk-17-jdk-headless,g++,python3,python3-venv,unzip,prometheus
 flink=dspark-vllm/flink-standin:2.3.0
 prometheus=dspark-vllm/prometheus-standin:2.42
 wheels=docker/wheels

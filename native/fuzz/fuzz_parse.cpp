@@ -1,0 +1,76 @@
+// libFuzzer target over the core's one C ABI entry point (native/dspark_core.h), built with ASan and UBSan
+// by native/fuzz/run.sh. The first byte picks a plan (native/fuzz/plans.py: the project's profiles); the rest
+// is cut into bodies at each 0x1E byte, copied into one heap buffer of exactly their size, so that a read
+// beyond the last body (or a body) is caught. The exported arrays are checked for their shape and released:
+// LeakSanitizer reports whatever they did not free.
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "dspark_core.h"
+#include "plans.h"
+
+namespace {
+
+void check(bool ok, const char* what) {
+  if (!ok) {
+    std::fprintf(stderr, "fuzz_parse: %s\n", what);
+    std::abort();
+  }
+}
+
+void check_child(const ArrowSchema* schema, const ArrowArray* array, int64_t n) {
+  check(array->length == n, "a column's length is not the batch's");
+  check(array->offset == 0 && array->null_count >= 0 && array->null_count <= n, "bad offset or null count");
+  const char* f = schema->format;
+  if (std::strcmp(f, "u") == 0 || std::strcmp(f, "+l") == 0) {
+    const int32_t* offsets = static_cast<const int32_t*>(array->buffers[1]);
+    check(offsets[0] == 0, "offsets start at 0");
+    for (int64_t i = 0; i < n; ++i) check(offsets[i + 1] >= offsets[i], "offsets decrease");
+    if (f[0] == '+') check_child(schema->children[0], array->children[0], offsets[n]);
+  } else if (std::strcmp(schema->name, "verdict") == 0) {
+    const int8_t* v = static_cast<const int8_t*>(array->buffers[1]);
+    for (int64_t i = 0; i < n; ++i) check(v[i] >= DSPARK_OK && v[i] <= DSPARK_UNSUPPORTED, "unknown verdict");
+  } else if (std::strcmp(schema->name, "content_verdict") == 0) {
+    const int8_t* v = static_cast<const int8_t*>(array->buffers[1]);
+    for (int64_t i = 0; i < n; ++i)
+      check(v[i] >= DSPARK_CONTENT_JSON && v[i] <= DSPARK_CONTENT_DEFERRED, "unknown content verdict");
+  }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size < 1) return 0;
+  const char* plan = kPlans[data[0] % (sizeof kPlans / sizeof kPlans[0])];
+  data += 1;
+  size -= 1;
+  std::vector<int64_t> offsets{0};
+  size_t total = 0;
+  for (size_t i = 0; i < size; ++i) {
+    if (data[i] == 0x1E)
+      offsets.push_back(static_cast<int64_t>(total));
+    else
+      ++total;
+  }
+  offsets.push_back(static_cast<int64_t>(total));
+  std::unique_ptr<uint8_t[]> bodies(new uint8_t[total ? total : 1]);
+  size_t at = 0;
+  for (size_t i = 0; i < size; ++i)
+    if (data[i] != 0x1E) bodies[at++] = data[i];
+  int64_t n = static_cast<int64_t>(offsets.size()) - 1;
+  ArrowArray array;
+  ArrowSchema schema;
+  char error[256];
+  int32_t code = dspark_parse(plan, std::strlen(plan), bodies.get(), total, offsets.data(), n, &array, &schema, error,
+                              sizeof error);
+  check(code == DSPARK_DONE, error);
+  check(array.length == n && array.n_children == schema.n_children, "the struct's shape");
+  for (int64_t c = 0; c < array.n_children; ++c) check_child(schema.children[c], array.children[c], n);
+  array.release(&array);
+  schema.release(&schema);
+  return 0;
+}
