@@ -20,6 +20,7 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -44,10 +45,9 @@ def committed_rows(out: Path) -> list[list[str]]:
     return rows
 
 
-def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
-    prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
-    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
-    out = tmp_path / "out"
+def cluster_script(tmp_path: Path) -> Callable[..., str]:
+    """jobs/standalone_cluster.sh for a cluster under `tmp_path` that runs jobs/responses.py, detached: call
+    it with the script's arguments; it returns what the script printed and fails the test if it failed."""
     env = {
         **os.environ,
         "DSPARK_PYTHON": sys.executable,
@@ -60,6 +60,15 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
         run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
         assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
         return run.stdout + run.stderr
+
+    return script
+
+
+def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
+    prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
+    out = tmp_path / "out"
+    script = cluster_script(tmp_path)
 
     # 400 prompts, 4 in flight, 200 ms each: ~20-25 s of requests, long enough to fail over in the middle.
     with serve_simulator(mode="process", seed=7, latency_ms=200.0) as sim:
@@ -127,18 +136,7 @@ def test_checkpoints_complete_with_requests_in_flight_and_restore_them(tmp_path)
     ('request.queue-size') of 10,000 that has room throughout. Two cases wait on purpose (Flink's async operator,
     docs/flink.md): at the end of a bounded input the task delivers what is in flight before it finishes, and
     with a full queue the source is held back until the next response frees a place."""
-    env = {
-        **os.environ,
-        "DSPARK_PYTHON": sys.executable,
-        "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster"),
-        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
-        "DSPARK_DETACHED": "1",
-    }
-
-    def script(*args: str, timeout: float = 180) -> str:
-        run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
-        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
-        return run.stdout + run.stderr
+    script = cluster_script(tmp_path)
 
     # Every request takes 3 minutes (the simulator's hang fault), far past the test.
     with serve_simulator(mode="process", seed=7, faults={"hang": 1.0}, hang_s=180.0) as sim:

@@ -5,32 +5,22 @@ other request columns, refused on the Java side."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import shutil
 from pathlib import Path
-from types import ModuleType
 
 import pytest
 
 from connector.flink.contract import REQUEST_COLUMNS
 from connector.flink.planner import plan
 from connector.options import OPTIONS
+from tests.java import NEEDS_JDK, build_jar
 
 ROOT = Path(__file__).resolve().parents[1]
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None, reason="needs a JDK"),
+    NEEDS_JDK,
 ]
-
-
-def _build_jar() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_jar", ROOT / "java" / "build_jar.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def declared(options: dict[str, str]) -> dict:
@@ -60,7 +50,7 @@ def read_in_java(tmp_path: Path, plans: dict[str, dict]) -> dict[str, dict]:
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(made))
         paths.append(str(path))
-    result = _build_jar().java_tests(*paths, main="io.dspark.vllm.flink.ContractCheck")
+    result = build_jar().java_tests(*paths, main="io.dspark.vllm.flink.ContractCheck")
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     return dict(zip(plans, map(json.loads, result.stdout.strip().splitlines()), strict=True))
 

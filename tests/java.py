@@ -1,0 +1,22 @@
+"""The Java side's tests from pytest: java/build_jar.py loaded as a module (its `java_tests` compiles the jar's
+sources and java/src/test against PyFlink's jars and runs a main class of the tests)."""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NEEDS_JDK = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None, reason="needs a JDK")
+
+
+def build_jar() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("build_jar", ROOT / "java" / "build_jar.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
