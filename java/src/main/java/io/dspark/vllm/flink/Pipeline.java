@@ -2,8 +2,6 @@ package io.dspark.vllm.flink;
 
 import org.apache.flink.api.common.cache.DistributedCache;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
@@ -217,18 +215,7 @@ final class Pipeline {
                 "ordered".equals(request.get("output_mode").asText())
                         ? AsyncDataStream.orderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity)
                         : AsyncDataStream.unorderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity);
-        TypeInformation<Row> type =
-                Types.ROW_NAMED(
-                        RequestStep.COLUMNS.toArray(new String[0]),
-                        Types.STRING,
-                        Types.STRING,
-                        PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO,
-                        Types.INT,
-                        Types.DOUBLE,
-                        Types.INT,
-                        Types.STRING,
-                        Types.LONG);
-        return t.fromDataStream(out.returns(type).name("dspark-vllm requests"));
+        return t.fromDataStream(out.returns(RequestStep.rowType()).name("dspark-vllm requests"));
     }
 
     private static Table parse(StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed) {

@@ -5,6 +5,9 @@ import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
 
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
+import org.apache.flink.api.common.typeinfo.TypeInformation;
+import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MeterView;
 import org.apache.flink.metrics.MetricGroup;
@@ -32,10 +35,28 @@ import java.util.List;
  */
 final class RequestStep extends RichAsyncFunction<Row, Row> {
     private static final long serialVersionUID = 1L;
+    // The row this step makes, as contract.REQUEST_COLUMNS declares it (name, Flink SQL type): checked against
+    // the plan in the constructor, so the two sides cannot drift apart.
     static final List<String> COLUMNS =
             Arrays.asList(
                     "_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts",
                     "_request_error", "_received_ms");
+    static final List<String> TYPES =
+            Arrays.asList("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT");
+
+    /** The rows this step makes, for the operator that runs it. */
+    static TypeInformation<Row> rowType() {
+        return Types.ROW_NAMED(
+                COLUMNS.toArray(new String[0]),
+                Types.STRING,
+                Types.STRING,
+                PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO,
+                Types.INT,
+                Types.DOUBLE,
+                Types.INT,
+                Types.STRING,
+                Types.LONG);
+    }
 
     private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
     private final boolean failJob;
@@ -51,10 +72,15 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
 
     RequestStep(JsonNode request) {
         List<String> columns = new java.util.ArrayList<>();
-        request.get("columns").forEach(pair -> columns.add(pair.get(0).asText()));
-        if (!columns.equals(COLUMNS)) {
+        List<String> types = new java.util.ArrayList<>();
+        request.get("columns").forEach(pair -> {
+            columns.add(pair.get(0).asText());
+            types.add(pair.get(1).asText());
+        });
+        if (!columns.equals(COLUMNS) || !types.equals(TYPES)) {
             throw new IllegalArgumentException(
-                    "dspark-vllm: the plan's request columns " + columns + " are not this jar's " + COLUMNS
+                    "dspark-vllm: the plan's request columns " + columns + " " + types + " are not this jar's "
+                            + COLUMNS + " " + TYPES
                             + ": install the same dspark-vllm on the client and the TaskManagers");
         }
         this.specJson = request.get("client").toString();
