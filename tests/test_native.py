@@ -282,3 +282,24 @@ def test_columns_on_every_backend_are_those_of_the_whole_table(backend):
     whole = parse_batch(bodies, "coder", backend)
     assert subset.table.equals(whole.table.select(["line", *names]))
     assert subset.errors.column("line").to_pylist() == whole.errors.column("line").to_pylist()
+
+
+def test_auto_falls_back_once_whatever_stops_the_gpu_backend(monkeypatch, caplog):
+    """The one place 'auto' falls back (the Flink parse function kept a second one for errors other than
+    BackendUnavailable): a GPU backend that fails to start is a reason too, said in one WARNING."""
+    from connector.decode import backends
+
+    def broken() -> None:
+        raise RuntimeError("cudaErrorDevicesUnavailable")
+
+    monkeypatch.setattr(backends, "_gpu", broken)
+    backends._auto.cache_clear()
+    try:
+        with caplog.at_level("WARNING", logger=backends.log.name):
+            chosen, reason = select_backend("auto")
+            again, _ = select_backend("auto")
+        assert isinstance(chosen, NativeBackend) and again is chosen
+        assert reason == "the GPU backend failed to start (RuntimeError('cudaErrorDevicesUnavailable'))"
+        assert [r.getMessage() for r in caplog.records] == [f"parse backend 'auto' uses the CPU: {reason}"]
+    finally:
+        backends._auto.cache_clear()

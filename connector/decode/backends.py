@@ -233,9 +233,10 @@ def _gpu() -> GpuBackend:
 def _auto() -> tuple[Backend, str | None]:
     try:
         return _gpu(), None
-    except BackendUnavailable as exc:
-        log.warning("parse backend 'auto' uses the CPU: %s", exc)
-        return _cpu(), str(exc)
+    except Exception as exc:  # not there (BackendUnavailable), or a device that fails to start: the CPU, said once
+        reason = str(exc) if isinstance(exc, BackendUnavailable) else f"the GPU backend failed to start ({exc!r})"
+        log.warning("parse backend 'auto' uses the CPU: %s", reason)
+        return _cpu(), reason
 
 
 def select_backend(backend: str | Backend) -> tuple[Backend, str | None]:

@@ -6,7 +6,6 @@ for a PyFlink program (the SQL-function route, see `connector.flink.sql`).
 
 from __future__ import annotations
 
-import logging
 import os
 import time
 
@@ -25,8 +24,6 @@ from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
 from connector.profiles import Profile
 
 __all__ = ["ParseFunction"]
-
-log = logging.getLogger(__name__)
 
 
 class ParseFunction(ScalarFunction):
@@ -82,17 +79,13 @@ class ParseFunction(ScalarFunction):
             )
             if device is not None:
                 os.environ["CUDA_VISIBLE_DEVICES"] = device
-        # 'auto' is resolved once per instance; whatever stops the GPU reader, this instance parses on the CPU
-        # and says so (metric gpu_fallback_batches, one WARNING).
+        # 'auto' is resolved once per instance (`select_backend`: whatever stops the GPU backend, the CPU, with
+        # one WARNING); the batches it parses on the CPU count in the metric gpuFallbackBatches.
         self._effective = self.backend
         if self.backend == "auto":
-            try:
-                from connector.decode.backends import select_backend
+            from connector.decode.backends import select_backend
 
-                self._effective = select_backend("auto")[0].name
-            except Exception as exc:
-                log.warning("parse backend 'auto' uses the CPU: %s", exc)
-                self._effective = "cpu"
+            self._effective = select_backend("auto")[0].name
         group = function_context.get_metric_group().add_group("dspark")
         self._bodies = group.counter("numRecordsIn")
         self._rows = group.counter("numRecordsOut")
