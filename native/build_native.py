@@ -21,8 +21,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [ROOT / "native" / "dspark_core.cpp"]
-HEADERS = [ROOT / "native" / "dspark_core.h"]
+SOURCES = [ROOT / "native" / name for name in ("dspark_core.cpp", "dspark_exact.cpp")]
+HEADERS = sorted((ROOT / "native").glob("*.h"))
 OUT = ROOT / "connector" / "_native"
 
 

@@ -7,6 +7,7 @@
 // reason. Memory: std containers, moved into the exported arrays, freed by their release callbacks.
 
 #include "dspark_core.h"
+#include "dspark_exact.h"
 
 #include <algorithm>
 #include <charconv>
@@ -411,76 +412,8 @@ struct Entry {
   int64_t element;  // the element of the '*' array above this node (for slots under '*')
 };
 
-// Python's json.dumps with ensure_ascii=False: '"', '\\' and the control characters escaped (\b \f \n \r \t,
-// else \u00xx in lowercase hex), everything else as its UTF-8 bytes.
-void write_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"': out.append("\\\""); break;
-      case '\\': out.append("\\\\"); break;
-      case '\n': out.append("\\n"); break;
-      case '\r': out.append("\\r"); break;
-      case '\t': out.append("\\t"); break;
-      case '\b': out.append("\\b"); break;
-      case '\f': out.append("\\f"); break;
-      default:
-        if (u < 0x20) {
-          out.append("\\u00");
-          out.push_back(hex[u >> 4]);
-          out.push_back(hex[u & 15]);
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-}
-
-// Python's repr of a float: the shortest digits that read back as the same double, in fixed notation when
-// the decimal point falls within -4 < decpt <= 16 (with ".0" when integral), else d.ddde+XX.
-void write_double(std::string& out, double d) {
-  char buf[64];
-  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
-  std::string_view t(buf, static_cast<size_t>(r.ptr - buf));
-  if (!t.empty() && t[0] == '-') {
-    out.push_back('-');
-    t.remove_prefix(1);
-  }
-  size_t e = t.find('e');
-  std::string digits(1, t[0]);
-  if (e > 1) digits.append(t.substr(2, e - 2));
-  int exponent = 0;
-  std::from_chars(t.data() + e + (t[e + 1] == '+' ? 2 : 1), t.data() + t.size(), exponent);
-  int decpt = exponent + 1;
-  int n = static_cast<int>(digits.size());
-  if (decpt <= -4 || decpt > 16) {
-    out.push_back(digits[0]);
-    if (n > 1) {
-      out.push_back('.');
-      out.append(digits, 1, std::string::npos);
-    }
-    out.push_back('e');
-    out.push_back(exponent < 0 ? '-' : '+');
-    int a = exponent < 0 ? -exponent : exponent;
-    if (a < 10) out.push_back('0');
-    out.append(std::to_string(a));
-  } else if (decpt <= 0) {
-    out.append("0.");
-    out.append(static_cast<size_t>(-decpt), '0');
-    out.append(digits);
-  } else if (decpt < n) {
-    out.append(digits, 0, static_cast<size_t>(decpt));
-    out.push_back('.');
-    out.append(digits, static_cast<size_t>(decpt), std::string::npos);
-  } else {
-    out.append(digits);
-    out.append(static_cast<size_t>(decpt - n), '0');
-    out.append(".0");
-  }
-}
+using dspark_exact::write_double;  // Python's repr of a float
+using dspark_exact::write_string;  // Python's json.dumps(s, ensure_ascii=False)
 
 void write_number(std::string& out, ondemand::number& number) {
   char buf[32];
@@ -831,6 +764,12 @@ struct Plan {
   Shape body, content;
   std::vector<Column> columns, properties;
   int content_column = -1;
+  // "explain": every body the fast pass leaves is decided by the slow path (dspark_exact.cpp), which needs
+  // the columns and properties as exact.py sees them.
+  bool explain = false;
+  bool text_errors = true;  // content.text_errors: a free-text content's content_error is wanted
+  std::vector<dspark_exact::ColumnSpec> exact_columns;
+  std::vector<dspark_exact::PropertySpec> exact_properties;
 };
 
 bool kind_of(std::string_view s, Kind& kind) {
@@ -852,6 +791,8 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
   int64_t version;
   if (root["version"].get_int64().get(version) || version != DSPARK_PLAN_VERSION)
     return "the plan's version is not " + std::to_string(DSPARK_PLAN_VERSION);
+  bool explain;
+  if (!root["explain"].get_bool().get(explain)) plan.explain = explain;
   std::string_view unit;
   if (root["created_unit"].get_string().get(unit)) return "the plan has no created_unit";
   if (unit == "seconds") plan.unit = U_SECONDS;
@@ -873,6 +814,7 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         !kind_of(kind, column.kind) || column.kind == K_JSON || column.kind == K_ARRAY)
       return "a column needs a name, a kind and paths";
     column.name = std::string(name);
+    dspark_exact::ColumnSpec spec{static_cast<dspark_exact::Kind>(column.kind), {}, -1};
     for (dom::element p : paths) {
       std::vector<std::string> path;
       dom::array segments;
@@ -881,12 +823,17 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         std::string_view segment;
         if (s.get_string().get(segment)) return "a path is an array of names";
         path.emplace_back(segment);
-        if (segment == "*" && column.kind != K_LENGTH) column.list = true;
+        if (segment == "*" && column.kind != K_LENGTH) {
+          column.list = true;
+          if (spec.star < 0 || spec.paths.empty()) spec.star = static_cast<int>(path.size()) - 1;
+        }
       }
+      spec.paths.push_back(path);
       column.slots.push_back(plan.body.add(path, column.kind, &column.star_parent));
     }
     if (column.slots.empty()) return "a column needs a path";
     plan.columns.push_back(std::move(column));
+    plan.exact_columns.push_back(std::move(spec));
   }
   // Read to recognise error responses, which the reference turns into error rows.
   plan.body.add({"error"}, K_PROBE_ERROR, nullptr);
@@ -898,6 +845,8 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         plan.columns[version].kind != K_STRING)
       return "content.column is the index of a string column";
     plan.content_column = static_cast<int>(version);
+    bool text_errors;
+    if (!content["text_errors"].get_bool().get(text_errors)) plan.text_errors = text_errors;
     dom::array properties;
     if (content["properties"].get_array().get(properties)) return "content has no properties";
     for (dom::element p : properties) {
@@ -907,11 +856,13 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
           prop.kind == K_ANY || prop.kind == K_LENGTH || prop.kind == K_TIMESTAMP)
         return "a content property needs a name and a kind";
       prop.name = std::string(name);
+      dspark_exact::PropertySpec spec{prop.name, static_cast<dspark_exact::Kind>(prop.kind), dspark_exact::STRING};
       if (prop.kind == K_ARRAY) {
         std::string_view item;
         Kind item_kind;
         if (p["item_kind"].get_string().get(item) || !kind_of(item, item_kind) || item_kind > K_BOOLEAN)
           return "an array property needs an item_kind";
+        spec.item_kind = static_cast<dspark_exact::Kind>(item_kind);
         plan.content.add({prop.name}, K_ARRAY, nullptr);
         prop.slots.push_back(plan.content.add({prop.name, "*"}, item_kind, &prop.star_parent));
         prop.kind = item_kind;
@@ -920,6 +871,7 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         prop.slots.push_back(plan.content.add({prop.name}, prop.kind, nullptr));
       }
       plan.properties.push_back(std::move(prop));
+      plan.exact_properties.push_back(std::move(spec));
     }
   }
   return "";
@@ -966,6 +918,26 @@ void append(const Column& column, const Scratch& scratch, Builder& b, std::vecto
       if (element < count && elements[element].tag == Val::NONE) elements[element] = v;
   for (const auto& v : elements) b.child->value(v);
   b.list(count);
+}
+
+Val val_of(const dspark_exact::Scalar& s) {
+  Val v;
+  switch (s.tag) {
+    case dspark_exact::Scalar::NONE: break;
+    case dspark_exact::Scalar::STR: v.tag = Val::STR; v.s = s.s; break;
+    case dspark_exact::Scalar::INT: v.tag = Val::INT; v.i = s.i; break;
+    case dspark_exact::Scalar::DBL: v.tag = Val::DBL; v.d = s.d; break;
+    case dspark_exact::Scalar::BOOL: v.tag = Val::BOOL; v.b = s.b; break;
+  }
+  return v;
+}
+
+// A column's value as the slow path decided it.
+void put_cell(const Column& column, const dspark_exact::Cell& cell, Builder& b) {
+  if (!column.list) return b.value(val_of(cell.value));
+  if (!cell.present) return b.null();
+  for (const auto& item : cell.items) b.child->value(val_of(item));
+  b.list(static_cast<int64_t>(cell.items.size()));
 }
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -1033,9 +1005,20 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
   auto content_verdicts = std::make_unique<Builder>('c', "content_verdict");
   reserve(*verdicts, n);
   reserve(*content_verdicts, n);
+  // With "explain": why a body is not a row (reason, field), and a content's error.
+  std::vector<std::unique_ptr<Builder>> explained;
+  for (const char* name : {"reason", "field", "content_error"}) {
+    explained.push_back(std::make_unique<Builder>('u', name));
+    explained.back()->limit = plan.max_column;
+  }
+  Builder &reasons = *explained[0], &fields_of = *explained[1], &content_errors = *explained[2];
   Scratch body, content;
   std::vector<Val> elements;
+  std::vector<dspark_exact::Cell> cells, content_cells;
+  dspark_exact::Rejection why;
+  std::string content_error;
   const bool has_content = plan.content_column >= 0;
+  const auto exact_unit = static_cast<dspark_exact::Unit>(plan.unit);
   for (int64_t i = 0; i < n; ++i) {
     const char* text = reinterpret_cast<const char*>(data) + offsets[i];
     size_t len = static_cast<size_t>(offsets[i + 1] - offsets[i]);
@@ -1051,27 +1034,70 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       size_t readable = data_len - static_cast<size_t>(offsets[i]);
       verdict = walk.document(parsers.body, padded_view(text, len, readable, parsers.padded));
     }
+    // The slow path decides what the fast pass left (a body refused by its size stays unread).
+    bool slow_row = false;
+    if (verdict != DSPARK_OK && plan.explain && verdict != DSPARK_TOO_LARGE) {
+      if (dspark_exact::decode_body(std::string_view(text, len), plan.exact_columns, exact_unit, cells, why)) {
+        verdict = DSPARK_OK;
+        slow_row = true;
+      } else {
+        verdict = why.category;
+      }
+    }
     if (verdict != DSPARK_OK) {
       for (auto& b : builders) b->null();
       for (auto& b : content_builders) b->null();
       verdicts->int8(static_cast<int8_t>(verdict));
-      content_verdicts->int8(DSPARK_CONTENT_DEFERRED);
+      content_verdicts->int8(plan.explain ? DSPARK_CONTENT_NULL : DSPARK_CONTENT_DEFERRED);
+      if (plan.explain) {
+        if (verdict == DSPARK_TOO_LARGE) {
+          reasons.null();
+          fields_of.null();
+        } else {
+          reasons.str(why.reason);
+          why.has_field ? fields_of.str(why.field) : fields_of.null();
+        }
+        content_errors.null();
+      }
       continue;
     }
-    for (size_t c = 0; c < plan.columns.size(); ++c) append(plan.columns[c], body, *builders[c], elements);
+    for (size_t c = 0; c < plan.columns.size(); ++c) {
+      if (slow_row)
+        put_cell(plan.columns[c], cells[c], *builders[c]);
+      else
+        append(plan.columns[c], body, *builders[c], elements);
+    }
     verdicts->int8(DSPARK_OK);
+    if (plan.explain) {
+      reasons.null();
+      fields_of.null();
+    }
     if (!has_content) continue;
-    Val text_value = coalesced(plan.columns[plan.content_column], body);
+    bool present;
+    std::string_view content_text;
+    if (slow_row) {
+      const auto& cell = cells[static_cast<size_t>(plan.content_column)];
+      present = cell.value.tag != dspark_exact::Scalar::NONE;
+      content_text = cell.value.s;
+    } else {
+      Val text_value = coalesced(plan.columns[plan.content_column], body);
+      present = text_value.tag != Val::NONE;
+      content_text = text_value.s;
+    }
     int content_verdict;
+    bool slow_content = false, has_error = false;
     content.reset(plan.content);
-    if (text_value.tag == Val::NONE) {
+    if (!present) {
       content_verdict = DSPARK_CONTENT_NULL;
     } else {
-      std::string_view inner = unfenced(text_value.s);
+      std::string_view inner = unfenced(content_text);
       size_t p = 0;
       while (p < inner.size() && space(inner[p])) ++p;
       if (p == inner.size() || (inner[p] != '{' && inner[p] != '[')) {
         content_verdict = DSPARK_CONTENT_TEXT;
+        // What the reference says of it when no x-extract pattern reads it (always an error, no values).
+        if (plan.explain && plan.text_errors)
+          has_error = dspark_exact::json_content_values(inner, plan.exact_properties, content_cells, content_error);
       } else {
         Walk read{plan.content, content, U_SECONDS};
         // The content is in the body parser's string buffer: copied, with padding, for the second parser.
@@ -1082,15 +1108,24 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
                                   DSPARK_OK
                               ? DSPARK_CONTENT_JSON
                               : DSPARK_CONTENT_DEFERRED;
+        if (content_verdict == DSPARK_CONTENT_DEFERRED && plan.explain) {
+          has_error = dspark_exact::json_content_values(inner, plan.exact_properties, content_cells, content_error);
+          slow_content = true;
+          content_verdict = DSPARK_CONTENT_JSON;
+        }
       }
     }
-    if (content_verdict == DSPARK_CONTENT_JSON) {
+    if (slow_content) {
+      for (size_t p = 0; p < plan.properties.size(); ++p)
+        put_cell(plan.properties[p], content_cells[p], *content_builders[p]);
+    } else if (content_verdict == DSPARK_CONTENT_JSON) {
       for (size_t p = 0; p < plan.properties.size(); ++p)
         append(plan.properties[p], content, *content_builders[p], elements);
     } else {
       for (auto& b : content_builders) b->null();
     }
     content_verdicts->int8(static_cast<int8_t>(content_verdict));
+    if (plan.explain) has_error ? content_errors.str(content_error) : content_errors.null();
   }
   for (const auto& b : builders)
     if (b->overflowed()) {
@@ -1102,10 +1137,20 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       message = "a content column holds more than 2^31 - 1 bytes: give fewer bodies at a time";
       return DSPARK_OUTPUT_TOO_LARGE;
     }
+  for (const auto& b : explained)
+    if (plan.explain && b->overflowed()) {
+      message = "the " + b->name + " column holds more than 2^31 - 1 bytes: give fewer bodies at a time";
+      return DSPARK_OUTPUT_TOO_LARGE;
+    }
   std::vector<std::unique_ptr<Builder>> fields = std::move(builders);
   for (auto& b : content_builders) fields.push_back(std::move(b));
   fields.push_back(std::move(verdicts));
+  if (plan.explain) {
+    fields.push_back(std::move(explained[0]));
+    fields.push_back(std::move(explained[1]));
+  }
   if (has_content) fields.push_back(std::move(content_verdicts));
+  if (has_content && plan.explain) fields.push_back(std::move(explained[2]));
   auto top = std::make_unique<Builder>('S', "");
   std::vector<const Builder*> views;
   for (const auto& f : fields) views.push_back(f.get());

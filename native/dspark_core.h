@@ -4,10 +4,13 @@
  * caller describes what to read with a plan, a JSON document (see native/README.md for its fields;
  * connector/decode/native.py writes it from a Profile), and gives the bodies as one buffer plus n + 1
  * offsets. The core fills one Arrow struct array (Arrow C data interface) with the plan's columns, the
- * content properties' columns, and a per-body verdict: DSPARK_OK, or why the body was left to the
- * caller's reference path (the core never writes an error message for a body; the caller's exact path
- * says why). A deferred body's row holds nulls. The core owns no memory after the call: the exported
- * arrays own theirs and free it in their release callbacks.
+ * content properties' columns, and a per-body verdict. With the plan's "explain" (what every caller of the
+ * project passes) the core decides every body as connector/decode/exact.py would, byte for byte: a row
+ * (DSPARK_OK), or an error with its category (the verdict), `reason` and `field`, and every content's values
+ * and `content_error`; a fast pass reads the bodies it can, a slow path (dspark_exact.cpp) the rest. Only a
+ * body over max_body_bytes is left unread (DSPARK_TOO_LARGE, no reason). Without "explain", a body the fast
+ * pass leaves gets only a verdict, and nulls. The core owns no memory after the call: the exported arrays
+ * own theirs and free it in their release callbacks.
  */
 #ifndef DSPARK_CORE_H
 #define DSPARK_CORE_H
@@ -19,9 +22,10 @@
 extern "C" {
 #endif
 
-/* The version of this ABI (the function below and the verdict codes); the plan has its own version. */
-#define DSPARK_ABI_VERSION 1
-#define DSPARK_PLAN_VERSION 1
+/* The version of this ABI (the function below, the verdict codes and the columns of the result); the plan
+ * has its own version (2: "explain"; a plan of version 1 is refused). */
+#define DSPARK_ABI_VERSION 2
+#define DSPARK_PLAN_VERSION 2
 
 #ifndef ARROW_C_DATA_INTERFACE
 #define ARROW_C_DATA_INTERFACE
@@ -53,7 +57,8 @@ struct ArrowArray {
 };
 #endif
 
-/* A body's verdict (column "verdict", int8). Everything but DSPARK_OK is for the caller's exact path. */
+/* A body's verdict (column "verdict", int8). With "explain", the category of the body's error (its reason is
+ * in column "reason"); without it, why the fast pass left the body to the caller's exact path. */
 enum {
   DSPARK_OK = 0,
   DSPARK_NOT_JSON = 1,        /* the grammar, UTF-8, escapes, literals, numbers, trailing data, empty */
@@ -63,17 +68,19 @@ enum {
   DSPARK_WRONG_TYPE = 5,      /* a value on a column's path is not of the column's type */
   DSPARK_ERROR_RESPONSE = 6,  /* `error` not null, or `"object": "error"` */
   DSPARK_OUT_OF_RANGE = 7,    /* an integer beyond 64 bits, a timestamp outside years 1..9999 */
-  DSPARK_REPEATED_NAME = 8,   /* a name the plan reads appears twice in one object (the reference decides) */
+  DSPARK_REPEATED_NAME = 8,   /* without explain: a name the plan reads appears twice in one object */
   DSPARK_TOO_LARGE = 9,       /* longer than the plan's max_body_bytes: refused by size, never read */
-  DSPARK_UNSUPPORTED = 10     /* valid, but a form the core leaves to the reference (e.g. `5.0` as an int) */
+  DSPARK_UNSUPPORTED = 10     /* without explain: a form the fast pass leaves (e.g. `5.0` as an int) */
 };
 
 /* A content's verdict (column "content_verdict", int8), for bodies that are DSPARK_OK. */
 enum {
-  DSPARK_CONTENT_JSON = 0,      /* read into the content columns; no content_error */
-  DSPARK_CONTENT_NULL = 1,      /* no content: every content column null, no error */
-  DSPARK_CONTENT_TEXT = 2,      /* does not start like JSON (after one optional ```json fence): free text */
-  DSPARK_CONTENT_DEFERRED = 3   /* starts like JSON, left to the reference (which also writes the error) */
+  DSPARK_CONTENT_JSON = 0,      /* starts like JSON: read into the content columns (and content_error) */
+  DSPARK_CONTENT_NULL = 1,      /* no content (also a body that is not a row): every column null, no error */
+  DSPARK_CONTENT_TEXT = 2,      /* does not start like JSON (after one optional ```json fence): free text, for
+                                   the caller's x-extract patterns; content_error is what the reference says
+                                   of it when no pattern reads it */
+  DSPARK_CONTENT_DEFERRED = 3   /* without explain: starts like JSON, left to the reference */
 };
 
 /* Return codes of dspark_parse. On anything but DSPARK_DONE, `out` and `out_schema` are left untouched

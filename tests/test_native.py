@@ -3,9 +3,17 @@ serves: `columns` (only those built) and `inline_errors` (rows and error rows in
 
 from __future__ import annotations
 
+import dataclasses
+import glob
 import json
 import mmap
+import random
 import resource
+import shutil
+import subprocess
+from datetime import datetime
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -14,10 +22,14 @@ import pytest
 from connector.decode import native, parse_batch
 from connector.decode.backends import NativeBackend, select_backend
 from connector.decode.batch import INLINE_ERROR_FIELDS, plan_for
+from connector.decode.content import content_values
+from connector.decode.exact import Rejected, decode_body
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
 from tests.bodies import chat, choice, encode
-from tests.test_decode import assert_matches_reference
+from tests.test_decode import PROFILES, assert_matches_reference
+from tests.test_jsontestsuite import FILES as SUITE_FILES
+from tests.test_jsontestsuite import WAYS as SUITE_WAYS
 
 
 def _read(plan: native.NativePlan, bodies: list[bytes]) -> pa.StructArray:
@@ -33,11 +45,36 @@ def test_the_core_is_the_cpu_backend():
 
 
 def test_a_struct_of_the_plan_columns_and_a_verdict_per_body():
-    plan = plan_for(load_profile("openai"), ["model", "n_choices", "choice_contents"]).native
+    columns = plan_for(load_profile("openai"), ["model", "n_choices", "choice_contents"]).columns
+    plan = native.NativePlan.of(columns, "seconds", explain=False)
     out = _read(plan, [encode(chat(choices=[choice("a"), choice(None, index=1)])), b"[1]", b"{", b""])
     assert [f.name for f in out.type] == ["model", "n_choices", "choice_contents", "verdict"]
     assert out.field("verdict").to_pylist() == [0, 2, 1, 1]
     assert out.field("choice_contents").to_pylist() == [["a", None], None, None, None]
+    out.validate(full=True)
+
+
+def test_explained_a_struct_with_the_reason_and_field_of_every_error():
+    plan = plan_for(load_profile("coder"), ["model", "n_choices", "language", "content_error"]).native
+    bodies = [encode(chat(choices=[choice('{"language": 5}')])), b"[1]", b"{", b"", encode(chat(model=5))]
+    out = _read(plan, bodies)
+    assert [f.name for f in out.type] == [
+        "model", "content", "n_choices", "language", "code", "explanation", "code_blocks",
+        "verdict", "reason", "field", "content_verdict", "content_error",
+    ]  # fmt: skip
+    assert out.field("verdict").to_pylist() == [0, 2, 1, 1, 5]
+    assert out.field("reason").to_pylist() == [
+        None,
+        "not a JSON object: got array",
+        "truncated JSON: input ends at char 1 (Expecting property name enclosed in double quotes)",
+        "empty body",
+        "wrong type: expected string, got integer",
+    ]
+    assert out.field("field").to_pylist() == [None, None, None, None, "model"]
+    assert out.field("content_verdict").to_pylist() == [0, 1, 1, 1, 1]  # an error row has no content
+    assert out.field("content_error").to_pylist() == [
+        "property 'language': wrong type: expected string, got integer", None, None, None, None,
+    ]  # fmt: skip
     out.validate(full=True)
 
 
@@ -59,8 +96,44 @@ def test_a_struct_of_the_plan_columns_and_a_verdict_per_body():
     ],
 )
 def test_verdicts(body: bytes, verdict: int):
-    plan = plan_for(load_profile("openai"), ["model", "created"]).native
+    """The fast pass's verdicts (a plan without "explain")."""
+    columns = plan_for(load_profile("openai"), ["model", "created"]).columns
+    plan = native.NativePlan.of(columns, "seconds", explain=False)
     assert _read(plan, [body]).field("verdict").to_pylist() == [verdict]
+
+
+@pytest.mark.parametrize(
+    "body,verdict",
+    [
+        (b'\xef\xbb\xbf{"model":"m"}', 4),
+        (b"[" * 64 + b"]" * 64, 2),
+        (b'{"a":' + b"[" * 64 + b"]" * 64 + b"}", 3),
+        (b'{"model":5}', 5),
+        (b'{"error":{"message":"x"}}', 6),
+        (b'{"created":99999999999999}', 7),
+        (b'{"model":"a","model":"b"}', 0),  # the last one wins
+        (b'{"created":1.0}', 0),
+        (b'{"created":1.5}', 5),
+        (b'{"model":"\\ud800"}', 1),
+        (b'{"x":1e400}', 1),
+    ],
+)
+def test_explained_verdicts_are_rows_or_the_category_of_the_reason(body: bytes, verdict: int):
+    plan = plan_for(load_profile("openai"), ["model", "created"]).native
+    out = _read(plan, [body])
+    assert out.field("verdict").to_pylist() == [verdict]
+    assert (out.field("reason")[0].as_py() is None) == (verdict == native.OK)
+
+
+def test_the_exact_loop_sees_only_what_is_not_a_body():
+    bodies = [encode(chat()), b"{", None, encode(chat(model=5)), b'{"created":1.0}', encode(chat(model="a"))]
+    result = parse_batch(bodies, "openai", "cpu")  # type: ignore[arg-type]
+    assert result.stats["exact"] == 1
+    assert result.errors.column("line").to_pylist() == [2, 3, 4]
+    assert result.errors.column("reason").to_pylist()[1] == "not a body: got NoneType (give bytes or str)"
+    assert result.errors.column("field").to_pylist() == [None, None, "model"]
+    assert result.errors.column("body").to_pylist() == [b"{", None, encode(chat(model=5))]
+    assert_matches_reference([b for b in bodies if b is not None], "openai", "cpu")
 
 
 def test_a_2_gib_body_is_refused_by_size_before_it_is_read():
@@ -79,7 +152,7 @@ def test_a_2_gib_body_is_refused_by_size_before_it_is_read():
 
 def test_a_plan_of_another_version_is_refused():
     plan = native.NativePlan(json.dumps({"version": 99, "created_unit": "seconds", "columns": []}).encode(), None)
-    with pytest.raises(RuntimeError, match="the plan's version is not 1"):
+    with pytest.raises(RuntimeError, match="the plan's version is not 2"):
         _read(plan, [b"{}"])
 
 
@@ -303,3 +376,435 @@ def test_auto_falls_back_once_whatever_stops_the_gpu_backend(monkeypatch, caplog
         assert [r.getMessage() for r in caplog.records] == [f"parse backend 'auto' uses the CPU: {reason}"]
     finally:
         backends._auto.cache_clear()
+
+
+# -- explain: the core alone against the exact path, every body ---------------------------------------------------
+
+
+def core_vs_exact(bodies: list[bytes], profile: str) -> list[tuple[int, Any, Any]]:
+    """(index, exact path, core) for every body where the core with "explain" differs from the exact path: the
+    row's values or the error's reason and field, then the content's values and content_error (as the exact
+    path gives them when no x-extract pattern reads free text)."""
+    plan = plan_for(load_profile(profile))
+    # The profile's properties without their x-extract patterns: the core then writes free text's errors too.
+    properties = [dataclasses.replace(p, extract=None) for p in plan.properties]
+    out = _read(native.NativePlan.of(plan.columns, plan.created_unit, properties), bodies)
+    out.validate(full=True)
+    arrays = [out.field(i) for i in range(out.type.num_fields)]
+    arrays = [a.cast(pa.int64()) if pa.types.is_timestamp(a.type) else a for a in arrays]
+    rows = pa.StructArray.from_arrays(arrays, [f.name for f in out.type]).to_pylist()
+    wrong: list[tuple[int, Any, Any]] = []
+    for i, (body, row) in enumerate(zip(bodies, rows, strict=True)):
+        try:
+            values = decode_body(body, plan.columns, plan.created_unit)
+            expected: tuple[Any, ...] = ("row", values)
+        except Rejected as exc:
+            expected = ("error", exc.reason, exc.field)
+        got = ("row", {c.name: row[c.name] for c in plan.columns}) if row["verdict"] == native.OK else None
+        got = got or ("error", row["reason"], row["field"])
+        if got != expected:
+            wrong.append((i, expected, got))
+        elif got[0] == "row" and properties:
+            assert row["content_verdict"] in (native.CONTENT_JSON, native.CONTENT_NULL, native.CONTENT_TEXT)
+            content = content_values(values["content"], properties)
+            core = ({p.name: row[p.name] for p in properties}, row["content_error"])
+            if core != content:
+                wrong.append((i, content, core))
+    return wrong
+
+
+WAYS_AND_PROFILES = [("whole", "openai"), ("unread field", "openai"), ("read field", "openai")]
+WAYS_AND_PROFILES += [("content", p) for p in ("coder", "vl", str(PROFILES / "risk.yaml"), str(PROFILES / "flat.yaml"))]
+
+
+@pytest.mark.skipif(not SUITE_FILES, reason="JSONTestSuite not found: set DSPARK_JSONTESTSUITE")
+@pytest.mark.parametrize("way,profile", WAYS_AND_PROFILES, ids=[f"{w}-{Path(p).stem}" for w, p in WAYS_AND_PROFILES])
+def test_explained_jsontestsuite_equals_the_exact_path(way: str, profile: str):
+    bodies = [SUITE_WAYS[way](path.read_bytes()) for path in SUITE_FILES]
+    assert core_vs_exact(bodies, profile) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "profile",
+    ["coder", "vl", "math", *(str(PROFILES / f) for f in ("flat.yaml", "gateway_iso.yaml", "gateway_ms.yaml"))],
+)
+def test_explained_mutated_bodies_equal_the_exact_path(profile: str):
+    """tests/test_fuzz.py's seeded mutations of real vLLM bodies."""
+    from connector.simulator.responses import make_corpus
+    from tests.test_fuzz import mutate
+
+    rng = random.Random(f"issue-12 {profile}")
+    corpus = make_corpus(300, profile if profile in ("coder", "vl", "math") else "openai", seed=12, json_share=0.6)
+    for _ in range(10):
+        bodies = [mutate(b, rng) if rng.random() < 0.7 else b for b in corpus]
+        assert core_vs_exact(bodies, profile) == []
+
+
+# Each reason the exact path writes, as it writes it (None: a row); the core must give the same.
+REASONS = [
+    (b'{"a" 1}', "not JSON: Expecting ':' delimiter at char 5", None),
+    (b'{"a":1 "b":2}', "not JSON: Expecting ',' delimiter at char 7", None),
+    (b"{1:1}", "not JSON: Expecting property name enclosed in double quotes at char 1", None),
+    (b'{"a":1,}', "not JSON: Expecting property name enclosed in double quotes at char 7", None),
+    (b"[1,]", "not JSON: Expecting value at char 3", None),
+    (b'{"a":[1 2]}', "not JSON: Expecting ',' delimiter at char 8", None),
+    (b'{"a":"\\x"}', "not JSON: Invalid \\escape at char 6", None),
+    (b'{"a":"\\u12G4"}', "not JSON: Invalid \\uXXXX escape at char 7", None),
+    (b'{"a":"\\ud800\\u12G4"}', "not JSON: Invalid \\uXXXX escape at char 13", None),
+    (b'{"a":"b\x01"}', "not JSON: Invalid control character at char 7", None),
+    (b'{"a":"b', "truncated JSON: input ends at char 7 (Unterminated string starting)", None),
+    (b'{"a":"b\\', "truncated JSON: input ends at char 8 (Unterminated string starting)", None),
+    (b'{"a":"\\u12', "truncated JSON: input ends at char 10 (Invalid \\uXXXX escape)", None),
+    (b'{"a":"\\u', "truncated JSON: input ends at char 8 (Invalid \\uXXXX escape)", None),
+    (b'{"a":tru', "truncated JSON: input ends at char 8 (Expecting value)", None),
+    (b'{"a":nul', "truncated JSON: input ends at char 8 (Expecting value)", None),
+    (b'{"a":-', "truncated JSON: input ends at char 6 (Expecting value)", None),
+    (b'{"a":1.', "truncated JSON: input ends at char 7 (Expecting ',' delimiter)", None),
+    (b'{"a":1e+', "truncated JSON: input ends at char 8 (Expecting ',' delimiter)", None),
+    (b'{"a":-x}', "not JSON: Expecting value at char 5", None),
+    (b'{"a":.5}', "not JSON: Expecting value at char 5", None),
+    (b'{"a":01}', "not JSON: Expecting ',' delimiter at char 6", None),
+    (b'{"a":1}x', "trailing data after the JSON value at char 7", None),
+    (b'{"a":1} {}', "trailing data after the JSON value at char 8", None),
+    (b'{"a":1}  \n', None, None),
+    (b"", "empty body", None),
+    (b" \t\r\n", "empty body", None),
+    (b"x", "not JSON: Expecting value at char 0", None),
+    (b"{", "truncated JSON: input ends at char 1 (Expecting property name enclosed in double quotes)", None),
+    (b"[", "truncated JSON: input ends at char 1 (Expecting value)", None),
+    (b'{"a":', "truncated JSON: input ends at char 5 (Expecting value)", None),
+    (b'{"a"', "truncated JSON: input ends at char 4 (Expecting ':' delimiter)", None),
+    (b'{"a":[', "truncated JSON: input ends at char 6 (Expecting value)", None),
+    (b'{"a":1,', "truncated JSON: input ends at char 7 (Expecting property name enclosed in double quotes)", None),
+    (b'{"\xc3\xa9":"\xe2\x82\xac" x}', "not JSON: Expecting ',' delimiter at char 9", None),
+    (b'{"\xc3\xa9":"\xe2\x82\xac",}', "not JSON: Expecting property name enclosed in double quotes at char 9", None),
+    (b'{"a":NaN}', "not JSON: NaN (JSON has no NaN or Infinity)", None),
+    (b'{"a":Infinity}', "not JSON: Infinity (JSON has no NaN or Infinity)", None),
+    (b'{"a":-Infinity}', "not JSON: -Infinity (JSON has no NaN or Infinity)", None),
+    (b'{"a":-Inf}', "not JSON: Expecting value at char 5", None),
+    (b'{"a":[NaN', "not JSON: NaN (JSON has no NaN or Infinity)", None),
+    (b'{"a":1e400}', "number out of range for a double: 1e400", None),
+    (b'{"a":-1e400}', "number out of range for a double: -1e400", None),
+    (b'{"a":1e-400}', None, None),
+    (b'{"a":[1e400, NaN]}', "number out of range for a double: 1e400", None),
+    (b'{"a":[NaN, 1e400]}', "not JSON: NaN (JSON has no NaN or Infinity)", None),
+    (
+        b"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+        "nested too deeply: more than 64 levels of arrays and objects",
+        None,
+    ),
+    (b'{"a":"[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[["}', None, None),
+    (
+        b'{"a":"\\[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[',
+        "not JSON: Invalid \\escape at char 6",
+        None,
+    ),
+    (b"\xef\xbb\xbf{}", "not JSON: a byte order mark (U+FEFF) at char 0", None),
+    (
+        b"\xef\xbb\xbf[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[",
+        "nested too deeply: more than 64 levels of arrays and objects",
+        None,
+    ),
+    (b'{"a":"\xff"}', "invalid UTF-8: byte 0xff at offset 6", None),
+    (b'{"a":"\xc3"}', "invalid UTF-8: byte 0xc3 at offset 6", None),
+    (b'{"\xe2\x82":1}', "invalid UTF-8: byte 0xe2 at offset 2", None),
+    (b'{"a":"\xed\xa0\x80"}', "invalid UTF-8: byte 0xed at offset 6", None),
+    (b'{"a":"\xf4\x90\x80\x80"}', "invalid UTF-8: byte 0xf4 at offset 6", None),
+    (b'{"a":"\xc0\x80"}', "invalid UTF-8: byte 0xc0 at offset 6", None),
+    (b'{"\xc3\xa9\xc3\xa9":"\xe2\x82\xac\xf0\x9f\x98"}', "invalid UTF-8: byte 0xf0 at offset 12", None),
+    (b'{"a":"\\ud800"}', "invalid string: unpaired surrogate escape", "a"),
+    (b'{"a":{"b":["x","\\udc00"]}}', "invalid string: unpaired surrogate escape", "a.b[1]"),
+    (b'{"\\ud800":1}', "invalid string: unpaired surrogate escape", None),
+    (b'{"a":{"\\udfff":1}}', "invalid string: unpaired surrogate escape", "a"),
+    (b'{"a":"\\ud83d\\ude00"}', None, None),
+    (b'{"a":"\\ud800","a":1}', None, None),
+    (b'{"b":"\\ud800","a":"\\udc00"}', "invalid string: unpaired surrogate escape", "b"),
+    (b'{"a":["\\ud800"], "b":1} x', "trailing data after the JSON value at char 24", None),
+    (b'{"a":"\\ud83d\\u0041"}', "invalid string: unpaired surrogate escape", "a"),
+    (b"[1]", "not a JSON object: got array", None),
+    (b'"s"', "not a JSON object: got string", None),
+    (b"5", "not a JSON object: got integer", None),
+    (b"5.5", "not a JSON object: got number", None),
+    (b"true", "not a JSON object: got boolean", None),
+    (b"null", "not a JSON object: got null", None),
+    (b'{"model":5}', "wrong type: expected string, got integer", "model"),
+    (b'{"choices":{}}', "wrong type: expected array, got object", "choices"),
+    (b'{"choices":[5]}', "wrong type: expected object, got integer", "choices[0]"),
+    (b'{"choices":[{"message":5}]}', "wrong type: expected object, got integer", "choices[0].message"),
+    (
+        b'{"choices":[{"message":{"content":5}}]}',
+        "wrong type: expected string, got integer",
+        "choices[0].message.content",
+    ),
+    (
+        b'{"choices":[{"message":{"content":"a"}},{"message":{"content":7}}]}',
+        "wrong type: expected string, got integer",
+        "choices[*].message.content",
+    ),
+    (
+        b'{"choices":[{"message":{"content":"a"}},{"message":[]}]}',
+        "wrong type: expected object, got array",
+        "choices.1.message",
+    ),
+    (b'{"choices":[{"text":5}]}', "wrong type: expected string, got integer", "choices[0].text"),
+    (
+        b'{"choices":[{"message":{"content":"a"}, "text":5}]}',
+        "wrong type: expected string, got integer",
+        "choices[0].text",
+    ),
+    (
+        b'{"choices":[{"message":{"tool_calls":[{"function":{"name":1}}]}}]}',
+        "wrong type: expected string, got integer",
+        "choices[0].message.tool_calls[*].function.name",
+    ),
+    (
+        b'{"choices":[{"message":{"tool_calls":{}}}]}',
+        "wrong type: expected array, got object",
+        "choices[0].message.tool_calls",
+    ),
+    (
+        b'{"choices":[{"stop_reason":true}]}',
+        "wrong type: expected integer or string, got boolean",
+        "choices[0].stop_reason",
+    ),
+    (
+        b'{"choices":[{"stop_reason":1.5}]}',
+        "wrong type: expected integer or string, got number",
+        "choices[0].stop_reason",
+    ),
+    (
+        b'{"choices":[{"stop_reason":99999999999999999999}]}',
+        "out of range for a 64-bit integer",
+        "choices[0].stop_reason",
+    ),
+    (b'{"choices":[{"stop_reason":-7}]}', None, None),
+    (b'{"usage":{"prompt_tokens":"1"}}', "wrong type: expected integer, got string", "usage.prompt_tokens"),
+    (b'{"usage":{"prompt_tokens":5.0}}', None, None),
+    (b'{"usage":{"prompt_tokens":5.5}}', "wrong type: expected integer, got number 5.5", "usage.prompt_tokens"),
+    (b'{"usage":{"prompt_tokens":1e20}}', "out of range for a 64-bit integer", "usage.prompt_tokens"),
+    (b'{"usage":{"prompt_tokens":-9223372036854775809}}', "out of range for a 64-bit integer", "usage.prompt_tokens"),
+    (b'{"usage":{"prompt_tokens":9223372036854775807}}', None, None),
+    (b'{"usage":{"prompt_tokens":-0}}', None, None),
+    (b'{"usage":{"prompt_tokens":1.5e300}}', "out of range for a 64-bit integer", "usage.prompt_tokens"),
+    (b'{"usage":5}', "wrong type: expected object, got integer", "usage"),
+    (
+        b'{"usage":{"prompt_tokens_details":[]}}',
+        "wrong type: expected object, got array",
+        "usage.prompt_tokens_details",
+    ),
+    (
+        b'{"metrics":{"time_to_first_token_ms":"x"}}',
+        "wrong type: expected number, got string",
+        "metrics.time_to_first_token_ms",
+    ),
+    (b'{"metrics":{"time_to_first_token_ms":123456789012345678901234}}', None, None),
+    (
+        b'{"metrics":{"time_to_first_token_ms":true}}',
+        "wrong type: expected number, got boolean",
+        "metrics.time_to_first_token_ms",
+    ),
+    (b'{"model":"a","model":"b"}', None, None),
+    (b'{"model":5,"model":"b"}', None, None),
+    (b'{"model":"b","model":5}', "wrong type: expected string, got integer", "model"),
+    (b'{"choices":[],"choices":[{"text":"t"}]}', None, None),
+    (b'{"choices":[{"index":0}], "choices":null}', None, None),
+    (b'{"created":1.0}', None, None),
+    (b'{"created":1732950000.0}', None, None),
+    (b'{"created":1e20}', "out of range for a 64-bit integer", "created"),
+    (b'{"created":-62135596801}', "out of range: -62135596801 (seconds) is not within years 1..9999", "created"),
+    (b'{"created":253402300799}', None, None),
+    (b'{"created":253402300800}', "out of range: 253402300800 (seconds) is not within years 1..9999", "created"),
+    (b'{"created":"now"}', "wrong type: expected integer, got string", "created"),
+    (b'{"created":true}', "wrong type: expected integer, got boolean", "created"),
+    (b'{"created":99999999999999999999}', "out of range for a 64-bit integer", "created"),
+    (b'{"created":1.5}', "wrong type: expected integer, got number 1.5", "created"),
+    (b'{"error":{"message":"boom","type":"E","code":500}}', "error response (type=E, code=500): boom", "error"),
+    (b'{"error":"plain"}', "error response: plain", "error"),
+    (b'{"error":{"message":"","code":0}}', "error response (code=0)", "error"),
+    (b'{"object":"error","message":"m","type":"t"}', "error response (type=t): m", None),
+    (
+        b'{"error":{"type":{"a":[1,2.5,"\xc3\xa9"]},"code":true,"message":["x"]}}',
+        'error response (type={"a":[1,2.5,"é"]}, code=true): ["x"]',
+        "error",
+    ),
+    (b'{"error":{"code":1.5e300}}', "error response (code=1.5e+300)", "error"),
+    (b'{"error":null,"object":"error"}', "error response", None),
+    (b'{"error":false}', "error response", "error"),
+    (b'{"error":0}', "error response", "error"),
+    (b'{"error":[]}', "error response", "error"),
+    (b'{"error":{}}', "error response", "error"),
+    (b'{"error":{"message":{"k":null}}}', 'error response: {"k":null}', "error"),
+    (b'{"error":{"message":0.0}}', "error response", "error"),
+    (b'{"error":{"message":-0.0}}', "error response", "error"),
+    (b'{"error":{"code":12345678901234567890123}}', "error response (code=12345678901234567890123)", "error"),
+    (b'{"object":"error","error":null}', "error response", None),
+    (b'{"object":"Error"}', None, None),
+    (b'{"error":1,"model":5}', "error response: 1", "error"),
+    (b'{"model":5,"error":1}', "error response: 1", "error"),
+]
+REASONS += [
+    (b'{"a":' + b"9" * 400 + b"}", "number out of range for a double: 99999999999999999999... (400 characters)", None),
+    (b'{"a":' + b"9" * 309 + b"}", "number out of range for a double: 99999999999999999999... (309 characters)", None),
+    (b'{"a":' + b"9" * 308 + b"}", None, None),
+    (b'{"a":' + b"[" * 64 + b"]" * 64 + b"}", "nested too deeply: more than 64 levels of arrays and objects", None),
+    (b'{"a":' + b"[" * 63 + b"]" * 63 + b"}", None, None),
+    (b"[" * 70, "nested too deeply: more than 64 levels of arrays and objects", None),
+    (b"[" * 64 + b"]" * 65, "trailing data after the JSON value at char 128", None),
+    (b'{"a":"' + b"[" * 70 + b'"}', None, None),
+    (b'{"a":"\\' + b"[" * 70, "not JSON: Invalid \\escape at char 6", None),
+    (b'{"a":"' + b"[" * 70 + b"\\", "nested too deeply: more than 64 levels of arrays and objects", None),
+    (b"\xef\xbb\xbf" + b"[" * 70, "nested too deeply: more than 64 levels of arrays and objects", None),
+    (b'{"a":' + b"]" * 70 + b"[" * 64, "not JSON: Expecting value at char 5", None),
+    # more names at one object than the fast pass follows, a repeated one among them
+    (
+        b"{" + b",".join(b'"k%d":%d' % (i, i) for i in range(40)) + b',"k3":"x","model":"m","model":5}',
+        "wrong type: expected string, got integer",
+        "model",
+    ),
+    (b'{"choices":[' + b",".join([b'{"message":{"content":"c"}}'] * 40) + b"]}", None, None),
+]
+
+
+@pytest.mark.parametrize("body,reason,field", REASONS)
+def test_explained_reasons_equal_the_exact_path(body: bytes, reason: str | None, field: str | None):
+    columns = plan_for(load_profile("openai")).columns
+    try:
+        decode_body(body, columns, "seconds")
+        assert reason is None
+    except Rejected as exc:
+        assert (exc.reason, exc.field) == (reason, field)
+    assert core_vs_exact([b"{}", body], "openai") == []
+
+
+def test_an_error_response_prints_a_detail_that_is_not_a_string_or_an_integer_as_json():
+    body = b'{"error":{"type":{"a":[1,2.5,"\xc3\xa9"]},"code":true,"message":{"k":null}}}'
+    with pytest.raises(Rejected) as caught:
+        decode_body(body, [], "seconds")
+    assert caught.value.reason == 'error response (type={"a":[1,2.5,"é"]}, code=true): {"k":null}'
+    assert core_vs_exact([body], "openai") == []
+
+
+EXPLAINED_CONTENTS = CONTENTS + [
+    "Hello!",
+    '"just a string"',
+    "5",
+    "nul",
+    "   ",
+    "```json\n```",
+    '```json\n{"language": 5}\n```',
+    "```json\n[1, 2\n```",
+    '```\n{"language": "py"} x\n```',
+    "```json\n\n```",
+    '{"language": "\\ud800"}',
+    '{"a": {"b": ["\\udc00"]}, "language": "x"}',
+    '{"language": "py", "code_blocks": 5.0, "objects": 2.5}',
+    '{"code_blocks": "3", "language": 7, "code": "c"}',
+    '{"labels": ["a", 5, "b"], "caption": "c"}',
+    '{"labels": ["a", null], "objects": 99999999999999999999}',
+    '{"labels": {}, "boxes": [1e400]}',
+    '{"boxes": [NaN]}',
+    '{"boxes": {"x": [1.5, -0.0, 1e22, 123456789012345678901234567890, "\\u00e9\\n"], "x": 1}}',
+    '{"answer": 1, "steps": ["a", 1], "final": true}',
+    "[" * 70,
+    '{"language": "' + "[" * 70 + '"}',
+    '\ufeff{"language": "py"}',
+    '{"language": "py"}\n\n',
+    '{"language": "py",}',
+]
+
+
+@pytest.mark.parametrize("profile", ["coder", "math", "vl", str(PROFILES / "risk.yaml"), str(PROFILES / "flat.yaml")])
+def test_explained_contents_equal_the_exact_path(profile: str):
+    bodies = [encode(chat(choices=[choice(c)])) for c in EXPLAINED_CONTENTS]
+    assert core_vs_exact(bodies, profile) == []
+
+
+def test_free_text_errors_are_left_out_when_patterns_read_free_text():
+    """coder's properties have x-extract patterns: the core does not write free text's content_error then."""
+    plan = plan_for(load_profile("coder"))
+    out = _read(plan.native, [encode(chat(choices=[choice(c)])) for c in ["Hello!", "{", '{"language": 5}']])
+    assert out.field("content_verdict").to_pylist() == [native.CONTENT_TEXT, native.CONTENT_JSON, native.CONTENT_JSON]
+    assert out.field("content_error").to_pylist() == [
+        None,
+        "truncated JSON: input ends at char 1 (Expecting property name enclosed in double quotes)",
+        "property 'language': wrong type: expected string, got integer",
+    ]
+    plain = [dataclasses.replace(p, extract=None) for p in plan.properties]
+    out = _read(native.NativePlan.of(plan.columns, "seconds", plain), [encode(chat(choices=[choice("Hello!")]))])
+    assert out.field("content_error").to_pylist() == ["not JSON: Expecting value at char 0"]
+
+
+def _iso_cases() -> list[str]:
+    """ISO-8601 strings, valid and not, and seeded mutations of them (datetime.fromisoformat's edge cases)."""
+    rng = random.Random("issue-19 iso")
+    valid = [
+        "2024-11-30T07:00:00Z", "2024-11-30T07:00:00.123456+05:30", "2024-11-30 07:00", "2024-11-30", "20241130",
+        "2024-W48-6", "2024W486", "2024-W48", "2024W48", "2024-11-30T07", "2024-11-30T0700", "2024-11-30T070000",
+        "2024-11-30T07:00:00,5", "2024-11-30T07:00:00.1234567", "2024-11-30T07:00:00+0530", "2024-11-30T07:00:00-05",
+        "2024-11-30T07:00:00+05:30:15.123", "2020-W53-7", "2021-W53-1", "9999-12-31T23:59:59", "0001-01-01T00:00:00",
+        "2024-11-30T07:00:00.", "2024-11-30T07:00:00:12", "2024-11-30T07.5", "2024-11-30T24:00:00",
+        "2024-11-30T07:00x+05:00", "2024-11-30é07:00", "2024-11-30T07:00:00Zx", "2024-11-30T07:00:00+24:00",
+        "2024-11-30T07:00:00-23:59:59.9999999", "2024-02-30", "2023-02-29", "2024-W54-1", "9999-W52-6",
+        "0001-W01-1", "2024-11-30T7:00", "2024-1130", "2024-11-30\x0007:00", "1969-12-31T23:59:59.9995Z",
+        "0001-01-01T00:00:00+00:01", "9999-12-31T23:59:59-01:00", "2024-11-30T07:00:00.😀", "😀😀😀😀😀😀😀😀",
+        "2024-11-30T07:00:00 \u2028\x7f\x85\u00a0'\"", "x" * 50,
+    ]  # fmt: skip
+    alphabet = "0123456789" * 3 + "-:TW Z+.,xé\x00"
+    cases = list(valid)
+    for _ in range(1500):
+        text = list(rng.choice(valid))
+        for _ in range(rng.choice([1, 1, 2, 3])):
+            at, kind = rng.randrange(len(text) + 1), rng.randrange(4)
+            if kind == 0 and text:
+                text[min(at, len(text) - 1)] = rng.choice(alphabet)
+            elif kind == 1:
+                del text[at : at + rng.randrange(1, 3)]
+            elif kind == 2:
+                text[at:at] = [rng.choice(alphabet)]
+            else:
+                del text[at:]
+        cases.append("".join(text))
+    return cases
+
+
+def test_explained_iso_timestamps_equal_the_exact_path():
+    bodies = [json.dumps({"id": "x", "created": c, "model": "m", "choices": []}).encode() for c in _iso_cases()]
+    assert core_vs_exact(bodies, str(PROFILES / "gateway_iso.yaml")) == []
+
+
+def _python_3_12() -> str | None:
+    candidates = [
+        shutil.which("python3.12"),
+        *sorted(glob.glob(str(Path.home() / ".pyenv/versions/3.12*/bin/python3.12"))),
+    ]
+    for candidate in filter(None, candidates):
+        if subprocess.run([candidate, "-c", "pass"], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+PYTHON_3_12 = _python_3_12()
+
+
+@pytest.mark.skipif(PYTHON_3_12 is None, reason="no python3.12 to compare datetime.fromisoformat with")
+def test_python_3_12_reads_the_iso_cases_as_this_python_does():
+    """The core follows CPython 3.11's and 3.12's fromisoformat; they agree on every case tested."""
+    script = (
+        "import json, sys\nfrom datetime import datetime\nout = []\n"
+        "for s in json.load(sys.stdin):\n"
+        "    try:\n        out.append(datetime.fromisoformat(s).isoformat())\n"
+        "    except ValueError:\n        out.append(None)\n"
+        "print(json.dumps(out))\n"
+    )
+    cases = _iso_cases()
+    done = subprocess.run(
+        [str(PYTHON_3_12), "-c", script], input=json.dumps(cases), capture_output=True, text=True, check=True
+    )
+    here = []
+    for c in cases:
+        try:
+            here.append(datetime.fromisoformat(c).isoformat())
+        except ValueError:
+            here.append(None)
+    assert json.loads(done.stdout) == here

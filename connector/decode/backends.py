@@ -1,7 +1,9 @@
 """The parse backends: objects that read a batch of bodies into a plan's columns (one protocol, `Backend`).
 
 - `NativeBackend` ("cpu"): the native core (native/dspark_core.cpp, through `connector.decode.native`):
-  one pass per body checks the JSON rules, fills the columns and reads the content's JSON.
+  one pass per body checks the JSON rules, fills the columns and reads the content's JSON; what that pass
+  leaves, the core's slow path (native/dspark_exact.cpp) decides as the exact path would, error rows and
+  content errors included, so only what is not a body (and a body over the size limit) takes the exact path.
 - `GpuBackend` ("gpu"): a `BatchReader` (libcudf through pylibcudf, `connector.decode.gpu`) over the bodies
   that pass the JSON screen (`strict.screen`), isolation of the records it refuses (`isolate`), and the
   nested result flattened with pyarrow.compute (`flatten`); then the contents through the same reader.
@@ -65,10 +67,11 @@ class BodiesRead:
     """What a backend read: the bodies at `positions` (input order or not), their columns, their contents.
 
     `columns`: the plan's body columns, one value per position. `content`: the content columns of those
-    rows where the backend decided them (`content_decided`, a mask over positions), with no error; the
-    other rows' contents are decided by `parse_batch` (exact path, `x-extract`; `content_text` marks those the
-    backend found to be free text, which go to `x-extract` without being looked at again). `timings`:
-    seconds by stage.
+    rows where the backend decided them (`content_decided`, a mask over positions), with `content_errors`;
+    the other rows' contents are decided by `parse_batch` (exact path, `x-extract`; `content_text` marks those
+    the backend found to be free text, which go to `x-extract` without being looked at again). `rejected`:
+    the bodies the backend found to be error rows, with their `reasons` and `fields` (as the exact path
+    writes them). `timings`: seconds by stage.
     """
 
     positions: np.ndarray
@@ -77,6 +80,9 @@ class BodiesRead:
     content_errors: pa.Array | None = None
     content_decided: np.ndarray | None = None
     content_text: np.ndarray | None = None  # over positions: contents known to be free text (not decided)
+    rejected: np.ndarray | None = None  # input positions of the error rows the backend decided
+    reasons: list[str] = field(default_factory=list)  # one per rejected position
+    fields: list[str | None] = field(default_factory=list)
     reads: int = 0
     timings: dict[str, float] = field(default_factory=dict)
 
@@ -108,8 +114,12 @@ class NativeBackend:
             return BodiesRead(np.zeros(0, np.int64), {c.name: pa.nulls(0, c.arrow_type) for c in plan.columns})
         verdict = native.int8s(out.field("verdict"))
         ok = verdict == native.OK
+        # Explained (the plan's "explain"): every body but those refused by size is a row or an error row.
+        explained = out.type.get_field_index("reason") >= 0
+        rejected = ~ok & (verdict != native.TOO_LARGE) if explained else np.zeros(len(ok), bool)
         if len(bodies.not_bodies):
             ok[bodies.not_bodies] = False
+            rejected[bodies.not_bodies] = False
         every = bool(ok.all())
         keep = None if every else pa.array(ok)
 
@@ -118,14 +128,21 @@ class NativeBackend:
             return array if keep is None else array.filter(keep)
 
         read = BodiesRead(np.flatnonzero(ok), {c.name: column(c.name) for c in plan.columns})
+        if rejected.any():
+            mask = pa.array(rejected)
+            read.rejected = np.flatnonzero(rejected)
+            read.reasons = out.field("reason").filter(mask).to_pylist()
+            read.fields = out.field("field").filter(mask).to_pylist()
         if plan.properties:
             content_verdict = native.int8s(out.field("content_verdict"))
             decided = np.isin(content_verdict, (native.CONTENT_JSON, native.CONTENT_NULL))
             text = content_verdict == native.CONTENT_TEXT
+            if explained and not any(p.extract is not None for p in plan.properties):
+                decided |= text  # the core's content_error is the exact path's for free text without patterns
             read.content = {p.name: column(p.name) for p in plan.properties}
             read.content_decided = decided if every else decided[ok]
             read.content_text = text if every else text[ok]
-            read.content_errors = pa.nulls(len(read.positions), pa.string())
+            read.content_errors = column("content_error") if explained else pa.nulls(len(read.positions), pa.string())
         read.timings["read_s"] = time.perf_counter() - started
         return read
 

@@ -9,10 +9,10 @@
     ['line', 'model', 'created']
 
 The way of a batch: a backend (`connector.decode.backends`: the native core on cpu, libcudf on gpu) reads
-the bodies it can into the plan's columns and says which; everything else goes through the exact path
-(`exact`), which gives a row or says why not. Then the contents the backend did not decide are parsed a
-second time (`content`: the exact path for JSON, `x-extract` for free text). All rows come back in input
-order.
+the bodies it can into the plan's columns and says which (the native core decides every body, error rows
+included); everything else goes through the exact path (`exact`), which gives a row or says why not.
+Then the contents the backend did not decide are parsed a second time (`content`: the exact path for JSON,
+`x-extract` for free text). All rows come back in input order.
 """
 
 from __future__ import annotations
@@ -201,7 +201,8 @@ def parse_batch(
     read = chosen.read_bodies(batch, plan)
 
     exact_started = time.perf_counter()
-    exact_index = np.setdiff1d(np.arange(n), read.positions, assume_unique=True)
+    rejected = read.rejected if read.rejected is not None else np.zeros(0, np.int64)
+    exact_index = np.setdiff1d(np.arange(n), np.concatenate([read.positions, rejected]), assume_unique=True)
     exact_rows: list[dict[str, Any]] = []
     exact_lines: list[int] = []
     errors: dict[str, list[Any]] = {"line": [], "reason": [], "field": [], "body": []}
@@ -222,6 +223,19 @@ def parse_batch(
             errors["reason"].append(f"internal error ({type(exc).__name__}); please report it with this body")
             errors["field"].append(None)
             errors["body"].append(given[i])
+
+    if len(rejected):
+        # Error rows the backend decided, merged with the exact path's in line order.
+        decided = rejected.tolist()
+        merged = sorted(
+            [
+                (first_line + i, reason, where, given[i])
+                for i, reason, where in zip(decided, read.reasons, read.fields, strict=True)
+            ]
+            + list(zip(errors["line"], errors["reason"], errors["field"], errors["body"], strict=True)),
+            key=lambda e: e[0],
+        )
+        errors = {key: [e[k] for e in merged] for k, key in enumerate(("line", "reason", "field", "body"))}
 
     exact_columns = {c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) for c in plan.columns}
     positions = np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)])

@@ -133,16 +133,27 @@ def body_values(obj: Mapping[str, Any], columns: Sequence[Column], created_unit:
     error = obj.get("error")
     if error is not None or obj.get("object") == "error":
         detail = error if isinstance(error, dict) else obj if error is None else {"message": error}
-        parts = [f"{k}={detail[k]}" for k in ("type", "code") if detail.get(k) is not None]
+        parts = [f"{k}={_shown(detail[k])}" for k in ("type", "code") if detail.get(k) is not None]
         message = detail.get("message")
+        said = f": {_shown(message)}" if message else ""
         raise Rejected(
-            "error response" + (f" ({', '.join(parts)})" if parts else "") + (f": {message}" if message else ""),
+            "error response" + (f" ({', '.join(parts)})" if parts else "") + said,
             "error" if error is not None else None,
         )
     row: dict[str, Any] = {}
     for column in columns:
         row[column.name] = _column_value(obj, column, created_unit)
     return row
+
+
+def _shown(detail: Any) -> str:
+    """An error response's detail in its message: a string as it is, an integer in decimal, anything else
+    (an object, an array, a boolean, a float) as compact JSON text."""
+    if isinstance(detail, str):
+        return detail
+    if isinstance(detail, int) and not isinstance(detail, bool):
+        return str(detail)
+    return json_text(detail)
 
 
 def _column_value(obj: Mapping[str, Any], column: Column, created_unit: str) -> Any:

@@ -3,8 +3,10 @@
 The core is a plain shared library (no Python in it), loaded with ctypes, so one build serves every Python
 version and the same entry point serves the JVM (issue 18). `Plan.of(...)` writes the versioned plan
 document the core reads; `read(plan, data, offsets)` returns the core's struct array: the plan's columns, the
-content properties' columns, `verdict` (per body: 0 read, else left to the exact path) and, with content
-properties, `content_verdict` (see `CONTENT_*`). Arrays come through the Arrow C data interface: pyarrow
+content properties' columns, `verdict` (per body: 0 a row, else the category of its error), `reason` and
+`field` (the exact path's, byte for byte) and, with content properties, `content_verdict` (see `CONTENT_*`)
+and `content_error`. That is with the plan's "explain" (the default here); without it the core gives only
+verdicts for what its fast pass leaves (and no reasons), for a caller that decides those itself. Arrays come through the Arrow C data interface: pyarrow
 takes the core's buffers as they are, and frees them through the core's release callbacks.
 """
 
@@ -27,9 +29,10 @@ from connector.schema.columns import Column
 
 __all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "bools", "int8s", "library_path", "read"]
 
-ABI_VERSION = 1
-PLAN_VERSION = 1
+ABI_VERSION = 2
+PLAN_VERSION = 2
 OK = 0
+TOO_LARGE = 9  # the one verdict an explained plan leaves to the caller: refused by size, never read
 # content_verdict: read into the columns / no content / free text / left to the exact path
 CONTENT_JSON, CONTENT_NULL, CONTENT_TEXT, CONTENT_DEFERRED = 0, 1, 2, 3
 # Bodies longer than this are refused by size, unread (they take the exact path, as every body the core leaves).
@@ -144,13 +147,18 @@ class NativePlan:
         properties: Sequence[ContentProperty] = (),
         max_body_bytes: int = MAX_BODY_BYTES,
         max_column_bytes: int | None = None,
+        explain: bool = True,
     ) -> NativePlan:
-        """`max_column_bytes`: below Arrow's 2 GiB only to test that a batch is then read in parts."""
+        """`max_column_bytes`: below Arrow's 2 GiB only to test that a batch is then read in parts. `explain`:
+        the core decides every body (a row, or the reason and field of its error) and every content (its
+        values and content_error), as the exact path would; without it, what its fast pass leaves gets a
+        verdict and nulls."""
         names = [c.name for c in columns]
         plan: dict[str, object] = {
             "version": PLAN_VERSION,
             "created_unit": created_unit,
             "max_body_bytes": max_body_bytes,
+            "explain": explain,
             **({"max_column_bytes": max_column_bytes} if max_column_bytes else {}),
             "columns": [{"name": c.name, "kind": c.kind, "paths": [list(p) for p in c.paths]} for c in columns],
         }
@@ -159,6 +167,8 @@ class NativePlan:
             content_column = "content"
             plan["content"] = {
                 "column": names.index(content_column),
+                # Free text is read by the x-extract patterns when a property has one: no error to write then.
+                "text_errors": not any(p.extract is not None for p in properties),
                 "properties": [
                     {"name": p.name, "kind": p.kind, **({"item_kind": p.item_kind} if p.item_kind else {})}
                     for p in properties

@@ -2,7 +2,8 @@
 // by native/fuzz/run.sh. The first byte picks a plan (native/fuzz/plans.py: the project's profiles); the rest
 // is cut into bodies at each 0x1E byte, copied into one heap buffer of exactly their size, so that a read
 // beyond the last body (or a body) is caught. The exported arrays are checked for their shape and released:
-// LeakSanitizer reports whatever they did not free.
+// LeakSanitizer reports whatever they did not free. With "explain" (every plan but the last four), every
+// body is a row or has a reason (UTF-8 text), except one refused by its size, and no content is left deferred.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -41,6 +42,60 @@ void check_child(const ArrowSchema* schema, const ArrowArray* array, int64_t n) 
   }
 }
 
+bool valid(const ArrowArray* array, int64_t i) {
+  const uint8_t* bits = static_cast<const uint8_t*>(array->buffers[0]);
+  return !bits || (bits[i >> 3] >> (i & 7)) & 1;
+}
+
+bool utf8(const uint8_t* s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    uint8_t c = s[i];
+    size_t len = c < 0x80                   ? 1
+                 : (c >= 0xC2 && c <= 0xDF) ? 2
+                 : (c >= 0xE0 && c <= 0xEF) ? 3
+                 : (c >= 0xF0 && c <= 0xF4) ? 4
+                                            : 0;
+    if (!len || i + len > n) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+    if (len == 3 && ((c == 0xE0 && s[i + 1] < 0xA0) || (c == 0xED && s[i + 1] > 0x9F))) return false;
+    if (len == 4 && ((c == 0xF0 && s[i + 1] < 0x90) || (c == 0xF4 && s[i + 1] > 0x8F))) return false;
+    i += len;
+  }
+  return true;
+}
+
+const ArrowArray* field(const ArrowSchema* schema, const ArrowArray* array, const char* name) {
+  for (int64_t c = 0; c < schema->n_children; ++c)
+    if (std::strcmp(schema->children[c]->name, name) == 0) return array->children[c];
+  return nullptr;
+}
+
+// The explained columns: a reason for every body that is not a row (but one refused by its size), none for a
+// row; reasons, fields and content errors are UTF-8; no content is deferred.
+void check_explained(const ArrowSchema* schema, const ArrowArray* array, int64_t n) {
+  const ArrowArray* verdict = field(schema, array, "verdict");
+  const ArrowArray* reason = field(schema, array, "reason");
+  if (!reason) return;
+  const int8_t* v = static_cast<const int8_t*>(verdict->buffers[1]);
+  for (int64_t i = 0; i < n; ++i)
+    check(valid(reason, i) == (v[i] != DSPARK_OK && v[i] != DSPARK_TOO_LARGE),
+          "a reason for each error, none for a row");
+  for (const char* name : {"reason", "field", "content_error"}) {
+    const ArrowArray* text = field(schema, array, name);
+    if (!text) continue;
+    const int32_t* offsets = static_cast<const int32_t*>(text->buffers[1]);
+    const uint8_t* chars = static_cast<const uint8_t*>(text->buffers[2]);
+    for (int64_t i = 0; i < n; ++i)
+      if (valid(text, i))
+        check(utf8(chars + offsets[i], static_cast<size_t>(offsets[i + 1] - offsets[i])), "a reason that is not UTF-8");
+  }
+  const ArrowArray* content_verdict = field(schema, array, "content_verdict");
+  if (!content_verdict) return;
+  const int8_t* cv = static_cast<const int8_t*>(content_verdict->buffers[1]);
+  for (int64_t i = 0; i < n; ++i) check(cv[i] != DSPARK_CONTENT_DEFERRED, "a content left deferred with explain");
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -70,6 +125,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   check(code == DSPARK_DONE, error);
   check(array.length == n && array.n_children == schema.n_children, "the struct's shape");
   for (int64_t c = 0; c < array.n_children; ++c) check_child(schema.children[c], array.children[c], n);
+  check_explained(&schema, &array, n);
   array.release(&array);
   schema.release(&schema);
   return 0;

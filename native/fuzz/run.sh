@@ -21,7 +21,7 @@ if [ ! -f "$build/simdjson.o" ] || [ "$simdjson/simdjson.cpp" -nt "$build/simdjs
     "$cxx" "${flags[@]}" -c "$simdjson/simdjson.cpp" -o "$build/simdjson.o"
 fi
 "$cxx" "${flags[@]}" -fsanitize=fuzzer -I native -I "$build" -I "$simdjson" \
-    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp "$build/simdjson.o" -o "$build/fuzz_parse"
+    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp "$build/simdjson.o" -o "$build/fuzz_parse"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$build/fuzz_parse" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$build/" "$build/corpus" native/fuzz/corpus

@@ -1,0 +1,1243 @@
+// The core's slow path (see dspark_exact.h): strict.py's `loads` (CPython 3.11/3.12's json C scanner,
+// Modules/_json.c, with strict.py's hooks and checks in their order) and exact.py's column walk, over one
+// text. Only the bodies and contents the fast pass leaves come here, so clarity wins over speed: the text
+// becomes a small tree (objects as Python dicts: a repeated name keeps its first place and its last value),
+// and the tree is walked as exact.py walks the dict. Positions are bytes inside, code points in messages.
+// Recursion is bounded: the depth rule is checked before parsing, and the parser stops at 64 levels anyway.
+
+#include "dspark_exact.h"
+
+#include <clocale>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <locale.h>
+#include <memory>
+#include <unordered_map>
+
+#include "dspark_core.h"
+#include "dspark_unprintable.h"
+
+namespace dspark_exact {
+namespace {
+
+constexpr int kDepthLimit = 64;
+constexpr int64_t kMsMin = -62135596800000LL, kMsMax = 253402300799999LL;  // years 1..9999
+
+// -- the tree ------------------------------------------------------------------------------------------------
+
+struct JValue {
+  enum Type : uint8_t { NUL, FALSE_, TRUE_, INT, BIG, FLOAT, STR, ARR, OBJ } type = NUL;
+  bool surrogate = false;  // STR: holds an unpaired surrogate (kept as its 3 bytes, WTF-8)
+  int64_t i = 0;
+  double d = 0;
+  std::string s;                  // STR: the text; BIG: the digits (an integer beyond int64, within a double)
+  std::vector<std::string> keys;  // OBJ: the names, in first-seen order
+  std::vector<JValue> items;      // ARR: the elements; OBJ: the values, one per name
+};
+
+const char* json_type(const JValue& v) {
+  switch (v.type) {
+    case JValue::NUL: return "null";
+    case JValue::FALSE_: case JValue::TRUE_: return "boolean";
+    case JValue::INT: case JValue::BIG: return "integer";
+    case JValue::FLOAT: return "number";
+    case JValue::STR: return "string";
+    case JValue::ARR: return "array";
+    case JValue::OBJ: return "object";
+  }
+  return "null";
+}
+
+// A member of an object, or null when absent (a JSON null is returned as a NUL value).
+const JValue* member(const JValue& obj, std::string_view name) {
+  for (size_t k = 0; k < obj.keys.size(); ++k)
+    if (obj.keys[k] == name) return &obj.items[k];
+  return nullptr;
+}
+
+bool is_none(const JValue* v) { return !v || v->type == JValue::NUL; }
+
+size_t code_points(std::string_view s, size_t end) {
+  size_t n = 0;
+  for (size_t i = 0; i < end && i < s.size(); ++i) n += (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+  return n;
+}
+
+// strtod in the C locale (Python's float() does not follow the process's locale; neither may this).
+double c_strtod(const std::string& text) {
+  static locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(0));
+  return strtod_l(text.c_str(), nullptr, c_locale);
+}
+
+void put_utf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+// -- the scanner: Modules/_json.c's scan_once_unicode and friends, with strict.py's hooks ---------------------
+
+bool ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+struct Scanner {
+  Scanner(const char* text, size_t len) : p(text), n(len) {}
+
+  const char* p;
+  size_t n;
+  // The first error: a JSONDecodeError (msg, pos), or a hook's exception (strict.py's reason, whole).
+  enum { NONE, DECODE, HOOK } error = NONE;
+  const char* msg = nullptr;
+  size_t pos = 0;
+  std::string hook_reason;
+
+  bool decode_error(const char* m, size_t at) {
+    error = DECODE;
+    msg = m;
+    pos = at;
+    return false;
+  }
+  bool stop(size_t at) { return decode_error("Expecting value", at); }
+  bool hook(std::string reason) {
+    error = HOOK;
+    hook_reason = std::move(reason);
+    return false;
+  }
+  size_t skip(size_t idx) const {
+    while (idx < n && ws(p[idx])) ++idx;
+    return idx;
+  }
+
+  static int hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  // scanstring_unicode: `end` is just after the opening quote.
+  bool string(size_t end, size_t& next_out, std::string& out, bool& surrogate) {
+    const size_t begin = end - 1;
+    out.clear();
+    surrogate = false;
+    while (true) {
+      size_t next = end;
+      char c = 0;
+      for (; next < n; ++next) {
+        char d = p[next];
+        if (d == '"' || d == '\\') {
+          c = d;
+          break;
+        }
+        if (static_cast<unsigned char>(d) <= 0x1f) return decode_error("Invalid control character at", next);
+      }
+      if (c != '"' && c != '\\') return decode_error("Unterminated string starting at", begin);
+      out.append(p + end, next - end);
+      ++next;
+      if (c == '"') {
+        next_out = next;
+        return true;
+      }
+      if (next == n) return decode_error("Unterminated string starting at", begin);
+      c = p[next];
+      uint32_t code;
+      if (c != 'u') {
+        end = next + 1;
+        switch (c) {
+          case '"': code = '"'; break;
+          case '\\': code = '\\'; break;
+          case '/': code = '/'; break;
+          case 'b': code = '\b'; break;
+          case 'f': code = '\f'; break;
+          case 'n': code = '\n'; break;
+          case 'r': code = '\r'; break;
+          case 't': code = '\t'; break;
+          default: return decode_error("Invalid \\escape", end - 2);
+        }
+      } else {
+        ++next;
+        end = next + 4;
+        if (end >= n) return decode_error("Invalid \\uXXXX escape", next - 1);
+        code = 0;
+        for (; next < end; ++next) {
+          int h = hex(p[next]);
+          if (h < 0) return decode_error("Invalid \\uXXXX escape", end - 5);
+          code = (code << 4) | static_cast<uint32_t>(h);
+        }
+        if (code >= 0xD800 && code <= 0xDBFF && end + 6 < n && p[next] == '\\' && p[next + 1] == 'u') {
+          next += 2;
+          end += 6;
+          uint32_t low = 0;
+          for (; next < end; ++next) {
+            int h = hex(p[next]);
+            if (h < 0) return decode_error("Invalid \\uXXXX escape", end - 5);
+            low = (low << 4) | static_cast<uint32_t>(h);
+          }
+          if (low >= 0xDC00 && low <= 0xDFFF)
+            code = 0x10000 + (((code - 0xD800) << 10) | (low - 0xDC00));
+          else
+            end -= 6;
+        }
+      }
+      if (code >= 0xD800 && code <= 0xDFFF) surrogate = true;
+      put_utf8(out, code);
+    }
+  }
+
+  // strict.py's _float and _int hooks, called as the scanner meets the number.
+  bool number_value(std::string text, bool is_float, JValue& out) {
+    auto out_of_range = [&]() {
+      size_t len = text.size();
+      std::string shown = len <= 24 ? text : text.substr(0, 20) + "... (" + std::to_string(len) + " characters)";
+      return hook("number out of range for a double: " + shown);
+    };
+    if (is_float) {
+      double d = c_strtod(text);
+      if (d == HUGE_VAL || d == -HUGE_VAL) return out_of_range();
+      out.type = JValue::FLOAT;
+      out.d = d;
+      return true;
+    }
+    if (text.size() - (text[0] == '-') > 309) return out_of_range();
+    int64_t i;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), i);
+    if (r.ec == std::errc() && r.ptr == text.data() + text.size()) {
+      out.type = JValue::INT;
+      out.i = i;
+      return true;
+    }
+    double d = c_strtod(text);  // correctly rounded, as float(int) is: inf exactly when float() overflows
+    if (d == HUGE_VAL || d == -HUGE_VAL) return out_of_range();
+    out.type = JValue::BIG;
+    out.s = std::move(text);
+    return true;
+  }
+
+  bool digit(size_t at) const { return at < n && p[at] >= '0' && p[at] <= '9'; }
+
+  // _match_number_unicode
+  bool number(size_t start, size_t& next_out, JValue& out) {
+    size_t idx = start;
+    const size_t end_idx = n - 1;  // n > start here
+    if (p[idx] == '-') {
+      ++idx;
+      if (idx > end_idx) return stop(start);
+    }
+    if (p[idx] >= '1' && p[idx] <= '9') {
+      ++idx;
+      while (idx <= end_idx && digit(idx)) ++idx;
+    } else if (p[idx] == '0') {
+      ++idx;
+    } else {
+      return stop(start);
+    }
+    bool is_float = false;
+    if (idx < end_idx && p[idx] == '.' && digit(idx + 1)) {
+      is_float = true;
+      idx += 2;
+      while (idx <= end_idx && digit(idx)) ++idx;
+    }
+    if (idx < end_idx && (p[idx] == 'e' || p[idx] == 'E')) {
+      size_t e_start = idx;
+      ++idx;
+      if (idx < end_idx && (p[idx] == '-' || p[idx] == '+')) ++idx;
+      while (idx <= end_idx && digit(idx)) ++idx;
+      if (digit(idx - 1))
+        is_float = true;
+      else
+        idx = e_start;
+    }
+    next_out = idx;
+    return number_value(std::string(p + start, idx - start), is_float, out);
+  }
+
+  bool literal(size_t idx, const char* word) const {
+    size_t len = std::strlen(word);
+    return idx + len - 1 < n && std::memcmp(p + idx, word, len) == 0;
+  }
+
+  // scan_once_unicode
+  bool value(size_t idx, size_t& next_out, JValue& out, int depth) {
+    if (idx >= n) return stop(idx);
+    switch (p[idx]) {
+      case '"':
+        out.type = JValue::STR;
+        return string(idx + 1, next_out, out.s, out.surrogate);
+      case '{':
+        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        return object(idx + 1, next_out, out, depth + 1);
+      case '[':
+        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        return array(idx + 1, next_out, out, depth + 1);
+      case 'n':
+        if (literal(idx, "null")) {
+          out.type = JValue::NUL;
+          next_out = idx + 4;
+          return true;
+        }
+        break;
+      case 't':
+        if (literal(idx, "true")) {
+          out.type = JValue::TRUE_;
+          next_out = idx + 4;
+          return true;
+        }
+        break;
+      case 'f':
+        if (literal(idx, "false")) {
+          out.type = JValue::FALSE_;
+          next_out = idx + 5;
+          return true;
+        }
+        break;
+      case 'N':
+        if (literal(idx, "NaN")) return hook("not JSON: NaN (JSON has no NaN or Infinity)");
+        break;
+      case 'I':
+        if (literal(idx, "Infinity")) return hook("not JSON: Infinity (JSON has no NaN or Infinity)");
+        break;
+      case '-':
+        if (literal(idx, "-Infinity")) return hook("not JSON: -Infinity (JSON has no NaN or Infinity)");
+        break;
+    }
+    return number(idx, next_out, out);
+  }
+
+  // _parse_object_unicode (3.11/3.12: no "Illegal trailing comma" message, that came in 3.13)
+  bool object(size_t idx, size_t& next_out, JValue& out, int depth) {
+    out.type = JValue::OBJ;
+    std::unique_ptr<std::unordered_map<std::string, size_t>> index;  // for large objects
+    idx = skip(idx);
+    if (idx >= n || p[idx] != '}') {
+      std::string key;
+      bool surrogate;
+      while (true) {
+        if (idx >= n || p[idx] != '"')
+          return decode_error("Expecting property name enclosed in double quotes", idx);
+        size_t next;
+        if (!string(idx + 1, next, key, surrogate)) return false;
+        idx = skip(next);
+        if (idx >= n || p[idx] != ':') return decode_error("Expecting ':' delimiter", idx);
+        idx = skip(idx + 1);
+        JValue v;
+        if (!value(idx, next, v, depth)) return false;
+        // A Python dict: a repeated name keeps its place and takes the new value.
+        size_t at = out.keys.size();
+        if (index) {
+          auto found = index->find(key);
+          if (found != index->end()) at = found->second;
+        } else {
+          for (size_t k = 0; k < out.keys.size(); ++k)
+            if (out.keys[k] == key) {
+              at = k;
+              break;
+            }
+        }
+        if (at == out.keys.size()) {
+          out.keys.push_back(key);
+          out.items.push_back(std::move(v));
+          if (index) {
+            (*index)[key] = at;
+          } else if (out.keys.size() > 16) {
+            index = std::make_unique<std::unordered_map<std::string, size_t>>();
+            for (size_t k = 0; k < out.keys.size(); ++k) (*index)[out.keys[k]] = k;
+          }
+        } else {
+          out.items[at] = std::move(v);
+        }
+        idx = skip(next);
+        if (idx < n && p[idx] == '}') break;
+        if (idx >= n || p[idx] != ',') return decode_error("Expecting ',' delimiter", idx);
+        idx = skip(idx + 1);
+      }
+    }
+    next_out = idx + 1;
+    return true;
+  }
+
+  bool array(size_t idx, size_t& next_out, JValue& out, int depth) {
+    out.type = JValue::ARR;
+    idx = skip(idx);
+    if (idx >= n || p[idx] != ']') {
+      while (true) {
+        size_t next;
+        out.items.emplace_back();
+        if (!value(idx, next, out.items.back(), depth)) return false;
+        idx = skip(next);
+        if (idx < n && p[idx] == ']') break;
+        if (idx >= n || p[idx] != ',') return decode_error("Expecting ',' delimiter", idx);
+        idx = skip(idx + 1);
+      }
+    }
+    next_out = idx + 1;
+    return true;
+  }
+};
+
+// -- strict.py's rules, in loads()'s order ---------------------------------------------------------------------
+
+// _SHALLOW.fullmatch(text): at most 64 levels of brackets outside strings, as the RE2 pattern counts them
+// (closers of either kind close a level; an unterminated string or level may run to the end, but a string
+// may not end in the middle of an escape).
+bool shallow(std::string_view t) {
+  int depth = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    char c = t[i];
+    if (c == '"') {
+      for (++i; i < t.size() && t[i] != '"'; ++i)
+        if (t[i] == '\\') {
+          if (i + 1 >= t.size()) return false;
+          ++i;
+        }
+    } else if (c == '[' || c == '{') {
+      if (depth == kDepthLimit) return false;
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+bool number_prefix(std::string_view s) {  // strict.py's _NUMBER_PREFIX, fully matched
+  if (s == "-") return true;
+  size_t i = 0;
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i >= s.size()) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else if (s[i] >= '1' && s[i] <= '9') {
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  } else {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  return i == s.size();
+}
+
+bool truncated_token(std::string_view text, size_t pos) {  // strict.py's _truncated_token
+  std::string_view tail = text.substr(pos);
+  if (!tail.empty())
+    for (std::string_view literal : {"true", "false", "null"})
+      if (literal.substr(0, tail.size()) == tail) return true;
+  size_t start = pos;
+  while (start > 0 && std::strchr("0123456789+-.eE", text[start - 1]) && text[start - 1] != '\0') --start;
+  std::string_view number = text.substr(start);
+  if (!number.empty() && number_prefix(number)) return true;
+  if (!tail.empty() && tail[0] == 'u' && pos > 0 && text[pos - 1] == '\\' && tail.size() < 5) {
+    for (char c : tail.substr(1))
+      if (Scanner::hex(c) < 0) return false;
+    return true;
+  }
+  return false;
+}
+
+std::string without_at(const char* msg) {
+  std::string m(msg);
+  if (m.size() >= 3 && m.compare(m.size() - 3, 3, " at") == 0) m.resize(m.size() - 3);
+  return m;
+}
+
+std::string syntax_reason(std::string_view text, const char* msg, size_t pos) {  // strict.py's _syntax_reason
+  if (std::strcmp(msg, "Extra data") == 0)
+    return "trailing data after the JSON value at char " + std::to_string(code_points(text, pos));
+  if (pos >= text.size() || std::strncmp(msg, "Unterminated string", 19) == 0 || truncated_token(text, pos))
+    return "truncated JSON: input ends at char " + std::to_string(code_points(text, text.size())) + " (" +
+           without_at(msg) + ")";
+  return "not JSON: " + without_at(msg) + " at char " + std::to_string(code_points(text, pos));
+}
+
+void display_path_push(std::string& out, const std::string& name) {
+  if (!out.empty()) out.push_back('.');
+  out.append(name);
+}
+
+// An unpaired surrogate, kept as its three bytes ED A0..BF xx (valid UTF-8 has none: a pair is joined).
+bool has_surrogate(const std::string& s) {
+  for (size_t b = 0; b + 1 < s.size(); ++b)
+    if (static_cast<unsigned char>(s[b]) == 0xED && static_cast<unsigned char>(s[b + 1]) >= 0xA0) return true;
+  return false;
+}
+
+// strict.py's _check_strings: the first unpaired surrogate in a string or a name, in the dict's order.
+bool check_strings(const JValue& v, std::string& path, Rejection& why) {
+  auto fail = [&]() {
+    why.reason = "invalid string: unpaired surrogate escape";
+    why.has_field = !path.empty();
+    why.field = path;
+    why.category = DSPARK_NOT_JSON;
+    return false;
+  };
+  if (v.type == JValue::STR) return v.surrogate ? fail() : true;
+  for (size_t k = 0; k < v.items.size(); ++k) {
+    size_t mark = path.size();
+    if (v.type == JValue::OBJ) {
+      if (has_surrogate(v.keys[k])) return fail();
+      display_path_push(path, v.keys[k]);
+    } else {
+      path += "[" + std::to_string(k) + "]";
+    }
+    if (!check_strings(v.items[k], path, why)) return false;
+    path.resize(mark);
+  }
+  return true;
+}
+
+// strict.py's loads(text). `category` of the reasons: the core's verdicts.
+bool loads(std::string_view text, JValue& out, Rejection& why) {
+  auto reject = [&](std::string reason, int category) {
+    why.reason = std::move(reason);
+    why.has_field = false;
+    why.category = category;
+    return false;
+  };
+  size_t first = 0;
+  while (first < text.size() && ws(text[first])) ++first;
+  if (first == text.size()) return reject("empty", DSPARK_NOT_JSON);
+  size_t brackets = 0;  // '[' (0x5b) and '{' (0x7b) are the bytes b with b | 0x20 == 0x7b: a loop that vectorizes
+  for (char c : text) brackets += (static_cast<unsigned char>(c) | 0x20) == 0x7b;
+  if (brackets > static_cast<size_t>(kDepthLimit) && !shallow(text))
+    return reject("nested too deeply: more than 64 levels of arrays and objects", DSPARK_TOO_DEEP);
+  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+    return reject("not JSON: a byte order mark (U+FEFF) at char 0", DSPARK_BYTE_ORDER_MARK);
+  Scanner scanner(text.data(), text.size());
+  size_t end;
+  if (!scanner.value(first, end, out, 0)) {
+    if (scanner.error == Scanner::HOOK) {
+      bool deep = scanner.hook_reason.compare(0, 6, "nested") == 0;
+      return reject(scanner.hook_reason, deep ? DSPARK_TOO_DEEP : DSPARK_NOT_JSON);
+    }
+    return reject(syntax_reason(text, scanner.msg, scanner.pos), DSPARK_NOT_JSON);
+  }
+  end = scanner.skip(end);
+  if (end != text.size()) return reject(syntax_reason(text, "Extra data", end), DSPARK_NOT_JSON);
+  if (text.find("\\ud") != std::string_view::npos || text.find("\\uD") != std::string_view::npos) {
+    std::string path;
+    if (!check_strings(out, path, why)) return false;
+  }
+  return true;
+}
+
+// -- json_text (json.dumps(value, ensure_ascii=False, separators=(",", ":"))) -------------------------------
+
+void json_text(std::string& out, const JValue& v) {
+  switch (v.type) {
+    case JValue::NUL: out.append("null"); return;
+    case JValue::FALSE_: out.append("false"); return;
+    case JValue::TRUE_: out.append("true"); return;
+    case JValue::INT: out.append(std::to_string(v.i)); return;
+    case JValue::BIG: out.append(v.s); return;
+    case JValue::FLOAT: write_double(out, v.d); return;
+    case JValue::STR: write_string(out, v.s); return;
+    case JValue::ARR:
+      out.push_back('[');
+      for (size_t k = 0; k < v.items.size(); ++k) {
+        if (k) out.push_back(',');
+        json_text(out, v.items[k]);
+      }
+      out.push_back(']');
+      return;
+    case JValue::OBJ:
+      out.push_back('{');
+      for (size_t k = 0; k < v.items.size(); ++k) {
+        if (k) out.push_back(',');
+        write_string(out, v.keys[k]);
+        out.push_back(':');
+        json_text(out, v.items[k]);
+      }
+      out.push_back('}');
+      return;
+  }
+}
+
+// -- datetime.fromisoformat (CPython 3.11/3.12's _datetimemodule.c) --------------------------------------------
+
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {  // H. Hinnant's algorithm; 1970-01-01 is 0
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
+void civil_from_days(int64_t z, int& y, int& m, int& d) {
+  z += 719468;
+  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
+  const unsigned doe = static_cast<unsigned>(z - era * 146097);
+  const unsigned yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
+  const int64_t yy = static_cast<int64_t>(yoe) + era * 400;
+  const unsigned doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+  const unsigned mp = (5 * doy + 2) / 153;
+  d = static_cast<int>(doy - (153 * mp + 2) / 5 + 1);
+  m = static_cast<int>(mp < 10 ? mp + 3 : mp - 9);
+  y = static_cast<int>(yy + (m <= 2));
+}
+
+bool is_leap(int y) { return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0; }
+
+int days_in_month(int y, int m) {
+  static const int dim[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+  return dim[m - 1] + (m == 2 && is_leap(y));
+}
+
+bool is_digit(char c) { return static_cast<unsigned>(c - '0') < 10; }
+
+const char* parse_digits(const char* ptr, int* var, size_t num_digits) {
+  for (size_t i = 0; i < num_digits; ++i) {
+    unsigned tmp = static_cast<unsigned>(*(ptr++) - '0');
+    if (tmp > 9) return nullptr;
+    *var = *var * 10 + static_cast<int>(tmp);
+  }
+  return ptr;
+}
+
+// Monday = 0
+int weekday_of(int64_t days) { return static_cast<int>(((days % 7) + 7 + 3) % 7); }
+
+int iso_to_ymd(int iso_year, int iso_week, int iso_day, int* year, int* month, int* day) {
+  if (iso_year < 1 || iso_year > 9999) return -4;
+  if (iso_week <= 0 || iso_week >= 53) {
+    bool out_of_range = true;
+    if (iso_week == 53) {
+      int first_weekday = weekday_of(days_from_civil(iso_year, 1, 1));  // Monday 0
+      if (first_weekday == 3 || (first_weekday == 2 && is_leap(iso_year))) out_of_range = false;
+    }
+    if (out_of_range) return -2;
+  }
+  if (iso_day <= 0 || iso_day >= 8) return -3;
+  int64_t jan4 = days_from_civil(iso_year, 1, 4);
+  int64_t monday = jan4 - weekday_of(jan4);
+  civil_from_days(monday + (iso_week - 1) * 7 + iso_day - 1, *year, *month, *day);
+  return 0;
+}
+
+int parse_isoformat_date(const char* dtstr, size_t len, int* year, int* month, int* day) {
+  const char* p = parse_digits(dtstr, year, 4);
+  if (!p) return -1;
+  const bool uses_separator = *p == '-';
+  if (uses_separator) ++p;
+  if (*p == 'W') {
+    ++p;
+    int iso_week = 0, iso_day = 0;
+    p = parse_digits(p, &iso_week, 2);
+    if (!p) return -3;
+    if (static_cast<size_t>(p - dtstr) < len) {
+      if (uses_separator && *(p++) != '-') return -2;
+      p = parse_digits(p, &iso_day, 1);
+      if (!p) return -4;
+    } else {
+      iso_day = 1;
+    }
+    int rv = iso_to_ymd(*year, iso_week, iso_day, year, month, day);
+    return rv ? -3 + rv : 0;
+  }
+  p = parse_digits(p, month, 2);
+  if (!p) return -1;
+  if (uses_separator && *(p++) != '-') return -2;
+  p = parse_digits(p, day, 2);
+  return p ? 0 : -1;
+}
+
+int parse_hh_mm_ss_ff(const char* tstr, const char* tstr_end, int* hour, int* minute, int* second,
+                      int* microsecond) {
+  *hour = *minute = *second = *microsecond = 0;
+  const char* p = tstr;
+  const char* p_end = tstr_end;
+  int* vals[3] = {hour, minute, second};
+  bool has_separator = true;
+  for (size_t i = 0; i < 3; ++i) {
+    p = parse_digits(p, vals[i], 2);
+    if (!p) return -3;
+    char c = *(p++);
+    if (i == 0) has_separator = c == ':';
+    if (p >= p_end) {
+      return c != '\0';
+    } else if (has_separator && c == ':') {
+      continue;
+    } else if (c == '.' || c == ',') {
+      break;
+    } else if (!has_separator) {
+      --p;
+    } else {
+      return -4;
+    }
+  }
+  size_t len_remains = static_cast<size_t>(p_end - p);
+  size_t to_parse = len_remains >= 6 ? 6 : len_remains;
+  p = parse_digits(p, microsecond, to_parse);
+  if (!p) return -3;
+  static const int correction[] = {100000, 10000, 1000, 100, 10};
+  if (to_parse < 6) *microsecond *= correction[to_parse - 1];
+  while (is_digit(*p)) ++p;
+  return *p != '\0';
+}
+
+int parse_isoformat_time(const char* dtstr, size_t dtlen, int* hour, int* minute, int* second, int* microsecond,
+                         int* tzoffset, int* tzmicrosecond) {
+  const char* p = dtstr;
+  const char* p_end = dtstr + dtlen;
+  const char* tzinfo_pos = p;
+  do {
+    if (*tzinfo_pos == 'Z' || *tzinfo_pos == '+' || *tzinfo_pos == '-') break;
+  } while (++tzinfo_pos < p_end);
+  int rv = parse_hh_mm_ss_ff(dtstr, tzinfo_pos, hour, minute, second, microsecond);
+  if (rv < 0) return rv;
+  if (tzinfo_pos == p_end) return rv == 1 ? -5 : 0;
+  if (*tzinfo_pos == 'Z') {
+    *tzoffset = 0;
+    *tzmicrosecond = 0;
+    return *(tzinfo_pos + 1) != '\0' ? -5 : 1;
+  }
+  int tzsign = *tzinfo_pos == '-' ? -1 : 1;
+  ++tzinfo_pos;
+  int tzhour = 0, tzminute = 0, tzsecond = 0;
+  rv = parse_hh_mm_ss_ff(tzinfo_pos, p_end, &tzhour, &tzminute, &tzsecond, tzmicrosecond);
+  *tzoffset = tzsign * ((tzhour * 3600) + (tzminute * 60) + tzsecond);
+  *tzmicrosecond *= tzsign;
+  return rv ? -5 : 1;
+}
+
+int64_t find_separator(const char* dtstr, size_t len) {
+  if (len == 7) return 7;
+  if (dtstr[4] == '-') {
+    if (dtstr[5] == 'W') {
+      if (len < 8) return -1;
+      if (len > 8 && dtstr[8] == '-') {
+        if (len == 9) return -1;
+        if (len > 10 && is_digit(dtstr[10])) return 8;
+        return 10;
+      }
+      return 8;
+    }
+    return 10;
+  }
+  if (dtstr[4] == 'W') {
+    size_t idx = 7;
+    for (; idx < len; ++idx)
+      if (!is_digit(dtstr[idx])) break;
+    if (idx < 9) return static_cast<int64_t>(idx);
+    return idx % 2 == 0 ? 7 : 8;
+  }
+  return 8;
+}
+
+// datetime.fromisoformat(text) as epoch microseconds (UTC; a naive value is taken as UTC); false where
+// Python raises ValueError.
+bool fromisoformat(std::string_view text, int64_t& micros) {
+  if (code_points(text, text.size()) < 7) return false;
+  std::string copy(text);  // NUL-terminated, as the C code reads it
+  const char* dt = copy.c_str();
+  size_t len = copy.size();
+  int64_t sep = find_separator(dt, len);
+  if (sep < 0) return false;  // a negative length: parse_isoformat_date fails at once on these inputs
+  int year = 0, month = 0, day = 0, hour = 0, minute = 0, second = 0, us = 0, tzoffset = 0, tzus = 0;
+  int rv = parse_isoformat_date(dt, static_cast<size_t>(sep), &year, &month, &day);
+  if (!rv && len > static_cast<size_t>(sep)) {
+    const char* p = dt + sep;
+    unsigned char lead = static_cast<unsigned char>(p[0]);
+    if ((lead & 0x80) == 0)
+      p += 1;
+    else if ((lead & 0xF0) == 0xE0)
+      p += 3;
+    else if ((lead & 0xF0) == 0xF0)
+      p += 4;
+    else
+      p += 2;
+    if (p > dt + len) return false;
+    rv = parse_isoformat_time(p, len - static_cast<size_t>(p - dt), &hour, &minute, &second, &us, &tzoffset, &tzus);
+  }
+  if (rv < 0) return false;
+  if (year < 1 || year > 9999 || month < 1 || month > 12 || day < 1 || day > days_in_month(year, month)) return false;
+  if (hour < 0 || hour > 23 || minute < 0 || minute > 59 || second < 0 || second > 59 || us < 0 || us > 999999)
+    return false;
+  int64_t offset_us = 0;
+  if (rv == 1 && tzoffset != 0) {  // tzinfo_from_isoformat_results: whole seconds of 0 are UTC, whatever follows
+    offset_us = static_cast<int64_t>(tzoffset) * 1000000 + tzus;
+    if (offset_us <= -86400000000LL || offset_us >= 86400000000LL) return false;  // timezone() refuses it
+  }
+  int64_t seconds = days_from_civil(year, static_cast<unsigned>(month), static_cast<unsigned>(day)) * 86400 +
+                    hour * 3600 + minute * 60 + second;
+  micros = seconds * 1000000 + us - offset_us;
+  return true;
+}
+
+// repr() of a str (unicode_repr): the quote it picks, escapes, non-printable characters as \x, \u, \U.
+std::string py_repr(std::string_view s) {
+  bool single = s.find('\'') != std::string_view::npos, dbl = s.find('"') != std::string_view::npos;
+  char quote = single && !dbl ? '"' : '\'';
+  std::string out(1, quote);
+  static const char hex[] = "0123456789abcdef";
+  auto escape = [&](char kind, uint32_t c, int digits) {
+    out.push_back('\\');
+    out.push_back(kind);
+    for (int k = digits - 1; k >= 0; --k) out.push_back(hex[(c >> (4 * k)) & 15]);
+  };
+  for (size_t i = 0; i < s.size();) {
+    unsigned char b = static_cast<unsigned char>(s[i]);
+    uint32_t c;
+    size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if (i + len > s.size()) len = s.size() - i;
+    c = len == 1 ? b : b & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    if (c == static_cast<uint32_t>(quote) || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\t') {
+      out.append("\\t");
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else if (c == '\r') {
+      out.append("\\r");
+    } else if (c < ' ' || c == 0x7F) {
+      escape('x', c, 2);
+    } else if (c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      size_t lo = 0, hi = sizeof kUnprintable / sizeof kUnprintable[0];
+      bool printable = true;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < kUnprintable[mid][0]) {
+          hi = mid;
+        } else if (c > kUnprintable[mid][1]) {
+          lo = mid + 1;
+        } else {
+          printable = false;
+          break;
+        }
+      }
+      if (printable)
+        out.append(s.substr(i, len));
+      else if (c <= 0xFF)
+        escape('x', c, 2);
+      else if (c <= 0xFFFF)
+        escape('u', c, 4);
+      else
+        escape('U', c, 8);
+    }
+    i += len;
+  }
+  out.push_back(quote);
+  return out;
+}
+
+// -- exact.py's column walk --------------------------------------------------------------------------------------
+
+struct Walker {
+  Unit unit;
+  Rejection& why;
+
+  bool reject(std::string reason, std::string field, int category) {
+    why.reason = std::move(reason);
+    why.field = std::move(field);
+    why.has_field = true;
+    why.category = category;
+    return false;
+  }
+
+  static std::string display(const std::vector<std::string>& path, size_t from = 0, size_t to = std::string::npos) {
+    std::string out;
+    for (size_t k = from; k < path.size() && k < to; ++k) {
+      const std::string& segment = path[k];
+      if (segment == "0" || segment == "*")
+        out += "[" + segment + "]";
+      else
+        display_path_push(out, segment);
+    }
+    return out;
+  }
+
+  // _walk: `done` holds the segments walked (the error's field).
+  bool walk(const JValue* node, const std::vector<std::string>& path, size_t from, size_t to,
+            std::vector<std::string>& done, const JValue*& result) {
+    for (size_t k = from; k < to; ++k) {
+      if (is_none(node)) {
+        result = nullptr;
+        return true;
+      }
+      const std::string& segment = path[k];
+      if (segment == "0") {
+        if (node->type != JValue::ARR)
+          return reject(std::string("wrong type: expected array, got ") + json_type(*node), display(done),
+                        DSPARK_WRONG_TYPE);
+        node = node->items.empty() ? nullptr : &node->items[0];
+      } else {
+        if (node->type != JValue::OBJ)
+          return reject(std::string("wrong type: expected object, got ") + json_type(*node), display(done),
+                        DSPARK_WRONG_TYPE);
+        node = member(*node, segment);
+      }
+      done.push_back(segment);
+    }
+    result = is_none(node) ? nullptr : node;
+    return true;
+  }
+
+  bool integer(const JValue& v, const std::string& where, int64_t& out) {
+    if (v.type == JValue::INT) {
+      out = v.i;
+      return true;
+    }
+    if (v.type == JValue::BIG) return reject("out of range for a 64-bit integer", where, DSPARK_OUT_OF_RANGE);
+    if (v.type != JValue::FLOAT)
+      return reject(std::string("wrong type: expected integer, got ") + json_type(v), where, DSPARK_WRONG_TYPE);
+    double d = v.d;
+    if (std::floor(d) != d) {
+      std::string shown;
+      write_double(shown, d);
+      return reject("wrong type: expected integer, got number " + shown, where, DSPARK_WRONG_TYPE);
+    }
+    if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+      return reject("out of range for a 64-bit integer", where, DSPARK_OUT_OF_RANGE);
+    out = static_cast<int64_t>(d);
+    return true;
+  }
+
+  bool timestamp(const JValue& v, const std::string& where, int64_t& ms) {
+    std::string shown;
+    if (unit == ISO) {
+      if (v.type != JValue::STR)
+        return reject(std::string("wrong type: expected an ISO-8601 string, got ") + json_type(v), where,
+                      DSPARK_WRONG_TYPE);
+      int64_t micros;
+      if (!fromisoformat(v.s, micros)) {
+        size_t cut = 0;
+        for (size_t count = 0; cut < v.s.size() && count < 40; ++count) {
+          ++cut;
+          while (cut < v.s.size() && (static_cast<unsigned char>(v.s[cut]) & 0xC0) == 0x80) ++cut;
+        }
+        return reject("not an ISO-8601 timestamp: " + py_repr(std::string_view(v.s).substr(0, cut)), where,
+                      DSPARK_WRONG_TYPE);
+      }
+      ms = micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
+      shown = v.s;
+    } else {
+      int64_t number;
+      if (!integer(v, where, number)) return false;
+      __int128 wide = unit == SECONDS ? static_cast<__int128>(number) * 1000 : number;
+      if (wide < kMsMin || wide > kMsMax) {
+        if (v.type == JValue::FLOAT)
+          write_double(shown, v.d);
+        else
+          shown = std::to_string(v.i);
+        return reject("out of range: " + shown + (unit == SECONDS ? " (seconds)" : " (millis)") +
+                          " is not within years 1..9999",
+                      where, DSPARK_OUT_OF_RANGE);
+      }
+      ms = static_cast<int64_t>(wide);
+      return true;
+    }
+    if (ms < kMsMin || ms > kMsMax)
+      return reject("out of range: " + shown + " (iso) is not within years 1..9999", where, DSPARK_OUT_OF_RANGE);
+    return true;
+  }
+
+  // _leaf
+  bool leaf(const JValue* v, Kind kind, const std::string& where, Scalar& out) {
+    out = Scalar{};
+    if (is_none(v)) return true;
+    switch (kind) {
+      case STRING:
+        if (v->type == JValue::STR) {
+          out.tag = Scalar::STR;
+          out.s = v->s;
+          return true;
+        }
+        break;
+      case INTEGER:
+        out.tag = Scalar::INT;
+        return integer(*v, where, out.i);
+      case NUMBER:
+        if (v->type == JValue::INT || v->type == JValue::BIG || v->type == JValue::FLOAT) {
+          out.tag = Scalar::DBL;
+          out.d = v->type == JValue::INT ? static_cast<double>(v->i) : v->type == JValue::BIG ? c_strtod(v->s) : v->d;
+          return true;
+        }
+        break;
+      case BOOLEAN:
+        if (v->type == JValue::TRUE_ || v->type == JValue::FALSE_) {
+          out.tag = Scalar::BOOL;
+          out.b = v->type == JValue::TRUE_;
+          return true;
+        }
+        break;
+      case ANY:
+        if (v->type == JValue::STR) {
+          out.tag = Scalar::STR;
+          out.s = v->s;
+          return true;
+        }
+        if (v->type == JValue::INT || v->type == JValue::BIG) {
+          int64_t i;
+          if (!integer(*v, where, i)) return false;
+          out.tag = Scalar::STR;
+          out.s = std::to_string(i);
+          return true;
+        }
+        break;
+      case TIMESTAMP:
+        out.tag = Scalar::INT;
+        return timestamp(*v, where, out.i);
+      default:
+        break;
+    }
+    const char* expected = kind == ANY       ? "integer or string"
+                           : kind == STRING  ? "string"
+                           : kind == NUMBER  ? "number"
+                           : kind == BOOLEAN ? "boolean"
+                                             : "integer";
+    out = Scalar{};
+    return reject(std::string("wrong type: expected ") + expected + ", got " + json_type(*v), where,
+                  DSPARK_WRONG_TYPE);
+  }
+
+  // _column_value
+  bool column(const JValue& obj, const ColumnSpec& c, Cell& cell) {
+    cell = Cell{};
+    std::vector<std::string> done;
+    const JValue* v;
+    if (c.kind == LENGTH) {
+      if (!walk(&obj, c.paths[0], 0, c.paths[0].size(), done, v)) return false;
+      if (!v) return true;
+      if (v->type != JValue::ARR)
+        return reject(std::string("wrong type: expected array, got ") + json_type(*v), display(done),
+                      DSPARK_WRONG_TYPE);
+      cell.value.tag = Scalar::INT;
+      cell.value.i = static_cast<int64_t>(v->items.size());
+      return true;
+    }
+    if (c.star < 0) {
+      for (const auto& path : c.paths) {
+        done.clear();
+        Scalar value;
+        if (!walk(&obj, path, 0, path.size(), done, v) || !leaf(v, c.kind, display(path), value)) return false;
+        if (cell.value.tag == Scalar::NONE) cell.value = std::move(value);
+      }
+      return true;
+    }
+    const size_t star = static_cast<size_t>(c.star);
+    const JValue* items;
+    if (!walk(&obj, c.paths[0], 0, star, done, items)) return false;
+    if (!items) return true;
+    if (items->type != JValue::ARR)
+      return reject(std::string("wrong type: expected array, got ") + json_type(*items), display(done),
+                    DSPARK_WRONG_TYPE);
+    cell.present = true;
+    for (size_t i = 0; i < items->items.size(); ++i) {
+      Scalar element;
+      for (const auto& path : c.paths) {
+        std::vector<std::string> where(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(star));
+        where.push_back(std::to_string(i));
+        Scalar value;
+        if (!walk(&items->items[i], path, star + 1, path.size(), where, v) || !leaf(v, c.kind, display(path), value))
+          return false;
+        if (element.tag == Scalar::NONE) element = std::move(value);
+      }
+      cell.items.push_back(std::move(element));
+    }
+    return true;
+  }
+};
+
+// exact.py's _shown: an error response's detail as its message prints it (a string as it is, an integer in
+// decimal, anything else as compact JSON text).
+std::string shown(const JValue& v) {
+  if (v.type == JValue::STR) return v.s;
+  if (v.type == JValue::INT) return std::to_string(v.i);
+  if (v.type == JValue::BIG) return v.s;
+  std::string out;
+  json_text(out, v);
+  return out;
+}
+
+bool truthy(const JValue& v) {
+  switch (v.type) {
+    case JValue::NUL: case JValue::FALSE_: return false;
+    case JValue::TRUE_: case JValue::BIG: return true;
+    case JValue::INT: return v.i != 0;
+    case JValue::FLOAT: return v.d != 0;
+    case JValue::STR: return !v.s.empty();
+    case JValue::ARR: case JValue::OBJ: return !v.items.empty();
+  }
+  return false;
+}
+
+// exact.py's body_values: the error response check, then each column in order.
+bool body_values(const JValue& obj, const std::vector<ColumnSpec>& columns, Unit unit, std::vector<Cell>& cells,
+                 Rejection& why) {
+  const JValue* error = member(obj, "error");
+  const JValue* object = member(obj, "object");
+  bool has_error = !is_none(error);
+  if (has_error || (object && object->type == JValue::STR && object->s == "error")) {
+    JValue wrapped;
+    const JValue* detail = &obj;
+    if (has_error && error->type == JValue::OBJ) {
+      detail = error;
+    } else if (has_error) {
+      wrapped.type = JValue::OBJ;
+      wrapped.keys.push_back("message");
+      wrapped.items.push_back(*error);
+      detail = &wrapped;
+    }
+    std::string parts;
+    for (const char* k : {"type", "code"}) {
+      const JValue* part = member(*detail, k);
+      if (is_none(part)) continue;
+      if (!parts.empty()) parts += ", ";
+      parts += std::string(k) + "=" + shown(*part);
+    }
+    const JValue* message = member(*detail, "message");
+    why.reason = "error response" + (parts.empty() ? "" : " (" + parts + ")") +
+                 (message && truthy(*message) ? ": " + shown(*message) : "");
+    why.has_field = has_error;
+    why.field = has_error ? "error" : "";
+    why.category = DSPARK_ERROR_RESPONSE;
+    return false;
+  }
+  Walker walker{unit, why};
+  cells.resize(columns.size());
+  for (size_t c = 0; c < columns.size(); ++c)
+    if (!walker.column(obj, columns[c], cells[c])) return false;
+  return true;
+}
+
+// The offset of the first byte Python's UTF-8 decoder stops at (exc.start), or npos.
+size_t utf8_error(std::string_view s) {
+  size_t i = 0, n = s.size();
+  while (i < n) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;
+      if (c == 0xED) hi = 0x9F;
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;
+      if (c == 0xF4) hi = 0x8F;
+    } else {
+      return i;
+    }
+    if (i + 1 >= n) return i;
+    unsigned char c1 = static_cast<unsigned char>(s[i + 1]);
+    if (c1 < lo || c1 > hi) return i;
+    for (size_t k = 2; k < len; ++k) {
+      if (i + k >= n) return i;
+      unsigned char ck = static_cast<unsigned char>(s[i + k]);
+      if (ck < 0x80 || ck > 0xBF) return i;
+    }
+    i += len;
+  }
+  return std::string_view::npos;
+}
+
+bool load_json_object(std::string_view text, JValue& value, Rejection& why) {
+  if (!loads(text, value, why)) return false;
+  if (value.type != JValue::OBJ) {
+    why.reason = std::string("not a JSON object: got ") + json_type(value);
+    why.has_field = false;
+    why.category = DSPARK_NOT_OBJECT;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+bool decode_body(std::string_view raw, const std::vector<ColumnSpec>& columns, Unit unit, std::vector<Cell>& cells,
+                 Rejection& why) {
+  size_t bad = utf8_error(raw);
+  if (bad != std::string_view::npos) {
+    static const char hex[] = "0123456789abcdef";
+    unsigned char b = static_cast<unsigned char>(raw[bad]);
+    why.reason = std::string("invalid UTF-8: byte 0x") + hex[b >> 4] + hex[b & 15] + " at offset " +
+                 std::to_string(bad);
+    why.has_field = false;
+    why.category = DSPARK_NOT_JSON;
+    return false;
+  }
+  JValue obj;
+  if (!load_json_object(raw, obj, why)) {
+    if (why.reason == "empty") why.reason = "empty body";
+    return false;
+  }
+  return body_values(obj, columns, unit, cells, why);
+}
+
+bool json_content_values(std::string_view text, const std::vector<PropertySpec>& properties, std::vector<Cell>& cells,
+                         std::string& error) {
+  cells.assign(properties.size(), Cell{});
+  JValue obj;
+  Rejection why;
+  if (!load_json_object(text, obj, why)) {
+    if (why.has_field)
+      error = "property '" + why.field + "': " + why.reason;
+    else
+      error = why.reason == "empty" ? "empty content" : why.reason;
+    return true;
+  }
+  bool failed = false;
+  Walker walker{SECONDS, why};
+  for (size_t k = 0; k < properties.size(); ++k) {
+    const PropertySpec& prop = properties[k];
+    const JValue* v = member(obj, prop.name);
+    if (is_none(v)) continue;
+    Cell& cell = cells[k];
+    bool ok = true;
+    if (prop.kind == JSON) {
+      cell.value.tag = Scalar::STR;
+      json_text(cell.value.s, *v);
+    } else if (prop.kind == ARRAY) {
+      if (v->type != JValue::ARR) {
+        ok = walker.reject(std::string("wrong type: expected array, got ") + json_type(*v), prop.name,
+                           DSPARK_WRONG_TYPE);
+      } else {
+        for (size_t i = 0; ok && i < v->items.size(); ++i) {
+          Scalar item;
+          ok = walker.leaf(&v->items[i], prop.item_kind, prop.name + "[" + std::to_string(i) + "]", item);
+          cell.items.push_back(std::move(item));
+        }
+        cell.present = ok;
+        if (!ok) cell.items.clear();
+      }
+    } else {
+      ok = walker.leaf(v, prop.kind, prop.name, cell.value);
+    }
+    if (!ok) {
+      cell = Cell{};
+      if (!failed) error = "property '" + why.field + "': " + why.reason;
+      failed = true;
+    }
+  }
+  return failed;
+}
+
+}  // namespace dspark_exact
