@@ -6,8 +6,9 @@ document the core reads; `read(plan, data, offsets)` returns the core's struct a
 content properties' columns, `verdict` (per body: 0 a row, else the category of its error), `reason` and
 `field` (the exact path's, byte for byte) and, with content properties, `content_verdict` (see `CONTENT_*`)
 and `content_error`. That is with the plan's "explain" (the default here); without it the core gives only
-verdicts for what its fast pass leaves (and no reasons), for a caller that decides those itself. Arrays come through the Arrow C data interface: pyarrow
-takes the core's buffers as they are, and frees them through the core's release callbacks.
+verdicts for what its fast pass leaves (and no reasons), for a caller that decides those itself. Arrays come
+through the Arrow C data interface: pyarrow takes the core's buffers as they are, and frees them through the
+core's release callbacks.
 """
 
 from __future__ import annotations
