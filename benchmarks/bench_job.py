@@ -158,6 +158,18 @@ def job_dspark(path: str, parallelism: int, count: int | None, reuse: bool = Fal
     t.execute_sql("INSERT INTO sink_out SELECT * FROM responses").wait()
 
 
+def job_format(path: str, parallelism: int, count: int) -> None:
+    """The filesystem connector with 'format' = 'dspark-vllm': one body per record, parsed in the JVM."""
+    columns = _flat_columns(count)
+    t = _t_env(parallelism)
+    t.execute_sql(
+        f"CREATE TABLE src ({_ddl(columns)}) WITH ('connector' = 'filesystem', 'path' = '{path}', "
+        f"'format' = 'dspark-vllm', 'dspark-vllm.profile' = '{PROFILE}', 'dspark-vllm.on-error' = 'skip')"
+    )
+    t.execute_sql(f"CREATE TABLE sink_out ({_ddl(columns)}) WITH ('connector' = 'blackhole')")
+    t.execute_sql("INSERT INTO sink_out SELECT * FROM src").wait()
+
+
 def job_parse_only(path: str, parallelism: int) -> None:
     """`parse_batch` alone in this process, every column, batches of 10,000 (the table's default)."""
     from connector.decode import parse_batch
@@ -284,9 +296,13 @@ def replay_section(args: argparse.Namespace, folder: Path) -> list[tuple[str, fl
             (f"trivial pandas UDF, {len(_flat_columns())} flat columns (p={p})", "udf", p),
             (f"'dspark-vllm' replay, all {len(_flat_columns())} columns (p={p})", "dspark", p),
             (f"'dspark-vllm' replay, 3 columns (p={p})", "dspark3", p),
+            (f"'format' = 'dspark-vllm' (filesystem), 3 columns (p={p})", "format3", p),
         ]
         if p == "1":
             paths.append((f"'dspark-vllm' replay, all, pipeline.object-reuse (p={p})", "dspark-reuse", p))
+    if args.replay_paths:
+        wanted = set(args.replay_paths.split(","))
+        paths = [path for path in paths if path[1] in wanted]
     times: dict[tuple[str, str, str], list[float]] = {}
     for _ in range(args.repeat):
         for file in (small, large):  # the paths take turns on each file
@@ -611,6 +627,7 @@ def main() -> int:
             "udf": lambda: job_udf(rest[0], int(rest[1])),
             "dspark": lambda: job_dspark(rest[0], int(rest[1]), None),
             "dspark3": lambda: job_dspark(rest[0], int(rest[1]), 3),
+            "format3": lambda: job_format(rest[0], int(rest[1]), 3),
             "dspark-reuse": lambda: job_dspark(rest[0], int(rest[1]), None, reuse=True),
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
@@ -623,6 +640,12 @@ def main() -> int:
         "--sections",
         default="replay,request",
         help=f"comma-separated: replay, request (= all of: {', '.join(REQUEST_SECTIONS)}) or any of those",
+    )
+    p.add_argument(
+        "--replay-paths",
+        default="",
+        help="replay: only these paths (comma-separated: parse-only, raw, json, udf, dspark, dspark3, format3, "
+        "dspark-reuse)",
     )
     p.add_argument("--small", type=int, default=100_000)
     p.add_argument("--large", type=int, default=600_000)
@@ -652,8 +675,12 @@ def main() -> int:
             if name == "replay":
                 rows = replay_section(args, Path(tmp))
                 base = next((rate for path, rate, _ in rows if path.startswith("parse_batch alone")), None)
+                json_rates = {path.rsplit("(", 1)[-1]: rate for path, rate, _ in rows if path.startswith("Flink json")}
                 for path, rate, note in rows:
                     ratio = f"{rate / base:.2f}x" if base and not path.startswith("parse_batch alone") else ""
+                    json_rate = json_rates.get(path.rsplit("(", 1)[-1])
+                    if json_rate and "dspark-vllm" in path:
+                        note = f"{rate / json_rate:.2f}x Flink json; {note}"
                     results.append(Result("replay", path, rate, "rows/s", ratio, note))
             else:
                 print(f"running {name} ...", file=sys.stderr, flush=True)

@@ -15,6 +15,9 @@
 #   DSPARK_JOB_ARGS      more job arguments, split at blanks           (empty)
 #   DSPARK_PARALLELISM   `flink run -p`; empty keeps the cluster default
 #   DSPARK_WAIT_TIMEOUT  seconds to wait for the cluster and endpoint  (1800)
+#   DSPARK_BACKEND       the job's --backend; empty: gpu when a TaskManager advertises a GPU (Flink's
+#                        external resource `gpu`, the gpu image), else cpu (the parse step then runs
+#                        in the TaskManagers' JVM, no Python worker: docs/flink.md)
 # Arguments given to this script are passed on to the job, after DSPARK_JOB_ARGS.
 set -euo pipefail
 
@@ -57,11 +60,28 @@ wait("Flink cluster", f"http://{jobmanager}/overview", lambda o: o.get("taskmana
 wait("model endpoint", f"{endpoint}/v1/models", lambda o: bool(o.get("data")))
 PY
 
+backend="${DSPARK_BACKEND:-}"
+if [ -z "$backend" ]; then
+    # The TaskManagers' external resources, from the JobManager: a GPU anywhere makes it a GPU job.
+    backend=$("$python" - "$jobmanager" <<'PY'
+import json
+import sys
+import urllib.request
+
+with urllib.request.urlopen(f"http://{sys.argv[1]}/taskmanagers", timeout=10) as response:
+    managers = json.load(response).get("taskmanagers", [])
+gpus = sum(float(m.get("totalResource", {}).get("extendedResources", {}).get("gpu", 0) or 0) for m in managers)
+print("gpu" if gpus > 0 else "cpu")
+PY
+)
+    echo "submit: --backend $backend (TaskManagers with a GPU: $([ "$backend" = gpu ] && echo yes || echo none))"
+fi
+
 run_args=(-m "$jobmanager")
 if [ -n "$parallelism" ]; then
     run_args+=(-p "$parallelism")
 fi
-job_args=(--endpoint "$endpoint" --output "$output" --profile "$profile")
+job_args=(--endpoint "$endpoint" --output "$output" --profile "$profile" --backend "$backend")
 if [ -n "$duration" ]; then
     job_args+=(--duration "$duration")
 fi

@@ -12,8 +12,8 @@ from setuptools.build_meta import *  # noqa: F403  (the PEP 517 hooks not overri
 
 
 def _compile() -> None:
+    build_native.build()  # first: the jar carries the core
     build_jar.build()
-    build_native.build()
 
 
 def build_wheel(wheel_directory: str, config_settings: Any = None, metadata_directory: str | None = None) -> str:

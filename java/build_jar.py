@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -43,6 +44,53 @@ def javac() -> str:
     return found
 
 
+NATIVE = ROOT / "connector" / "_native"
+SHIM_SOURCE = ROOT / "native" / "jni" / "dspark_jni.c"
+SHIM = "libdspark-jni.so"
+# Where the jar carries the native core and its JNI shim (io.dspark.vllm.parse.NativeCore loads them).
+NATIVE_IN_JAR = "io/dspark/vllm/native/linux-x86_64/"
+
+
+def java_home() -> Path:
+    """The JDK that `javac` belongs to (its include/ has jni.h)."""
+    return Path(javac()).resolve().parent.parent
+
+
+def build_shim() -> Path:
+    """Compile the JNI shim (native/jni/dspark_jni.c: C, JNI headers from the JDK) into connector/_native/."""
+    target = NATIVE / SHIM
+    inputs = [SHIM_SOURCE, ROOT / "native" / "dspark_core.h", Path(__file__)]
+    if target.is_file() and target.stat().st_mtime >= max(p.stat().st_mtime for p in inputs):
+        return target
+    cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc") or shutil.which("clang")
+    if not cc:
+        raise SystemExit("dspark-vllm: no C compiler found to build the JNI shim of the native core; install gcc or set CC")
+    include = java_home() / "include"
+    if not (include / "jni.h").is_file():
+        raise SystemExit(f"dspark-vllm: the JDK at {java_home()} has no include/jni.h; install a full JDK (not a JRE)")
+    NATIVE.mkdir(parents=True, exist_ok=True)
+    command = [
+        cc, "-std=c11", "-O2", "-fPIC", "-shared", "-fvisibility=default", f"-I{include}", f"-I{include / 'linux'}",
+        str(SHIM_SOURCE), "-ldl", "-o", f"{target}.tmp",
+    ]  # fmt: skip
+    done = subprocess.run(command, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"dspark-vllm: compiling the JNI shim failed:\n{done.stdout}{done.stderr}")
+    os.replace(f"{target}.tmp", target)
+    return target
+
+
+def native_files() -> list[Path]:
+    """The native core's builds (native/build_native.py, run first) and the JNI shim, for the jar."""
+    if platform.system() != "Linux" or platform.machine().lower() not in ("x86_64", "amd64"):
+        return []
+    cores = sorted(NATIVE.glob("libdspark-*.so"))
+    cores = [c for c in cores if c.name != SHIM]
+    if not cores:
+        raise SystemExit("dspark-vllm: the native core is not built; run python native/build_native.py first")
+    return [*cores, build_shim()]
+
+
 def version() -> str:
     for line in (ROOT / "pyproject.toml").read_text().splitlines():
         if line.startswith("version = "):
@@ -70,6 +118,8 @@ def build() -> Path:
                 for path in sorted(tree.rglob("*")):
                     if path.is_file():
                         out.write(path, path.relative_to(tree).as_posix())
+            for path in native_files():
+                out.write(path, NATIVE_IN_JAR + path.name)
     return jar
 
 
@@ -98,7 +148,8 @@ def java_tests(*select: str, timeout_s: float = 300.0, main: str = TEST_MAIN) ->
         done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
-        run = [java(), "-Xmx512m", "-cp", classpath, main, *select]
+        native_files()
+        run = [java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath, main, *select]
         return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import pickle
+import re
 import subprocess
 import sys
 
@@ -207,3 +208,59 @@ def test_prompts_rate_without_a_count_plans_an_endless_sequence():
     result = plan(declared(options, column("model", "VARCHAR(2147483647)", "VARCHAR")))
     assert result["source"]["sequence"] == {"rate": 5, "count": -1}
     assert result["bounded"] is False
+
+
+# -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------
+
+
+def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylibcudf" else real(name, *a))
+    for backend in ("cpu", "auto"):
+        native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
+        document = json.loads(native["document"])
+        assert "id" in native["columns"] and "language" not in native["columns"]  # content: Python (x-extract)
+        assert {c["name"] for c in document["columns"]} == set(native["columns"])
+    gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
+    assert gpu == {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
+    monkeypatch.setattr(
+        importlib.util, "find_spec", lambda name, *a: object() if name == "pylibcudf" else real(name, *a)
+    )
+    assert "why" in plan(declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR")))["native"]
+
+
+def format_declared(options: dict, *columns) -> dict:
+    return {"name": "t", "format": options, "columns": list(columns), "watermark": None}
+
+
+def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
+    from connector.flink.planner import format_plan
+
+    made = format_plan(
+        format_declared(
+            {"profile": "coder"}, column("id", "STRING", "VARCHAR"), USAGE, column("error_reason", "STRING", "VARCHAR")
+        )
+    )
+    assert made["version"] == PLAN_VERSION and made["on_error"] == "column"
+    assert "prompt_tokens" in made["columns"] and json.loads(made["document"])["columns"]
+
+
+@pytest.mark.parametrize(
+    "options,columns,message",
+    [
+        ({"profile": "coder"}, [column("id", "STRING", "VARCHAR")], "declare a column `error_reason STRING`"),
+        ({"on-error": "drop"}, [column("id", "STRING", "VARCHAR")], "'dspark-vllm.on-error' is 'drop'"),
+        ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
+        ({"profile": "coder", "on-error": "skip"}, [column("language", "STRING", "VARCHAR")], "x-extract"),
+        ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
+        ({"on-error": "skip"}, [column("created", "STRING", "VARCHAR")], "declare it TIMESTAMP(3)"),
+        ({"on-error": "fail"}, [column("n", "INT", kind="metadata", key="offset")], "no metadata or computed"),
+    ],
+)
+def test_the_format_says_what_is_wrong(options, columns, message):
+    from connector.flink.planner import format_plan
+
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        format_plan(format_declared(options, *columns))

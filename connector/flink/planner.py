@@ -19,6 +19,8 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 - `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
   ROWs with `ROW(...)`) and the flat columns it needs; `metadata`: the readable keys, their types and SQL;
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
+- `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
+  makes, the batching), or `why` the parse step runs in Python (`_native_parse`);
 - `plan`: the pickled `TablePlan` the Python functions are built from on the workers
   (`connector.flink.runtime`), together with the flat columns the query really reads.
 
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import importlib.util
 import json
 import os
 import pickle
@@ -38,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.flink.metadata import metadata_for
@@ -50,6 +54,7 @@ from connector.options import (
     BUNDLE_TIME,
     MODE,
     MODEL,
+    PARSE_BACKEND,
     PROFILE,
     PROMPTS_COLUMN,
     PROMPTS_COUNT,
@@ -66,10 +71,10 @@ from connector.options import (
     validate,
 )
 from connector.profiles import Profile, load_profile
-from connector.schema.columns import output_schema
+from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
-__all__ = ["INTERNAL_COLUMNS", "TablePlan", "plan", "request_id_of", "sql_literal"]
+__all__ = ["INTERNAL_COLUMNS", "TablePlan", "format_plan", "plan", "request_id_of", "sql_literal"]
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
 INTERNAL_COLUMNS = PARSE_INTERNAL
@@ -255,14 +260,126 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         result["parse_inputs"] = [["_body", "BYTES"], ["_prompt", "STRING"], ["_request_error", "STRING"]]
     else:
         result["parse_inputs"] = [["_body", "BYTES"], ["_source", "STRING"]]
+    result["native"] = _native_parse(options, profile, require_created)
     return result
+
+
+def _native_parse(options: Options, profile: Profile, require_created: bool) -> dict[str, Any]:
+    """The parse step in the JVM (`io.dspark.vllm.flink.ParseOperator`, the native core through JNI), or why not.
+
+    'cpu' parses there, and so does 'auto' where no GPU backend (pylibcudf) is installed: the machine that
+    plans the query stands for the TaskManagers (a cluster whose planner lacks a GPU its TaskManagers have
+    sets 'gpu'). 'gpu' keeps the Python function (libcudf). The jar runs a query in the JVM only when the
+    native core makes every column it reads (the content properties, with their x-extract, stay in Python).
+    """
+    backend = options.get(PARSE_BACKEND)
+    if backend == "gpu":
+        return {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
+    if backend == "auto" and importlib.util.find_spec("pylibcudf") is not None:
+        return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf) is installed"}
+    columns = body_columns(profile)
+    return {
+        "document": NativePlan.of(columns, profile.created_unit).document.decode(),
+        "columns": [c.name for c in columns],
+        "require_created": require_created,
+        "batch_size": options.batch_size,
+        # A batch is parsed when full or this long after its first body: the latency the step adds at most.
+        "batch_ms": 5 if options.get(MODE) == "request" else 50,
+    }
+
+
+# -- 'format' = 'dspark-vllm' ---------------------------------------------------------------------------------
+
+FORMAT_OPTIONS = ("profile", "on-error")
+FORMAT_ON_ERROR = ("column", "skip", "fail")
+# Where a rejected body's reason and field go with 'on-error' = 'column' (parse_batch's inline error columns).
+FORMAT_ERROR_COLUMNS = ("error_reason", "error_field")
+# The Flink type roots a declared column may have for a flat column of each type (the format converts).
+_FORMAT_ROOTS = {
+    "STRING": ("VARCHAR", "CHAR"),
+    "BIGINT": ("BIGINT", "INTEGER"),
+    "DOUBLE": ("DOUBLE", "FLOAT"),
+    "BOOLEAN": ("BOOLEAN",),
+    "TIMESTAMP(3)": ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"),
+}
+
+
+def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of a table with 'format' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmFormatFactory`).
+
+    `declared["format"]`: the format's options without their 'dspark-vllm.' prefix. Declared physical columns
+    are the profile's body columns by name (ROWs of them too, as in a 'dspark-vllm' table) and, with
+    'on-error' = 'column' (the default), `error_reason` (and `error_field`), which a rejected body fills.
+    Answer: the native core's plan document for every body column, the columns it makes, 'on-error'.
+    """
+    given = dict(declared["format"])
+    unknown = sorted(set(given) - set(FORMAT_OPTIONS))
+    if unknown:
+        raise OptionsError(
+            f"'format' = 'dspark-vllm' has no option {', '.join(repr('dspark-vllm.' + k) for k in unknown)}; "
+            f"it takes {', '.join(repr('dspark-vllm.' + k) for k in FORMAT_OPTIONS)}."
+        )
+    profile = load_profile(given.get("profile", "openai"))
+    on_error = given.get("on-error", "column")
+    if on_error not in FORMAT_ON_ERROR:
+        raise OptionsError(
+            f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {', '.join(map(repr, FORMAT_ON_ERROR))}."
+        )
+    columns = body_columns(profile)
+    flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    body = {c.name for c in columns}
+    names = []
+    for column in declared["columns"]:
+        if column["kind"] != "physical":
+            raise OptionsError(
+                f"Column '{column['name']}': 'format' = 'dspark-vllm' has no metadata or computed columns of its "
+                "own; declare the profile's columns (a 'dspark-vllm' table has metadata columns)."
+            )
+        names.append(column["name"])
+        _format_column(column["name"], column["type"], flat, body, column["name"])
+    if on_error == "column" and FORMAT_ERROR_COLUMNS[0] not in names:
+        raise OptionsError(
+            "'format' = 'dspark-vllm' gives a rejected body as a row with its reason: declare a column "
+            "`error_reason STRING` (and `error_field STRING`), or set 'dspark-vllm.on-error' to 'skip' (no row, "
+            "counted in the metric numRecordsInErrors) or 'fail' (the job fails)."
+        )
+    return {
+        "version": PLAN_VERSION,
+        "document": NativePlan.of(columns, profile.created_unit).document.decode(),
+        "columns": [c.name for c in columns],
+        "on_error": on_error,
+    }
+
+
+def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], body: set[str], where: str) -> None:
+    root = ftype.get("root")
+    if root == "ROW":
+        for field in ftype.get("fields", []):
+            _format_column(field["name"], field["type"], flat, body, f"{where}.{field['name']}")
+        return
+    if where in FORMAT_ERROR_COLUMNS:
+        if root not in ("VARCHAR", "CHAR"):
+            raise OptionsError(f"Column '{where}' holds a rejected body's reason: declare it STRING.")
+        return
+    if name not in body:
+        if name in flat:
+            raise OptionsError(
+                f"Column '{where}': the format does not make the content's columns yet (their x-extract patterns "
+                "run in Python); read them with a 'dspark-vllm' table, or declare the body's columns: "
+                + ", ".join(sorted(body))
+            )
+        raise OptionsError(f"Column '{where}' is not made by this profile; declare one of: {', '.join(sorted(body))}.")
+    wanted = flat[name]
+    allowed = ("ARRAY",) if wanted.startswith("ARRAY<") else _FORMAT_ROOTS.get(wanted, ())
+    if root not in allowed:
+        raise OptionsError(f"Column '{where}' is {wanted} in this profile; declare it {wanted}.")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Read the declared table from stdin, write the plan (or the user's error) to stdout as JSON."""
     try:
         declared = json.load(sys.stdin)
-        answer: dict[str, Any] = plan(declared)
+        answer: dict[str, Any] = format_plan(declared) if "format" in declared else plan(declared)
     except DsparkError as exc:
         answer = {"error": str(exc)}
     except Exception as exc:  # a bug of ours: one line for the user, the details on stderr for the log

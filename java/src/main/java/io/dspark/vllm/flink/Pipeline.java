@@ -26,6 +26,7 @@ import org.apache.flink.table.functions.python.PythonFunctionKind;
 import org.apache.flink.table.functions.python.PythonScalarFunction;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.types.Row;
 
@@ -63,6 +64,8 @@ final class Pipeline {
     static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
     private static final String RUNTIME = "connector.flink.runtime";
+
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
     private Pipeline() {}
 
@@ -225,6 +228,11 @@ final class Pipeline {
                 produced.put(name, type);
             }
         });
+        String python = plan.pythonParseReason(produced.keySet());
+        if (python == null) {
+            return parseInJvm(t, plan, rows, produced);
+        }
+        LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", python);
         List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
         List<String> inputNames = new ArrayList<>();
         List<String> inputTypes = new ArrayList<>();
@@ -258,6 +266,47 @@ final class Pipeline {
             select.add($("_p").get(name).as(name));
         }
         return called.select(select.toArray(new Expression[0]));
+    }
+
+    /**
+     * The parse step in the JVM ({@link ParseOperator}): the rows as RowData through the native core, each joined
+     * with its flat columns; no Python worker.
+     */
+    private static Table parseInJvm(
+            StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced) {
+        JsonNode jvm = plan.json.get("native");
+        List<String> inputs = rows.getResolvedSchema().getColumnNames();
+        DataStream<RowData> in =
+                t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
+        List<String> body = new ArrayList<>();
+        List<LogicalType> types = new ArrayList<>();
+        produced.forEach((name, type) -> {
+            if (!plan.parseInternal().contains(name)) {
+                body.add(name);
+                types.add(TablePlan.dataType(type).getLogicalType());
+            }
+        });
+        ParseOperator step =
+                new ParseOperator(
+                        jvm.get("document").asText(),
+                        body,
+                        new NativeRows(body, types),
+                        inputs.indexOf("_body"),
+                        inputs.indexOf("_source"),
+                        inputs.indexOf("_request_error"),
+                        jvm.get("require_created").asBoolean(),
+                        jvm.get("batch_size").asInt(),
+                        jvm.get("batch_ms").asLong());
+        List<String> names = new ArrayList<>(inputs);
+        List<LogicalType> outTypes = new ArrayList<>(
+                ((RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType()).getChildren());
+        produced.forEach((name, type) -> {
+            names.add(name);
+            outTypes.add(TablePlan.dataType(type).getLogicalType());
+        });
+        RowType out = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
+        LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
+        return t.fromDataStream(in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(out), step));
     }
 
     private static Object[] columns(List<String> names) {

@@ -53,7 +53,30 @@ final class PythonPlanner {
     private PythonPlanner() {}
 
     static TablePlan plan(ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
-        String request = declaredTable(identifier, table, config).toString();
+        JsonNode answer = ask(identifier, declaredTable(identifier, table, config), config, CONNECTOR);
+        return new TablePlan(answer);
+    }
+
+    /**
+     * The plan of a table with {@code 'format' = 'dspark-vllm'}: the declared table with the format's options
+     * (their prefix taken off) under "format"; the answer is {@code connector.flink.planner.format_plan}'s.
+     */
+    static JsonNode formatPlan(
+            ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> formatOptions,
+            Map<String, String> config) {
+        ObjectNode request = declaredTable(identifier, table, config);
+        request.remove("options");
+        ObjectNode format = request.putObject("format");
+        formatOptions.forEach(format::put);
+        return ask(identifier, request, config, FORMAT);
+    }
+
+    static final String CONNECTOR = "('connector' = 'dspark-vllm')";
+    static final String FORMAT = "('format' = 'dspark-vllm')";
+
+    private static JsonNode ask(
+            ObjectIdentifier identifier, ObjectNode question, Map<String, String> config, String what) {
+        String request = question.toString();
         String python = pythonExecutable(config);
         String key = digest(python + "\0" + request);
         long now = System.currentTimeMillis();
@@ -61,15 +84,14 @@ final class PythonPlanner {
         Cached cached = CACHE.get(key);
         JsonNode answer = cached == null ? null : cached.answer;
         if (answer == null) {
-            answer = run(python, request, identifier);
+            answer = run(python, request, identifier, what);
             CACHE.put(key, new Cached(answer, now + CACHE_MILLIS));
         }
         if (answer.has("error")) {
             throw new ValidationException(
-                    "Table '" + identifier.asSummaryString() + "' ('connector' = 'dspark-vllm'): "
-                            + answer.get("error").asText());
+                    "Table '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText());
         }
-        return new TablePlan(answer);
+        return answer;
     }
 
     private static String digest(String text) {
@@ -147,13 +169,13 @@ final class PythonPlanner {
         return node;
     }
 
-    private static JsonNode run(String python, String request, ObjectIdentifier identifier) {
+    private static JsonNode run(String python, String request, ObjectIdentifier identifier, String what) {
         ProcessBuilder builder = new ProcessBuilder(List.of(python, "-m", MODULE));
         Process process;
         try {
             process = builder.start();
         } catch (IOException e) {
-            throw new ValidationException(hint(identifier, python, "cannot start it: " + e.getMessage()));
+            throw new ValidationException(hint(identifier, what, python, "cannot start it: " + e.getMessage()));
         }
         try {
             // Read both streams while writing, so that a chatty stderr never blocks the child.
@@ -166,26 +188,26 @@ final class PythonPlanner {
             }
             if (!process.waitFor(TIMEOUT_SECONDS, TimeUnit.SECONDS)) {
                 process.destroyForcibly();
-                throw new ValidationException(hint(identifier, python, "no answer in " + TIMEOUT_SECONDS + " s"));
+                throw new ValidationException(hint(identifier, what, python, "no answer in " + TIMEOUT_SECONDS + " s"));
             }
             out.join();
             err.join();
             String stdout = out.text().trim();
             if (process.exitValue() != 0 || stdout.isEmpty()) {
-                throw new ValidationException(hint(identifier, python, lastLine(err.text())));
+                throw new ValidationException(hint(identifier, what, python, lastLine(err.text())));
             }
             return JSON.readTree(stdout);
         } catch (IOException e) {
-            throw new ValidationException(hint(identifier, python, e.getMessage()));
+            throw new ValidationException(hint(identifier, what, python, e.getMessage()));
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             process.destroyForcibly();
-            throw new ValidationException(hint(identifier, python, "interrupted"));
+            throw new ValidationException(hint(identifier, what, python, "interrupted"));
         }
     }
 
-    private static String hint(ObjectIdentifier identifier, String python, String what) {
-        return "Table '" + identifier.asSummaryString() + "' ('connector' = 'dspark-vllm') is planned by Python on "
+    private static String hint(ObjectIdentifier identifier, String label, String python, String what) {
+        return "Table '" + identifier.asSummaryString() + "' " + label + " is planned by Python on "
                 + "the client, and '" + python + " -m " + MODULE + "' failed: " + what + ". Set "
                 + "'python.client.executable' to a Python that has dspark-vllm installed.";
     }

@@ -19,7 +19,7 @@ final class TablePlan {
     final JsonNode json;
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
-    static final int VERSION = 2;
+    static final int VERSION = 3;
 
     TablePlan(JsonNode json) {
         int version = json.path("version").asInt(-1);
@@ -66,6 +66,30 @@ final class TablePlan {
         java.util.Set<String> names = new java.util.LinkedHashSet<>();
         json.get("parse_internal").forEach(n -> names.add(n.asText()));
         return names;
+    }
+
+    /**
+     * Null when the parse step can run in the JVM for these flat columns (the plan has a "native" part: the
+     * backend is cpu, or auto where no GPU backend is installed, and the native core makes every column read),
+     * else why it runs in Python.
+     */
+    String pythonParseReason(java.util.Collection<String> produced) {
+        JsonNode jvm = json.get("native");
+        if (jvm == null || !jvm.has("document")) {
+            return jvm == null ? "the plan has no native parse step" : jvm.path("why").asText();
+        }
+        java.util.Set<String> made = new java.util.HashSet<>(parseInternal());
+        jvm.get("columns").forEach(n -> made.add(n.asText()));
+        List<String> others = new ArrayList<>();
+        for (String name : produced) {
+            if (!made.contains(name)) {
+                others.add(name);
+            }
+        }
+        return others.isEmpty()
+                ? null
+                : "the query reads " + others + ", which the native core does not make yet (content properties: "
+                        + "x-extract runs in Python)";
     }
 
     JsonNode physical(String column) {

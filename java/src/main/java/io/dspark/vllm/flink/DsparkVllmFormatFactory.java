@@ -1,0 +1,107 @@
+package io.dspark.vllm.flink;
+
+import org.apache.flink.api.common.serialization.DeserializationSchema;
+import org.apache.flink.configuration.ConfigOption;
+import org.apache.flink.configuration.ConfigOptions;
+import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.connector.ChangelogMode;
+import org.apache.flink.table.connector.Projection;
+import org.apache.flink.table.connector.format.DecodingFormat;
+import org.apache.flink.table.connector.format.ProjectableDecodingFormat;
+import org.apache.flink.table.connector.source.DynamicTableSource;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.factories.DeserializationFormatFactory;
+import org.apache.flink.table.factories.DynamicTableFactory;
+import org.apache.flink.table.factories.FactoryUtil;
+import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.logical.RowType;
+
+import java.util.LinkedHashMap;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * {@code 'format' = 'dspark-vllm'}: raw vLLM bodies in any Flink source (filesystem, Kafka, ...) as the typed
+ * columns of a profile, parsed in the JVM by the native core ({@link NativeDeserializationSchema}).
+ *
+ * <pre>
+ *   CREATE TABLE t (id STRING, created TIMESTAMP(3), usage ROW&lt;total_tokens BIGINT&gt;, error_reason STRING)
+ *   WITH ('connector' = 'kafka', ..., 'format' = 'dspark-vllm', 'dspark-vllm.profile' = 'coder')
+ * </pre>
+ *
+ * The columns and options are checked by the package's Python planner on the client
+ * ({@code connector.flink.planner.format_plan}), which also writes the core's plan; the TaskManagers run no
+ * Python. Projectable: only the columns a query reads are parsed.
+ */
+public final class DsparkVllmFormatFactory implements DeserializationFormatFactory {
+
+    public static final String IDENTIFIER = "dspark-vllm";
+
+    static final ConfigOption<String> PROFILE =
+            ConfigOptions.key("profile").stringType().defaultValue("openai")
+                    .withDescription("The model profile: a built-in name or a profile file's path.");
+    static final ConfigOption<String> ON_ERROR =
+            ConfigOptions.key("on-error").stringType().defaultValue("column")
+                    .withDescription("A rejected body: 'column' (a row with error_reason and error_field), 'skip' "
+                            + "(no row; counted in numRecordsInErrors), or 'fail' (the job fails).");
+
+    @Override
+    public String factoryIdentifier() {
+        return IDENTIFIER;
+    }
+
+    @Override
+    public Set<ConfigOption<?>> requiredOptions() {
+        return Set.of();
+    }
+
+    @Override
+    public Set<ConfigOption<?>> optionalOptions() {
+        return Set.of(PROFILE, ON_ERROR);
+    }
+
+    @Override
+    public DecodingFormat<DeserializationSchema<RowData>> createDecodingFormat(
+            DynamicTableFactory.Context context, ReadableConfig formatOptions) {
+        FactoryUtil.validateFactoryOptions(this, formatOptions);
+        Map<String, String> given = new LinkedHashMap<>();
+        formatOptions.getOptional(PROFILE).ifPresent(v -> given.put(PROFILE.key(), v));
+        formatOptions.getOptional(ON_ERROR).ifPresent(v -> given.put(ON_ERROR.key(), v));
+        JsonNode plan =
+                PythonPlanner.formatPlan(
+                        context.getObjectIdentifier(), context.getCatalogTable(), given,
+                        context.getConfiguration().toMap());
+        int version = plan.path("version").asInt(-1);
+        if (version != TablePlan.VERSION) {
+            throw new IllegalArgumentException(
+                    "dspark-vllm: the planner made a format plan of version " + version + ", this jar reads version "
+                            + TablePlan.VERSION + ": use the jar of the installed package");
+        }
+        return new Format(plan.get("document").asText(), plan.get("on_error").asText());
+    }
+
+    private static final class Format implements ProjectableDecodingFormat<DeserializationSchema<RowData>> {
+        private final String document;
+        private final String onError;
+
+        Format(String document, String onError) {
+            this.document = document;
+            this.onError = onError;
+        }
+
+        @Override
+        public DeserializationSchema<RowData> createRuntimeDecoder(
+                DynamicTableSource.Context context, DataType physicalDataType, int[][] projections) {
+            DataType produced = Projection.of(projections).project(physicalDataType);
+            return new NativeDeserializationSchema(
+                    document, (RowType) produced.getLogicalType(), onError,
+                    context.createTypeInformation(produced));
+        }
+
+        @Override
+        public ChangelogMode getChangelogMode() {
+            return ChangelogMode.insertOnly();
+        }
+    }
+}

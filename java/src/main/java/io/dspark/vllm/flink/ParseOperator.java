@@ -1,0 +1,234 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.parse.ArrowColumn;
+import io.dspark.vllm.parse.NativeCore;
+import io.dspark.vllm.parse.NativeParser;
+
+import org.apache.flink.metrics.Counter;
+import org.apache.flink.metrics.MeterView;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.streaming.api.operators.AbstractStreamOperator;
+import org.apache.flink.streaming.api.operators.BoundedOneInput;
+import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
+import org.apache.flink.streaming.api.watermark.Watermark;
+import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
+import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.data.TimestampData;
+import org.apache.flink.table.data.utils.JoinedRowData;
+
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * The parse step inside the JVM: batches of bodies through the native core ({@link NativeParser}), each input
+ * row joined with its flat columns and the internal ones ({@code contract.PARSE_INTERNAL}: line, error, error
+ * field, backend), as the Python parse function makes them (connector/flink/frames.py, {@code to_table}).
+ *
+ * <p>A batch is parsed when it holds {@code batchSize} bodies, {@code batchMillis} after its first body came,
+ * before a checkpoint barrier or a watermark goes on, and at the end of the input: a body never waits longer.
+ */
+final class ParseOperator extends AbstractStreamOperator<RowData>
+        implements OneInputStreamOperator<RowData, RowData>, BoundedOneInput, ProcessingTimeCallback {
+
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ParseOperator.class);
+    private static final String CREATED = "created";
+
+    private final String document;
+    private final List<String> bodyColumns;
+    private final NativeRows rows;
+    private final int internalAt;
+    private final boolean hasCreated;
+    private final int bodyIndex;
+    private final int sourceIndex; // replay: the file a body came from (lines are counted per file); else -1
+    private final int requestErrorIndex; // request mode: the request's error; else -1
+    private final boolean requireCreated;
+    private final int batchSize;
+    private final long batchMillis;
+
+    private transient NativeParser parser;
+    private transient List<RowData> pending;
+    private transient long timer;
+    private transient Map<String, Long> lines;
+    private transient Long lastCreated;
+    private transient Counter bodies;
+    private transient Counter parsed;
+    private transient Counter rejected;
+    private transient Counter bytes;
+    private transient Counter batches;
+    private transient RequestStep.Recent parseTimes;
+    private transient double lastMillis;
+
+    ParseOperator(
+            String document, List<String> bodyColumns, NativeRows rows, int bodyIndex, int sourceIndex,
+            int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis) {
+        this.document = document;
+        this.bodyColumns = new ArrayList<>(bodyColumns);
+        this.rows = rows;
+        this.internalAt = bodyColumns.size();
+        this.hasCreated = bodyColumns.contains(CREATED);
+        this.bodyIndex = bodyIndex;
+        this.sourceIndex = sourceIndex;
+        this.requestErrorIndex = requestErrorIndex;
+        this.requireCreated = requireCreated;
+        this.batchSize = batchSize;
+        this.batchMillis = batchMillis;
+    }
+
+    @Override
+    public void open() throws Exception {
+        super.open();
+        String problem = NativeCore.available();
+        if (problem != null) {
+            throw new IllegalStateException("dspark-vllm: " + problem);
+        }
+        parser = new NativeParser(document, bodyColumns);
+        pending = new ArrayList<>();
+        timer = -1;
+        lines = new HashMap<>();
+        MetricGroup group = getRuntimeContext().getMetricGroup().addGroup("dspark");
+        bodies = group.counter("numRecordsIn");
+        parsed = group.counter("numRecordsOut");
+        rejected = group.counter("numRecordsInErrors");
+        bytes = group.counter("numBytesIn");
+        batches = group.counter("numBatches");
+        group.meter("numRecordsInPerSecond", new MeterView(bodies, 60));
+        group.meter("numRecordsOutPerSecond", new MeterView(parsed, 60));
+        parseTimes = new RequestStep.Recent(100);
+        group.gauge("parseTimeMsP50", () -> parseTimes.percentile(50));
+        group.gauge("parseTimeMsP99", () -> parseTimes.percentile(99));
+        group.gauge("lastBatchParseTimeMs", () -> (long) lastMillis);
+        group.gauge("backendGpu", () -> 0);
+        group.gauge("backendJvm", () -> 1);
+        if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
+            LOG.info("dspark-vllm: the parse step runs in the JVM with the native core ({}), no Python worker",
+                    NativeCore.coreName());
+        }
+    }
+
+    @Override
+    public void processElement(StreamRecord<RowData> element) throws Exception {
+        pending.add(element.getValue());
+        if (pending.size() >= batchSize) {
+            flush();
+        } else if (timer < 0) {
+            long now = getProcessingTimeService().getCurrentProcessingTime();
+            timer = now + batchMillis;
+            getProcessingTimeService().registerTimer(timer, this);
+        }
+    }
+
+    @Override
+    public void onProcessingTime(long time) throws Exception {
+        if (time == timer) {
+            timer = -1;
+            flush();
+        }
+    }
+
+    @Override
+    public void processWatermark(Watermark mark) throws Exception {
+        flush();
+        super.processWatermark(mark);
+    }
+
+    @Override
+    public void prepareSnapshotPreBarrier(long checkpointId) throws Exception {
+        flush();
+        super.prepareSnapshotPreBarrier(checkpointId);
+    }
+
+    @Override
+    public void endInput() throws Exception {
+        flush();
+    }
+
+    @Override
+    public void finish() throws Exception {
+        flush();
+        super.finish();
+    }
+
+    private void flush() {
+        timer = -1;
+        int n = pending.size();
+        if (n == 0) {
+            return;
+        }
+        byte[][] input = new byte[n][];
+        long size = 0;
+        for (int i = 0; i < n; i++) {
+            RowData row = pending.get(i);
+            input[i] = row.isNullAt(bodyIndex) ? null : row.getBinary(bodyIndex);
+            size += input[i] == null ? 0 : input[i].length;
+        }
+        long started = System.nanoTime();
+        List<Map<String, ArrowColumn>> parts = parser.parse(input, 0, n);
+        lastMillis = (System.nanoTime() - started) / 1e6;
+        parseTimes.add(lastMillis);
+        long now = System.currentTimeMillis();
+        long floor = lastCreated != null ? lastCreated : 0L;
+        long running = Long.MIN_VALUE;
+        int at = 0;
+        int errors = 0;
+        for (Map<String, ArrowColumn> part : parts) {
+            ArrowColumn reasons = part.get(NativeParser.REASON);
+            ArrowColumn fields = part.get(NativeParser.FIELD);
+            ArrowColumn created = hasCreated ? part.get(CREATED) : null;
+            for (int i = 0; i < reasons.length; i++, at++) {
+                RowData in = pending.get(at);
+                GenericRowData out = new GenericRowData(rows.size() + 4);
+                rows.fill(part, i, out, 0);
+                String reason = reasons.getString(i);
+                String field = fields.getString(i);
+                if (input[at] == null) {
+                    reason = "not a body: got NoneType (give bytes or str)";
+                    field = null;
+                }
+                if (requestErrorIndex >= 0 && !in.isNullAt(requestErrorIndex)) {
+                    reason = "request failed: " + in.getString(requestErrorIndex).toString();
+                    field = null;
+                }
+                if (created != null) {
+                    int k = bodyColumns.indexOf(CREATED);
+                    if (created.isNull(i)) {
+                        if (requireCreated && reason == null) {
+                            reason = "no 'created' in the body: the table's WATERMARK needs it";
+                            field = CREATED;
+                        }
+                        long filled = requestErrorIndex >= 0 ? now : Math.max(running, floor);
+                        out.setField(k, TimestampData.fromEpochMillis(filled));
+                        lastCreated = lastCreated == null ? filled : Math.max(lastCreated, filled);
+                    } else {
+                        long value = created.getLong(i);
+                        running = Math.max(running, value);
+                        lastCreated = lastCreated == null ? value : Math.max(lastCreated, value);
+                    }
+                }
+                out.setField(internalAt, line(in));
+                out.setField(internalAt + 1, reason == null ? null : StringData.fromString(reason));
+                out.setField(internalAt + 2, field == null ? null : StringData.fromString(field));
+                out.setField(internalAt + 3, StringData.fromString("cpu"));
+                errors += reason == null ? 0 : 1;
+                output.collect(new StreamRecord<>(new JoinedRowData(in, out)));
+            }
+        }
+        pending.clear();
+        bodies.inc(n);
+        parsed.inc(n - errors);
+        rejected.inc(errors);
+        bytes.inc(size);
+        batches.inc();
+    }
+
+    private long line(RowData in) {
+        String source = sourceIndex >= 0 && !in.isNullAt(sourceIndex) ? in.getString(sourceIndex).toString() : "";
+        long next = lines.getOrDefault(source, 0L) + 1;
+        lines.put(source, next);
+        return next;
+    }
+}

@@ -1,0 +1,150 @@
+package io.dspark.vllm.parse;
+
+import java.io.IOException;
+import java.io.InputStream;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.nio.file.StandardCopyOption;
+import java.util.Arrays;
+import java.util.HashSet;
+import java.util.Set;
+
+/**
+ * The native parser core (native/dspark_core.cpp) in the JVM: its one C ABI entry point through a JNI shim
+ * (native/jni/dspark_jni.c). Both libraries travel inside the connector's jar, under
+ * {@code io/dspark/vllm/native/linux-x86_64/}, and are copied to a temporary folder and loaded once per JVM
+ * (as zstd-jni and snappy-java load theirs); the system property {@code dspark.native.dir} (or the variable
+ * {@code DSPARK_NATIVE_DIR}) names a folder to load them from instead. The core has a build per x86-64
+ * level; the one for this CPU is chosen from /proc/cpuinfo as the Python loader chooses
+ * (connector/decode/native.py).
+ */
+public final class NativeCore {
+
+    /** The core's ABI (dspark_core.h, DSPARK_ABI_VERSION); the shim checks it on load. */
+    public static final int ABI_VERSION = 2;
+
+    static final int DONE = 0;
+    static final int OUTPUT_TOO_LARGE = 3;
+    private static final String RESOURCES = "/io/dspark/vllm/native/linux-x86_64/";
+    private static final String SHIM = "libdspark-jni.so";
+
+    private static String problem;
+    private static boolean loaded;
+
+    private NativeCore() {}
+
+    /** Loads the core once; null when it is there, else why not (one line for the user). */
+    public static synchronized String available() {
+        if (!loaded && problem == null) {
+            try {
+                Path folder = folder();
+                System.load(folder.resolve(SHIM).toString());
+                String failed = load(folder.resolve(coreName()).toString());
+                if (failed != null) {
+                    problem = "the native parser core did not load: " + failed;
+                } else {
+                    loaded = true;
+                }
+            } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
+                problem = "the native parser core did not load: " + e.getMessage();
+            }
+        }
+        return loaded ? null : problem;
+    }
+
+    /** The core's result for {@code n} bodies; the caller closes it. Throws IllegalStateException on a defect. */
+    static Result parse(byte[] plan, ByteBuffer data, long dataLength, ByteBuffer offsets, int n) {
+        String why = available();
+        if (why != null) {
+            throw new IllegalStateException(why);
+        }
+        byte[] error = new byte[512];
+        long handle = parse(plan, data, dataLength, offsets, n, error);
+        if (handle <= 0) {
+            int end = 0;
+            while (end < error.length && error[end] != 0) {
+                end++;
+            }
+            return new Result(0, (int) -handle, new String(error, 0, end, StandardCharsets.UTF_8));
+        }
+        return new Result(handle, DONE, null);
+    }
+
+    /** What one call gave: a struct array to read (then close), or a code and its message. */
+    static final class Result implements AutoCloseable {
+        final long handle;
+        final int code;
+        final String message;
+
+        Result(long handle, int code, String message) {
+            this.handle = handle;
+            this.code = code;
+            this.message = message;
+        }
+
+        /** Every column, copied out of native memory in one call (native/jni/dspark_jni.c says how). */
+        java.util.Map<String, ArrowColumn> columns() {
+            return ArrowColumn.all(NativeCore.columns(handle));
+        }
+
+        @Override
+        public void close() {
+            if (handle != 0) {
+                release(handle);
+            }
+        }
+    }
+
+    private static Path folder() throws IOException {
+        String given = System.getProperty("dspark.native.dir", System.getenv("DSPARK_NATIVE_DIR"));
+        if (given != null && !given.isEmpty()) {
+            return Paths.get(given);
+        }
+        Path folder = Files.createTempDirectory("dspark-vllm-native-");
+        for (String name : new String[] {SHIM, coreName()}) {
+            try (InputStream in = NativeCore.class.getResourceAsStream(RESOURCES + name)) {
+                if (in == null) {
+                    throw new IOException(
+                            "this jar carries no " + name + " for " + System.getProperty("os.name") + "/"
+                                    + System.getProperty("os.arch") + " (it is built for linux x86-64)");
+                }
+                Path target = folder.resolve(name);
+                Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
+                target.toFile().deleteOnExit();
+            }
+        }
+        folder.toFile().deleteOnExit();
+        return folder;
+    }
+
+    /** The build of the core for this CPU: Haswell-class (AVX2, BMI, PCLMUL, LZCNT) or any x86-64. */
+    public static String coreName() {
+        Set<String> flags = new HashSet<>();
+        try {
+            for (String line : Files.readAllLines(Paths.get("/proc/cpuinfo"))) {
+                if (line.startsWith("flags")) {
+                    flags.addAll(Arrays.asList(line.substring(line.indexOf(':') + 1).trim().split("\\s+")));
+                    break;
+                }
+            }
+        } catch (IOException e) {
+            // no /proc: the baseline build
+        }
+        boolean haswell =
+                flags.containsAll(Arrays.asList("avx2", "bmi1", "bmi2", "pclmulqdq"))
+                        && (flags.contains("lzcnt") || flags.contains("abm"));
+        return haswell ? "libdspark-haswell.so" : "libdspark-x86-64.so";
+    }
+
+    private static native String load(String path);
+
+    private static native long parse(
+            byte[] plan, ByteBuffer data, long dataLength, ByteBuffer offsets, int n, byte[] error);
+
+    private static native byte[] columns(long handle);
+
+    private static native void release(long handle);
+}

@@ -1,0 +1,162 @@
+package io.dspark.vllm.parse;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.nio.ByteBuffer;
+import java.nio.ByteOrder;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+/**
+ * Batches of bodies through the native core, for a plan: the core's plan document as the Python package writes
+ * it ({@code connector.decode.native.NativePlan}, every body column of a profile), narrowed to the columns a
+ * query reads, with {@code explain} so that the core alone decides every body (a row, or the reason and field
+ * the Python backends give). Not thread-safe: one per operator instance (its buffers are reused).
+ */
+public final class NativeParser {
+
+    /** What the core adds beside the plan's columns: the verdict and, for bodies that are no row, why. */
+    public static final String VERDICT = "verdict";
+    public static final String REASON = "reason";
+    public static final String FIELD = "field";
+
+    private final byte[] plan;
+    private final Map<String, char[]> types = new LinkedHashMap<>(); // name -> {type, item type}
+    private ByteBuffer data = ByteBuffer.allocateDirect(1 << 16);
+    private ByteBuffer offsets = ByteBuffer.allocateDirect(8 * 1025).order(ByteOrder.LITTLE_ENDIAN);
+
+    /** {@code document}: the core's plan for every body column; {@code wanted}: the body columns to read. */
+    public NativeParser(String document, Collection<String> wanted) {
+        ObjectMapper json = new ObjectMapper();
+        try {
+            ObjectNode root = (ObjectNode) json.readTree(document);
+            ArrayNode kept = json.createArrayNode();
+            List<String> missing = new ArrayList<>(wanted);
+            for (JsonNode column : root.get("columns")) {
+                String name = column.get("name").asText();
+                if (wanted.contains(name)) {
+                    kept.add(column);
+                    missing.remove(name);
+                    types.put(name, typeOf(column));
+                }
+            }
+            if (!missing.isEmpty()) {
+                throw new IllegalArgumentException("the native core's plan has no columns " + missing);
+            }
+            root.set("columns", kept);
+            root.remove("content");
+            root.put("explain", true);
+            plan = json.writeValueAsBytes(root);
+        } catch (IOException e) {
+            throw new UncheckedIOException(e);
+        }
+        types.put(VERDICT, new char[] {'c', ' '});
+        types.put(REASON, new char[] {'u', ' '});
+        types.put(FIELD, new char[] {'u', ' '});
+    }
+
+    private static char[] typeOf(JsonNode column) {
+        String kind = column.get("kind").asText();
+        char leaf;
+        switch (kind) {
+            case "string":
+            case "any":
+                leaf = 'u';
+                break;
+            case "integer":
+            case "length":
+            case "timestamp":
+                leaf = 'l';
+                break;
+            case "number":
+                leaf = 'g';
+                break;
+            case "boolean":
+                leaf = 'b';
+                break;
+            default:
+                throw new IllegalArgumentException("no column kind '" + kind + "' in the native core");
+        }
+        boolean star = false;
+        for (JsonNode path : column.get("paths")) {
+            for (JsonNode segment : path) {
+                star |= "*".equals(segment.asText());
+            }
+        }
+        return "length".equals(kind) || !star ? new char[] {leaf, ' '} : new char[] {'+', leaf};
+    }
+
+    /**
+     * The columns of the bodies {@code bodies[from..to)} (null for a missing one, read as empty), in parts of
+     * consecutive bodies: one part, unless the columns of a part would outgrow Arrow's 2 GiB.
+     */
+    public List<Map<String, ArrowColumn>> parse(byte[][] bodies, int from, int to) {
+        List<Map<String, ArrowColumn>> parts = new ArrayList<>();
+        read(bodies, from, to, parts);
+        return parts;
+    }
+
+    private void read(byte[][] bodies, int from, int to, List<Map<String, ArrowColumn>> parts) {
+        int n = to - from;
+        long total = 0;
+        for (int i = from; i < to; i++) {
+            total += bodies[i] == null ? 0 : bodies[i].length;
+        }
+        if (total > Integer.MAX_VALUE - 64 && n > 1) {
+            read(bodies, from, from + n / 2, parts);
+            read(bodies, from + n / 2, to, parts);
+            return;
+        }
+        if (data.capacity() < total) {
+            data = ByteBuffer.allocateDirect((int) Math.min(Integer.MAX_VALUE - 64, Math.max(total, 2L * data.capacity())));
+        }
+        if (offsets.capacity() < 8L * (n + 1)) {
+            offsets = ByteBuffer.allocateDirect(8 * (n + 1)).order(ByteOrder.LITTLE_ENDIAN);
+        }
+        data.clear();
+        long at = 0;
+        offsets.putLong(0, 0);
+        for (int i = 0; i < n; i++) {
+            byte[] body = bodies[from + i];
+            if (body != null && at + body.length <= data.capacity()) {
+                data.put(body);
+                at += body.length;
+            }
+            offsets.putLong(8 * (i + 1), at);
+        }
+        try (NativeCore.Result result = NativeCore.parse(plan, data, at, offsets, n)) {
+            if (result.code == NativeCore.OUTPUT_TOO_LARGE && n > 1) {
+                read(bodies, from, from + n / 2, parts);
+                read(bodies, from + n / 2, to, parts);
+                return;
+            }
+            if (result.code != NativeCore.DONE) {
+                throw new IllegalStateException(
+                        "native parser core: " + result.message + " (code " + result.code + ")");
+            }
+            Map<String, ArrowColumn> all = result.columns();
+            Map<String, ArrowColumn> out = new HashMap<>();
+            for (String name : types.keySet()) {
+                ArrowColumn column = all.get(name);
+                char[] expected = types.get(name);
+                if (column == null || column.type != expected[0] || (column.child != null && column.child.type != expected[1])) {
+                    throw new IllegalStateException(
+                            "the native core's result has no column '" + name + "' of type " + expected[0]
+                                    + ": it is not of ABI "
+                                    + NativeCore.ABI_VERSION);
+                }
+                out.put(name, column);
+            }
+            parts.add(out);
+        }
+    }
+}

@@ -1,0 +1,101 @@
+"""The native core inside the JVM (io.dspark.vllm.parse.NativeParser through JNI) gives what the Python backends
+give: every column of every body, and the same reason and field for every body that is no row. One JVM runs
+every case (java/src/test/java/.../NativeCheck.java prints what it read); the Python side is `parse_batch` on
+the cpu backend, which the suites over backends hold to the exact path."""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+
+from connector.decode import parse_batch
+from connector.decode.native import NativePlan
+from connector.profiles import load_profile
+from connector.schema.columns import body_columns
+from connector.simulator.responses import make_corpus
+from tests.java import NEEDS_JDK, build_jar
+from tests.test_fuzz import mutate
+from tests.test_jsontestsuite import FILES, in_read_field
+
+pytestmark = [pytest.mark.slow, NEEDS_JDK]
+
+BATCH = 97  # bodies per JNI call: several calls per case, a partial last one
+
+
+def _cases() -> dict[str, tuple[str, list[str], list[bytes]]]:
+    rng = random.Random("issue-18 jvm")
+    openai = make_corpus(300, "openai", seed=18, json_share=0.6)
+    coder = make_corpus(200, "coder", seed=19, json_share=0.8)
+    every = [c.name for c in body_columns(load_profile("openai"))]
+    cases = {
+        "openai, every column, mutated": (
+            "openai",
+            every,
+            [mutate(b, rng) if rng.random() < 0.7 else b for b in openai],
+        ),
+        "coder, three columns": ("coder", ["model", "created", "completion_tokens"], coder),
+        "openai, no column": ("openai", [], openai[:50] + [b"nope", b""]),
+    }
+    if FILES:
+        suite = [p.read_bytes() for p in FILES]
+        cases["JSONTestSuite, whole"] = ("openai", every, suite)
+        cases["JSONTestSuite, in a read field"] = ("openai", ["id", "model"], [in_read_field(d) for d in suite])
+    return cases
+
+
+CASES = _cases()
+
+
+def _python(profile: str, columns: list[str], bodies: list[bytes]) -> list[dict[str, Any]]:
+    table = parse_batch(bodies, profile, backend="cpu", columns=columns, inline_errors=True).table
+    out = []
+    for row in table.to_pylist():
+        values = {c: row[c] for c in columns}
+        for name, value in values.items():
+            if isinstance(value, datetime):
+                values[name] = int((value - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1000)
+        values["reason"], values["field"] = row["error_reason"], row["error_field"]
+        out.append(values)
+    return out
+
+
+@pytest.fixture(scope="module")
+def jvm(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
+    folder = tmp_path_factory.mktemp("jvm")
+    args = [str(BATCH)]
+    for i, (profile, columns, bodies) in enumerate(CASES.values()):
+        loaded = load_profile(profile)
+        plan = folder / f"plan-{i}.json"
+        plan.write_bytes(NativePlan.of(body_columns(loaded), loaded.created_unit).document)
+        lines = folder / f"bodies-{i}.txt"
+        lines.write_text("".join(base64.b64encode(b).decode() + "\n" for b in bodies))
+        args += [str(plan), ",".join(columns), str(lines)]
+    result = build_jar().java_tests(*args, main="io.dspark.vllm.parse.NativeCheck")
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-4000:]
+    assert "unavailable" not in result.stdout[:200], result.stdout[:400]
+    parts = result.stdout.split("---\n")[:-1]
+    assert len(parts) == len(CASES)
+    return {name: [json.loads(line) for line in part.splitlines()] for name, part in zip(CASES, parts, strict=True)}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_the_jvm_reads_what_python_reads(jvm, case: str):
+    profile, columns, bodies = CASES[case]
+    expected = _python(profile, columns, bodies)
+    got = jvm[case]
+    assert len(got) == len(bodies)
+    wrong = [(i, g, e) for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e]
+    assert not wrong, f"{len(wrong)} of {len(bodies)} differ; first: {wrong[0]}"
+    assert any(e["reason"] is None for e in expected) or case == "JSONTestSuite, whole"
+
+
+def test_the_cases_hold_rows_and_error_rows():
+    """A test that cannot fail is a defect: the corpora must have both kinds."""
+    profile, columns, bodies = CASES["openai, every column, mutated"]
+    reasons = [e["reason"] for e in _python(profile, columns, bodies)]
+    assert any(r is None for r in reasons) and any(r is not None for r in reasons)
