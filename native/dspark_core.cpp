@@ -141,13 +141,17 @@ struct Builder {
   std::vector<int8_t> small;
   std::unique_ptr<Builder> child;
 
+  // Every buffer the type exports gets room for one element, so that its pointer is never null (an empty
+  // batch too); the others stay unallocated (a body a call, as the JVM's format parses, makes dozens of these).
   Builder(char t, std::string n) : type(t), name(std::move(n)) {
     validity.reserve(1);
-    bits.reserve(1);
-    chars.reserve(1);
-    ints.reserve(1);
-    doubles.reserve(1);
-    small.reserve(1);
+    switch (t) {
+      case 'u': chars.reserve(1); break;
+      case 'l': case 't': ints.reserve(1); break;
+      case 'g': doubles.reserve(1); break;
+      case 'b': bits.reserve(1); break;
+      case 'c': small.reserve(1); break;
+    }
     if (t == 'u' || t == 'L') offsets.push_back(0);
   }
 
@@ -982,11 +986,25 @@ padded_string_view padded_view(const char* text, size_t len, size_t readable, st
   return padded_string_view(copy.data(), len, copy.size());
 }
 
+// The plan of the last call on this thread, read once: callers give the same plan call after call (the JVM's
+// format gives one body a call, where reading the plan would cost more than the body).
+const Plan* plan_of(const char* text, size_t len, std::string& message) {
+  static thread_local std::string last_text;
+  static thread_local std::unique_ptr<Plan> last;
+  if (last && last_text.size() == len && std::memcmp(last_text.data(), text, len) == 0) return last.get();
+  auto plan = std::make_unique<Plan>();
+  message = read_plan(text, len, *plan);
+  if (!message.empty()) return nullptr;
+  last_text.assign(text, len);
+  last = std::move(plan);
+  return last.get();
+}
+
 int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_t data_len, const int64_t* offsets,
               int64_t n, ArrowArray* out, ArrowSchema* out_schema, std::string& message) {
-  Plan plan;
-  message = read_plan(plan_text, plan_len, plan);
-  if (!message.empty()) return DSPARK_BAD_PLAN;
+  const Plan* read = plan_of(plan_text, plan_len, message);
+  if (read == nullptr) return DSPARK_BAD_PLAN;
+  const Plan& plan = *read;
   if (n < 0 || (n > 0 && (!offsets || !data))) {
     message = "no bodies given";
     return DSPARK_BAD_INPUT;
