@@ -8,6 +8,7 @@
 
 #include "dspark_core.h"
 #include "dspark_exact.h"
+#include "dspark_extract.h"
 
 #include <algorithm>
 #include <charconv>
@@ -774,7 +775,30 @@ struct Plan {
   bool text_errors = true;  // content.text_errors: a free-text content's content_error is wanted
   std::vector<dspark_exact::ColumnSpec> exact_columns;
   std::vector<dspark_exact::PropertySpec> exact_properties;
+  // With "explain", the content properties' x-extract patterns read free text (dspark_extract.cpp); null
+  // when no property has one.
+  std::unique_ptr<dspark::TextExtractor> extractor;
 };
+
+dspark::ContentKind content_kind(Kind kind) {
+  switch (kind) {
+    case K_INTEGER: return dspark::ContentKind::INTEGER;
+    case K_NUMBER: return dspark::ContentKind::NUMBER;
+    case K_BOOLEAN: return dspark::ContentKind::BOOLEAN;
+    case K_ARRAY: return dspark::ContentKind::ARRAY;
+    case K_JSON: return dspark::ContentKind::JSON;
+    default: return dspark::ContentKind::STRING;
+  }
+}
+
+bool extract_mode(std::string_view s, dspark::ExtractMode& mode) {
+  if (s == "first") mode = dspark::ExtractMode::FIRST;
+  else if (s == "last") mode = dspark::ExtractMode::LAST;
+  else if (s == "all") mode = dspark::ExtractMode::ALL;
+  else if (s == "count") mode = dspark::ExtractMode::COUNT;
+  else return false;
+  return true;
+}
 
 bool kind_of(std::string_view s, Kind& kind) {
   static const std::pair<const char*, Kind> names[] = {
@@ -853,6 +877,8 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
     if (!content["text_errors"].get_bool().get(text_errors)) plan.text_errors = text_errors;
     dom::array properties;
     if (content["properties"].get_array().get(properties)) return "content has no properties";
+    std::vector<dspark::ContentPropertySpec> extract_specs;
+    bool extracts = false;
     for (dom::element p : properties) {
       Column prop;
       std::string_view name, kind;
@@ -861,12 +887,25 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
         return "a content property needs a name and a kind";
       prop.name = std::string(name);
       dspark_exact::PropertySpec spec{prop.name, static_cast<dspark_exact::Kind>(prop.kind), dspark_exact::STRING};
+      dspark::ContentPropertySpec extract_spec;
+      extract_spec.name = prop.name;
+      extract_spec.kind = content_kind(prop.kind);
+      dom::object extract;
+      if (!p["extract"].get_object().get(extract)) {
+        std::string_view pattern, mode;
+        if (extract["pattern"].get_string().get(pattern) || extract["mode"].get_string().get(mode) ||
+            !extract_mode(mode, extract_spec.mode))
+          return "a property's extract needs a pattern and a mode (first, last, all, count)";
+        extract_spec.has_extract = extracts = true;
+        extract_spec.pattern = std::string(pattern);
+      }
       if (prop.kind == K_ARRAY) {
         std::string_view item;
         Kind item_kind;
         if (p["item_kind"].get_string().get(item) || !kind_of(item, item_kind) || item_kind > K_BOOLEAN)
           return "an array property needs an item_kind";
         spec.item_kind = static_cast<dspark_exact::Kind>(item_kind);
+        extract_spec.item_kind = content_kind(item_kind);
         plan.content.add({prop.name}, K_ARRAY, nullptr);
         prop.slots.push_back(plan.content.add({prop.name, "*"}, item_kind, &prop.star_parent));
         prop.kind = item_kind;
@@ -876,6 +915,11 @@ std::string read_plan(const char* text, size_t len, Plan& plan) {
       }
       plan.properties.push_back(std::move(prop));
       plan.exact_properties.push_back(std::move(spec));
+      extract_specs.push_back(std::move(extract_spec));
+    }
+    if (extracts) {
+      plan.extractor = std::make_unique<dspark::TextExtractor>(std::move(extract_specs));
+      if (!plan.extractor->ok()) return "content: " + plan.extractor->error();
     }
   }
   return "";
@@ -942,6 +986,25 @@ void put_cell(const Column& column, const dspark_exact::Cell& cell, Builder& b) 
   if (!cell.present) return b.null();
   for (const auto& item : cell.items) b.child->value(val_of(item));
   b.list(static_cast<int64_t>(cell.items.size()));
+}
+
+// A property's value as its x-extract pattern took it from free text.
+void put_extracted(const Column& column, const dspark::ExtractedValue& v, Builder& b) {
+  auto scalar = [](const dspark::ExtractedValue& e) {
+    Val out;
+    switch (e.tag) {
+      case dspark::ExtractedValue::STR: out.tag = Val::STR; out.s = e.s; break;
+      case dspark::ExtractedValue::INT: out.tag = Val::INT; out.i = e.i; break;
+      case dspark::ExtractedValue::DBL: out.tag = Val::DBL; out.d = e.d; break;
+      case dspark::ExtractedValue::BOOL: out.tag = Val::BOOL; out.b = e.b; break;
+      default: break;
+    }
+    return out;
+  };
+  if (!column.list) return b.value(scalar(v));
+  if (v.tag != dspark::ExtractedValue::LIST) return b.null();
+  for (const auto& item : v.items) b.child->value(scalar(item));
+  b.list(static_cast<int64_t>(v.items.size()));
 }
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
@@ -1033,6 +1096,7 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
   Scratch body, content;
   std::vector<Val> elements;
   std::vector<dspark_exact::Cell> cells, content_cells;
+  std::vector<dspark::ExtractedValue> extracted;
   dspark_exact::Rejection why;
   std::string content_error;
   const bool has_content = plan.content_column >= 0;
@@ -1103,7 +1167,7 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       content_text = text_value.s;
     }
     int content_verdict;
-    bool slow_content = false, has_error = false;
+    bool slow_content = false, has_error = false, text_read = false;
     content.reset(plan.content);
     if (!present) {
       content_verdict = DSPARK_CONTENT_NULL;
@@ -1113,9 +1177,14 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       while (p < inner.size() && space(inner[p])) ++p;
       if (p == inner.size() || (inner[p] != '{' && inner[p] != '[')) {
         content_verdict = DSPARK_CONTENT_TEXT;
-        // What the reference says of it when no x-extract pattern reads it (always an error, no values).
-        if (plan.explain && plan.text_errors)
+        if (plan.explain && plan.extractor) {
+          // The x-extract patterns read the whole content (connector/decode/extract.py).
+          has_error = plan.extractor->extract(content_text, extracted, content_error);
+          text_read = true;
+        } else if (plan.explain && plan.text_errors) {
+          // What the reference says of it when no x-extract pattern reads it (always an error, no values).
           has_error = dspark_exact::json_content_values(inner, plan.exact_properties, content_cells, content_error);
+        }
       } else {
         Walk read{plan.content, content, U_SECONDS};
         // The content is in the body parser's string buffer: copied, with padding, for the second parser.
@@ -1133,7 +1202,10 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
         }
       }
     }
-    if (slow_content) {
+    if (text_read) {
+      for (size_t p = 0; p < plan.properties.size(); ++p)
+        put_extracted(plan.properties[p], extracted[p], *content_builders[p]);
+    } else if (slow_content) {
       for (size_t p = 0; p < plan.properties.size(); ++p)
         put_cell(plan.properties[p], content_cells[p], *content_builders[p]);
     } else if (content_verdict == DSPARK_CONTENT_JSON) {

@@ -137,8 +137,10 @@ class NativeBackend:
             content_verdict = native.int8s(out.field("content_verdict"))
             decided = np.isin(content_verdict, (native.CONTENT_JSON, native.CONTENT_NULL))
             text = content_verdict == native.CONTENT_TEXT
-            if explained and not any(p.extract is not None for p in plan.properties):
-                decided |= text  # the core's content_error is the exact path's for free text without patterns
+            if explained:
+                # Free text: the core read it with the x-extract patterns (dspark_extract.cpp), or, without
+                # patterns, wrote the exact path's content_error.
+                decided |= text
             read.content = {p.name: column(p.name) for p in plan.properties}
             read.content_decided = decided if every else decided[ok]
             read.content_text = text if every else text[ok]

@@ -171,7 +171,12 @@ class NativePlan:
                 # Free text is read by the x-extract patterns when a property has one: no error to write then.
                 "text_errors": not any(p.extract is not None for p in properties),
                 "properties": [
-                    {"name": p.name, "kind": p.kind, **({"item_kind": p.item_kind} if p.item_kind else {})}
+                    {
+                        "name": p.name,
+                        "kind": p.kind,
+                        **({"item_kind": p.item_kind} if p.item_kind else {}),
+                        **({"extract": {"pattern": p.extract.source, "mode": p.extract.mode}} if p.extract else {}),
+                    }
                     for p in properties
                 ],
             }

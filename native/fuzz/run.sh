@@ -20,8 +20,26 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer "$sanitizers" -fno-sanitize-rec
 if [ ! -f "$build/simdjson.o" ] || [ "$simdjson/simdjson.cpp" -nt "$build/simdjson.o" ]; then
     "$cxx" "${flags[@]}" -c "$simdjson/simdjson.cpp" -o "$build/simdjson.o"
 fi
-"$cxx" "${flags[@]}" -fsanitize=fuzzer -I native -I "$build" -I "$simdjson" \
-    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp "$build/simdjson.o" -o "$build/fuzz_parse"
+# RE2 (vendored), sanitized too: an object per source, compiled again when it or a header is newer, two at once.
+re2=native/third_party/re2
+mkdir -p "$build/re2"
+re2_objects=() pids=()
+for source in "$re2"/re2/*.cc "$re2"/util/*.cc; do
+    object="$build/re2/$(basename "$(dirname "$source")")-$(basename "$source" .cc).o"
+    re2_objects+=("$object")
+    if [ ! -f "$object" ] || [ "$source" -nt "$object" ] || [ -n "$(find "$re2" -name '*.h' -newer "$object")" ]; then
+        "$cxx" "${flags[@]}" -pthread -I "$re2" -c "$source" -o "$object" &
+        pids+=($!)
+        if [ "${#pids[@]}" -ge 2 ]; then
+            wait "${pids[0]}"
+            pids=("${pids[@]:1}")
+        fi
+    fi
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
+"$cxx" "${flags[@]}" -fsanitize=fuzzer -pthread -I native -I "$build" -I "$simdjson" -I "$re2" \
+    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp native/dspark_extract.cpp \
+    "$build/simdjson.o" "${re2_objects[@]}" -o "$build/fuzz_parse"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$build/fuzz_parse" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \
     -print_final_stats=1 -artifact_prefix="$build/" "$build/corpus" native/fuzz/corpus
