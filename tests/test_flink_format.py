@@ -18,7 +18,16 @@ pytest.importorskip("pyflink")
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
-COLUMNS = ["id", "model", "created", "prompt_tokens", "total_tokens", "choice_finish_reasons"]
+COLUMNS = [
+    "id",
+    "model",
+    "created",
+    "prompt_tokens",
+    "total_tokens",
+    "choice_finish_reasons",
+    "language",
+    "code_blocks",
+]
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +50,11 @@ def _table(name: str, root, on_error: str, error_columns: str) -> str:
     return f"""
         CREATE TEMPORARY TABLE {name} (
             id STRING, model STRING, created TIMESTAMP(3),
-            usage ROW<prompt_tokens INT, total_tokens BIGINT>, choice_finish_reasons ARRAY<STRING>{error_columns}
+            usage ROW<prompt_tokens INT, total_tokens BIGINT>, choice_finish_reasons ARRAY<STRING>,
+            `language` STRING, code_blocks BIGINT{error_columns}
         ) WITH (
             'connector' = 'filesystem', 'path' = '{root / "in"}', 'format' = 'dspark-vllm',
-            'dspark-vllm.profile' = 'openai', 'dspark-vllm.on-error' = '{on_error}'
+            'dspark-vllm.profile' = 'coder', 'dspark-vllm.on-error' = '{on_error}'
         )"""
 
 
@@ -58,7 +68,7 @@ def job(root) -> dict[str, list[dict]]:
     t_env.execute_sql(_table("skipping", root, "skip", ""))
     sinks = {
         "with_errors": "id STRING, model STRING, created STRING, prompt_tokens INT, total_tokens BIGINT, "
-        "reasons ARRAY<STRING>, error_reason STRING, error_field STRING",
+        "reasons ARRAY<STRING>, lang STRING, code_blocks BIGINT, error_reason STRING, error_field STRING",
         "skipping": "id STRING, total_tokens BIGINT",
     }
     for name, columns in sinks.items():
@@ -69,14 +79,15 @@ def job(root) -> dict[str, list[dict]]:
     statements = t_env.create_statement_set()
     statements.add_insert_sql("""
         INSERT INTO sink_with_errors SELECT id, model, CAST(created AS STRING), usage.prompt_tokens,
-            usage.total_tokens, choice_finish_reasons, error_reason, error_field FROM with_errors""")
+            usage.total_tokens, choice_finish_reasons, `language`, code_blocks, error_reason, error_field
+        FROM with_errors""")
     statements.add_insert_sql("INSERT INTO sink_skipping SELECT id, usage.total_tokens FROM skipping")
     statements.execute().wait()
     return {name: read_json_dir(root / "out" / name) for name in sinks}
 
 
 def test_every_body_is_the_row_or_the_error_row_python_gives(job, bodies):
-    expected = parse_batch(bodies, "openai", backend="cpu", columns=COLUMNS, inline_errors=True).table.to_pylist()
+    expected = parse_batch(bodies, "coder", backend="cpu", columns=COLUMNS, inline_errors=True).table.to_pylist()
     got = sorted(job["with_errors"], key=lambda r: (r["id"] or "", r["error_reason"] or ""))
     want = sorted(expected, key=lambda r: (r["id"] or "", r["error_reason"] or ""))
     assert len(got) == len(bodies)
@@ -89,9 +100,11 @@ def test_every_body_is_the_row_or_the_error_row_python_gives(job, bodies):
             e["total_tokens"],
         )
         assert row["reasons"] == e["choice_finish_reasons"]
+        assert (row["lang"], row["code_blocks"]) == (e["language"], e["code_blocks"])
         if e["created"] is not None:
             assert row["created"].startswith(e["created"].strftime("%Y-%m-%d %H:%M:%S"))
     assert sum(r["error_reason"] is not None for r in got) == len(BAD)
+    assert {r["lang"] for r in got} == {"python", None}  # the content's JSON, read in the JVM
 
 
 def test_skip_gives_the_good_bodies_only(job):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.flink.contract import REQUEST_COLUMNS
+from connector.flink.contract import PLAN_VERSION, REQUEST_COLUMNS
 from connector.flink.planner import plan
 from connector.options import OPTIONS
 from tests.java import NEEDS_JDK, build_jar
@@ -95,6 +95,9 @@ def test_the_jar_reads_the_plans_the_planner_makes(tmp_path):
 
 def test_plans_of_another_version_are_refused_with_what_to_do(tmp_path):
     read = read_in_java(tmp_path, {"request": plan(declared(REQUEST))})["request"]
-    assert "the planner made a plan of version 3, this jar reads version 2" in read["plan_of_another_version"]
+    made, known = PLAN_VERSION + 1, PLAN_VERSION
+    assert (
+        f"the planner made a plan of version {made}, this jar reads version {known}" in read["plan_of_another_version"]
+    )
     assert "install the same dspark-vllm on the client and the TaskManagers" in read["spec_of_another_version"]
     assert "are not this jar's" in read["wrong_columns"]

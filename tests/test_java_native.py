@@ -40,6 +40,16 @@ def _cases() -> dict[str, tuple[str, list[str], list[bytes]]]:
         ),
         "coder, three columns": ("coder", ["model", "created", "completion_tokens"], coder),
         "openai, no column": ("openai", [], openai[:50] + [b"nope", b""]),
+        "coder, content properties (JSON and free text), mutated": (
+            "coder",
+            ["id", "language", "code", "explanation", "code_blocks", "content_error"],
+            [mutate(b, rng) if rng.random() < 0.3 else b for b in make_corpus(300, "coder", seed=20, json_share=0.5)],
+        ),
+        "vl, array and json properties": (
+            "vl",
+            ["caption", "labels", "boxes", "objects", "content_error", "content"],
+            make_corpus(200, "vl", seed=21, json_share=0.5),
+        ),
     }
     if FILES:
         suite = [p.read_bytes() for p in FILES]
@@ -71,7 +81,7 @@ def jvm(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
     for i, (profile, columns, bodies) in enumerate(CASES.values()):
         loaded = load_profile(profile)
         plan = folder / f"plan-{i}.json"
-        plan.write_bytes(NativePlan.of(body_columns(loaded), loaded.created_unit).document)
+        plan.write_bytes(NativePlan.of(body_columns(loaded), loaded.created_unit, loaded.content_properties).document)
         lines = folder / f"bodies-{i}.txt"
         lines.write_text("".join(base64.b64encode(b).decode() + "\n" for b in bodies))
         args += [str(plan), ",".join(columns), str(lines)]

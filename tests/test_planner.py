@@ -221,8 +221,10 @@ def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
     for backend in ("cpu", "auto"):
         native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
         document = json.loads(native["document"])
-        assert "id" in native["columns"] and "language" not in native["columns"]  # content: Python (x-extract)
-        assert {c["name"] for c in document["columns"]} == set(native["columns"])
+        assert {"id", "language", "code_blocks", "content_error"} <= set(native["columns"])  # x-extract too
+        assert {c["name"] for c in document["columns"]} | {p["name"] for p in document["content"]["properties"]} | {
+            "content_error"
+        } == set(native["columns"])
     gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
     assert gpu == {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
     monkeypatch.setattr(
@@ -253,7 +255,6 @@ def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
         ({"profile": "coder"}, [column("id", "STRING", "VARCHAR")], "declare a column `error_reason STRING`"),
         ({"on-error": "drop"}, [column("id", "STRING", "VARCHAR")], "'dspark-vllm.on-error' is 'drop'"),
         ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
-        ({"profile": "coder", "on-error": "skip"}, [column("language", "STRING", "VARCHAR")], "x-extract"),
         ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
         ({"on-error": "skip"}, [column("created", "STRING", "VARCHAR")], "declare it TIMESTAMP(3)"),
         ({"on-error": "fail"}, [column("n", "INT", kind="metadata", key="offset")], "no metadata or computed"),

@@ -269,8 +269,8 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
 
     'cpu' parses there, and so does 'auto' where no GPU backend (pylibcudf) is installed: the machine that
     plans the query stands for the TaskManagers (a cluster whose planner lacks a GPU its TaskManagers have
-    sets 'gpu'). 'gpu' keeps the Python function (libcudf). The jar runs a query in the JVM only when the
-    native core makes every column it reads (the content properties, with their x-extract, stay in Python).
+    sets 'gpu'). 'gpu' keeps the Python function (libcudf). The native core makes every column of a profile:
+    the body's, the content properties' (their x-extract patterns too) and content_error.
     """
     backend = options.get(PARSE_BACKEND)
     if backend == "gpu":
@@ -278,9 +278,12 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
     if backend == "auto" and importlib.util.find_spec("pylibcudf") is not None:
         return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf) is installed"}
     columns = body_columns(profile)
+    made = [c.name for c in columns]
+    if profile.content_properties:
+        made += [p.name for p in profile.content_properties] + ["content_error"]
     return {
-        "document": NativePlan.of(columns, profile.created_unit).document.decode(),
-        "columns": [c.name for c in columns],
+        "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+        "columns": made,
         "require_created": require_created,
         "batch_size": options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
@@ -308,9 +311,10 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of a table with 'format' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmFormatFactory`).
 
     `declared["format"]`: the format's options without their 'dspark-vllm.' prefix. Declared physical columns
-    are the profile's body columns by name (ROWs of them too, as in a 'dspark-vllm' table) and, with
+    are the profile's columns by name (the body's and the content properties', ROWs of them too, as in a
+    'dspark-vllm' table) and, with
     'on-error' = 'column' (the default), `error_reason` (and `error_field`), which a rejected body fills.
-    Answer: the native core's plan document for every body column, the columns it makes, 'on-error'.
+    Answer: the native core's plan document for every column, the columns it makes, 'on-error'.
     """
     given = dict(declared["format"])
     unknown = sorted(set(given) - set(FORMAT_OPTIONS))
@@ -327,7 +331,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         )
     columns = body_columns(profile)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    body = {c.name for c in columns}
+    made = set(flat)
     names = []
     for column in declared["columns"]:
         if column["kind"] != "physical":
@@ -336,7 +340,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 "own; declare the profile's columns (a 'dspark-vllm' table has metadata columns)."
             )
         names.append(column["name"])
-        _format_column(column["name"], column["type"], flat, body, column["name"])
+        _format_column(column["name"], column["type"], flat, column["name"])
     if on_error == "column" and FORMAT_ERROR_COLUMNS[0] not in names:
         raise OptionsError(
             "'format' = 'dspark-vllm' gives a rejected body as a row with its reason: declare a column "
@@ -345,30 +349,24 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         )
     return {
         "version": PLAN_VERSION,
-        "document": NativePlan.of(columns, profile.created_unit).document.decode(),
-        "columns": [c.name for c in columns],
+        "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+        "columns": sorted(made),
         "on_error": on_error,
     }
 
 
-def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], body: set[str], where: str) -> None:
+def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> None:
     root = ftype.get("root")
     if root == "ROW":
         for field in ftype.get("fields", []):
-            _format_column(field["name"], field["type"], flat, body, f"{where}.{field['name']}")
+            _format_column(field["name"], field["type"], flat, f"{where}.{field['name']}")
         return
     if where in FORMAT_ERROR_COLUMNS:
         if root not in ("VARCHAR", "CHAR"):
             raise OptionsError(f"Column '{where}' holds a rejected body's reason: declare it STRING.")
         return
-    if name not in body:
-        if name in flat:
-            raise OptionsError(
-                f"Column '{where}': the format does not make the content's columns yet (their x-extract patterns "
-                "run in Python); read them with a 'dspark-vllm' table, or declare the body's columns: "
-                + ", ".join(sorted(body))
-            )
-        raise OptionsError(f"Column '{where}' is not made by this profile; declare one of: {', '.join(sorted(body))}.")
+    if name not in flat:
+        raise OptionsError(f"Column '{where}' is not made by this profile; declare one of: {', '.join(sorted(flat))}.")
     wanted = flat[name]
     allowed = ("ARRAY",) if wanted.startswith("ARRAY<") else _FORMAT_ROOTS.get(wanted, ())
     if root not in allowed:

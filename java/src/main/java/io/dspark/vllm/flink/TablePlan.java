@@ -88,8 +88,7 @@ final class TablePlan {
         }
         return others.isEmpty()
                 ? null
-                : "the query reads " + others + ", which the native core does not make yet (content properties: "
-                        + "x-extract runs in Python)";
+                : "the query reads " + others + ", which the native core does not make";
     }
 
     JsonNode physical(String column) {

@@ -28,22 +28,43 @@ public final class NativeParser {
     public static final String VERDICT = "verdict";
     public static final String REASON = "reason";
     public static final String FIELD = "field";
+    /** Why a content is not what its properties say (a row, not an error row). */
+    public static final String CONTENT_ERROR = "content_error";
 
     private final byte[] plan;
     private final Map<String, char[]> types = new LinkedHashMap<>(); // name -> {type, item type}
     private ByteBuffer data = ByteBuffer.allocateDirect(1 << 16);
     private ByteBuffer offsets = ByteBuffer.allocateDirect(8 * 1025).order(ByteOrder.LITTLE_ENDIAN);
 
-    /** {@code document}: the core's plan for every body column; {@code wanted}: the body columns to read. */
+    /**
+     * {@code document}: the core's plan for every body column (and the content properties); {@code wanted}:
+     * the columns to read. A content property or {@code content_error} among them keeps the plan's content
+     * part (every property: the core reads them in one pass) and the body column it is read from.
+     */
     public NativeParser(String document, Collection<String> wanted) {
         ObjectMapper json = new ObjectMapper();
         try {
             ObjectNode root = (ObjectNode) json.readTree(document);
+            JsonNode content = root.get("content");
+            List<String> properties = new ArrayList<>();
+            if (content != null) {
+                content.get("properties").forEach(p -> properties.add(p.get("name").asText()));
+            }
+            boolean readsContent =
+                    wanted.contains(CONTENT_ERROR) || wanted.stream().anyMatch(properties::contains);
+            String contentColumn =
+                    content == null ? null : root.get("columns").get(content.get("column").asInt()).get("name").asText();
             ArrayNode kept = json.createArrayNode();
             List<String> missing = new ArrayList<>(wanted);
+            missing.remove(CONTENT_ERROR);
+            missing.removeAll(readsContent ? properties : List.of());
             for (JsonNode column : root.get("columns")) {
                 String name = column.get("name").asText();
-                if (wanted.contains(name)) {
+                boolean source = readsContent && name.equals(contentColumn);
+                if (wanted.contains(name) || source) {
+                    if (source) {
+                        ((ObjectNode) content).put("column", kept.size());
+                    }
                     kept.add(column);
                     missing.remove(name);
                     types.put(name, typeOf(column));
@@ -53,7 +74,14 @@ public final class NativeParser {
                 throw new IllegalArgumentException("the native core's plan has no columns " + missing);
             }
             root.set("columns", kept);
-            root.remove("content");
+            if (readsContent) {
+                for (JsonNode property : content.get("properties")) {
+                    types.put(property.get("name").asText(), typeOfProperty(property));
+                }
+                types.put(CONTENT_ERROR, new char[] {'u', ' '});
+            } else {
+                root.remove("content");
+            }
             root.put("explain", true);
             plan = json.writeValueAsBytes(root);
         } catch (IOException e) {
@@ -64,28 +92,35 @@ public final class NativeParser {
         types.put(FIELD, new char[] {'u', ' '});
     }
 
-    private static char[] typeOf(JsonNode column) {
-        String kind = column.get("kind").asText();
-        char leaf;
+    private static char leafOf(String kind) {
         switch (kind) {
             case "string":
             case "any":
-                leaf = 'u';
-                break;
+            case "json":
+                return 'u';
             case "integer":
             case "length":
             case "timestamp":
-                leaf = 'l';
-                break;
+                return 'l';
             case "number":
-                leaf = 'g';
-                break;
+                return 'g';
             case "boolean":
-                leaf = 'b';
-                break;
+                return 'b';
             default:
                 throw new IllegalArgumentException("no column kind '" + kind + "' in the native core");
         }
+    }
+
+    private static char[] typeOfProperty(JsonNode property) {
+        String kind = property.get("kind").asText();
+        return "array".equals(kind)
+                ? new char[] {'+', leafOf(property.get("item_kind").asText())}
+                : new char[] {leafOf(kind), ' '};
+    }
+
+    private static char[] typeOf(JsonNode column) {
+        String kind = column.get("kind").asText();
+        char leaf = leafOf(kind);
         boolean star = false;
         for (JsonNode path : column.get("paths")) {
             for (JsonNode segment : path) {
