@@ -1,7 +1,7 @@
 /* The JNI side of the native parser core: io.dspark.vllm.parse.NativeCore's native methods.
  *
  * A shim of a few functions and no parsing: it loads the core (dspark_core.h's C ABI, the build for this CPU
- * that the Java side chose) with dlopen, calls dspark_parse on a direct buffer of bodies, hands the result
+ * that the Java side chose) with dlopen, calls dspark_parse on a batch of bodies, hands the result
  * (Arrow C data interface structs) to Java as one byte[] (a copy) and releases it. Nothing here keeps state
  * but the core's entry point.
  */
@@ -46,25 +46,49 @@ JNIEXPORT jstring JNICALL Java_io_dspark_vllm_parse_NativeCore_load(JNIEnv* env,
   return NULL;
 }
 
-/* dspark_parse over n bodies in `data` (a direct buffer; offsets: a direct buffer of n + 1 int64).
- * Returns the handle of the result (> 0), or minus the core's code with its message in `error`. */
+/* dspark_parse over the bodies bodies[from..to) (byte[]s, null read as empty), copied into one native buffer
+ * (malloc: not the JVM's direct memory, which a TaskManager keeps small). Returns the handle of the result
+ * (> 0), or minus the core's code with its message in `error`. */
 JNIEXPORT jlong JNICALL Java_io_dspark_vllm_parse_NativeCore_parse(JNIEnv* env, jclass cls, jbyteArray plan,
-                                                                   jobject data, jlong data_len, jobject offsets,
-                                                                   jint n, jbyteArray error) {
+                                                                   jobjectArray bodies, jint from, jint to,
+                                                                   jbyteArray error) {
   (void)cls;
   if (core_parse == NULL) return -DSPARK_INTERNAL;
-  const uint8_t* bytes = data_len ? (const uint8_t*)(*env)->GetDirectBufferAddress(env, data) : NULL;
-  const int64_t* starts = (const int64_t*)(*env)->GetDirectBufferAddress(env, offsets);
-  if ((data_len && bytes == NULL) || starts == NULL) return -DSPARK_BAD_INPUT;
-  jsize plan_len = (*env)->GetArrayLength(env, plan);
-  jbyte* plan_bytes = (*env)->GetByteArrayElements(env, plan, NULL);
-  if (plan_bytes == NULL) return -DSPARK_INTERNAL;
+  int64_t n = to - from, total = 0;
+  for (jint i = from; i < to; i++) {
+    jbyteArray body = (jbyteArray)(*env)->GetObjectArrayElement(env, bodies, i);
+    if (body != NULL) {
+      total += (*env)->GetArrayLength(env, body);
+      (*env)->DeleteLocalRef(env, body);
+    }
+  }
+  uint8_t* data = malloc((size_t)total + 1);
+  int64_t* offsets = malloc(sizeof(int64_t) * (size_t)(n + 1));
   struct Result* result = calloc(1, sizeof *result);
+  jbyte* plan_bytes = (*env)->GetByteArrayElements(env, plan, NULL);
   char message[512] = {0};
-  int32_t code = result == NULL ? DSPARK_INTERNAL
-                                : core_parse((const char*)plan_bytes, (size_t)plan_len, bytes, (size_t)data_len,
-                                             starts, n, &result->array, &result->schema, message, sizeof message);
-  (*env)->ReleaseByteArrayElements(env, plan, plan_bytes, JNI_ABORT);
+  int32_t code = DSPARK_INTERNAL;
+  if (data != NULL && offsets != NULL && result != NULL && plan_bytes != NULL) {
+    int64_t at = 0;
+    offsets[0] = 0;
+    for (jint i = from; i < to; i++) {
+      jbyteArray body = (jbyteArray)(*env)->GetObjectArrayElement(env, bodies, i);
+      if (body != NULL) {
+        jsize length = (*env)->GetArrayLength(env, body);
+        (*env)->GetByteArrayRegion(env, body, 0, length, (jbyte*)data + at);
+        at += length;
+        (*env)->DeleteLocalRef(env, body);
+      }
+      offsets[i - from + 1] = at;
+    }
+    code = core_parse((const char*)plan_bytes, (size_t)(*env)->GetArrayLength(env, plan), data, (size_t)total,
+                      offsets, n, &result->array, &result->schema, message, sizeof message);
+  } else {
+    snprintf(message, sizeof message, "out of memory for %lld bytes of bodies", (long long)total);
+  }
+  if (plan_bytes != NULL) (*env)->ReleaseByteArrayElements(env, plan, plan_bytes, JNI_ABORT);
+  free(data);
+  free(offsets);
   if (code != DSPARK_DONE) {
     free(result);
     jsize room = (*env)->GetArrayLength(env, error);

@@ -167,7 +167,31 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             size += input[i] == null ? 0 : input[i].length;
         }
         long started = System.nanoTime();
-        List<Map<String, ArrowColumn>> parts = parser.parse(input, 0, n);
+        List<Map<String, ArrowColumn>> parts;
+        try {
+            parts = parser.parse(input, 0, n);
+        } catch (RuntimeException e) { // a defect of ours costs this batch's rows their values, never the job
+            LOG.error("dspark-vllm: the native core could not read a batch of {} bodies; they are error rows", n, e);
+            parts = null;
+        }
+        if (parts == null) {
+            for (RowData in : pending) {
+                GenericRowData out = new GenericRowData(rows.size() + 4);
+                out.setField(internalAt, line(in));
+                out.setField(internalAt + 1, StringData.fromString(
+                        "internal error (the native core could not read this batch); please report it with this body"));
+                out.setField(internalAt + 3, StringData.fromString("cpu"));
+                if (hasCreated) { // as for any error row: the newest time so far (replay) or now (request)
+                    long filled = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
+                    out.setField(bodyColumns.indexOf(CREATED), TimestampData.fromEpochMillis(filled));
+                }
+                output.collect(new StreamRecord<>(new JoinedRowData(in, out)));
+            }
+            bodies.inc(n);
+            rejected.inc(n);
+            pending.clear();
+            return;
+        }
         lastMillis = (System.nanoTime() - started) / 1e6;
         parseTimes.add(lastMillis);
         long now = System.currentTimeMillis();

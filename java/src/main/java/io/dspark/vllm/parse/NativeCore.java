@@ -2,7 +2,6 @@ package io.dspark.vllm.parse;
 
 import java.io.IOException;
 import java.io.InputStream;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -55,14 +54,14 @@ public final class NativeCore {
         return loaded ? null : problem;
     }
 
-    /** The core's result for {@code n} bodies; the caller closes it. Throws IllegalStateException on a defect. */
-    static Result parse(byte[] plan, ByteBuffer data, long dataLength, ByteBuffer offsets, int n) {
+    /** The core's result for {@code bodies[from..to)}; the caller closes it. Throws IllegalStateException on a defect. */
+    static Result parse(byte[] plan, byte[][] bodies, int from, int to) {
         String why = available();
         if (why != null) {
             throw new IllegalStateException(why);
         }
         byte[] error = new byte[512];
-        long handle = parse(plan, data, dataLength, offsets, n, error);
+        long handle = parse(plan, bodies, from, to, error);
         if (handle <= 0) {
             int end = 0;
             while (end < error.length && error[end] != 0) {
@@ -141,8 +140,7 @@ public final class NativeCore {
 
     private static native String load(String path);
 
-    private static native long parse(
-            byte[] plan, ByteBuffer data, long dataLength, ByteBuffer offsets, int n, byte[] error);
+    private static native long parse(byte[] plan, byte[][] bodies, int from, int to, byte[] error);
 
     private static native byte[] columns(long handle);
 

@@ -7,8 +7,6 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.nio.ByteBuffer;
-import java.nio.ByteOrder;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -33,8 +31,8 @@ public final class NativeParser {
 
     private final byte[] plan;
     private final Map<String, char[]> types = new LinkedHashMap<>(); // name -> {type, item type}
-    private ByteBuffer data = ByteBuffer.allocateDirect(1 << 16);
-    private ByteBuffer offsets = ByteBuffer.allocateDirect(8 * 1025).order(ByteOrder.LITTLE_ENDIAN);
+    /** Bodies given to the core in one call, at most (a larger body goes alone). */
+    static final long CALL_BYTES = 64L << 20;
 
     /**
      * {@code document}: the core's plan for every body column (and the content properties); {@code wanted}:
@@ -83,6 +81,9 @@ public final class NativeParser {
                 root.remove("content");
             }
             root.put("explain", true);
+            // Every body a Java array can hold is read, as the exact path reads any body (the core's own limit
+            // is for callers that would hand it a mapped file).
+            root.put("max_body_bytes", Integer.MAX_VALUE);
             plan = json.writeValueAsBytes(root);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
@@ -141,34 +142,19 @@ public final class NativeParser {
     }
 
     private void read(byte[][] bodies, int from, int to, List<Map<String, ArrowColumn>> parts) {
-        int n = to - from;
+        // At most CALL_BYTES of bodies a call (one larger body alone): the core's copy and its columns stay
+        // bounded whatever the batch holds.
         long total = 0;
         for (int i = from; i < to; i++) {
             total += bodies[i] == null ? 0 : bodies[i].length;
-        }
-        if (total > Integer.MAX_VALUE - 64 && n > 1) {
-            read(bodies, from, from + n / 2, parts);
-            read(bodies, from + n / 2, to, parts);
-            return;
-        }
-        if (data.capacity() < total) {
-            data = ByteBuffer.allocateDirect((int) Math.min(Integer.MAX_VALUE - 64, Math.max(total, 2L * data.capacity())));
-        }
-        if (offsets.capacity() < 8L * (n + 1)) {
-            offsets = ByteBuffer.allocateDirect(8 * (n + 1)).order(ByteOrder.LITTLE_ENDIAN);
-        }
-        data.clear();
-        long at = 0;
-        offsets.putLong(0, 0);
-        for (int i = 0; i < n; i++) {
-            byte[] body = bodies[from + i];
-            if (body != null && at + body.length <= data.capacity()) {
-                data.put(body);
-                at += body.length;
+            if (total > CALL_BYTES && i > from) {
+                read(bodies, from, i, parts);
+                read(bodies, i, to, parts);
+                return;
             }
-            offsets.putLong(8 * (i + 1), at);
         }
-        try (NativeCore.Result result = NativeCore.parse(plan, data, at, offsets, n)) {
+        int n = to - from;
+        try (NativeCore.Result result = NativeCore.parse(plan, bodies, from, to)) {
             if (result.code == NativeCore.OUTPUT_TOO_LARGE && n > 1) {
                 read(bodies, from, from + n / 2, parts);
                 read(bodies, from + n / 2, to, parts);
