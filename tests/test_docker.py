@@ -5,7 +5,8 @@ person would: JobManager, TaskManager, the simulator as `vllm`, the one-shot `su
 Prometheus. The tests run in order on it:
 
 1. the unbounded job (empty DSPARK_DURATION) is RUNNING and its result files appear, JSON with named fields;
-2. Prometheus's HTTP API has the TaskManager's `dspark` metrics;
+2. Prometheus's HTTP API has the TaskManager's `dspark` metrics, and the TaskManager runs no Python process
+   (the parse step runs in its JVM);
 3. `--scale taskmanager-cpu=2` adds a TaskManager that registers;
 4. the unbounded job runs until it is cancelled, and then prints its summary table and writes its report;
 5. a bounded job survives `docker kill` of the TaskManager running it: it restarts from its checkpoint on the
@@ -199,9 +200,19 @@ def test_prometheus_has_the_taskmanagers_dspark_metrics(cluster: Cluster) -> Non
     (bodies,) = cluster.prometheus_query(f"sum({DSPARK}numRecordsIn)")
     assert float(bodies["value"][1]) >= cluster.notes["prometheus_rows"]
     (gpu,) = cluster.prometheus_query(f"max({DSPARK}backendGpu)")
-    assert float(gpu["value"][1]) == 0  # no GPU in the cpu profile: 'auto' parses on the CPU
+    assert float(gpu["value"][1]) == 0  # no GPU in the cpu profile: submit chose --backend cpu
+    (jvm,) = cluster.prometheus_query(f"min({DSPARK}backendJvm)")
+    assert float(jvm["value"][1]) == 1  # ... and the parse step runs in the TaskManager's JVM
     # The simulator answers /metrics as `vllm` does.
     assert cluster.prometheus_query('up{job="vllm"}')[0]["value"][1] == "1"
+
+
+def test_the_cpu_taskmanager_runs_no_python(cluster: Cluster) -> None:
+    """Issue 18: with no GPU the whole job (requests, parse, windows, sinks) runs in the TaskManager's JVM."""
+    lines = _docker("top", cluster.container("taskmanager-cpu"), "-eo", "pid,args").splitlines()[1:]
+    programs = [Path(line.split(None, 2)[1]).name for line in lines if len(line.split(None, 2)) > 1]
+    assert "java" in programs, lines
+    assert not [p for p in programs if p.startswith("python")], lines  # no Beam Python worker
 
 
 def test_scaling_to_two_taskmanagers(cluster: Cluster) -> None:
