@@ -493,10 +493,13 @@ class _Cluster(BaseHTTPRequestHandler):
     """Answers like a JobManager's REST API and an OpenAI-compatible server."""
 
     ready = True
+    gpus = 0.0  # what the one TaskManager advertises (Flink's external resource `gpu`)
 
     def do_GET(self) -> None:  # noqa: N802 (http.server's naming)
+        resource = {"cpuCores": 2.0, "extendedResources": {"gpu": self.gpus} if self.gpus else {}}
         routes = {
             "/overview": {"taskmanagers": 1 if self.ready else 0, "slots-total": 2},
+            "/taskmanagers": {"taskmanagers": [{"id": "tm-1", "totalResource": resource}]},
             "/v1/models": {"object": "list", "data": [{"id": "qwen2.5-coder-1.5b", "object": "model"}]},
         }
         if self.path not in routes:
@@ -554,10 +557,26 @@ def test_submit_waits_then_runs_flink_run_with_the_job(tmp_path: Path, cluster: 
     args = json.loads((tmp_path / "flink-args.json").read_text(encoding="utf-8"))
     assert args == [
         "run", "-m", cluster, "-py", JOB_IN_IMAGE,
-        "--endpoint", endpoint, "--output", "/results", "--profile", "coder",
+        "--endpoint", endpoint, "--output", "/results", "--profile", "coder", "--backend", "cpu",
         "--print",
     ]  # fmt: skip
-    # No --duration by default: the job runs until it is cancelled (issue 9).
+    # No --duration by default: the job runs until it is cancelled (issue 9). No GPU on the TaskManagers: the
+    # cpu backend, whose parse step runs in their JVM (issue 18).
+    assert "submit: --backend cpu" in result.stdout
+
+
+def test_submit_asks_for_the_gpu_when_a_taskmanager_has_one(tmp_path: Path, cluster: str, monkeypatch) -> None:
+    monkeypatch.setattr(_Cluster, "gpus", 1.0)
+    result = _run_submit(tmp_path, {"FLINK_JOBMANAGER": cluster, "DSPARK_ENDPOINT": f"http://{cluster}"})
+    assert result.returncode == 0, result.stdout + result.stderr
+    args = json.loads((tmp_path / "flink-args.json").read_text(encoding="utf-8"))
+    assert args[args.index("--backend") + 1] == "gpu"
+    given = _run_submit(
+        tmp_path, {"FLINK_JOBMANAGER": cluster, "DSPARK_ENDPOINT": f"http://{cluster}", "DSPARK_BACKEND": "auto"}
+    )
+    assert given.returncode == 0, given.stdout + given.stderr
+    args = json.loads((tmp_path / "flink-args.json").read_text(encoding="utf-8"))
+    assert args[args.index("--backend") + 1] == "auto"
 
 
 def test_submit_passes_parallelism_and_can_run_unbounded(tmp_path: Path, cluster: str) -> None:
