@@ -7,7 +7,8 @@
 Replay (~1.1 KB coder bodies from the simulator's corpus): each path is a whole job in a fresh process, run
 on a small and a large file, the paths taking turns; `rows/s steady` = (large - small) / (time(large) -
 time(small)), so the fixed start-up of a job cancels out. Ratios are against `parse_batch` alone in one
-process (all columns) measured in the same run.
+process (all columns) measured in the same run; the notes of the 'dspark-vllm' paths give their ratio to Flink's
+json format of the same parallelism. `--replay-paths` runs some of them only.
 
 Request mode (`--sections request` runs them all; each runs alone too). Every ratio is against a plain aiohttp
 client with the same number of requests in flight ('request.concurrency'), run in the same round against a
@@ -19,7 +20,7 @@ response, so no start-up counts.
 - heavy-tail: the same with lognormal durations (`--latency-dist lognormal`, median and p99 below).
 - zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's.
 - added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
-  with the defaults and with shorter bundles.
+  with the defaults and with a smaller 'parse.batch-size'.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
 - adaptive: a server that serves 16 completions at once (100 ms each; 429 with Retry-After 1 beyond,
   `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
@@ -452,7 +453,7 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             "rows/s",
             ratio,
             "" if table is not None else failed["table"],
-            ">= 1.00x",
+            ">= 0.80x",
         ),
     ]
 
@@ -465,10 +466,11 @@ def added_latency_section(args: argparse.Namespace, folder: Path) -> list[Result
     from connector.simulator.testing import serve_simulator
 
     results = []
+    # The parse step runs in the JVM (issue 18): a batch waits at most 5 ms for more bodies, or until it holds
+    # 'parse.batch-size' of them.
     knobs = (
         ("defaults", ""),
-        ("bundle.time 5 ms", ", 'python.fn-execution.bundle.time' = '5 ms'"),
-        ("bundle.time 100 ms", ", 'python.fn-execution.bundle.time' = '100 ms'"),
+        ("parse.batch-size 10", ", 'parse.batch-size' = '10'"),
     )
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
@@ -480,14 +482,14 @@ def added_latency_section(args: argparse.Namespace, folder: Path) -> list[Result
                 results.append(Result("added-latency", name, None, "ms", "", error))
                 continue
             stamps = _received(out)
-            # Steady state: the rows of the first LATENCY_WARMUP_S seconds (the Python worker starting, the JIT)
-            # are left out.
+            # Steady state: the rows of the first LATENCY_WARMUP_S seconds (the JIT, the first connections) are
+            # left out.
             first = min(received for received, _ in stamps)
             added = sorted((sink - r) * 1000 for r, sink in stamps if r >= first + LATENCY_WARMUP_S)
             p50, p99 = statistics.median(added), added[int(0.99 * (len(added) - 1))]
             note = f"p99 {p99:.0f} ms over {len(added)} rows after the first {LATENCY_WARMUP_S:g} s"
             results.append(Result("added-latency", name, p50, "ms", "", note))
-            goal = "<= 100 ms" if not extra else ""
+            goal = "<= 25 ms" if not extra else ""
             results.append(Result("added-latency", f"added latency at 1k rows/s, {label}: p99", p99, "ms", goal=goal))
     return results
 
@@ -691,7 +693,9 @@ def main() -> int:
     print(
         "ratios: replay rows/s against 'parse_batch alone'; llm-mix and heavy-tail: the table's first-to-last "
         "response time / the client's (lower is better); zero-latency: the table's steady rows/s / the client's; "
-        "adaptive: rows/s delivered after warm-up / the server's capacity; goal: issue 16's bar"
+        "adaptive: rows/s delivered after warm-up / the server's capacity; goal: the bar of issue 16, or of issue "
+        "18 for zero-latency and added-latency (the parse step in the JVM); replay notes: the ratio to Flink's json "
+        "format of the same parallelism"
     )
     return 0
 
