@@ -24,7 +24,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [ROOT / "native" / name for name in ("dspark_core.cpp", "dspark_exact.cpp", "dspark_extract.cpp")]
+SOURCES = [
+    ROOT / "native" / name for name in ("dspark_core.cpp", "dspark_exact.cpp", "dspark_json.cpp", "dspark_extract.cpp")
+]
 HEADERS = sorted((ROOT / "native").glob("*.h"))
 OUT = ROOT / "connector" / "_native"
 RE2_DIR = ROOT / "native" / "third_party" / "re2"

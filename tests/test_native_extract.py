@@ -52,6 +52,7 @@ def check(tmp_path_factory: pytest.TempPathFactory) -> Path:
     command = [
         cxx, "-std=c++17", "-O1", "-pthread", f"-I{ROOT / 'native'}", f"-I{build_native.RE2_DIR}", f"-I{simdjson}",
         str(ROOT / "native" / "tests" / "extract_check.cpp"), str(ROOT / "native" / "dspark_extract.cpp"),
+        str(ROOT / "native" / "dspark_json.cpp"),
         str(simdjson / "simdjson.cpp"), *map(str, re2), "-o", str(target),
     ]  # fmt: skip
     done = subprocess.run(command, capture_output=True, text=True)

@@ -1,0 +1,615 @@
+// strict.py's loads and json_text in C++: see dspark_json.h.
+
+#include "dspark_json.h"
+
+#include <locale.h>
+
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <unordered_map>
+
+#include "dspark_core.h"
+
+namespace dspark_exact {
+
+// Python's json.dumps(s, ensure_ascii=False) of a string: '"', '\\' and control characters escaped.
+void write_string(std::string& out, std::string_view s) {
+  static const char hex[] = "0123456789abcdef";
+  out.push_back('"');
+  for (char c : s) {
+    unsigned char u = static_cast<unsigned char>(c);
+    switch (c) {
+      case '"': out.append("\\\""); break;
+      case '\\': out.append("\\\\"); break;
+      case '\n': out.append("\\n"); break;
+      case '\r': out.append("\\r"); break;
+      case '\t': out.append("\\t"); break;
+      case '\b': out.append("\\b"); break;
+      case '\f': out.append("\\f"); break;
+      default:
+        if (u < 0x20) {
+          out.append("\\u00");
+          out.push_back(hex[u >> 4]);
+          out.push_back(hex[u & 15]);
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+}
+
+// Python's repr of a float: the shortest digits that read back as the same double, in fixed notation when
+// the decimal point falls within -4 < decpt <= 16 (with ".0" when integral), else d.ddde+XX.
+void write_double(std::string& out, double d) {
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string_view t(buf, static_cast<size_t>(r.ptr - buf));
+  if (!t.empty() && t[0] == '-') {
+    out.push_back('-');
+    t.remove_prefix(1);
+  }
+  size_t e = t.find('e');
+  std::string digits(1, t[0]);
+  if (e > 1) digits.append(t.substr(2, e - 2));
+  int exponent = 0;
+  std::from_chars(t.data() + e + (t[e + 1] == '+' ? 2 : 1), t.data() + t.size(), exponent);
+  int decpt = exponent + 1;
+  int n = static_cast<int>(digits.size());
+  if (decpt <= -4 || decpt > 16) {
+    out.push_back(digits[0]);
+    if (n > 1) {
+      out.push_back('.');
+      out.append(digits, 1, std::string::npos);
+    }
+    out.push_back('e');
+    out.push_back(exponent < 0 ? '-' : '+');
+    int a = exponent < 0 ? -exponent : exponent;
+    if (a < 10) out.push_back('0');
+    out.append(std::to_string(a));
+  } else if (decpt <= 0) {
+    out.append("0.");
+    out.append(static_cast<size_t>(-decpt), '0');
+    out.append(digits);
+  } else if (decpt < n) {
+    out.append(digits, 0, static_cast<size_t>(decpt));
+    out.push_back('.');
+    out.append(digits, static_cast<size_t>(decpt), std::string::npos);
+  } else {
+    out.append(digits);
+    out.append(static_cast<size_t>(decpt - n), '0');
+    out.append(".0");
+  }
+}
+
+// strtod in the C locale (Python's float() does not follow the process's locale; neither may this).
+double c_strtod(const std::string& text) {
+  static locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(0));
+  return strtod_l(text.c_str(), nullptr, c_locale);
+}
+
+namespace detail {
+
+constexpr int kDepthLimit = 64;
+
+size_t code_points(std::string_view s, size_t end) {
+  size_t n = 0;
+  for (size_t i = 0; i < end && i < s.size(); ++i) n += (static_cast<unsigned char>(s[i]) & 0xC0) != 0x80;
+  return n;
+}
+
+void put_utf8(std::string& out, uint32_t c) {
+  if (c < 0x80) {
+    out.push_back(static_cast<char>(c));
+  } else if (c < 0x800) {
+    out.push_back(static_cast<char>(0xC0 | (c >> 6)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else if (c < 0x10000) {
+    out.push_back(static_cast<char>(0xE0 | (c >> 12)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  } else {
+    out.push_back(static_cast<char>(0xF0 | (c >> 18)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 12) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | ((c >> 6) & 0x3F)));
+    out.push_back(static_cast<char>(0x80 | (c & 0x3F)));
+  }
+}
+
+// -- the scanner: Modules/_json.c's scan_once_unicode and friends, with strict.py's hooks ---------------------
+
+bool ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
+
+struct Scanner {
+  Scanner(const char* text, size_t len) : p(text), n(len) {}
+
+  const char* p;
+  size_t n;
+  // The first error: a JSONDecodeError (msg, pos), or a hook's exception (strict.py's reason, whole).
+  enum { NONE, DECODE, HOOK } error = NONE;
+  const char* msg = nullptr;
+  size_t pos = 0;
+  std::string hook_reason;
+
+  bool decode_error(const char* m, size_t at) {
+    error = DECODE;
+    msg = m;
+    pos = at;
+    return false;
+  }
+  bool stop(size_t at) { return decode_error("Expecting value", at); }
+  bool hook(std::string reason) {
+    error = HOOK;
+    hook_reason = std::move(reason);
+    return false;
+  }
+  size_t skip(size_t idx) const {
+    while (idx < n && ws(p[idx])) ++idx;
+    return idx;
+  }
+
+  static int hex(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  }
+
+  // scanstring_unicode: `end` is just after the opening quote.
+  bool string(size_t end, size_t& next_out, std::string& out, bool& surrogate) {
+    const size_t begin = end - 1;
+    out.clear();
+    surrogate = false;
+    while (true) {
+      size_t next = end;
+      char c = 0;
+      for (; next < n; ++next) {
+        char d = p[next];
+        if (d == '"' || d == '\\') {
+          c = d;
+          break;
+        }
+        if (static_cast<unsigned char>(d) <= 0x1f) return decode_error("Invalid control character at", next);
+      }
+      if (c != '"' && c != '\\') return decode_error("Unterminated string starting at", begin);
+      out.append(p + end, next - end);
+      ++next;
+      if (c == '"') {
+        next_out = next;
+        return true;
+      }
+      if (next == n) return decode_error("Unterminated string starting at", begin);
+      c = p[next];
+      uint32_t code;
+      if (c != 'u') {
+        end = next + 1;
+        switch (c) {
+          case '"': code = '"'; break;
+          case '\\': code = '\\'; break;
+          case '/': code = '/'; break;
+          case 'b': code = '\b'; break;
+          case 'f': code = '\f'; break;
+          case 'n': code = '\n'; break;
+          case 'r': code = '\r'; break;
+          case 't': code = '\t'; break;
+          default: return decode_error("Invalid \\escape", end - 2);
+        }
+      } else {
+        ++next;
+        end = next + 4;
+        if (end >= n) return decode_error("Invalid \\uXXXX escape", next - 1);
+        code = 0;
+        for (; next < end; ++next) {
+          int h = hex(p[next]);
+          if (h < 0) return decode_error("Invalid \\uXXXX escape", end - 5);
+          code = (code << 4) | static_cast<uint32_t>(h);
+        }
+        if (code >= 0xD800 && code <= 0xDBFF && end + 6 < n && p[next] == '\\' && p[next + 1] == 'u') {
+          next += 2;
+          end += 6;
+          uint32_t low = 0;
+          for (; next < end; ++next) {
+            int h = hex(p[next]);
+            if (h < 0) return decode_error("Invalid \\uXXXX escape", end - 5);
+            low = (low << 4) | static_cast<uint32_t>(h);
+          }
+          if (low >= 0xDC00 && low <= 0xDFFF)
+            code = 0x10000 + (((code - 0xD800) << 10) | (low - 0xDC00));
+          else
+            end -= 6;
+        }
+      }
+      if (code >= 0xD800 && code <= 0xDFFF) surrogate = true;
+      put_utf8(out, code);
+    }
+  }
+
+  // strict.py's _float and _int hooks, called as the scanner meets the number.
+  bool number_value(std::string text, bool is_float, JValue& out) {
+    auto out_of_range = [&]() {
+      size_t len = text.size();
+      std::string shown = len <= 24 ? text : text.substr(0, 20) + "... (" + std::to_string(len) + " characters)";
+      return hook("number out of range for a double: " + shown);
+    };
+    if (is_float) {
+      double d = c_strtod(text);
+      if (d == HUGE_VAL || d == -HUGE_VAL) return out_of_range();
+      out.type = JValue::FLOAT;
+      out.d = d;
+      return true;
+    }
+    if (text.size() - (text[0] == '-') > 309) return out_of_range();
+    int64_t i;
+    auto r = std::from_chars(text.data(), text.data() + text.size(), i);
+    if (r.ec == std::errc() && r.ptr == text.data() + text.size()) {
+      out.type = JValue::INT;
+      out.i = i;
+      return true;
+    }
+    double d = c_strtod(text);  // correctly rounded, as float(int) is: inf exactly when float() overflows
+    if (d == HUGE_VAL || d == -HUGE_VAL) return out_of_range();
+    out.type = JValue::BIG;
+    out.s = std::move(text);
+    return true;
+  }
+
+  bool digit(size_t at) const { return at < n && p[at] >= '0' && p[at] <= '9'; }
+
+  // _match_number_unicode
+  bool number(size_t start, size_t& next_out, JValue& out) {
+    size_t idx = start;
+    const size_t end_idx = n - 1;  // n > start here
+    if (p[idx] == '-') {
+      ++idx;
+      if (idx > end_idx) return stop(start);
+    }
+    if (p[idx] >= '1' && p[idx] <= '9') {
+      ++idx;
+      while (idx <= end_idx && digit(idx)) ++idx;
+    } else if (p[idx] == '0') {
+      ++idx;
+    } else {
+      return stop(start);
+    }
+    bool is_float = false;
+    if (idx < end_idx && p[idx] == '.' && digit(idx + 1)) {
+      is_float = true;
+      idx += 2;
+      while (idx <= end_idx && digit(idx)) ++idx;
+    }
+    if (idx < end_idx && (p[idx] == 'e' || p[idx] == 'E')) {
+      size_t e_start = idx;
+      ++idx;
+      if (idx < end_idx && (p[idx] == '-' || p[idx] == '+')) ++idx;
+      while (idx <= end_idx && digit(idx)) ++idx;
+      if (digit(idx - 1))
+        is_float = true;
+      else
+        idx = e_start;
+    }
+    next_out = idx;
+    return number_value(std::string(p + start, idx - start), is_float, out);
+  }
+
+  bool literal(size_t idx, const char* word) const {
+    size_t len = std::strlen(word);
+    return idx + len - 1 < n && std::memcmp(p + idx, word, len) == 0;
+  }
+
+  // scan_once_unicode
+  bool value(size_t idx, size_t& next_out, JValue& out, int depth) {
+    if (idx >= n) return stop(idx);
+    switch (p[idx]) {
+      case '"':
+        out.type = JValue::STR;
+        return string(idx + 1, next_out, out.s, out.surrogate);
+      case '{':
+        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        return object(idx + 1, next_out, out, depth + 1);
+      case '[':
+        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        return array(idx + 1, next_out, out, depth + 1);
+      case 'n':
+        if (literal(idx, "null")) {
+          out.type = JValue::NUL;
+          next_out = idx + 4;
+          return true;
+        }
+        break;
+      case 't':
+        if (literal(idx, "true")) {
+          out.type = JValue::TRUE_;
+          next_out = idx + 4;
+          return true;
+        }
+        break;
+      case 'f':
+        if (literal(idx, "false")) {
+          out.type = JValue::FALSE_;
+          next_out = idx + 5;
+          return true;
+        }
+        break;
+      case 'N':
+        if (literal(idx, "NaN")) return hook("not JSON: NaN (JSON has no NaN or Infinity)");
+        break;
+      case 'I':
+        if (literal(idx, "Infinity")) return hook("not JSON: Infinity (JSON has no NaN or Infinity)");
+        break;
+      case '-':
+        if (literal(idx, "-Infinity")) return hook("not JSON: -Infinity (JSON has no NaN or Infinity)");
+        break;
+    }
+    return number(idx, next_out, out);
+  }
+
+  // _parse_object_unicode (3.11/3.12: no "Illegal trailing comma" message, that came in 3.13)
+  bool object(size_t idx, size_t& next_out, JValue& out, int depth) {
+    out.type = JValue::OBJ;
+    std::unique_ptr<std::unordered_map<std::string, size_t>> index;  // for large objects
+    idx = skip(idx);
+    if (idx >= n || p[idx] != '}') {
+      std::string key;
+      bool surrogate;
+      while (true) {
+        if (idx >= n || p[idx] != '"')
+          return decode_error("Expecting property name enclosed in double quotes", idx);
+        size_t next;
+        if (!string(idx + 1, next, key, surrogate)) return false;
+        idx = skip(next);
+        if (idx >= n || p[idx] != ':') return decode_error("Expecting ':' delimiter", idx);
+        idx = skip(idx + 1);
+        JValue v;
+        if (!value(idx, next, v, depth)) return false;
+        // A Python dict: a repeated name keeps its place and takes the new value.
+        size_t at = out.keys.size();
+        if (index) {
+          auto found = index->find(key);
+          if (found != index->end()) at = found->second;
+        } else {
+          for (size_t k = 0; k < out.keys.size(); ++k)
+            if (out.keys[k] == key) {
+              at = k;
+              break;
+            }
+        }
+        if (at == out.keys.size()) {
+          out.keys.push_back(key);
+          out.items.push_back(std::move(v));
+          if (index) {
+            (*index)[key] = at;
+          } else if (out.keys.size() > 16) {
+            index = std::make_unique<std::unordered_map<std::string, size_t>>();
+            for (size_t k = 0; k < out.keys.size(); ++k) (*index)[out.keys[k]] = k;
+          }
+        } else {
+          out.items[at] = std::move(v);
+        }
+        idx = skip(next);
+        if (idx < n && p[idx] == '}') break;
+        if (idx >= n || p[idx] != ',') return decode_error("Expecting ',' delimiter", idx);
+        idx = skip(idx + 1);
+      }
+    }
+    next_out = idx + 1;
+    return true;
+  }
+
+  bool array(size_t idx, size_t& next_out, JValue& out, int depth) {
+    out.type = JValue::ARR;
+    idx = skip(idx);
+    if (idx >= n || p[idx] != ']') {
+      while (true) {
+        size_t next;
+        out.items.emplace_back();
+        if (!value(idx, next, out.items.back(), depth)) return false;
+        idx = skip(next);
+        if (idx < n && p[idx] == ']') break;
+        if (idx >= n || p[idx] != ',') return decode_error("Expecting ',' delimiter", idx);
+        idx = skip(idx + 1);
+      }
+    }
+    next_out = idx + 1;
+    return true;
+  }
+};
+
+// -- strict.py's rules, in loads()'s order ---------------------------------------------------------------------
+
+// _SHALLOW.fullmatch(text): at most 64 levels of brackets outside strings, as the RE2 pattern counts them
+// (closers of either kind close a level; an unterminated string or level may run to the end, but a string
+// may not end in the middle of an escape).
+bool shallow(std::string_view t) {
+  int depth = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    char c = t[i];
+    if (c == '"') {
+      for (++i; i < t.size() && t[i] != '"'; ++i)
+        if (t[i] == '\\') {
+          if (i + 1 >= t.size()) return false;
+          ++i;
+        }
+    } else if (c == '[' || c == '{') {
+      if (depth == kDepthLimit) return false;
+      ++depth;
+    } else if ((c == ']' || c == '}') && depth > 0) {
+      --depth;
+    }
+  }
+  return true;
+}
+
+bool number_prefix(std::string_view s) {  // strict.py's _NUMBER_PREFIX, fully matched
+  if (s == "-") return true;
+  size_t i = 0;
+  if (i < s.size() && s[i] == '-') ++i;
+  if (i >= s.size()) return false;
+  if (s[i] == '0') {
+    ++i;
+  } else if (s[i] >= '1' && s[i] <= '9') {
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  } else {
+    return false;
+  }
+  if (i < s.size() && s[i] == '.') {
+    ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  if (i < s.size() && (s[i] == 'e' || s[i] == 'E')) {
+    ++i;
+    if (i < s.size() && (s[i] == '-' || s[i] == '+')) ++i;
+    while (i < s.size() && s[i] >= '0' && s[i] <= '9') ++i;
+  }
+  return i == s.size();
+}
+
+bool truncated_token(std::string_view text, size_t pos) {  // strict.py's _truncated_token
+  std::string_view tail = text.substr(pos);
+  if (!tail.empty())
+    for (std::string_view literal : {"true", "false", "null"})
+      if (literal.substr(0, tail.size()) == tail) return true;
+  size_t start = pos;
+  while (start > 0 && std::strchr("0123456789+-.eE", text[start - 1]) && text[start - 1] != '\0') --start;
+  std::string_view number = text.substr(start);
+  if (!number.empty() && number_prefix(number)) return true;
+  if (!tail.empty() && tail[0] == 'u' && pos > 0 && text[pos - 1] == '\\' && tail.size() < 5) {
+    for (char c : tail.substr(1))
+      if (Scanner::hex(c) < 0) return false;
+    return true;
+  }
+  return false;
+}
+
+std::string without_at(const char* msg) {
+  std::string m(msg);
+  if (m.size() >= 3 && m.compare(m.size() - 3, 3, " at") == 0) m.resize(m.size() - 3);
+  return m;
+}
+
+// strict.py's _syntax_reason
+std::string syntax_reason(std::string_view text, const char* msg, size_t pos) {
+  if (std::strcmp(msg, "Extra data") == 0)
+    return "trailing data after the JSON value at char " + std::to_string(code_points(text, pos));
+  if (pos >= text.size() || std::strncmp(msg, "Unterminated string", 19) == 0 || truncated_token(text, pos))
+    return "truncated JSON: input ends at char " + std::to_string(code_points(text, text.size())) + " (" +
+           without_at(msg) + ")";
+  return "not JSON: " + without_at(msg) + " at char " + std::to_string(code_points(text, pos));
+}
+
+void display_path_push(std::string& out, const std::string& name) {
+  if (!out.empty()) out.push_back('.');
+  out.append(name);
+}
+
+// An unpaired surrogate, kept as its three bytes ED A0..BF xx (valid UTF-8 has none: a pair is joined).
+bool has_surrogate(const std::string& s) {
+  for (size_t b = 0; b + 1 < s.size(); ++b)
+    if (static_cast<unsigned char>(s[b]) == 0xED && static_cast<unsigned char>(s[b + 1]) >= 0xA0) return true;
+  return false;
+}
+
+// strict.py's _check_strings: the first unpaired surrogate in a string or a name, in the dict's order.
+bool check_strings(const JValue& v, std::string& path, Rejection& why) {
+  auto fail = [&]() {
+    why.reason = "invalid string: unpaired surrogate escape";
+    why.has_field = !path.empty();
+    why.field = path;
+    why.category = DSPARK_NOT_JSON;
+    return false;
+  };
+  if (v.type == JValue::STR) return v.surrogate ? fail() : true;
+  for (size_t k = 0; k < v.items.size(); ++k) {
+    size_t mark = path.size();
+    if (v.type == JValue::OBJ) {
+      if (has_surrogate(v.keys[k])) return fail();
+      display_path_push(path, v.keys[k]);
+    } else {
+      path += "[" + std::to_string(k) + "]";
+    }
+    if (!check_strings(v.items[k], path, why)) return false;
+    path.resize(mark);
+  }
+  return true;
+}
+
+}  // namespace detail
+
+// strict.py's loads(text). `category` of the reasons: the core's verdicts.
+bool loads(std::string_view text, JValue& out, Rejection& why) {
+  using namespace detail;
+  auto reject = [&](std::string reason, int category) {
+    why.reason = std::move(reason);
+    why.has_field = false;
+    why.category = category;
+    return false;
+  };
+  size_t first = 0;
+  while (first < text.size() && ws(text[first])) ++first;
+  if (first == text.size()) return reject("empty", DSPARK_NOT_JSON);
+  size_t brackets = 0;  // '[' (0x5b) and '{' (0x7b) are the bytes b with b | 0x20 == 0x7b: a loop that vectorizes
+  for (char c : text) brackets += (static_cast<unsigned char>(c) | 0x20) == 0x7b;
+  if (brackets > static_cast<size_t>(kDepthLimit) && !shallow(text))
+    return reject("nested too deeply: more than 64 levels of arrays and objects", DSPARK_TOO_DEEP);
+  if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0)
+    return reject("not JSON: a byte order mark (U+FEFF) at char 0", DSPARK_BYTE_ORDER_MARK);
+  Scanner scanner(text.data(), text.size());
+  size_t end;
+  if (!scanner.value(first, end, out, 0)) {
+    if (scanner.error == Scanner::HOOK) {
+      bool deep = scanner.hook_reason.compare(0, 6, "nested") == 0;
+      return reject(scanner.hook_reason, deep ? DSPARK_TOO_DEEP : DSPARK_NOT_JSON);
+    }
+    return reject(syntax_reason(text, scanner.msg, scanner.pos), DSPARK_NOT_JSON);
+  }
+  end = scanner.skip(end);
+  if (end != text.size()) return reject(syntax_reason(text, "Extra data", end), DSPARK_NOT_JSON);
+  if (text.find("\\ud") != std::string_view::npos || text.find("\\uD") != std::string_view::npos) {
+    std::string path;
+    if (!check_strings(out, path, why)) return false;
+  }
+  return true;
+}
+
+// json.dumps(value, ensure_ascii=False, separators=(",", ":")) of a loaded value.
+void json_text(std::string& out, const JValue& v) {
+  switch (v.type) {
+    case JValue::NUL: out.append("null"); return;
+    case JValue::FALSE_: out.append("false"); return;
+    case JValue::TRUE_: out.append("true"); return;
+    case JValue::INT: out.append(std::to_string(v.i)); return;
+    case JValue::BIG: out.append(v.s); return;
+    case JValue::FLOAT: write_double(out, v.d); return;
+    case JValue::STR: write_string(out, v.s); return;
+    case JValue::ARR:
+      out.push_back('[');
+      for (size_t k = 0; k < v.items.size(); ++k) {
+        if (k) out.push_back(',');
+        json_text(out, v.items[k]);
+      }
+      out.push_back(']');
+      return;
+    case JValue::OBJ:
+      out.push_back('{');
+      for (size_t k = 0; k < v.items.size(); ++k) {
+        if (k) out.push_back(',');
+        write_string(out, v.keys[k]);
+        out.push_back(':');
+        json_text(out, v.items[k]);
+      }
+      out.push_back('}');
+      return;
+  }
+}
+
+// strict.py's loads(text), its value appended to `out` as json_text writes it (true), or why not (false).
+bool compact_json(std::string_view text, std::string& out, Rejection& why) {
+  JValue value;
+  if (!loads(text, value, why)) return false;
+  json_text(out, value);
+  return true;
+}
+
+}  // namespace dspark_exact
