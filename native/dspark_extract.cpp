@@ -10,7 +10,6 @@
 #include <utility>
 
 #include "dspark_json.h"
-#include "dspark_unprintable.h"
 #include "re2/re2.h"
 
 namespace dspark {
@@ -92,22 +91,6 @@ int64_t count_matches(const RE2& re, std::string_view text) {
   return count;
 }
 
-// -- Python's repr of a str ------------------------------------------------------------------------------------
-
-bool printable(uint32_t c) {  // str.isprintable() for one code point from U+0080 up
-  size_t lo = 0, hi = sizeof kUnprintable / sizeof kUnprintable[0];
-  while (lo < hi) {
-    size_t mid = (lo + hi) / 2;
-    if (c < kUnprintable[mid][0])
-      hi = mid;
-    else if (c > kUnprintable[mid][1])
-      lo = mid + 1;
-    else
-      return false;
-  }
-  return true;
-}
-
 // -- text_scalar -------------------------------------------------------------------------------------------------
 
 bool digit(char c) { return c >= '0' && c <= '9'; }
@@ -161,7 +144,8 @@ bool ascii_iequals(std::string_view s, std::string_view lower) {
 }
 
 std::string wrong_type(ContentKind kind, std::string_view text) {
-  return std::string("wrong type: expected ") + kind_name(kind) + ", got " + py_str_repr(first_code_points(text, 40));
+  return std::string("wrong type: expected ") + kind_name(kind) + ", got " +
+         dspark_exact::py_repr(first_code_points(text, 40));
 }
 
 bool text_scalar(std::string_view text, ContentKind kind, ExtractedValue& out, std::string& reason) {
@@ -209,7 +193,7 @@ bool text_scalar(std::string_view text, ContentKind kind, ExtractedValue& out, s
 bool embedded(std::string_view match, std::string& out, std::string& reason) {
   dspark_exact::Rejection why;  // strict.py's reason is not shown: extract.py's message quotes the match
   if (dspark_exact::compact_json(match, out, why)) return true;
-  reason = "not JSON: " + py_str_repr(first_code_points(match, 40));
+  reason = "not JSON: " + dspark_exact::py_repr(first_code_points(match, 40));
   return false;
 }
 
@@ -249,48 +233,6 @@ std::string_view first_code_points(std::string_view s, size_t n) {
     }
   }
   return s.substr(0, i);
-}
-
-// unicode_repr: the quote it picks, backslash escapes, and non-printable characters as \x, \u, \U.
-std::string py_str_repr(std::string_view s) {
-  bool single = s.find('\'') != std::string_view::npos, dbl = s.find('"') != std::string_view::npos;
-  char quote = single && !dbl ? '"' : '\'';
-  std::string out(1, quote);
-  static const char hex[] = "0123456789abcdef";
-  auto escape = [&](char kind, uint32_t c, int digits) {
-    out.push_back('\\');
-    out.push_back(kind);
-    for (int k = digits - 1; k >= 0; --k) out.push_back(hex[(c >> (4 * k)) & 15]);
-  };
-  for (size_t i = 0; i < s.size();) {
-    unsigned char b = static_cast<unsigned char>(s[i]);
-    size_t len = std::min(one_char_len(b), s.size() - i);
-    uint32_t c = len == 1 ? b : b & (0xFF >> (len + 1));
-    for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
-    if (c == static_cast<uint32_t>(quote) || c == '\\') {
-      out.push_back('\\');
-      out.push_back(static_cast<char>(c));
-    } else if (c == '\t') {
-      out.append("\\t");
-    } else if (c == '\n') {
-      out.append("\\n");
-    } else if (c == '\r') {
-      out.append("\\r");
-    } else if (c < ' ' || c == 0x7F) {
-      escape('x', c, 2);
-    } else if (c < 0x7F || printable(c)) {
-      out.append(s.substr(i, len));
-    } else if (c <= 0xFF) {
-      escape('x', c, 2);
-    } else if (c <= 0xFFFF) {
-      escape('u', c, 4);
-    } else {
-      escape('U', c, 8);
-    }
-    i += len;
-  }
-  out.push_back(quote);
-  return out;
 }
 
 TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : properties_(std::move(properties)) {

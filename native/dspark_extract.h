@@ -68,9 +68,7 @@ class TextExtractor {
   std::string error_;
 };
 
-// Python's repr() of a str (valid UTF-8), as extract.py's messages show `text[:40]!r` (pass the text cut
-// to 40 code points with `first_code_points`).
-std::string py_str_repr(std::string_view s);
+// The first `n` code points of a UTF-8 text (extract.py's messages quote `text[:40]`).
 std::string_view first_code_points(std::string_view s, size_t n);
 
 }  // namespace dspark

@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "dspark_core.h"
+#include "dspark_unprintable.h"
 
 namespace dspark_exact {
 
@@ -610,6 +611,66 @@ bool compact_json(std::string_view text, std::string& out, Rejection& why) {
   if (!loads(text, value, why)) return false;
   json_text(out, value);
   return true;
+}
+
+// repr() of a str (unicode_repr): the quote it picks, escapes, non-printable characters as \x, \u, \U.
+std::string py_repr(std::string_view s) {
+  bool single = s.find('\'') != std::string_view::npos, dbl = s.find('"') != std::string_view::npos;
+  char quote = single && !dbl ? '"' : '\'';
+  std::string out(1, quote);
+  static const char hex[] = "0123456789abcdef";
+  auto escape = [&](char kind, uint32_t c, int digits) {
+    out.push_back('\\');
+    out.push_back(kind);
+    for (int k = digits - 1; k >= 0; --k) out.push_back(hex[(c >> (4 * k)) & 15]);
+  };
+  for (size_t i = 0; i < s.size();) {
+    unsigned char b = static_cast<unsigned char>(s[i]);
+    uint32_t c;
+    size_t len = b < 0x80 ? 1 : b < 0xE0 ? 2 : b < 0xF0 ? 3 : 4;
+    if (i + len > s.size()) len = s.size() - i;
+    c = len == 1 ? b : b & (0xFF >> (len + 1));
+    for (size_t k = 1; k < len; ++k) c = (c << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    if (c == static_cast<uint32_t>(quote) || c == '\\') {
+      out.push_back('\\');
+      out.push_back(static_cast<char>(c));
+    } else if (c == '\t') {
+      out.append("\\t");
+    } else if (c == '\n') {
+      out.append("\\n");
+    } else if (c == '\r') {
+      out.append("\\r");
+    } else if (c < ' ' || c == 0x7F) {
+      escape('x', c, 2);
+    } else if (c < 0x7F) {
+      out.push_back(static_cast<char>(c));
+    } else {
+      size_t lo = 0, hi = sizeof kUnprintable / sizeof kUnprintable[0];
+      bool printable = true;
+      while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        if (c < kUnprintable[mid][0]) {
+          hi = mid;
+        } else if (c > kUnprintable[mid][1]) {
+          lo = mid + 1;
+        } else {
+          printable = false;
+          break;
+        }
+      }
+      if (printable)
+        out.append(s.substr(i, len));
+      else if (c <= 0xFF)
+        escape('x', c, 2);
+      else if (c <= 0xFFFF)
+        escape('u', c, 4);
+      else
+        escape('U', c, 8);
+    }
+    i += len;
+  }
+  out.push_back(quote);
+  return out;
 }
 
 }  // namespace dspark_exact

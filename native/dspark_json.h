@@ -44,6 +44,10 @@ bool compact_json(std::string_view text, std::string& out, Rejection& why);
 void write_string(std::string& out, std::string_view s);
 void write_double(std::string& out, double d);
 
+// Python's repr() of a str (UTF-8, surrogates as their 3 bytes): the quote it picks, backslash escapes, and
+// non-printable characters (Python 3.11's str.isprintable, dspark_unprintable.h) as \x, \u, \U.
+std::string py_repr(std::string_view s);
+
 // strtod in the C locale (Python's float() does not follow the process's locale; neither may this).
 double c_strtod(const std::string& text);
 
