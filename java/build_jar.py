@@ -64,7 +64,9 @@ def build_shim() -> Path:
         return target
     cc = os.environ.get("CC") or shutil.which("gcc") or shutil.which("cc") or shutil.which("clang")
     if not cc:
-        raise SystemExit("dspark-vllm: no C compiler found to build the JNI shim of the native core; install gcc or set CC")
+        raise SystemExit(
+            "dspark-vllm: no C compiler found to build the JNI shim of the native core; install gcc or set CC"
+        )
     include = java_home() / "include"
     if not (include / "jni.h").is_file():
         raise SystemExit(f"dspark-vllm: the JDK at {java_home()} has no include/jni.h; install a full JDK (not a JRE)")

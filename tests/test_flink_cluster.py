@@ -110,6 +110,7 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         wait_for("the meter's rate", lambda: dspark_metrics(port, job).get("numRecordsInPerSecond", 0) > 0, 30)
         assert metrics["backendGpu"] == 0  # no GPU here: 'auto' parses on the CPU, and says so
         assert metrics["gpuFallbackBatches"] == metrics["numBatches"]
+        assert metrics["backendJvm"] == 1  # issue 18: the parse step runs in the TaskManager's JVM
 
         # End it as a bounded replay ends: MAX_WATERMARK fires every window, the final savepoint commits the files.
         assert "Savepoint completed" in script("drain", job)

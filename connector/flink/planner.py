@@ -278,6 +278,9 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
     if backend == "auto" and importlib.util.find_spec("pylibcudf") is not None:
         return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf) is installed"}
     columns = body_columns(profile)
+    # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
+    # says it) and counted in gpuFallbackBatches.
+    fallback = "pylibcudf is not installed where the query was planned" if backend == "auto" else None
     made = [c.name for c in columns]
     if profile.content_properties:
         made += [p.name for p in profile.content_properties] + ["content_error"]
@@ -288,6 +291,7 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
         "batch_size": options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
         "batch_ms": 5 if options.get(MODE) == "request" else 50,
+        "auto_fallback": fallback,
     }
 
 

@@ -37,6 +37,8 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ParseOperator.class);
     private static final String CREATED = "created";
+    private static final java.util.concurrent.atomic.AtomicBoolean FALLBACK_SAID =
+            new java.util.concurrent.atomic.AtomicBoolean();
 
     private final String document;
     private final List<String> bodyColumns;
@@ -49,6 +51,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private final boolean requireCreated;
     private final int batchSize;
     private final long batchMillis;
+    private final String autoFallback; // 'auto' without a GPU backend: why the CPU parses (else null)
 
     private transient NativeParser parser;
     private transient List<RowData> pending;
@@ -60,12 +63,13 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private transient Counter rejected;
     private transient Counter bytes;
     private transient Counter batches;
+    private transient Counter fallbacks;
     private transient RequestStep.Recent parseTimes;
     private transient double lastMillis;
 
     ParseOperator(
             String document, List<String> bodyColumns, NativeRows rows, int bodyIndex, int sourceIndex,
-            int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis) {
+            int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis, String autoFallback) {
         this.document = document;
         this.bodyColumns = new ArrayList<>(bodyColumns);
         this.rows = rows;
@@ -77,6 +81,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         this.requireCreated = requireCreated;
         this.batchSize = batchSize;
         this.batchMillis = batchMillis;
+        this.autoFallback = autoFallback;
     }
 
     @Override
@@ -104,9 +109,13 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         group.gauge("lastBatchParseTimeMs", () -> (long) lastMillis);
         group.gauge("backendGpu", () -> 0);
         group.gauge("backendJvm", () -> 1);
+        fallbacks = group.counter("gpuFallbackBatches");
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             LOG.info("dspark-vllm: the parse step runs in the JVM with the native core ({}), no Python worker",
                     NativeCore.coreName());
+        }
+        if (autoFallback != null && FALLBACK_SAID.compareAndSet(false, true)) {
+            LOG.warn("parse backend 'auto' uses the CPU: {}", autoFallback);
         }
     }
 
@@ -247,6 +256,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         rejected.inc(errors);
         bytes.inc(size);
         batches.inc();
+        if (autoFallback != null) {
+            fallbacks.inc();
+        }
     }
 
     private long line(RowData in) {

@@ -296,7 +296,8 @@ final class Pipeline {
                         inputs.indexOf("_request_error"),
                         jvm.get("require_created").asBoolean(),
                         jvm.get("batch_size").asInt(),
-                        jvm.get("batch_ms").asLong());
+                        jvm.get("batch_ms").asLong(),
+                        jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
         List<String> names = new ArrayList<>(inputs);
         List<LogicalType> outTypes = new ArrayList<>(
                 ((RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType()).getChildren());
