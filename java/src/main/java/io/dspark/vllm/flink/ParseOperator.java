@@ -17,17 +17,21 @@ import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.data.TimestampData;
-import org.apache.flink.table.data.utils.JoinedRowData;
+import org.apache.flink.table.data.binary.BinaryStringData;
+import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
+import org.apache.flink.table.types.logical.RowType;
 
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 
 /**
- * The parse step inside the JVM: batches of bodies through the native core ({@link NativeParser}), each input
- * row joined with its flat columns and the internal ones ({@code contract.PARSE_INTERNAL}: line, error, error
- * field, backend), as the Python parse function makes them (connector/flink/frames.py, {@code to_table}).
+ * The parse step inside the JVM: batches of bodies through the native core ({@link NativeParser}). Each output
+ * row holds the input columns that later steps read (the metadata's), then the flat columns and the internal
+ * ones ({@code contract.PARSE_INTERNAL}: line, error, error field, backend), as the Python parse function makes
+ * them (connector/flink/frames.py, {@code to_table}), as a binary row (cheap to copy between chained operators).
  *
  * <p>A batch is parsed when it holds {@code batchSize} bodies, {@code batchMillis} after its first body came,
  * before a checkpoint barrier or a watermark goes on, and at the end of the input: a body never waits longer.
@@ -37,12 +41,16 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ParseOperator.class);
     private static final String CREATED = "created";
+    private static final StringData CPU = BinaryStringData.fromBytes("cpu".getBytes(StandardCharsets.UTF_8));
     private static final java.util.concurrent.atomic.AtomicBoolean FALLBACK_SAID =
             new java.util.concurrent.atomic.AtomicBoolean();
 
     private final String document;
     private final List<String> bodyColumns;
     private final NativeRows rows;
+    private final RowType inputType;
+    private final int[] kept; // the input columns that go on, before the parsed ones
+    private final RowType outputType;
     private final int internalAt;
     private final boolean hasCreated;
     private final int bodyIndex;
@@ -54,6 +62,10 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private final String autoFallback; // 'auto' without a GPU backend: why the CPU parses (else null)
 
     private transient NativeParser parser;
+    private transient RowData.FieldGetter[] getters;
+    private transient RowDataSerializer serializer;
+    private transient String lastSource;
+    private transient StringData lastSourceData;
     private transient List<RowData> pending;
     private transient long timer;
     private transient Map<String, Long> lines;
@@ -68,12 +80,16 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private transient double lastMillis;
 
     ParseOperator(
-            String document, List<String> bodyColumns, NativeRows rows, int bodyIndex, int sourceIndex,
+            String document, List<String> bodyColumns, NativeRows rows, RowType inputType, int[] kept,
+            RowType outputType, int bodyIndex, int sourceIndex,
             int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis, String autoFallback) {
         this.document = document;
         this.bodyColumns = new ArrayList<>(bodyColumns);
         this.rows = rows;
-        this.internalAt = bodyColumns.size();
+        this.inputType = inputType;
+        this.kept = kept;
+        this.outputType = outputType;
+        this.internalAt = kept.length + bodyColumns.size();
         this.hasCreated = bodyColumns.contains(CREATED);
         this.bodyIndex = bodyIndex;
         this.sourceIndex = sourceIndex;
@@ -92,6 +108,11 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
         parser = new NativeParser(document, bodyColumns);
+        getters = new RowData.FieldGetter[kept.length];
+        for (int k = 0; k < kept.length; k++) {
+            getters[k] = RowData.createFieldGetter(inputType.getTypeAt(kept[k]), kept[k]);
+        }
+        serializer = new RowDataSerializer(outputType);
         pending = new ArrayList<>();
         timer = -1;
         lines = new HashMap<>();
@@ -185,16 +206,16 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         }
         if (parts == null) {
             for (RowData in : pending) {
-                GenericRowData out = new GenericRowData(rows.size() + 4);
+                GenericRowData out = start(in);
                 out.setField(internalAt, line(in));
                 out.setField(internalAt + 1, StringData.fromString(
                         "internal error (the native core could not read this batch); please report it with this body"));
-                out.setField(internalAt + 3, StringData.fromString("cpu"));
+                out.setField(internalAt + 3, CPU);
                 if (hasCreated) { // as for any error row: the newest time so far (replay) or now (request)
                     long filled = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
-                    out.setField(bodyColumns.indexOf(CREATED), TimestampData.fromEpochMillis(filled));
+                    out.setField(kept.length + bodyColumns.indexOf(CREATED), TimestampData.fromEpochMillis(filled));
                 }
-                output.collect(new StreamRecord<>(new JoinedRowData(in, out)));
+                emit(out);
             }
             bodies.inc(n);
             rejected.inc(n);
@@ -214,8 +235,8 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             ArrowColumn created = hasCreated ? part.get(CREATED) : null;
             for (int i = 0; i < reasons.length; i++, at++) {
                 RowData in = pending.get(at);
-                GenericRowData out = new GenericRowData(rows.size() + 4);
-                rows.fill(part, i, out, 0);
+                GenericRowData out = start(in);
+                rows.fill(part, i, out, kept.length);
                 String reason = reasons.getString(i);
                 String field = fields.getString(i);
                 if (input[at] == null) {
@@ -227,7 +248,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                     field = null;
                 }
                 if (created != null) {
-                    int k = bodyColumns.indexOf(CREATED);
+                    int k = kept.length + bodyColumns.indexOf(CREATED);
                     if (created.isNull(i)) {
                         if (requireCreated && reason == null) {
                             reason = "no 'created' in the body: the table's WATERMARK needs it";
@@ -245,9 +266,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                 out.setField(internalAt, line(in));
                 out.setField(internalAt + 1, reason == null ? null : StringData.fromString(reason));
                 out.setField(internalAt + 2, field == null ? null : StringData.fromString(field));
-                out.setField(internalAt + 3, StringData.fromString("cpu"));
+                out.setField(internalAt + 3, CPU);
                 errors += reason == null ? 0 : 1;
-                output.collect(new StreamRecord<>(new JoinedRowData(in, out)));
+                emit(out);
             }
         }
         pending.clear();
@@ -261,8 +282,30 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         }
     }
 
+    /** An output row with the input columns that go on; the parsed ones follow. */
+    private GenericRowData start(RowData in) {
+        GenericRowData out = new GenericRowData(internalAt + 4);
+        for (int k = 0; k < kept.length; k++) {
+            out.setField(k, getters[k].getFieldOrNull(in));
+        }
+        return out;
+    }
+
+    /** As a binary row: the chained operators after this one copy each row, a binary row in one move. */
+    private void emit(GenericRowData out) {
+        output.collect(new StreamRecord<>(serializer.toBinaryRow(out).copy()));
+    }
+
     private long line(RowData in) {
-        String source = sourceIndex >= 0 && !in.isNullAt(sourceIndex) ? in.getString(sourceIndex).toString() : "";
+        String source = "";
+        if (sourceIndex >= 0 && !in.isNullAt(sourceIndex)) {
+            StringData data = in.getString(sourceIndex);
+            if (!data.equals(lastSourceData)) { // bodies come file by file
+                lastSourceData = data;
+                lastSource = data.toString();
+            }
+            source = lastSource;
+        }
         long next = lines.getOrDefault(source, 0L) + 1;
         lines.put(source, next);
         return next;

@@ -100,7 +100,7 @@ final class Pipeline {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
         if (parse) {
-            rows = parse(t, plan, rows, flat);
+            rows = parse(t, plan, rows, flat, metadataSql.values());
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -221,7 +221,8 @@ final class Pipeline {
         return t.fromDataStream(out.returns(RequestStep.rowType()).name("dspark-vllm requests"));
     }
 
-    private static Table parse(StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed) {
+    private static Table parse(
+            StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed, java.util.Collection<String> after) {
         Map<String, String> produced = new LinkedHashMap<>();
         plan.flatTypes().forEach((name, type) -> {
             if (needed.contains(name) || plan.parseInternal().contains(name)) {
@@ -230,7 +231,7 @@ final class Pipeline {
         });
         String python = plan.pythonParseReason(produced.keySet());
         if (python == null) {
-            return parseInJvm(t, plan, rows, produced);
+            return parseInJvm(t, plan, rows, produced, after);
         }
         LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", python);
         List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
@@ -273,9 +274,11 @@ final class Pipeline {
      * with its flat columns; no Python worker.
      */
     private static Table parseInJvm(
-            StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced) {
+            StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced,
+            java.util.Collection<String> after) {
         JsonNode jvm = plan.json.get("native");
         List<String> inputs = rows.getResolvedSchema().getColumnNames();
+        RowType inputType = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
         DataStream<RowData> in =
                 t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
         List<String> body = new ArrayList<>();
@@ -286,11 +289,32 @@ final class Pipeline {
                 types.add(TablePlan.dataType(type).getLogicalType());
             }
         });
+        // Only the input columns the metadata columns read go on (the body only for 'raw.body'): every column
+        // of a row is copied between chained operators.
+        List<String> names = new ArrayList<>();
+        List<LogicalType> outTypes = new ArrayList<>();
+        List<Integer> kept = new ArrayList<>();
+        for (int i = 0; i < inputs.size(); i++) {
+            String name = inputs.get(i);
+            if (after.stream().anyMatch(sql -> sql.contains(name))) {
+                kept.add(i);
+                names.add(name);
+                outTypes.add(inputType.getTypeAt(i));
+            }
+        }
+        produced.forEach((name, type) -> {
+            names.add(name);
+            outTypes.add(TablePlan.dataType(type).getLogicalType());
+        });
+        RowType out = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
         ParseOperator step =
                 new ParseOperator(
                         jvm.get("document").asText(),
                         body,
                         new NativeRows(body, types),
+                        inputType,
+                        kept.stream().mapToInt(Integer::intValue).toArray(),
+                        out,
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source"),
                         inputs.indexOf("_request_error"),
@@ -298,14 +322,6 @@ final class Pipeline {
                         jvm.get("batch_size").asInt(),
                         jvm.get("batch_ms").asLong(),
                         jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
-        List<String> names = new ArrayList<>(inputs);
-        List<LogicalType> outTypes = new ArrayList<>(
-                ((RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType()).getChildren());
-        produced.forEach((name, type) -> {
-            names.add(name);
-            outTypes.add(TablePlan.dataType(type).getLogicalType());
-        });
-        RowType out = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
         return t.fromDataStream(in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(out), step));
     }
