@@ -8,6 +8,7 @@ import pickle
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -214,10 +215,9 @@ def test_prompts_rate_without_a_count_plans_an_endless_sequence():
 
 
 def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
-    import importlib.util
+    from connector.flink import planner
 
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylibcudf" else real(name, *a))
+    monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)
     for backend in ("cpu", "auto"):
         native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
         document = json.loads(native["document"])
@@ -225,12 +225,27 @@ def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
         assert {c["name"] for c in document["columns"]} | {p["name"] for p in document["content"]["properties"]} | {
             "content_error"
         } == set(native["columns"])
+        assert (native["auto_fallback"] is None) == (backend == "cpu")
     gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
     assert gpu == {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
+    monkeypatch.setattr(planner, "gpu_backend_here", lambda: True)
+    assert "why" in plan(declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR")))["native"]
+
+
+def test_the_gpu_backend_is_here_only_with_pylibcudf_and_a_driver(monkeypatch, tmp_path):
+    """pylibcudf installed on a machine without a GPU (as in CI) keeps 'auto' in the JVM."""
+    import importlib.util
+
+    from connector.flink import planner
+
+    real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: object() if name == "pylibcudf" else real(name, *a)
     )
-    assert "why" in plan(declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR")))["native"]
+    here = Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
+    assert planner.gpu_backend_here() is here
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylibcudf" else real(name, *a))
+    assert planner.gpu_backend_here() is False
 
 
 def format_declared(options: dict, *columns) -> dict:

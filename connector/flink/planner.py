@@ -264,10 +264,18 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def gpu_backend_here() -> bool:
+    """Whether this machine has the GPU backend: pylibcudf installed and an NVIDIA driver with a device (checked
+    without importing pylibcudf, which takes seconds: every planning of a query runs this)."""
+    if importlib.util.find_spec("pylibcudf") is None:
+        return False
+    return Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
+
+
 def _native_parse(options: Options, profile: Profile, require_created: bool) -> dict[str, Any]:
     """The parse step in the JVM (`io.dspark.vllm.flink.ParseOperator`, the native core through JNI), or why not.
 
-    'cpu' parses there, and so does 'auto' where no GPU backend (pylibcudf) is installed: the machine that
+    'cpu' parses there, and so does 'auto' where the GPU backend is not here (`gpu_backend_here`): the machine that
     plans the query stands for the TaskManagers (a cluster whose planner lacks a GPU its TaskManagers have
     sets 'gpu'). 'gpu' keeps the Python function (libcudf). The native core makes every column of a profile:
     the body's, the content properties' (their x-extract patterns too) and content_error.
@@ -275,12 +283,12 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
     backend = options.get(PARSE_BACKEND)
     if backend == "gpu":
         return {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
-    if backend == "auto" and importlib.util.find_spec("pylibcudf") is not None:
-        return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf) is installed"}
+    if backend == "auto" and gpu_backend_here():
+        return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is"}
     columns = body_columns(profile)
     # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
     # says it) and counted in gpuFallbackBatches.
-    fallback = "pylibcudf is not installed where the query was planned" if backend == "auto" else None
+    fallback = "no GPU backend (pylibcudf and an NVIDIA GPU) where the query was planned" if backend == "auto" else None
     made = [c.name for c in columns]
     if profile.content_properties:
         made += [p.name for p in profile.content_properties] + ["content_error"]
