@@ -343,14 +343,7 @@ void export_schema(const Builder& b, const std::vector<const Builder*>& fields, 
 
 // -- ISO-8601 `created` (the forms read here; the reference takes any other) -----------------------------
 
-int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {  // H. Hinnant's algorithm
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
+using dspark_exact::days_from_civil;
 
 bool digits(std::string_view s, size_t at, size_t count, int& out) {
   if (at + count > s.size()) return false;

@@ -13,6 +13,16 @@
 #include "dspark_core.h"
 
 namespace dspark_exact {
+
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {  // H. Hinnant's algorithm; 1970-01-01 is 0
+  y -= m <= 2;
+  const int64_t era = (y >= 0 ? y : y - 399) / 400;
+  const unsigned yoe = static_cast<unsigned>(y - era * 400);
+  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+  return era * 146097 + static_cast<int64_t>(doe) - 719468;
+}
+
 namespace {
 
 using detail::code_points;
@@ -44,14 +54,6 @@ bool is_none(const JValue* v) { return !v || v->type == JValue::NUL; }
 
 // -- datetime.fromisoformat (CPython 3.11/3.12's _datetimemodule.c) --------------------------------------------
 
-int64_t days_from_civil(int64_t y, unsigned m, unsigned d) {  // H. Hinnant's algorithm; 1970-01-01 is 0
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
 
 void civil_from_days(int64_t z, int& y, int& m, int& d) {
   z += 719468;

@@ -57,6 +57,9 @@ bool decode_body(std::string_view raw, const std::vector<ColumnSpec>& columns, U
 bool json_content_values(std::string_view text, const std::vector<PropertySpec>& properties, std::vector<Cell>& cells,
                          std::string& error);
 
+// Days from 1970-01-01 to a proleptic Gregorian date (H. Hinnant's algorithm); the core's ISO reading uses it too.
+int64_t days_from_civil(int64_t y, unsigned m, unsigned d);
+
 }  // namespace dspark_exact
 
 #endif

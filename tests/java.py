@@ -14,9 +14,14 @@ ROOT = Path(__file__).resolve().parents[1]
 NEEDS_JDK = pytest.mark.skipif(shutil.which("javac") is None or shutil.which("java") is None, reason="needs a JDK")
 
 
-def build_jar() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_jar", ROOT / "java" / "build_jar.py")
+def build_script(path: Path) -> ModuleType:
+    """A build script of the checkout (java/build_jar.py, native/build_native.py) loaded as a module."""
+    spec = importlib.util.spec_from_file_location(path.stem, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def build_jar() -> ModuleType:
+    return build_script(ROOT / "java" / "build_jar.py")

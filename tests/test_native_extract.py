@@ -9,7 +9,6 @@ mutations of both.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import random
 import subprocess
@@ -26,17 +25,14 @@ from connector.decode.extract import extract
 from connector.errors import ProfileError
 from connector.profiles import ContentProperty, load_profile
 from connector.simulator.responses import make_corpus
+from tests.java import build_script
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("coder", "vl", "math")
 
 
 def _build_native() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("build_native", ROOT / "native" / "build_native.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return build_script(ROOT / "native" / "build_native.py")
 
 
 @pytest.fixture(scope="module")

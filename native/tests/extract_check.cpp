@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dspark_extract.h"
+#include "dspark_json.h"
 #include "simdjson.h"
 
 namespace {
@@ -17,29 +18,10 @@ using dspark::ContentKind;
 using dspark::ExtractedValue;
 using dspark::ExtractMode;
 
-void put_string(std::string& out, std::string_view s) {
-  static const char hex[] = "0123456789abcdef";
-  out.push_back('"');
-  for (char c : s) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (u < 0x20) {
-      out.append("\\u00");
-      out.push_back(hex[u >> 4]);
-      out.push_back(hex[u & 15]);
-    } else {
-      out.push_back(c);
-    }
-  }
-  out.push_back('"');
-}
-
 void put_value(std::string& out, const ExtractedValue& v) {
   switch (v.tag) {
     case ExtractedValue::NONE: out.append("null"); break;
-    case ExtractedValue::STR: put_string(out, v.s); break;
+    case ExtractedValue::STR: dspark_exact::write_string(out, v.s); break;
     case ExtractedValue::INT: out.append(std::to_string(v.i)); break;
     case ExtractedValue::BOOL: out.append(v.b ? "true" : "false"); break;
     case ExtractedValue::DBL: {
@@ -116,7 +98,7 @@ int main() {
     out.clear();
     if (!extractor->ok()) {
       out.append("{\"plan_error\":");
-      put_string(out, extractor->error());
+      dspark_exact::write_string(out, extractor->error());
     } else {
       bool failed = extractor->extract(std::string_view(doc["text"]), values, error);
       out.append("{\"values\":[");
@@ -126,7 +108,7 @@ int main() {
       }
       out.append("],\"error\":");
       if (failed)
-        put_string(out, error);
+        dspark_exact::write_string(out, error);
       else
         out.append("null");
     }
