@@ -53,6 +53,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private final RowType outputType;
     private final int internalAt;
     private final boolean hasCreated;
+    private final int createdAt; // the output position of `created`
     private final int bodyIndex;
     private final int sourceIndex; // replay: the file a body came from (lines are counted per file); else -1
     private final int requestErrorIndex; // request mode: the request's error; else -1
@@ -91,6 +92,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         this.outputType = outputType;
         this.internalAt = kept.length + bodyColumns.size();
         this.hasCreated = bodyColumns.contains(CREATED);
+        this.createdAt = kept.length + bodyColumns.indexOf(CREATED);
         this.bodyIndex = bodyIndex;
         this.sourceIndex = sourceIndex;
         this.requestErrorIndex = requestErrorIndex;
@@ -213,7 +215,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                 out.setField(internalAt + 3, CPU);
                 if (hasCreated) { // as for any error row: the newest time so far (replay) or now (request)
                     long filled = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
-                    out.setField(kept.length + bodyColumns.indexOf(CREATED), TimestampData.fromEpochMillis(filled));
+                    out.setField(createdAt, TimestampData.fromEpochMillis(filled));
                 }
                 emit(out);
             }
@@ -248,7 +250,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                     field = null;
                 }
                 if (created != null) {
-                    int k = kept.length + bodyColumns.indexOf(CREATED);
+                    int k = createdAt;
                     if (created.isNull(i)) {
                         if (requireCreated && reason == null) {
                             reason = "no 'created' in the body: the table's WATERMARK needs it";
