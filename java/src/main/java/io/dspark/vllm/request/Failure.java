@@ -3,14 +3,13 @@ package io.dspark.vllm.request;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationFeature;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.netty4.io.netty.channel.ConnectTimeoutException;
 
 import java.io.IOException;
 import java.net.ConnectException;
 import java.net.NoRouteToHostException;
 import java.net.ProtocolException;
 import java.net.UnknownHostException;
-import java.net.http.HttpConnectTimeoutException;
-import java.net.http.HttpTimeoutException;
 import java.nio.channels.UnresolvedAddressException;
 import java.security.GeneralSecurityException;
 import java.security.cert.CertPathValidatorException;
@@ -22,7 +21,8 @@ import javax.net.ssl.SSLHandshakeException;
 
 /**
  * What went wrong with one attempt: the Java twin of {@code connector.errors.ClientError} (kind, message,
- * retryable; {@link #text()} is "kind: message"), and the one place where what java.net.http throws becomes one
+ * retryable; {@link #text()} is "kind: message"), and the one place where what {@link Transport} (Netty, the JDK's
+ * sockets and TLS under it) throws becomes one
  * (the twin of {@code connector.client.transport.EXCEPTION_MAP}).
  */
 final class Failure {
@@ -67,7 +67,7 @@ final class Failure {
         }
     }
 
-    /** What an exception of the HTTP client means; {@code headArrived}: the status line had come. */
+    /** What an exception of the transport means; {@code headArrived}: the status line had come. */
     static Failure of(Throwable thrown, boolean headArrived, String target) {
         Throwable e = thrown;
         while ((e instanceof CompletionException || e instanceof ExecutionException) && e.getCause() != null) {
@@ -77,7 +77,7 @@ final class Failure {
         if (large != null) {
             return new Failure("too-large", large.getMessage(), false);
         }
-        if (find(e, HttpConnectTimeoutException.class) != null) {
+        if (find(e, ConnectTimeoutException.class) != null) {
             return new Failure("connect", "connecting timed out: " + target, true);
         }
         SSLException tls = find(e, SSLException.class);
@@ -89,9 +89,6 @@ final class Failure {
         }
         if (find(e, ConnectException.class) != null || find(e, NoRouteToHostException.class) != null) {
             return new Failure("connect", "cannot connect to the server: " + target + ": " + detail(e), true);
-        }
-        if (find(e, HttpTimeoutException.class) != null) {
-            return timeout("no answer from the server in time: " + detail(e));
         }
         if (find(e, ProtocolException.class) != null) {
             return new Failure("protocol", "not a valid HTTP/1.1 response: " + detail(e), true);

@@ -1,29 +1,20 @@
 package io.dspark.vllm.request;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.io.JsonStringEncoder;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.DefaultHttpHeaders;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpHeaders;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpMethod;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
-import java.io.ByteArrayOutputStream;
 import java.net.URI;
-import java.net.http.HttpClient;
-import java.net.http.HttpHeaders;
-import java.net.http.HttpRequest;
-import java.net.http.HttpResponse;
-import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
-import java.time.Duration;
-import java.util.List;
+import java.util.Locale;
 import java.util.Map;
-import java.util.OptionalLong;
 import java.util.Random;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionStage;
 import java.util.concurrent.ConcurrentHashMap;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
-import java.util.concurrent.Flow;
 import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.ScheduledFuture;
@@ -37,15 +28,15 @@ import java.util.concurrent.atomic.AtomicLong;
 import javax.net.ssl.SSLContext;
 
 /**
- * Sends a table's requests (java.net.http.HttpClient): bounded or adaptive concurrency, a deadline per attempt
+ * Sends a table's requests (over {@link Transport}): bounded or adaptive concurrency, a deadline per attempt
  * and per request, retries with backoff and jitter, Retry-After, a gate that holds requests back while the
  * server is down, a rate limit, a cap on body size, TLS as the spec says. The Java twin of
  * {@code connector.client.VllmClient}, with the same error kinds and messages; no Flink in here.
  *
- * <p>Everything is asynchronous: a request is a small state machine driven by the HTTP client's callbacks
- * (on a pool of two to four daemon threads) and by one timer thread (backoff, Retry-After, the rate limit, the
- * gate's probes, attempt timeouts). No thread ever waits for a request. The futures that {@link #send} returns
- * complete on those threads: what depends on them must not block.
+ * <p>Everything is asynchronous: a request is a small state machine driven by the transport's event loop (one
+ * daemon thread: connections, attempt timeouts, responses, and the slots freed by them) and by one timer thread
+ * (backoff, Retry-After, the rate limit, the gate's probes). No thread ever waits for a request. The futures that
+ * {@link #send} returns complete on those threads: what depends on them must not block.
  *
  * <p>One request: [wait at the gate while the server is down] -> [the rate limit's next slot] -> [a free
  * connection slot, FIFO] -> one attempt (at most {@code timeout_s}, cut to what is left of the deadline) ->
@@ -65,16 +56,16 @@ public final class Requester implements AutoCloseable {
     private final URI uri;
     private final URI healthUri;
     private final String target;
-    private final ExecutorService callbacks;
+    private final HttpHeaders headers; // the spec's, validated once; each request adds its id
+    private final HttpHeaders probeHeaders;
     private final ScheduledExecutorService timer;
-    private final HttpClient http;
+    private final Transport transport;
     private final Slots slots;
     private final Gate gate;
     private final RateLimit rateLimit;
     private final Set<Call> active = ConcurrentHashMap.newKeySet();
     private final AtomicLong throttled = new AtomicLong();
     private final AtomicLong attemptsSent = new AtomicLong();
-    private final boolean contentTypeGiven;
     private volatile boolean closed;
 
     public Requester(RequestSpec spec) {
@@ -83,27 +74,17 @@ public final class Requester implements AutoCloseable {
         this.healthUri = uri(spec.healthUrl, "health_url");
         this.target = uri.getHost() + ":" + (uri.getPort() >= 0 ? uri.getPort()
                 : "https".equalsIgnoreCase(uri.getScheme()) ? 443 : 80);
-        this.contentTypeGiven = spec.headers.keySet().stream().anyMatch(k -> k.equalsIgnoreCase("content-type"));
-        checkHeaders(spec.headers);
+        this.headers = headers(spec.headers, true);
+        this.probeHeaders = headers(spec.headers, false);
         SSLContext tls = "https".equalsIgnoreCase(uri.getScheme()) || "https".equalsIgnoreCase(healthUri.getScheme())
                 ? Tls.context(spec) : null;
         int n = INSTANCES.incrementAndGet();
-        this.callbacks = Executors.newFixedThreadPool(
-                Math.max(2, Math.min(4, Runtime.getRuntime().availableProcessors())), daemon("dspark-vllm-http-" + n));
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemon("dspark-vllm-timer-" + n));
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
-        HttpClient.Builder builder = HttpClient.newBuilder()
-                .version(HttpClient.Version.HTTP_1_1)
-                .followRedirects(HttpClient.Redirect.NEVER)
-                .proxy(HttpClient.Builder.NO_PROXY)
-                .connectTimeout(seconds(spec.connectTimeoutS))
-                .executor(callbacks);
-        if (tls != null) {
-            builder.sslContext(tls);
-        }
-        this.http = builder.build();
-        this.slots = new Slots(spec, callbacks);
+        this.transport = new Transport("dspark-vllm-http-" + n, tls, spec.tlsVerify, spec.connectTimeoutS,
+                Math.max(PROBE_BODY_LIMIT, spec.maxBodyBytes));
+        this.slots = new Slots(spec, transport.loop());
         Random random = new Random();
         this.gate = spec.holdWhileDown
                 ? new Gate(this::probe, timer, spec.backoffInitialS, spec.backoffMaxS, random) : null;
@@ -124,15 +105,51 @@ public final class Requester implements AutoCloseable {
         }
     }
 
-    private void checkHeaders(Map<String, String> headers) {
-        for (Map.Entry<String, String> h : headers.entrySet()) {
+    /**
+     * The spec's headers, checked once (a name the transport sets itself, or a name or value a header cannot
+     * hold, is refused with the name only: the value may be the API key); with {@code body}, content-type
+     * application/json unless the spec gives one, else without any content-type.
+     */
+    private static HttpHeaders headers(Map<String, String> given, boolean body) {
+        HttpHeaders h = new DefaultHttpHeaders(true);
+        for (Map.Entry<String, String> e : given.entrySet()) {
+            String name = e.getKey();
+            boolean contentType = name.equalsIgnoreCase("content-type");
+            if (name.equalsIgnoreCase("x-request-id") || (contentType && !body)) {
+                continue; // one per request, the same on every attempt; a probe sends no body
+            }
+            if (Transport.RESTRICTED.contains(name.toLowerCase(Locale.ROOT)) || !headerValue(e.getValue())) {
+                throw refused(name);
+            }
             try {
-                HttpRequest.newBuilder(uri).header(h.getKey(), h.getValue());
-            } catch (IllegalArgumentException e) { // (the value is not shown: it may be the API key)
-                throw new IllegalArgumentException("dspark-vllm: the header '" + h.getKey()
-                        + "' cannot be sent (a restricted name, or characters a header cannot hold)", null);
+                h.add(name, e.getValue());
+            } catch (IllegalArgumentException | NullPointerException x) {
+                throw refused(name);
             }
         }
+        if (body && !h.contains("content-type")) {
+            h.set("content-type", "application/json");
+        }
+        return h;
+    }
+
+    private static IllegalArgumentException refused(String name) {
+        return new IllegalArgumentException("dspark-vllm: the header '" + name
+                + "' cannot be sent (a restricted name, or characters a header cannot hold)", null);
+    }
+
+    /** What a header value can hold as it is (RFC 9110 field-value): visible ASCII, space, tab, obs-text. */
+    static boolean headerValue(String v) {
+        if (v == null) {
+            return false;
+        }
+        for (int i = 0; i < v.length(); i++) {
+            char c = v.charAt(i);
+            if ((c < 0x20 && c != '\t') || c == 0x7f || c > 0xff) {
+                return false;
+            }
+        }
+        return true;
     }
 
     private static ThreadFactory daemon(String name) {
@@ -144,8 +161,8 @@ public final class Requester implements AutoCloseable {
         };
     }
 
-    private static Duration seconds(double s) {
-        return Duration.ofNanos(Math.max(1L, (long) (s * 1e9)));
+    private static long nanos(double s) {
+        return Math.max(1L, (long) Math.min(Long.MAX_VALUE / 2.0, s * 1e9));
     }
 
     /** Seconds to wait after failed attempt {@code attempt} (1-based): equal jitter over an exponential step. */
@@ -171,24 +188,13 @@ public final class Requester implements AutoCloseable {
                     + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
                     + "; it cannot be sent as UTF-8 JSON", start));
         }
-        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
-        byte[] content = spec.body(quoted).getBytes(StandardCharsets.UTF_8);
-        HttpRequest.Builder request;
-        try {
-            request = HttpRequest.newBuilder(uri).header("x-request-id", requestId);
-        } catch (IllegalArgumentException | NullPointerException e) {
+        if (requestId == null || !headerValue(requestId)) {
             return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
         }
-        for (Map.Entry<String, String> h : spec.headers.entrySet()) {
-            if (!h.getKey().equalsIgnoreCase("x-request-id")) { // one per request, the same on every attempt
-                request.header(h.getKey(), h.getValue());
-            }
-        }
-        if (!contentTypeGiven) {
-            request.header("content-type", "application/json");
-        }
-        HttpRequest built = request.POST(HttpRequest.BodyPublishers.ofByteArray(content)).build();
-        Call call = new Call(built, requestId, start);
+        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
+        byte[] content = spec.body(quoted).getBytes(StandardCharsets.UTF_8);
+        HttpHeaders h = new DefaultHttpHeaders(false).add(headers).set("x-request-id", requestId);
+        Call call = new Call(content, h, requestId, start);
         active.add(call);
         if (closed) { // close() ran meanwhile and may not have seen it
             call.abandon();
@@ -261,7 +267,7 @@ public final class Requester implements AutoCloseable {
             call.abandon();
         }
         timer.shutdownNow();
-        callbacks.shutdown();
+        transport.close();
     }
 
     private Outcome invalid(String message, long startNs) {
@@ -282,29 +288,10 @@ public final class Requester implements AutoCloseable {
         if (closed) {
             return CompletableFuture.completedFuture(false);
         }
-        HttpRequest.Builder b = HttpRequest.newBuilder(healthUri).GET().timeout(seconds(spec.connectTimeoutS + 5));
-        for (Map.Entry<String, String> h : spec.headers.entrySet()) {
-            if (!h.getKey().equalsIgnoreCase("content-type")) {
-                b.header(h.getKey(), h.getValue());
-            }
-        }
-        CompletableFuture<HttpResponse<byte[]>> sent;
-        try {
-            sent = http.sendAsync(b.build(), info -> new LimitedBody(PROBE_BODY_LIMIT, info));
-        } catch (RuntimeException e) {
-            return CompletableFuture.completedFuture(false);
-        }
         CompletableFuture<Boolean> result = new CompletableFuture<>();
-        ScheduledFuture<?> guard = later(() -> {
-            sent.cancel(true);
-            result.complete(false);
-        }, spec.connectTimeoutS + 5);
-        sent.whenComplete((response, e) -> {
-            if (guard != null) {
-                guard.cancel(false);
-            }
-            result.complete(e == null && response.statusCode() < 500);
-        });
+        transport.send(healthUri, HttpMethod.GET, probeHeaders, new byte[0], PROBE_BODY_LIMIT,
+                nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
+                        && response.status < 500));
         return result;
     }
 
@@ -331,7 +318,8 @@ public final class Requester implements AutoCloseable {
     }
 
     private final class Call {
-        final HttpRequest request;
+        final byte[] content;
+        final HttpHeaders headers;
         final String requestId;
         final long startNs;
         final long deadlineNs;
@@ -342,8 +330,9 @@ public final class Requester implements AutoCloseable {
         volatile Result result = Result.NONE;
         volatile Attempt current;
 
-        Call(HttpRequest request, String requestId, long startNs) {
-            this.request = request;
+        Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {
+            this.content = content;
+            this.headers = headers;
             this.requestId = requestId;
             this.startNs = startNs;
             this.deadlineNs = startNs + (long) (spec.deadlineS * 1e9);
@@ -502,9 +491,7 @@ public final class Requester implements AutoCloseable {
         final long epoch;
         final long startNs = System.nanoTime();
         final AtomicBoolean done = new AtomicBoolean();
-        volatile CompletableFuture<HttpResponse<byte[]>> exchange;
-        volatile LimitedBody body;
-        volatile ScheduledFuture<?> timeout;
+        volatile Transport.Exchange exchange;
 
         Attempt(Call call, double timeoutS, long epoch) {
             this.call = call;
@@ -513,170 +500,43 @@ public final class Requester implements AutoCloseable {
         }
 
         void start() {
-            CompletableFuture<HttpResponse<byte[]>> sent;
-            try {
-                sent = http.sendAsync(call.request, info -> {
-                    LimitedBody b = new LimitedBody(spec.maxBodyBytes, info);
-                    body = b;
-                    return b;
-                });
-            } catch (RuntimeException e) {
-                end(new Result(null, null, Failure.of(e, false, target), null));
-                return;
+            exchange = transport.send(uri, HttpMethod.POST, call.headers, call.content, spec.maxBodyBytes,
+                    nanos(timeoutS), this::ended);
+        }
+
+        private void ended(Transport.Response response, Throwable e, Integer head) {
+            if (e == null) {
+                int status = response.status;
+                Failure f = Failure.ofStatus(status, response.body, response.header("location"));
+                Double retryAfter = f != null && f.retryable
+                        ? Text.parseRetryAfter(response.header("retry-after"), System.currentTimeMillis())
+                        : null;
+                end(new Result(status, response.body, f, retryAfter));
+            } else if (e instanceof Transport.TimedOut) {
+                end(new Result(head, null, Failure.timeout("no complete response within " + Text.g(timeoutS) + " s"),
+                        null));
+            } else if (e instanceof Transport.Cancelled) {
+                end(new Result(head, null, Failure.request("the request step was closed"), null));
+            } else {
+                Failure f = Failure.of(e, head != null, target);
+                end(new Result(f.kind.equals("tls") ? null : head, null, f, null));
             }
-            exchange = sent;
-            timeout = later(() -> {
-                LimitedBody b = body;
-                end(new Result(b == null ? null : b.status, null,
-                        Failure.timeout("no complete response within " + Text.g(timeoutS) + " s"), null));
-            }, timeoutS);
-            if (done.get()) {
-                cancelTimer();
-            }
-            sent.whenComplete((response, e) -> {
-                if (e == null) {
-                    int status = response.statusCode();
-                    Failure f = Failure.ofStatus(status, response.body(), header(response.headers(), "location"));
-                    Double retryAfter = f != null && f.retryable
-                            ? Text.parseRetryAfter(header(response.headers(), "retry-after"),
-                                    System.currentTimeMillis())
-                            : null;
-                    end(new Result(status, response.body(), f, retryAfter));
-                } else {
-                    LimitedBody b = body;
-                    Integer status = b == null ? null : b.status;
-                    Failure f = Failure.of(e, status != null, target);
-                    if (f.kind.equals("tls")) {
-                        status = null;
-                    }
-                    end(new Result(status, null, f, null));
-                }
-            });
         }
 
         private void end(Result r) {
-            if (!done.compareAndSet(false, true)) {
-                return;
+            if (done.compareAndSet(false, true)) {
+                call.onAttempt(this, r);
             }
-            cancelTimer();
-            if (r.failure != null && r.failure.kind.equals("timeout")) {
-                cancelExchange();
-            }
-            call.onAttempt(this, r);
         }
 
         void cancel() {
             if (done.compareAndSet(false, true)) {
-                cancelTimer();
-                cancelExchange();
+                Transport.Exchange x = exchange;
+                if (x != null) {
+                    x.cancel();
+                }
                 slots.release();
             }
-        }
-
-        private void cancelTimer() {
-            ScheduledFuture<?> t = timeout;
-            if (t != null) {
-                t.cancel(false);
-            }
-        }
-
-        private void cancelExchange() {
-            LimitedBody b = body;
-            if (b != null) {
-                b.cancel();
-            }
-            CompletableFuture<HttpResponse<byte[]>> x = exchange;
-            if (x != null) {
-                x.cancel(true);
-            }
-        }
-    }
-
-    private static String header(HttpHeaders headers, String name) {
-        return headers.firstValue(name).orElse(null);
-    }
-
-    /**
-     * A body read into memory, never more than the limit: an announced Content-Length above it fails at once,
-     * else the bytes are counted as they come; either way the subscription is cancelled (the JDK then closes the
-     * connection rather than read the rest) and the exchange fails with {@link Failure.TooLarge}.
-     */
-    static final class LimitedBody implements HttpResponse.BodySubscriber<byte[]> {
-        final Integer status;
-        private final long limit;
-        private final CompletableFuture<byte[]> result = new CompletableFuture<>();
-        private final ByteArrayOutputStream bytes = new ByteArrayOutputStream();
-        private final String announcedTooLarge;
-        private volatile Flow.Subscription subscription;
-        private volatile boolean cancelled;
-        private long total;
-
-        LimitedBody(long limit, HttpResponse.ResponseInfo info) {
-            this.status = info.statusCode();
-            this.limit = limit;
-            OptionalLong announced = info.headers().firstValueAsLong("content-length");
-            this.announcedTooLarge = announced.isPresent() && announced.getAsLong() > limit
-                    ? "the server announced " + Text.thousands(announced.getAsLong())
-                            + " bytes, more than the limit of " + Text.thousands(limit)
-                    : null;
-        }
-
-        @Override
-        public CompletionStage<byte[]> getBody() {
-            return result;
-        }
-
-        @Override
-        public void onSubscribe(Flow.Subscription s) {
-            subscription = s;
-            if (announcedTooLarge != null) {
-                s.cancel();
-                result.completeExceptionally(new Failure.TooLarge(announcedTooLarge));
-                return;
-            }
-            if (cancelled) {
-                s.cancel();
-                return;
-            }
-            s.request(Long.MAX_VALUE);
-        }
-
-        @Override
-        public void onNext(List<ByteBuffer> items) {
-            if (result.isDone()) {
-                return;
-            }
-            for (ByteBuffer b : items) {
-                total += b.remaining();
-                if (total > limit) {
-                    subscription.cancel();
-                    result.completeExceptionally(new Failure.TooLarge(
-                            "the body passed the limit of " + Text.thousands(limit) + " bytes; the rest was not read"));
-                    return;
-                }
-                byte[] chunk = new byte[b.remaining()];
-                b.get(chunk);
-                bytes.write(chunk, 0, chunk.length);
-            }
-        }
-
-        @Override
-        public void onError(Throwable e) {
-            result.completeExceptionally(e);
-        }
-
-        @Override
-        public void onComplete() {
-            result.complete(bytes.toByteArray());
-        }
-
-        void cancel() {
-            cancelled = true;
-            Flow.Subscription s = subscription;
-            if (s != null) {
-                s.cancel();
-            }
-            result.cancel(false);
         }
     }
 

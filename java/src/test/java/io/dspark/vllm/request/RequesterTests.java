@@ -49,10 +49,12 @@ public final class RequesterTests {
             }
         }
         tests.sort(Comparator.comparing(Method::getName));
+        // The adaptive limit's changes, kept in memory (printing them as they come would slow what they trace)
+        // and printed after each test.
+        java.util.Queue<String> traced = new java.util.concurrent.ConcurrentLinkedQueue<>();
         if (System.getenv("DSPARK_VLLM_TRACE") != null) {
             long t0 = System.nanoTime();
-            Slots.trace = m -> System.out.println(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9,
-                    m));
+            Slots.trace = m -> traced.add(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9, m));
         }
         int passed = 0;
         int failed = 0;
@@ -71,6 +73,9 @@ public final class RequesterTests {
             t.setDaemon(true);
             t.start();
             t.join(60_000);
+            for (String line = traced.poll(); line != null; line = traced.poll()) {
+                System.out.println(line);
+            }
             String took = String.format(" (%.1f s)", (System.nanoTime() - start) / 1e9);
             if (t.isAlive()) {
                 error[0] = new AssertionError("did not end within 60 s");
@@ -913,6 +918,174 @@ public final class RequesterTests {
                 Outcome o = get(r.send("p", "id"));
                 check(!o.ok(), "refused without a client certificate");
                 check(o.errorKind.equals("tls") || o.errorKind.equals("stream"), "kind: " + o.error);
+            }
+        }
+    }
+
+    // --- the transport: connections, framing ---------------------------------------------
+
+    /** A whole response with a Content-Length, as bytes. */
+    static byte[] ok(String body, String... headers) {
+        StringBuilder head = new StringBuilder("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n");
+        for (int i = 0; i + 1 < headers.length; i += 2) {
+            head.append(headers[i]).append(": ").append(headers[i + 1]).append("\r\n");
+        }
+        byte[] b = body.getBytes(StandardCharsets.UTF_8);
+        head.append("content-length: ").append(b.length).append("\r\n\r\n");
+        byte[] h = head.toString().getBytes(StandardCharsets.ISO_8859_1);
+        byte[] out = Arrays.copyOf(h, h.length + b.length);
+        System.arraycopy(b, 0, out, h.length, b.length);
+        return out;
+    }
+
+    /** Answers every request on a connection, until the client closes it. */
+    static final Servers.Script KEEP_ALIVE = (s, in, out) -> {
+        while (true) {
+            out.write(ok(OK_BODY));
+            out.flush();
+            Servers.readRequest(in);
+        }
+    };
+
+    static void test35ConnectionsKeptAliveAndReused() throws Exception {
+        try (Raw raw = new Raw(KEEP_ALIVE); Requester r = new Requester(of(spec(raw.base)))) {
+            for (int i = 0; i < 5; i++) {
+                Outcome o = get(r.send("p", "id-" + i));
+                equal(OK_BODY, body(o), "body " + i);
+            }
+            equal(1, raw.connections.get(), "one connection for five requests, one after another");
+        }
+    }
+
+    static void test36ConnectionTheServerClosedIsNotUsed() throws Exception {
+        // The server closes each connection 100 ms after its answer (a keep-alive timeout): the next request,
+        // later, goes on a new connection, and nothing fails.
+        try (Raw raw = new Raw((s, in, out) -> {
+                    out.write(ok(OK_BODY));
+                    out.flush();
+                    sleep(100);
+                });
+                Requester r = new Requester(of(spec(raw.base)))) {
+            for (int i = 0; i < 3; i++) {
+                Outcome o = get(r.send("p", "id-" + i));
+                check(o.ok(), "request " + i + ": " + o.error);
+                equal(1, o.attempts, "no attempt failed");
+                sleep(400);
+            }
+            equal(3, raw.connections.get(), "a new connection each time");
+        }
+    }
+
+    static void test37ConnectionIdleTooLongIsNotReused() throws Exception {
+        try (Raw raw = new Raw(KEEP_ALIVE); Requester r = new Requester(of(spec(raw.base)))) {
+            check(get(r.send("p", "a")).ok(), "first");
+            sleep(TimeUnit.NANOSECONDS.toMillis(Transport.IDLE_REUSE_NS) + 300);
+            Outcome o = get(r.send("p", "b"));
+            check(o.ok(), "second: " + o.error);
+            equal(1, o.attempts, "attempts");
+            equal(2, raw.connections.get(), "a connection idle past the reuse limit is replaced, not tried");
+        }
+    }
+
+    static void test38InterimAnswersSkipped() throws Exception {
+        try (Raw raw = new Raw((s, in, out) -> {
+                    out.write(("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </style.css>\r\n\r\n")
+                            .getBytes(StandardCharsets.ISO_8859_1));
+                    out.write(ok(OK_BODY));
+                    out.flush();
+                });
+                Requester r = new Requester(of(spec(raw.base)))) {
+            Outcome o = get(r.send("p", "id"));
+            equal(200, o.status, "the final status");
+            equal(OK_BODY, body(o), "the final body");
+        }
+    }
+
+    static void test39ChunkedAndCloseDelimitedBodies() throws Exception {
+        StringBuilder big = new StringBuilder("{\"text\":\"");
+        while (big.length() < 3_000_000) {
+            big.append("0123456789abcdef");
+        }
+        String large = big.append("\"}").toString();
+        try (Raw raw = new Raw((s, in, out) -> {
+                    out.write("HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\n\r\n".getBytes(StandardCharsets.ISO_8859_1));
+                    byte[] b = large.getBytes(StandardCharsets.UTF_8);
+                    for (int at = 0; at < b.length; at += 70_000) {
+                        int n = Math.min(70_000, b.length - at);
+                        out.write((Integer.toHexString(n) + "\r\n").getBytes(StandardCharsets.ISO_8859_1));
+                        out.write(b, at, n);
+                        out.write("\r\n".getBytes(StandardCharsets.ISO_8859_1));
+                    }
+                    out.write("0\r\n\r\n".getBytes(StandardCharsets.ISO_8859_1));
+                    out.flush();
+                });
+                Requester r = new Requester(of(spec(raw.base).put("max_body_bytes", 32 << 20)))) {
+            Outcome o = get(r.send("p", "id"));
+            check(o.ok(), "chunked: " + o.error);
+            equal(large, body(o), "a 3 MB body in chunks, whole");
+        }
+        try (Raw raw = new Raw((s, in, out) -> {
+                    out.write(("HTTP/1.0 200 OK\r\n\r\n" + OK_BODY).getBytes(StandardCharsets.UTF_8));
+                    out.flush();
+                });
+                Requester r = new Requester(of(spec(raw.base)))) {
+            Outcome o = get(r.send("p", "id"));
+            check(o.ok(), "to the end of the connection: " + o.error);
+            equal(OK_BODY, body(o), "a body that ends where the connection does");
+            check(get(r.send("p", "id2")).ok(), "and the next request, on a new connection");
+            equal(2, raw.connections.get(), "an HTTP/1.0 connection is not kept");
+        }
+    }
+
+    static void test40PromptRateLetsDueRecordsGoAtOnce() throws Exception {
+        long[] now = {1_000_000_000L};
+        io.dspark.vllm.flink.PacedRate.Limiter<?> limiter =
+                new io.dspark.vllm.flink.PacedRate.Limiter<>(10.0, () -> now[0]); // one record per 100 ms
+        check(limiter.acquire(1).toCompletableFuture().isDone(), "the first record goes at once");
+        CompletableFuture<Void> early = limiter.acquire(1).toCompletableFuture();
+        check(!early.isDone(), "the next one, asked for at the same instant, waits for its time");
+        early.get(5, TimeUnit.SECONDS); // (on the timer: 100 ms)
+        now[0] += 250_000_000L; // 250 ms later: the second was due at 100 ms, the third is due at 200 ms
+        check(limiter.acquire(1).toCompletableFuture().isDone(), "a record that is due goes at once");
+        check(!limiter.acquire(1).toCompletableFuture().isDone(), "one ahead of its time (300 ms) waits");
+        now[0] += 10_000_000_000L; // held back for 10 s: at most one second's worth stored (10 records)
+        int atOnce = 0;
+        while (limiter.acquire(1).toCompletableFuture().isDone()) {
+            atOnce++;
+        }
+        equal(11, atOnce, "after a long wait, one second of records (10) and the one due now go at once");
+        io.dspark.vllm.flink.PacedRate<?> strategy = new io.dspark.vllm.flink.PacedRate<>(100.0);
+        org.apache.flink.api.connector.source.util.ratelimit.RateLimiter<?> each = strategy.createRateLimiter(4);
+        check(each.acquire().toCompletableFuture().isDone(), "the real clock: the first goes at once");
+        long t0 = System.nanoTime();
+        for (int i = 0; i < 5; i++) {
+            each.acquire().toCompletableFuture().get(5, TimeUnit.SECONDS);
+        }
+        check(System.nanoTime() - t0 >= 190_000_000L, "100/s over 4 instances: 25/s each, 5 records >= 200 ms");
+    }
+
+    static void test41HeadersThatCannotBeSent() throws Exception {
+        String[][] refused = {{"host", "example.org"}, {"Content-Length", "3"}, {"x-api-key", "sk-1\r\nx: y"},
+            {"bad name", "v"}, {"x-key", "caf\u00e9\u2603"}};
+        for (String[] h : refused) {
+            ObjectNode sp = spec("http://127.0.0.1:1");
+            ((ObjectNode) sp.get("headers")).put(h[0], h[1]);
+            try {
+                new Requester(of(sp)).close();
+                throw new AssertionError("accepted the header " + h[0]);
+            } catch (IllegalArgumentException e) {
+                equal("dspark-vllm: the header '" + h[0] + "' cannot be sent (a restricted name, or characters a "
+                        + "header cannot hold)", e.getMessage(), "the name, never the value");
+            }
+        }
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            ObjectNode sp = spec(web.base);
+            ((ObjectNode) sp.get("headers")).put("x-team", "caf\u00e9"); // obs-text: sent as Latin-1
+            try (Requester r = new Requester(of(sp))) {
+                Outcome bad = get(r.send("p", "id\r\nx-injected: 1"));
+                equal("request: the request id cannot be sent as a header", bad.error, "a request id with a line break");
+                equal(0, web.posts().size(), "nothing sent");
+                check(get(r.send("p", "id")).ok(), "the others go");
             }
         }
     }

@@ -41,12 +41,6 @@ import javax.net.ssl.TrustManagerFactory;
 final class Servers {
     private Servers() {}
 
-    static {
-        // com.sun.net.httpserver leaves Nagle on: a response's head and body then wait for the client's
-        // delayed ACK (40 ms), which a rate measurement would blame on the client.
-        System.setProperty("sun.net.httpserver.nodelay", "true");
-    }
-
     static final ObjectMapper JSON = new ObjectMapper();
     static final String SECRET = "sk-test-secret-4711";
 
@@ -121,6 +115,14 @@ final class Servers {
 
     /** An HTTP (or HTTPS) server whose handlers run on many threads, counting what it sees. */
     static final class Web implements AutoCloseable {
+        static {
+            // com.sun.net.httpserver leaves Nagle on: a response's head and body then wait for the client's
+            // delayed ACK (40 ms), which a rate measurement would blame on the client. Set here, in the class
+            // that creates the servers (before the JDK reads it, once): a static block of the outer class ran
+            // only once a test had called one of its methods, after its first server, and so never took effect.
+            System.setProperty("sun.net.httpserver.nodelay", "true");
+        }
+
         final HttpServer server;
         final String base;
         final List<Seen> seen = Collections.synchronizedList(new ArrayList<>());
