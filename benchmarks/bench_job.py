@@ -57,9 +57,7 @@ def _t_env(parallelism: int, batch: bool = False):  # type: ignore[no-untyped-de
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
     from connector.flink import use_connector
-    from connector.flink.env import local_jvm_options
 
-    local_jvm_options()
     settings = EnvironmentSettings.in_batch_mode() if batch else EnvironmentSettings.in_streaming_mode()
     t_env = TableEnvironment.create(settings)
     config = t_env.get_config()

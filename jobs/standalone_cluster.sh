@@ -63,7 +63,6 @@ LOG4J
     java_opts="$(grep -E '^ +all: --add-' "$flink_home/conf/config.yaml" | sed 's/^ *all: //')"
     cat >"$FLINK_CONF_DIR/config.yaml" <<EOF
 env.java.opts.all: $java_opts
-env.java.opts.taskmanager: -Djava.util.concurrent.ForkJoinPool.common.parallelism=2
 jobmanager.rpc.address: localhost
 jobmanager.rpc.port: $rpc_port
 jobmanager.bind-host: 127.0.0.1

@@ -7,7 +7,6 @@ it) and, in a checkout that is not installed, ships `connector/` to the Python w
 
 from __future__ import annotations
 
-import os
 import shutil
 import sys
 import sysconfig
@@ -21,19 +20,12 @@ from connector.errors import DsparkError
 from connector.flink.pyflink_fixes import quiet_loopback_exit
 
 __all__ = [
-    "COMMON_POOL",
     "JAR_DIR",
     "connector_jar",
-    "local_jvm_options",
     "local_environment",
     "register",
     "use_connector",
 ]
-
-# On a machine of 2 cores or fewer the JVM's common ForkJoinPool has parallelism 1, and then JDK 17's HttpClient
-# (the request step's) starts a new thread for every response it completes: about half the requests per CPU
-# second (docs/flink.md, "Which part runs where"). The request step warns when it finds that on a TaskManager.
-COMMON_POOL = "-Djava.util.concurrent.ForkJoinPool.common.parallelism=2"
 
 # PyFlink starts its local worker pool when an environment is created: fixed before any is made here.
 quiet_loopback_exit()
@@ -92,19 +84,10 @@ def register(t_env: TableEnvironment) -> TableEnvironment:
     return use_connector(t_env)
 
 
-def local_jvm_options() -> None:
-    """Before PyFlink starts its JVM (the local mini-cluster, in this process's first environment): on a machine
-    of 2 cores or fewer, `COMMON_POOL` added to `JVM_ARGS`, which PyFlink passes to that JVM. Too late, and
-    harmless, once the JVM runs."""
-    if (os.cpu_count() or 1) <= 2 and "ForkJoinPool.common.parallelism" not in os.environ.get("JVM_ARGS", ""):
-        os.environ["JVM_ARGS"] = f"{os.environ.get('JVM_ARGS', '')} {COMMON_POOL}".strip()
-
-
 def local_environment(
     parallelism: int = 1, checkpoint_interval_ms: int | None = None
 ) -> tuple[StreamExecutionEnvironment, StreamTableEnvironment]:
     """A streaming table environment on the local mini-cluster, its workers on this interpreter."""
-    local_jvm_options()
     env = StreamExecutionEnvironment.get_execution_environment()
     env.set_parallelism(parallelism)
     if checkpoint_interval_ms:

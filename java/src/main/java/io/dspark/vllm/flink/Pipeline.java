@@ -3,7 +3,6 @@ package io.dspark.vllm.flink;
 import org.apache.flink.api.common.cache.DistributedCache;
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.api.connector.source.util.ratelimit.RateLimiterStrategy;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
@@ -177,9 +176,9 @@ final class Pipeline {
     }
 
     /**
-     * 'prompts.rate': the numbers 0, 1, 2, ... at a rate, from Flink's DataGeneratorSource, whose checkpoint holds
-     * the ranges still to emit. SQL's datagen 'sequence' kind keeps every number still to come in memory and in
-     * each checkpoint, and refuses to start without an end (more than Integer.MAX_VALUE of them).
+     * 'prompts.rate': the numbers 0, 1, 2, ... at a rate ({@link PacedRate}), from Flink's DataGeneratorSource,
+     * whose checkpoint holds the ranges still to emit. SQL's datagen 'sequence' kind keeps every number still to
+     * come in memory and in each checkpoint, and refuses to start without an end (more than Integer.MAX_VALUE).
      */
     private static Table sequence(StreamExecutionEnvironment env, StreamTableEnvironment t, JsonNode source) {
         JsonNode sequence = source.get("sequence");
@@ -188,7 +187,7 @@ final class Pipeline {
                 new DataGeneratorSource<>(
                         n -> n,
                         count < 0 ? Long.MAX_VALUE : count,
-                        RateLimiterStrategy.perSecond(sequence.get("rate").asDouble()),
+                        new PacedRate<>(sequence.get("rate").asDouble()),
                         Types.LONG);
         DataStream<Long> stream = env.fromSource(numbers, WatermarkStrategy.noWatermarks(), SOURCE);
         String column = source.get("schema").get(0).get("name").asText();

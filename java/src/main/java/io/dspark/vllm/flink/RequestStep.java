@@ -88,17 +88,8 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         this.failJob = "fail-job".equals(request.get("on_failure").asText());
     }
 
-    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(RequestStep.class);
-    private static final java.util.concurrent.atomic.AtomicBoolean WARNED =
-            new java.util.concurrent.atomic.AtomicBoolean();
-
     @Override
     public void open(OpenContext openContext) throws Exception {
-        if (java.util.concurrent.ForkJoinPool.getCommonPoolParallelism() < 2 && WARNED.compareAndSet(false, true)) {
-            LOG.warn("dspark-vllm: this JVM's common ForkJoinPool has parallelism 1 (2 cores or fewer), so the JDK's "
-                    + "HttpClient starts a thread for every response, about half the requests per CPU second; add "
-                    + "-Djava.util.concurrent.ForkJoinPool.common.parallelism=2 to 'env.java.opts.taskmanager'");
-        }
         RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
         requester = new Requester(spec);
         MetricGroup group = getRuntimeContext().getMetricGroup().addGroup("dspark");
