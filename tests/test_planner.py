@@ -280,3 +280,20 @@ def test_the_format_says_what_is_wrong(options, columns, message):
 
     with pytest.raises(OptionsError, match=re.escape(message)):
         format_plan(format_declared(options, *columns))
+
+
+def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
+    """The jar asks `python -m connector.flink.planner` for a Python parse step's payload once it knows the
+    columns: a pickle (Python's own) of the call that builds the function on the worker."""
+    from connector.flink.functions import ParseFunction
+
+    made = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))
+    question = {"parse_function": {"plan": made["plan"], "columns": ["id", "_line", "_error"]}}
+    done = subprocess.run(
+        [sys.executable, "-m", "connector.flink.planner"], input=json.dumps(question), capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    function = pickle.loads(base64.b64decode(json.loads(done.stdout)["payload"]))
+    assert isinstance(function, ParseFunction)
+    assert function.columns == ("id", "_line", "_error")
+    assert function.backend == "gpu"

@@ -24,6 +24,10 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 - `plan`: the pickled `TablePlan` the Python functions are built from on the workers
   (`connector.flink.runtime`), together with the flat columns the query really reads.
 
+Where the parse step runs in Python, the factory asks once more, after projection push-down, with
+`{"parse_function": {"plan": ..., "columns": [...]}}`, and gets `{"payload": ...}`: the function's pickle
+(`connector.flink.runtime.function_payload`), base64, so that every pickle is made by Python's `pickle`.
+
 Pure code: no pyflink, no JVM; the factory does the Flink side.
 """
 
@@ -385,11 +389,24 @@ def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str],
         raise OptionsError(f"Column '{where}' is {wanted} in this profile; declare it {wanted}.")
 
 
+def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:
+    """The payload of a parse function in a Python worker: `plan` (a plan's `plan`, base64) and the
+    `columns` it produces, in their order."""
+    from connector.flink.runtime import function_payload  # (it imports this module)
+
+    payload = function_payload(base64.b64decode(question["plan"]), [str(c) for c in question["columns"]])
+    return {"payload": base64.b64encode(payload).decode("ascii")}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Read the declared table from stdin, write the plan (or the user's error) to stdout as JSON."""
     try:
         declared = json.load(sys.stdin)
-        answer: dict[str, Any] = format_plan(declared) if "format" in declared else plan(declared)
+        answer: dict[str, Any]
+        if "parse_function" in declared:
+            answer = parse_function_payload(declared["parse_function"])
+        else:
+            answer = format_plan(declared) if "format" in declared else plan(declared)
     except DsparkError as exc:
         answer = {"error": str(exc)}
     except Exception as exc:  # a bug of ours: one line for the user, the details on stderr for the log

@@ -1,4 +1,4 @@
-"""What we change in PyFlink 2.3's Python worker, applied by `connector.flink.runtime` on import (pyflink).
+"""What we change in PyFlink 2.3's Python worker, applied by the functions that need it (pyflink).
 
 - `copy_async_scalar_inputs`: a fix for its `AsyncScalarFunction` (below).
 - `arrow_results`: a vectorized function may return Arrow, skipping two conversions through pandas.
@@ -10,8 +10,9 @@ the wrong arguments. Measured: datagen 0..99 -> an async function returning its 
 rows with another row's value (some twice, some never). `tests/test_pyflink_fixes.py` keeps the check.
 
 The fix copies the row before the operation keeps it. It must be in place before PyFlink binds the
-operation's `process_element`, which it does right after unpickling the function: `connector.flink.runtime`
-imports this module, and the function's pickle imports `connector.flink.runtime`.
+operation's `process_element`, which it does right after unpickling the function: `connector.flink.sql`
+applies it on import, and the function's pickle imports `connector.flink.sql`. (`arrow_results` likewise, by
+`connector.flink.runtime.parse_function`, which the parse function's payload calls as it is unpickled.)
 """
 
 from __future__ import annotations

@@ -1,25 +1,27 @@
 """Entry points of a table's Python functions on the workers (pyflink).
 
-The Java factory builds each function's payload as a pickle that calls one of these with the plan made by
-`connector.flink.planner` (a pickled `TablePlan`) and, for the parse step, the columns the query reads:
+A parse function's payload is a pickle of the call `parse_function(plan, columns)`, made here by
+`function_payload` when the Java factory asks the planner for it (it knows the columns only after projection
+push-down; `python -m connector.flink.planner` with a `parse_function` question): the plan made by
+`connector.flink.planner` (a pickled `TablePlan`) and the columns the query reads, as JSON:
 
     parse_function(plan, '["id", "created", "_line", "_error", "_error_field", "_backend"]')
 
-(Requests run on the JVM: `io.dspark.vllm.flink.RequestStep`.)
+PyFlink unpickles the payload on the worker, which calls it. (Requests run on the JVM:
+`io.dspark.vllm.flink.RequestStep`.)
 """
 
 from __future__ import annotations
 
 import json
 import pickle
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from connector.flink.planner import TablePlan
-from connector.flink.pyflink_fixes import arrow_results, copy_async_scalar_inputs
+from connector.flink.pyflink_fixes import arrow_results
 
-__all__ = ["parse_function"]
-
-copy_async_scalar_inputs()
-arrow_results()
+__all__ = ["function_payload", "parse_function"]
 
 
 def _plan(data: bytes) -> TablePlan:
@@ -33,4 +35,22 @@ def parse_function(plan: bytes, columns: str):  # type: ignore[no-untyped-def]
     """The vectorized parse function of a table, producing `columns` (JSON list) in that order."""
     from connector.flink.functions import ParseFunction
 
+    arrow_results()  # before PyFlink uses the function, which it does right after unpickling it
     return ParseFunction.of_table(_plan(plan), tuple(json.loads(columns)))
+
+
+class _Call:
+    """Pickles as the call `function(*args)`: what unpickling it gives is the call's result."""
+
+    def __init__(self, function: Callable[..., Any], *args: Any) -> None:
+        self.function = function
+        self.args = args
+
+    def __reduce__(self) -> tuple[Callable[..., Any], tuple[Any, ...]]:
+        return self.function, self.args
+
+
+def function_payload(plan: bytes, columns: Sequence[str]) -> bytes:
+    """The payload of a table's parse function (what PyFlink's PythonScalarFunction carries): a pickle of
+    `parse_function(plan, columns)`, protocol 3 (PyFlink unpickles payloads with cloudpickle)."""
+    return pickle.dumps(_Call(parse_function, plan, json.dumps(list(columns))), protocol=3)

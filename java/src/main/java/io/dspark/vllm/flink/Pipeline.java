@@ -8,7 +8,6 @@ import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
@@ -62,7 +61,6 @@ final class Pipeline {
     static final String SOURCE = "__dspark_source";
     static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
-    private static final String RUNTIME = "connector.flink.runtime";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
@@ -99,7 +97,7 @@ final class Pipeline {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
         if (parse) {
-            rows = parse(t, plan, rows, flat, metadataSql.values());
+            rows = parse(t, config, plan, rows, flat, metadataSql.values());
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -221,7 +219,8 @@ final class Pipeline {
     }
 
     private static Table parse(
-            StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed, java.util.Collection<String> after) {
+            StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows, Set<String> needed,
+            java.util.Collection<String> after) {
         Map<String, String> produced = new LinkedHashMap<>();
         plan.flatTypes().forEach((name, type) -> {
             if (needed.contains(name) || plan.parseInternal().contains(name)) {
@@ -240,16 +239,10 @@ final class Pipeline {
             inputNames.add(input[0]);
             inputTypes.add(input[1]);
         }
-        String columnsJson;
-        try {
-            columnsJson = new ObjectMapper().writeValueAsString(new ArrayList<>(produced.keySet()));
-        } catch (Exception e) {
-            throw new IllegalStateException(e);
-        }
         PythonScalarFunction function =
                 new PythonScalarFunction(
                         PARSE,
-                        PythonPickle.call(RUNTIME, "parse_function", plan.pickledPlan(), columnsJson),
+                        PythonPlanner.parseFunction(plan, new ArrayList<>(produced.keySet()), config),
                         inputTypes.toArray(new String[0]),
                         TablePlan.row(produced).getLogicalType().asSerializableString(),
                         PythonFunctionKind.PANDAS,

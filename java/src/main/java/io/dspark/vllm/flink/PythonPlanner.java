@@ -54,7 +54,21 @@ final class PythonPlanner {
 
     static TablePlan plan(ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
         JsonNode answer = ask(identifier, declaredTable(identifier, table, config), config, CONNECTOR);
-        return new TablePlan(answer);
+        return new TablePlan(answer, identifier);
+    }
+
+    /**
+     * The payload of the table's parse function in a Python worker (a pickle, made by Python's pickle:
+     * {@code connector.flink.runtime.function_payload}) producing {@code columns}, in their order.
+     */
+    static byte[] parseFunction(TablePlan plan, List<String> columns, Map<String, String> config) {
+        ObjectNode question = JSON.createObjectNode();
+        ObjectNode function = question.putObject("parse_function");
+        function.put("plan", plan.json.get("plan").asText());
+        ArrayNode names = function.putArray("columns");
+        columns.forEach(names::add);
+        JsonNode answer = ask(plan.identifier, question, config, CONNECTOR);
+        return java.util.Base64.getDecoder().decode(answer.get("payload").asText());
     }
 
     /**

@@ -2,13 +2,13 @@ package io.dspark.vllm.flink;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.catalog.ObjectIdentifier;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.utils.LogicalTypeParser;
 import org.apache.flink.table.types.utils.TypeConversions;
 
 import java.util.ArrayList;
-import java.util.Base64;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -17,11 +17,12 @@ import java.util.Map;
 final class TablePlan {
 
     final JsonNode json;
+    final ObjectIdentifier identifier; // the table it was made for
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
     static final int VERSION = 3;
 
-    TablePlan(JsonNode json) {
+    TablePlan(JsonNode json, ObjectIdentifier identifier) {
         int version = json.path("version").asInt(-1);
         if (version != VERSION) {
             throw new IllegalArgumentException(
@@ -30,6 +31,7 @@ final class TablePlan {
                             + "releases; use the jar of the installed package ('dspark-vllm sql --jar')");
         }
         this.json = json;
+        this.identifier = identifier;
     }
 
     String mode() {
@@ -38,10 +40,6 @@ final class TablePlan {
 
     boolean bounded() {
         return json.get("bounded").asBoolean();
-    }
-
-    byte[] pickledPlan() {
-        return Base64.getDecoder().decode(json.get("plan").asText());
     }
 
     JsonNode source() {

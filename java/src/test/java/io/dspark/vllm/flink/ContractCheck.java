@@ -7,6 +7,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.flink.table.catalog.ObjectIdentifier;
 
 import java.nio.file.Files;
 import java.nio.file.Paths;
@@ -29,7 +30,7 @@ public final class ContractCheck {
 
     private static ObjectNode check(JsonNode plan) {
         ObjectNode out = JSON.createObjectNode();
-        TablePlan table = new TablePlan(plan);
+        TablePlan table = new TablePlan(plan, ObjectIdentifier.of("default_catalog", "default_database", "t"));
         out.put("mode", table.mode());
         out.put("bounded", table.bounded());
         out.set("parse_internal", JSON.valueToTree(table.parseInternal()));
@@ -74,7 +75,7 @@ public final class ContractCheck {
         out.put("plan_of_another_version", refused(() -> {
             ObjectNode changed = ((ObjectNode) plan).deepCopy();
             changed.put("version", TablePlan.VERSION + 1);
-            new TablePlan(changed);
+            new TablePlan(changed, ObjectIdentifier.of("default_catalog", "default_database", "t"));
         }));
         return out;
     }
