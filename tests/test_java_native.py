@@ -109,3 +109,28 @@ def test_the_cases_hold_rows_and_error_rows():
     profile, columns, bodies = CASES["openai, every column, mutated"]
     reasons = [e["reason"] for e in _python(profile, columns, bodies)]
     assert any(r is None for r in reasons) and any(r is not None for r in reasons)
+
+
+def test_the_jar_loads_its_core_and_leaves_no_copy_behind(tmp_path):
+    """A TaskManager copies the core and the shim out of the jar, loads them, and deletes the copies at once
+    (what is loaded stays mapped): 43 empty folders had piled up in /tmp on this machine in one session,
+    the files deleted at exit but not their folder, and a killed JVM would have left the files too."""
+    import subprocess
+
+    from connector.flink.env import connector_jar
+
+    done = subprocess.run(
+        [
+            build_jar().java(),
+            f"-Djava.io.tmpdir={tmp_path}",
+            "-cp",
+            str(connector_jar()),
+            "io.dspark.vllm.parse.NativeCore",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("dspark-vllm: the native parser core loads here (libdspark-"), done.stdout
+    assert list(tmp_path.iterdir()) == []

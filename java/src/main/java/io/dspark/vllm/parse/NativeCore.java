@@ -14,8 +14,8 @@ import java.util.Set;
 /**
  * The native parser core (native/dspark_core.cpp) in the JVM: its one C ABI entry point through a JNI shim
  * (native/jni/dspark_jni.c). Both libraries travel inside the connector's jar, under
- * {@code io/dspark/vllm/native/linux-x86_64/}, and are copied to a temporary folder and loaded once per JVM
- * (as zstd-jni and snappy-java load theirs); the system property {@code dspark.native.dir} (or the variable
+ * {@code io/dspark/vllm/native/linux-x86_64/}, and are copied to a temporary folder, loaded once per JVM (as
+ * zstd-jni and snappy-java load theirs) and deleted at once (what is loaded stays mapped); the system property {@code dspark.native.dir} (or the variable
  * {@code DSPARK_NATIVE_DIR}) names a folder to load them from instead. The core has a build per x86-64
  * level; the one for this CPU is chosen from /proc/cpuinfo as the Python loader chooses
  * (connector/decode/native.py).
@@ -38,8 +38,10 @@ public final class NativeCore {
     /** Loads the core once; null when it is there, else why not (one line for the user). */
     public static synchronized String available() {
         if (!loaded && problem == null) {
+            String given = System.getProperty("dspark.native.dir", System.getenv("DSPARK_NATIVE_DIR"));
+            Path folder = null;
             try {
-                Path folder = folder();
+                folder = given != null && !given.isEmpty() ? Paths.get(given) : unpacked();
                 System.load(folder.resolve(SHIM).toString());
                 String failed = load(folder.resolve(coreName()).toString());
                 if (failed != null) {
@@ -49,9 +51,27 @@ public final class NativeCore {
                 }
             } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
                 problem = "the native parser core did not load: " + e.getMessage();
+            } finally {
+                if (folder != null && (given == null || given.isEmpty())) {
+                    remove(folder); // loaded libraries stay mapped: nothing is left behind, even if the JVM is killed
+                }
             }
         }
         return loaded ? null : problem;
+    }
+
+    /**
+     * Whether the core loads here, and which build: {@code java -cp dspark-vllm-flink-VERSION.jar
+     * io.dspark.vllm.parse.NativeCore} (exit status 0 when it does), to check a TaskManager's image.
+     */
+    public static void main(String[] args) {
+        String why = available();
+        if (why != null) {
+            System.err.println("dspark-vllm: " + why);
+            System.exit(1);
+        }
+        System.out.println("dspark-vllm: the native parser core loads here (" + coreName() + ", ABI " + ABI_VERSION
+                + ")");
     }
 
     /** The core's result for {@code bodies[from..to)}; the caller closes it. Throws IllegalStateException on a defect. */
@@ -97,26 +117,32 @@ public final class NativeCore {
         }
     }
 
-    private static Path folder() throws IOException {
-        String given = System.getProperty("dspark.native.dir", System.getenv("DSPARK_NATIVE_DIR"));
-        if (given != null && !given.isEmpty()) {
-            return Paths.get(given);
-        }
+    /** The shim and the core's build for this CPU, copied out of the jar into a new temporary folder. */
+    private static Path unpacked() throws IOException {
         Path folder = Files.createTempDirectory("dspark-vllm-native-");
         for (String name : new String[] {SHIM, coreName()}) {
             try (InputStream in = NativeCore.class.getResourceAsStream(RESOURCES + name)) {
                 if (in == null) {
+                    remove(folder);
                     throw new IOException(
                             "this jar carries no " + name + " for " + System.getProperty("os.name") + "/"
                                     + System.getProperty("os.arch") + " (it is built for linux x86-64)");
                 }
-                Path target = folder.resolve(name);
-                Files.copy(in, target, StandardCopyOption.REPLACE_EXISTING);
-                target.toFile().deleteOnExit();
+                Files.copy(in, folder.resolve(name), StandardCopyOption.REPLACE_EXISTING);
             }
         }
-        folder.toFile().deleteOnExit();
         return folder;
+    }
+
+    private static void remove(Path folder) {
+        try (java.util.stream.Stream<Path> files = Files.list(folder)) {
+            for (Path f : (Iterable<Path>) files::iterator) {
+                Files.deleteIfExists(f);
+            }
+            Files.deleteIfExists(folder);
+        } catch (IOException e) {
+            // a temporary folder the system cleans up
+        }
     }
 
     /** The build of the core for this CPU: Haswell-class (AVX2, BMI, PCLMUL, LZCNT) or any x86-64. */
