@@ -61,11 +61,29 @@ def job(tmp_path_factory, bodies: list[bytes]) -> dict[str, list[dict]]:
         f"CREATE TEMPORARY TABLE sink ({quoted(sink)}) WITH "
         f"('connector' = 'filesystem', 'path' = '{root / 'out'}', 'format' = 'json')"
     )
-    t_env.execute_sql("""
+    # Columns the parse step cannot write as declared (a number as text, a DECIMAL): its flat row, then SQL.
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE casted (
+            id STRING, usage ROW<prompt_tokens STRING>, metrics ROW<tokens_per_second DECIMAL(10, 2)>,
+            line BIGINT METADATA FROM 'source.line' VIRTUAL
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "bodies"}',
+            'profile' = 'openai', 'parse.backend' = 'cpu'
+        )""")
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE sink_casted ({quoted('id STRING, prompt_tokens STRING, tps STRING, line BIGINT')}) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{root / 'casted'}', 'format' = 'json')"
+    )
+    statements = t_env.create_statement_set()
+    statements.add_insert_sql("""
         INSERT INTO sink SELECT id, model, CAST(created AS STRING), finish_reason,
             usage.prompt_tokens, metrics.tokens_per_second, choice_contents, backend, line, reason, field
-        FROM responses""").wait()
-    return {"rows": read_json_dir(root / "out")}
+        FROM responses""")
+    statements.add_insert_sql("""
+        INSERT INTO sink_casted SELECT id, usage.prompt_tokens, CAST(metrics.tokens_per_second AS STRING), line
+        FROM casted""")
+    statements.execute().wait()
+    return {"rows": read_json_dir(root / "out"), "casted": read_json_dir(root / "casted")}
 
 
 def test_every_body_is_the_row_or_error_row_python_gives(job, bodies):
@@ -92,3 +110,15 @@ def test_a_row_without_created_gets_the_newest_time_before_it(job):
     newest = max(r["created"] for r in job["rows"] if r["id"] not in (None, "no-time"))
     assert row["created"] == newest
     assert newest.startswith("2023-")
+
+
+def test_columns_only_sql_can_make_go_through_the_flat_row(job, bodies):
+    expected = parse_batch(bodies, "openai", backend="cpu", columns=["id", "prompt_tokens", "tokens_per_second"])
+    want = {row["line"]: row for row in expected.table.to_pylist()}
+    got = {r["line"]: r for r in job["casted"]}
+    assert sorted(got) == list(range(1, len(bodies) + 1))
+    for line, row in want.items():
+        assert got[line]["id"] == row["id"]
+        assert got[line]["prompt_tokens"] == (None if row["prompt_tokens"] is None else str(row["prompt_tokens"]))
+        tps = row["tokens_per_second"]
+        assert got[line]["tps"] == (None if tps is None else f"{tps:.2f}"), line

@@ -61,13 +61,22 @@ def test_columns_become_sql_over_flat_columns():
             watermark="created",
         )
     )
-    assert result["physical"]["id"] == {"sql": "`id`", "needs": ["id"]}
+    assert result["physical"]["id"] == {"sql": "`id`", "needs": ["id"], "from": {"column": "id"}}
     assert result["physical"]["usage"] == {
         "sql": "CAST(ROW(CAST(`prompt_tokens` AS INT), `completion_tokens`) AS "
         "ROW<`prompt_tokens` INT, `completion_tokens` BIGINT>)",
         "needs": ["completion_tokens", "prompt_tokens"],
+        "from": {
+            "row": [
+                {"name": "prompt_tokens", "from": {"column": "prompt_tokens"}},  # INT from BIGINT, as CAST does
+                {"name": "completion_tokens", "from": {"column": "completion_tokens"}},
+            ]
+        },
     }
-    assert result["physical"]["created"] == {"sql": "`created`", "needs": ["created"]}
+    assert result["physical"]["created"] == {"sql": "`created`", "needs": ["created"], "from": {"column": "created"}}
+    assert result["metadata"][0] == {
+        "key": "error.reason", "type": "STRING", "sql": "`_error`", "from": {"column": "_error"},
+    }  # fmt: skip
     assert "lat" not in result["physical"]  # metadata is Flink's to map, through the keys listed
     assert [m["key"] for m in result["metadata"]] == [
         "error.reason", "error.field", "raw.body", "parse.backend", "source.path", "source.line",
@@ -88,6 +97,9 @@ def test_columns_become_sql_over_flat_columns():
 def test_request_mode_plan():
     result = plan(declared(REQUEST, column("model", "VARCHAR(2147483647)", "VARCHAR")))
     assert result["physical"]["model"]["sql"] == "COALESCE(`model`, 'm')"  # error rows keep the table's model
+    assert result["physical"]["model"]["from"] == {"column": "model", "default": "m"}
+    received = next(m for m in result["metadata"] if m["key"] == "request.received-at")
+    assert received["from"] == {"column": "_received_ms"}  # TIMESTAMP_LTZ(3) from epoch milliseconds
     assert result["source"]["select"] == [
         ["_prompt", "REPLACE('it''s {n}', '{n}', CAST(`n` AS STRING))"],
         ["_request_id", "'responses-' || CAST(`n` AS STRING)"],
@@ -297,3 +309,30 @@ def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
     assert isinstance(function, ParseFunction)
     assert function.columns == ("id", "_line", "_error")
     assert function.backend == "gpu"
+
+
+def test_only_sql_builds_other_casts_and_not_null_columns():
+    """The parse step in the JVM writes a column as declared only where it does what Flink's CAST does: the
+    same type, INT from BIGINT, FLOAT from DOUBLE; anything else (and NOT NULL) is left to SQL."""
+    result = plan(
+        declared(
+            REPLAY,
+            column("prompt_tokens", "VARCHAR(2147483647)", "VARCHAR"),  # a number as text: SQL's CAST
+            column("id", "VARCHAR(2147483647) NOT NULL", "VARCHAR"),
+            column("tokens_per_second", "FLOAT"),
+            column("choice_contents", "ARRAY<VARCHAR(2147483647)>", "ARRAY"),
+            column(
+                "usage",
+                "ROW<`completion_tokens` DECIMAL(10, 0)>",
+                "ROW",
+                [{"name": "completion_tokens", "type": {"sql": "DECIMAL(10, 0)", "root": "DECIMAL"}}],
+            ),
+        )
+    )
+    assert result["physical"]["prompt_tokens"]["from"] is None
+    assert result["physical"]["choice_contents"] == {  # as Flink writes the type: no CAST, a layout
+        "sql": "`choice_contents`", "needs": ["choice_contents"], "from": {"column": "choice_contents"},
+    }  # fmt: skip
+    assert result["physical"]["id"]["from"] is None
+    assert result["physical"]["tokens_per_second"]["from"] == {"column": "tokens_per_second"}
+    assert result["physical"]["usage"]["from"] is None  # one field SQL's: the whole ROW is

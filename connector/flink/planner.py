@@ -18,6 +18,10 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 - `parse_inputs`, `flat`: the parse function's arguments and every column it can produce (Flink SQL types);
 - `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
   ROWs with `ROW(...)`) and the flat columns it needs; `metadata`: the readable keys, their types and SQL;
+  each of them also has `from`, the same as a layout that the parse step in the JVM builds without SQL:
+  `{"column": NAME}` (a flat, internal or input column, written as the declared type: the same type, INT from
+  BIGINT, FLOAT from DOUBLE, TIMESTAMP_LTZ(3) from BIGINT epoch milliseconds; `default`: a value for NULL),
+  or `{"row": [{"name", "from"}, ...]}`; `from` is null where only SQL can build it;
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
 - `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
   makes, the batching), or `why` the parse step runs in Python (`_native_parse`);
@@ -108,31 +112,50 @@ def sql_literal(text: str) -> str:
 
 
 def _same_type(declared: str, produced: str) -> bool:
-    aliases = {"VARCHAR(2147483647)": "STRING", "VARBINARY(2147483647)": "BYTES"}
-    declared = declared.removesuffix(" NOT NULL")
-    return aliases.get(declared, declared) == aliases.get(produced, produced)
+    """Whether a declared type (as Flink writes it: `ARRAY<VARCHAR(2147483647)>`) is a flat column's type (as
+    the planner writes it: `ARRAY<STRING>`)."""
+
+    def canonical(sql: str) -> str:
+        return sql.replace("VARCHAR(2147483647)", "STRING").replace("VARBINARY(2147483647)", "BYTES")
+
+    return canonical(declared.removesuffix(" NOT NULL")) == canonical(produced)
 
 
-def _column_sql(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> tuple[str, list[str]]:
-    """SQL building a declared column (or ROW field) from the flat columns, and the flat columns it reads."""
-    sql_type = str(ftype["sql"]).removesuffix(" NOT NULL")
+# Declared types the parse step in the JVM writes from a flat column's type, as Flink's CAST does (Java's
+# narrowing for the numbers); any other difference is left to SQL.
+_JVM_CASTS = {("INT", "BIGINT"), ("FLOAT", "DOUBLE")}
+
+
+def _column_sql(
+    name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
+) -> tuple[str, list[str], dict[str, Any] | None]:
+    """SQL building a declared column (or ROW field) from the flat columns, the flat columns it reads, and
+    the same as a layout the parse step in the JVM builds itself (`{"column": name}` or `{"row": [{"name",
+    "from"}, ...]}`), or None where only SQL can (another cast, NOT NULL)."""
+    declared = str(ftype["sql"])
+    sql_type = declared.removesuffix(" NOT NULL")
     if ftype.get("root") == "ROW":
         parts: list[str] = []
         needs: list[str] = []
+        fields: list[dict[str, Any]] | None = []
         for field in ftype.get("fields", []):
-            part, part_needs = _column_sql(field["name"], field["type"], flat, f"{where}.{field['name']}")
+            part, part_needs, layout = _column_sql(field["name"], field["type"], flat, f"{where}.{field['name']}")
             parts.append(part)
             needs += part_needs
-        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs
+            fields = None if fields is None or layout is None else [*fields, {"name": field["name"], "from": layout}]
+        row_layout = None if fields is None or declared.endswith(" NOT NULL") else {"row": fields}
+        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs, row_layout
     if name not in flat:
         known = ", ".join(sorted(flat))
         raise OptionsError(
             f"Column '{where}' is not produced by this profile; declare one of: {known} "
             "(or a ROW whose fields are among them), or a METADATA column."
         )
+    jvm = not declared.endswith(" NOT NULL")
     if _same_type(sql_type, flat[name]):
-        return quote_identifier(name), [name]
-    return f"CAST({quote_identifier(name)} AS {sql_type})", [name]
+        return quote_identifier(name), [name], {"column": name} if jvm else None
+    cast = (sql_type, flat[name]) in _JVM_CASTS and jvm
+    return f"CAST({quote_identifier(name)} AS {sql_type})", [name], {"column": name} if cast else None
 
 
 def _source(table: str, options: Options) -> dict[str, Any]:
@@ -227,11 +250,12 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     physical: dict[str, dict[str, Any]] = {}
     for column in declared["columns"]:
         if column["kind"] == "physical":
-            sql, needs = _column_sql(column["name"], column["type"], flat, column["name"])
+            sql, needs, layout = _column_sql(column["name"], column["type"], flat, column["name"])
             if column["name"] == "model" and options.get(MODEL) and needs == ["model"]:
                 # A failed request or an unreadable body still belongs to the table's model.
                 sql = f"COALESCE({sql}, {sql_literal(str(options.get(MODEL)))})"
-            physical[column["name"]] = {"sql": sql, "needs": sorted(set(needs))}
+                layout = layout and {**layout, "default": str(options.get(MODEL))}
+            physical[column["name"]] = {"sql": sql, "needs": sorted(set(needs)), "from": layout}
 
     rowtime = declared.get("watermark")
     require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
@@ -246,7 +270,9 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
         "parse_internal": [n for n, _ in INTERNAL_COLUMNS],
         "physical": physical,
-        "metadata": [{"key": m.key, "type": m.type, "sql": m.expression} for m in metadata],
+        "metadata": [
+            {"key": m.key, "type": m.type, "sql": m.expression, "from": {"column": m.column}} for m in metadata
+        ],
         "settings": _settings(options),
         "plan": base64.b64encode(pickle.dumps(table_plan)).decode("ascii"),
     }

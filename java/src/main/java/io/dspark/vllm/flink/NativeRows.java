@@ -3,39 +3,17 @@ package io.dspark.vllm.flink;
 import io.dspark.vllm.parse.ArrowColumn;
 
 import org.apache.flink.table.data.GenericArrayData;
-import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.TimestampData;
 import org.apache.flink.table.data.binary.BinaryStringData;
 import org.apache.flink.table.types.logical.ArrayType;
 import org.apache.flink.table.types.logical.LogicalType;
 
-import java.io.Serializable;
-import java.util.List;
-import java.util.Map;
+/** The native core's values as Flink's internal ones (RowData fields), by the Flink type they are written as. */
+final class NativeRows {
 
-/** The native core's columns as Flink's internal values (RowData fields), by the Flink type of each column. */
-final class NativeRows implements Serializable {
+    private NativeRows() {}
 
-    private final String[] names;
-    private final LogicalType[] types;
-
-    NativeRows(List<String> names, List<LogicalType> types) {
-        this.names = names.toArray(new String[0]);
-        this.types = types.toArray(new LogicalType[0]);
-    }
-
-    int size() {
-        return names.length;
-    }
-
-    /** Row {@code i} of {@code part} into {@code row}'s fields {@code at, at + 1, ...} (nulls for an error row). */
-    void fill(Map<String, ArrowColumn> part, int i, GenericRowData row, int at) {
-        for (int k = 0; k < names.length; k++) {
-            ArrowColumn column = part.get(names[k]);
-            row.setField(at + k, column.isNull(i) ? null : value(column, i, types[k]));
-        }
-    }
-
+    /** Value {@code i} of {@code column} (not NULL there) as {@code type} (INT and FLOAT narrowed as Java does). */
     static Object value(ArrowColumn column, int i, LogicalType type) {
         switch (type.getTypeRoot()) {
             case CHAR:

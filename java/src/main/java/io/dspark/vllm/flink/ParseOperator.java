@@ -13,15 +13,9 @@ import org.apache.flink.streaming.api.operators.OneInputStreamOperator;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
-import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
-import org.apache.flink.table.data.TimestampData;
-import org.apache.flink.table.data.binary.BinaryStringData;
-import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
-import org.apache.flink.table.types.logical.RowType;
 
-import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
@@ -29,9 +23,10 @@ import java.util.Map;
 
 /**
  * The parse step inside the JVM: batches of bodies through the native core ({@link NativeParser}). Each output
- * row holds the input columns that later steps read (the metadata's), then the flat columns and the internal
- * ones ({@code contract.PARSE_INTERNAL}: line, error, error field, backend), as the Python parse function makes
- * them (connector/flink/frames.py, {@code to_table}), as a binary row (cheap to copy between chained operators).
+ * row is assembled by a {@link RowShape}: the table's declared row itself, or the flat row (the input columns
+ * the metadata reads, the flat columns and the internal ones, as the Python parse function makes them:
+ * connector/flink/frames.py, {@code to_table}) that SQL turns into it; as a binary row (cheap to copy between
+ * chained operators).
  *
  * <p>A batch is parsed when it holds {@code batchSize} bodies, {@code batchMillis} after its first body came,
  * before a checkpoint barrier or a watermark goes on, and at the end of the input: a body never waits longer.
@@ -40,20 +35,13 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         implements OneInputStreamOperator<RowData, RowData>, BoundedOneInput, ProcessingTimeCallback {
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ParseOperator.class);
-    private static final String CREATED = "created";
-    private static final StringData CPU = BinaryStringData.fromBytes("cpu".getBytes(StandardCharsets.UTF_8));
+    private static final String CREATED = RowShape.CREATED;
     private static final java.util.concurrent.atomic.AtomicBoolean FALLBACK_SAID =
             new java.util.concurrent.atomic.AtomicBoolean();
 
     private final String document;
-    private final List<String> bodyColumns;
-    private final NativeRows rows;
-    private final RowType inputType;
-    private final int[] kept; // the input columns that go on, before the parsed ones
-    private final RowType outputType;
-    private final int internalAt;
+    private final RowShape shape;
     private final boolean hasCreated;
-    private final int createdAt; // the output position of `created`
     private final int bodyIndex;
     private final int sourceIndex; // replay: the file a body came from (lines are counted per file); else -1
     private final int requestErrorIndex; // request mode: the request's error; else -1
@@ -63,8 +51,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private final String autoFallback; // 'auto' without a GPU backend: why the CPU parses (else null)
 
     private transient NativeParser parser;
-    private transient RowData.FieldGetter[] getters;
-    private transient RowDataSerializer serializer;
+    private transient StreamRecord<RowData> record;
     private transient String lastSource;
     private transient StringData lastSourceData;
     private transient List<RowData> pending;
@@ -81,18 +68,11 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private transient double lastMillis;
 
     ParseOperator(
-            String document, List<String> bodyColumns, NativeRows rows, RowType inputType, int[] kept,
-            RowType outputType, int bodyIndex, int sourceIndex,
+            String document, RowShape shape, int bodyIndex, int sourceIndex,
             int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis, String autoFallback) {
         this.document = document;
-        this.bodyColumns = new ArrayList<>(bodyColumns);
-        this.rows = rows;
-        this.inputType = inputType;
-        this.kept = kept;
-        this.outputType = outputType;
-        this.internalAt = kept.length + bodyColumns.size();
-        this.hasCreated = bodyColumns.contains(CREATED);
-        this.createdAt = kept.length + bodyColumns.indexOf(CREATED);
+        this.shape = shape;
+        this.hasCreated = shape.coreColumns().contains(CREATED);
         this.bodyIndex = bodyIndex;
         this.sourceIndex = sourceIndex;
         this.requestErrorIndex = requestErrorIndex;
@@ -109,12 +89,8 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         if (problem != null) {
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
-        parser = new NativeParser(document, bodyColumns);
-        getters = new RowData.FieldGetter[kept.length];
-        for (int k = 0; k < kept.length; k++) {
-            getters[k] = RowData.createFieldGetter(inputType.getTypeAt(kept[k]), kept[k]);
-        }
-        serializer = new RowDataSerializer(outputType);
+        parser = new NativeParser(document, shape.coreColumns());
+        record = new StreamRecord<>(null);
         pending = new ArrayList<>();
         timer = -1;
         lines = new HashMap<>();
@@ -206,18 +182,19 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             LOG.error("dspark-vllm: the native core could not read a batch of {} bodies; they are error rows", n, e);
             parts = null;
         }
+        RowShape.Body b = new RowShape.Body();
         if (parts == null) {
+            StringData internal = StringData.fromString(
+                    "internal error (the native core could not read this batch); please report it with this body");
             for (RowData in : pending) {
-                GenericRowData out = start(in);
-                out.setField(internalAt, line(in));
-                out.setField(internalAt + 1, StringData.fromString(
-                        "internal error (the native core could not read this batch); please report it with this body"));
-                out.setField(internalAt + 3, CPU);
-                if (hasCreated) { // as for any error row: the newest time so far (replay) or now (request)
-                    long filled = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
-                    out.setField(createdAt, TimestampData.fromEpochMillis(filled));
-                }
-                emit(out);
+                b.in = in;
+                b.line = shape.needsLine() ? line(in) : 0;
+                b.reason = internal;
+                b.field = null;
+                // as for any error row: the newest time so far (replay) or now (request)
+                b.hasCreated = hasCreated;
+                b.created = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
+                emit(shape.row(b));
             }
             bodies.inc(n);
             rejected.inc(n);
@@ -235,10 +212,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             ArrowColumn reasons = part.get(NativeParser.REASON);
             ArrowColumn fields = part.get(NativeParser.FIELD);
             ArrowColumn created = hasCreated ? part.get(CREATED) : null;
+            b.columns = shape.bind(part);
             for (int i = 0; i < reasons.length; i++, at++) {
                 RowData in = pending.get(at);
-                GenericRowData out = start(in);
-                rows.fill(part, i, out, kept.length);
                 String reason = reasons.getString(i);
                 String field = fields.getString(i);
                 if (input[at] == null) {
@@ -249,15 +225,16 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                     reason = "request failed: " + in.getString(requestErrorIndex).toString();
                     field = null;
                 }
+                b.hasCreated = false;
                 if (created != null) {
-                    int k = createdAt;
                     if (created.isNull(i)) {
                         if (requireCreated && reason == null) {
                             reason = "no 'created' in the body: the table's WATERMARK needs it";
                             field = CREATED;
                         }
                         long filled = requestErrorIndex >= 0 ? now : Math.max(running, floor);
-                        out.setField(k, TimestampData.fromEpochMillis(filled));
+                        b.hasCreated = true;
+                        b.created = filled;
                         lastCreated = lastCreated == null ? filled : Math.max(lastCreated, filled);
                     } else {
                         long value = created.getLong(i);
@@ -265,12 +242,13 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                         lastCreated = lastCreated == null ? value : Math.max(lastCreated, value);
                     }
                 }
-                out.setField(internalAt, line(in));
-                out.setField(internalAt + 1, reason == null ? null : StringData.fromString(reason));
-                out.setField(internalAt + 2, field == null ? null : StringData.fromString(field));
-                out.setField(internalAt + 3, CPU);
+                b.i = i;
+                b.in = in;
+                b.line = shape.needsLine() ? line(in) : 0;
+                b.reason = reason == null ? null : StringData.fromString(reason);
+                b.field = field == null ? null : StringData.fromString(field);
                 errors += reason == null ? 0 : 1;
-                emit(out);
+                emit(shape.row(b));
             }
         }
         pending.clear();
@@ -284,18 +262,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         }
     }
 
-    /** An output row with the input columns that go on; the parsed ones follow. */
-    private GenericRowData start(RowData in) {
-        GenericRowData out = new GenericRowData(internalAt + 4);
-        for (int k = 0; k < kept.length; k++) {
-            out.setField(k, getters[k].getFieldOrNull(in));
-        }
-        return out;
-    }
-
-    /** As a binary row: the chained operators after this one copy each row, a binary row in one move. */
-    private void emit(GenericRowData out) {
-        output.collect(new StreamRecord<>(serializer.toBinaryRow(out).copy()));
+    /** A binary row (the shape's, written again for the next one): the chained operator after this one copies it. */
+    private void emit(RowData row) {
+        output.collect(record.replace(row));
     }
 
     private long line(RowData in) {

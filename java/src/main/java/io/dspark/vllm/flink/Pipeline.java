@@ -97,6 +97,11 @@ final class Pipeline {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
         if (parse) {
+            DataStream<RowData> declared = parseToDeclared(t, plan, rows, flat, physicalNames, metadataKeys, produced);
+            if (declared != null) {
+                shipPythonFiles(t, env);
+                return declared;
+            }
             rows = parse(t, config, plan, rows, flat, metadataSql.values());
         }
 
@@ -221,12 +226,7 @@ final class Pipeline {
     private static Table parse(
             StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows, Set<String> needed,
             java.util.Collection<String> after) {
-        Map<String, String> produced = new LinkedHashMap<>();
-        plan.flatTypes().forEach((name, type) -> {
-            if (needed.contains(name) || plan.parseInternal().contains(name)) {
-                produced.put(name, type);
-            }
-        });
+        Map<String, String> produced = producedFlat(plan, needed);
         String python = plan.pythonParseReason(produced.keySet());
         if (python == null) {
             return parseInJvm(t, plan, rows, produced, after);
@@ -262,17 +262,55 @@ final class Pipeline {
     }
 
     /**
-     * The parse step in the JVM ({@link ParseOperator}): the rows as RowData through the native core, each joined
-     * with its flat columns; no Python worker.
+     * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}): no SQL after it.
+     * Null where it cannot be (the parse step runs in Python, or a column needs SQL: the plan's {@code from}).
+     */
+    private static DataStream<RowData> parseToDeclared(
+            StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed, List<String> physicalNames,
+            List<String> metadataKeys, DataType produced) {
+        Map<String, String> flat = producedFlat(plan, needed);
+        if (plan.pythonParseReason(flat.keySet()) != null) {
+            return null;
+        }
+        List<JsonNode> layouts = new ArrayList<>();
+        for (String name : physicalNames) {
+            layouts.add(plan.physical(name).get("from"));
+        }
+        for (String key : metadataKeys) {
+            layouts.add(plan.metadata(key).get("from"));
+        }
+        JsonNode jvm = plan.json.get("native");
+        Set<String> made = new LinkedHashSet<>(strings(jvm.get("columns")));
+        RowType input = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
+        RowType out = (RowType) produced.getLogicalType();
+        RowShape shape = RowShape.declared(out, layouts, input, made);
+        if (shape == null) {
+            return null;
+        }
+        LOG.info("dspark-vllm: the parse step runs in the JVM (native core) and makes the declared rows");
+        return parseStream(t, plan, rows, shape);
+    }
+
+    /** The flat columns the parse step makes for {@code needed}, and the internal ones (name -> Flink SQL type). */
+    private static Map<String, String> producedFlat(TablePlan plan, Set<String> needed) {
+        Map<String, String> produced = new LinkedHashMap<>();
+        plan.flatTypes().forEach((name, type) -> {
+            if (needed.contains(name) || plan.parseInternal().contains(name)) {
+                produced.put(name, type);
+            }
+        });
+        return produced;
+    }
+
+    /**
+     * The parse step in the JVM ({@link ParseOperator}) to the flat row ({@link RowShape#flat}): the input columns
+     * the metadata reads, then the flat columns; SQL makes the declared row of it. No Python worker.
      */
     private static Table parseInJvm(
             StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced,
             java.util.Collection<String> after) {
-        JsonNode jvm = plan.json.get("native");
         List<String> inputs = rows.getResolvedSchema().getColumnNames();
         RowType inputType = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
-        DataStream<RowData> in =
-                t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
         List<String> body = new ArrayList<>();
         List<LogicalType> types = new ArrayList<>();
         produced.forEach((name, type) -> {
@@ -283,30 +321,27 @@ final class Pipeline {
         });
         // Only the input columns the metadata columns read go on (the body only for 'raw.body'): every column
         // of a row is copied between chained operators.
-        List<String> names = new ArrayList<>();
-        List<LogicalType> outTypes = new ArrayList<>();
         List<Integer> kept = new ArrayList<>();
         for (int i = 0; i < inputs.size(); i++) {
             String name = inputs.get(i);
             if (after.stream().anyMatch(sql -> sql.contains(name))) {
                 kept.add(i);
-                names.add(name);
-                outTypes.add(inputType.getTypeAt(i));
             }
         }
-        produced.forEach((name, type) -> {
-            names.add(name);
-            outTypes.add(TablePlan.dataType(type).getLogicalType());
-        });
-        RowType out = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
+        RowShape shape = RowShape.flat(inputType, kept.stream().mapToInt(Integer::intValue).toArray(), body, types);
+        LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
+        return t.fromDataStream(parseStream(t, plan, rows, shape));
+    }
+
+    private static DataStream<RowData> parseStream(StreamTableEnvironment t, TablePlan plan, Table rows, RowShape shape) {
+        JsonNode jvm = plan.json.get("native");
+        List<String> inputs = rows.getResolvedSchema().getColumnNames();
+        DataStream<RowData> in =
+                t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
         ParseOperator step =
                 new ParseOperator(
                         jvm.get("document").asText(),
-                        body,
-                        new NativeRows(body, types),
-                        inputType,
-                        kept.stream().mapToInt(Integer::intValue).toArray(),
-                        out,
+                        shape,
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source"),
                         inputs.indexOf("_request_error"),
@@ -314,8 +349,7 @@ final class Pipeline {
                         jvm.get("batch_size").asInt(),
                         jvm.get("batch_ms").asLong(),
                         jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
-        LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
-        return t.fromDataStream(in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(out), step));
+        return in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
     }
 
     private static Object[] columns(List<String> names) {

@@ -20,7 +20,7 @@ final class TablePlan {
     final ObjectIdentifier identifier; // the table it was made for
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
-    static final int VERSION = 3;
+    static final int VERSION = 4;
 
     TablePlan(JsonNode json, ObjectIdentifier identifier) {
         int version = json.path("version").asInt(-1);
@@ -103,9 +103,14 @@ final class TablePlan {
     }
 
     String metadataSql(String key) {
+        return metadata(key).get("sql").asText();
+    }
+
+    /** A readable metadata key's entry: its type, its SQL and its layout ({@code from}). */
+    JsonNode metadata(String key) {
         for (JsonNode entry : json.get("metadata")) {
             if (entry.get("key").asText().equals(key)) {
-                return entry.get("sql").asText();
+                return entry;
             }
         }
         throw new IllegalArgumentException("unknown metadata key " + key);

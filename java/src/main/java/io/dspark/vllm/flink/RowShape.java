@@ -1,0 +1,435 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.parse.ArrowColumn;
+
+import org.apache.flink.api.common.typeutils.TypeSerializer;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.data.TimestampData;
+import org.apache.flink.table.data.binary.BinaryRowData;
+import org.apache.flink.table.data.binary.BinaryStringData;
+import org.apache.flink.table.data.writer.BinaryRowWriter;
+import org.apache.flink.table.data.writer.BinaryWriter;
+import org.apache.flink.table.runtime.typeutils.InternalSerializers;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.LogicalTypeRoot;
+import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.table.types.logical.VarCharType;
+
+import java.io.Serializable;
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * How the parse step in the JVM ({@link ParseOperator}) assembles each row it emits from what it has for a
+ * body: the native core's columns, the step's own values ({@code contract.PARSE_INTERNAL}: line, error, error
+ * field, backend) and the columns of its input row (the request's, the file's). Two shapes:
+ *
+ * <ul>
+ *   <li>{@link #declared}: the table's row as the query reads it, from the plan's {@code from} layouts, so no
+ *       SQL runs after the parse step (no conversion between tables and streams, no Calc, no copy of a wide
+ *       intermediate row): the path of every table whose columns the core makes as declared;
+ *   <li>{@link #flat}: the input columns the metadata reads, the flat columns and the internal ones, which SQL
+ *       then turns into the declared row (other casts, NOT NULL columns).
+ * </ul>
+ */
+final class RowShape implements Serializable {
+    private static final long serialVersionUID = 1L;
+    static final String CREATED = "created";
+    private static final StringData CPU = BinaryStringData.fromBytes("cpu".getBytes(StandardCharsets.UTF_8));
+
+    /** What the step has for one body, for the fields to read. */
+    static final class Body {
+        ArrowColumn[] columns; // the core's, by the shape's core slots; null when the core gave nothing
+        int i; // the body's row in them
+        RowData in;
+        long line;
+        StringData reason;
+        StringData field;
+        boolean hasCreated; // the row's `created`, as the step settled it (the body's, or filled in)
+        long created;
+    }
+
+    /** One value of the emitted row. */
+    private interface Field extends Serializable {
+        /** As a RowData field (a nested ROW's). */
+        Object value(Body b);
+
+        /** Into the emitted binary row, at {@code pos} ({@code type}: the field's; {@code serializer}: for ROW and ARRAY). */
+        default void write(BinaryRowWriter w, int pos, Body b, LogicalType type, TypeSerializer<?> serializer) {
+            Object v = value(b);
+            if (v == null) {
+                w.setNullAt(pos);
+            } else {
+                BinaryWriter.write(w, pos, v, type, serializer);
+            }
+        }
+    }
+
+    private final Field[] fields;
+    private final RowType type; // the emitted row's
+    private final List<String> core; // the core columns the fields read, by slot
+    private final boolean needsLine;
+    private transient TypeSerializer<?>[] serializers;
+    private transient BinaryRowData out;
+    private transient BinaryRowWriter writer;
+
+    private RowShape(Field[] fields, RowType type, List<String> core, boolean needsLine) {
+        this.fields = fields;
+        this.type = type;
+        this.core = core;
+        this.needsLine = needsLine;
+    }
+
+    /** The emitted rows' type. */
+    RowType type() {
+        return type;
+    }
+
+    /** The core columns this shape reads (so only they are parsed). */
+    List<String> coreColumns() {
+        return core;
+    }
+
+    boolean needsLine() {
+        return needsLine;
+    }
+
+    /** The core's columns of one result part, by this shape's slots. */
+    ArrowColumn[] bind(Map<String, ArrowColumn> part) {
+        ArrowColumn[] columns = new ArrowColumn[core.size()];
+        for (int k = 0; k < columns.length; k++) {
+            columns[k] = part.get(core.get(k));
+        }
+        return columns;
+    }
+
+    /**
+     * The emitted row of one body, written straight into a binary row (no object per field). The same row
+     * object every time: what the operator emits is copied by the chained operator after it (or serialized)
+     * before the next one is written, and with object reuse no operator keeps a row it was given.
+     */
+    BinaryRowData row(Body b) {
+        if (writer == null) {
+            serializers = new TypeSerializer<?>[fields.length];
+            for (int k = 0; k < fields.length; k++) {
+                serializers[k] = InternalSerializers.create(type.getTypeAt(k));
+            }
+            out = new BinaryRowData(fields.length);
+            writer = new BinaryRowWriter(out, 1024);
+        }
+        writer.reset();
+        for (int k = 0; k < fields.length; k++) {
+            fields[k].write(writer, k, b, type.getTypeAt(k), serializers[k]);
+        }
+        writer.complete();
+        return out;
+    }
+
+    // --- the two shapes -------------------------------------------------------------------
+
+    /**
+     * The intermediate row of the SQL path: {@code kept} input columns, the core's {@code body} columns (as
+     * {@code types}), then the internal ones.
+     */
+    static RowShape flat(RowType input, int[] kept, List<String> body, List<LogicalType> types) {
+        Builder b = new Builder(input, Set.of());
+        List<Field> fields = new ArrayList<>();
+        for (int index : kept) {
+            fields.add(b.input(index, input.getTypeAt(index)));
+        }
+        for (int k = 0; k < body.size(); k++) {
+            fields.add(b.core(body.get(k), types.get(k)));
+        }
+        for (Internal i : Internal.values()) {
+            fields.add(i);
+        }
+        List<LogicalType> outTypes = new ArrayList<>();
+        List<String> names = new ArrayList<>();
+        for (int index : kept) {
+            outTypes.add(input.getTypeAt(index));
+            names.add(input.getFieldNames().get(index));
+        }
+        outTypes.addAll(types);
+        names.addAll(body);
+        for (Internal i : Internal.values()) {
+            outTypes.add(i.type());
+            names.add(i.column);
+        }
+        RowType type = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
+        return new RowShape(fields.toArray(new Field[0]), type, b.core, true);
+    }
+
+    /**
+     * The declared row ({@code produced}: the physical columns, then the metadata's), each field from its
+     * layout ({@code layouts}, in the same order; see the planner's docstring); null when one has none.
+     */
+    static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Set<String> made) {
+        Builder b = new Builder(input, made);
+        Field[] fields = new Field[produced.getFieldCount()];
+        for (int k = 0; k < fields.length; k++) {
+            JsonNode layout = layouts.get(k);
+            fields[k] = layout == null || layout.isNull() ? null : b.field(layout, produced.getTypeAt(k));
+            if (fields[k] == null) {
+                return null;
+            }
+        }
+        return new RowShape(fields, produced, b.core, b.line);
+    }
+
+    /** Resolves layouts into fields, collecting the core columns they read. */
+    private static final class Builder {
+        final RowType input;
+        final Set<String> made; // what the core makes
+        final List<String> core = new ArrayList<>();
+        boolean line;
+
+        Builder(RowType input, Set<String> made) {
+            this.input = input;
+            this.made = made;
+        }
+
+        Field field(JsonNode layout, LogicalType type) {
+            if (layout.has("row")) {
+                if (!(type instanceof RowType) || layout.get("row").size() != ((RowType) type).getFieldCount()) {
+                    return null;
+                }
+                RowType row = (RowType) type;
+                Field[] parts = new Field[row.getFieldCount()];
+                for (int k = 0; k < parts.length; k++) {
+                    parts[k] = field(layout.get("row").get(k).get("from"), row.getTypeAt(k));
+                    if (parts[k] == null) {
+                        return null;
+                    }
+                }
+                return new Nested(parts);
+            }
+            String name = layout.path("column").asText(null);
+            if (name == null) {
+                return null;
+            }
+            Field f;
+            Internal internal = Internal.of(name);
+            int index = input.getFieldNames().indexOf(name);
+            if (internal != null) {
+                line |= internal == Internal.LINE;
+                f = internal;
+            } else if (made.contains(name)) {
+                f = core(name, type);
+            } else if (index >= 0) {
+                f = input(index, type);
+                if (f == null) {
+                    return null;
+                }
+            } else {
+                return null;
+            }
+            if (layout.has("default")) {
+                f = new Default(f, layout.get("default").asText());
+            }
+            return f;
+        }
+
+        Field core(String name, LogicalType type) {
+            int slot = core.indexOf(name);
+            if (slot < 0) {
+                slot = core.size();
+                core.add(name);
+            }
+            return name.equals(CREATED) ? new Created(slot, type) : new Core(slot, type);
+        }
+
+        /** An input column as {@code type}: the same, or TIMESTAMP_LTZ from BIGINT epoch milliseconds. */
+        Field input(int index, LogicalType type) {
+            LogicalType from = input.getTypeAt(index);
+            if (from.getTypeRoot() == LogicalTypeRoot.BIGINT
+                    && type.getTypeRoot() == LogicalTypeRoot.TIMESTAMP_WITH_LOCAL_TIME_ZONE) {
+                return new Millis(index);
+            }
+            if (from.getTypeRoot() != type.getTypeRoot()) {
+                return null;
+            }
+            return new Input(index, from);
+        }
+    }
+
+    // --- the fields -----------------------------------------------------------------------
+
+    /** A core column as {@code type} ({@link NativeRows#value}); NULL for an error row. */
+    private static final class Core implements Field {
+        private static final long serialVersionUID = 1L;
+        final int slot;
+        final LogicalType type;
+
+        Core(int slot, LogicalType type) {
+            this.slot = slot;
+            this.type = type;
+        }
+
+        @Override
+        public Object value(Body b) {
+            ArrowColumn column = b.columns == null ? null : b.columns[slot];
+            return column == null || column.isNull(b.i) ? null : NativeRows.value(column, b.i, type);
+        }
+
+        @Override
+        public void write(BinaryRowWriter w, int pos, Body b, LogicalType t, TypeSerializer<?> serializer) {
+            ArrowColumn column = b.columns == null ? null : b.columns[slot];
+            int i = b.i;
+            if (column == null || column.isNull(i)) {
+                w.setNullAt(pos);
+                return;
+            }
+            switch (type.getTypeRoot()) {
+                case CHAR:
+                case VARCHAR:
+                    w.writeString(pos, BinaryStringData.fromBytes(column.bytes(), column.textAt(i), column.textLength(i)));
+                    return;
+                case BIGINT:
+                    w.writeLong(pos, column.getLong(i));
+                    return;
+                case INTEGER:
+                    w.writeInt(pos, (int) column.getLong(i));
+                    return;
+                case DOUBLE:
+                    w.writeDouble(pos, column.getDouble(i));
+                    return;
+                case FLOAT:
+                    w.writeFloat(pos, (float) column.getDouble(i));
+                    return;
+                case BOOLEAN:
+                    w.writeBoolean(pos, column.getBoolean(i));
+                    return;
+                default:
+                    BinaryWriter.write(w, pos, NativeRows.value(column, i, type), type, serializer);
+            }
+        }
+    }
+
+    /** `created`: the body's, or the time the step filled in for a row without one. */
+    private static final class Created implements Field {
+        private static final long serialVersionUID = 1L;
+        final Core core;
+
+        Created(int slot, LogicalType type) {
+            this.core = new Core(slot, type);
+        }
+
+        @Override
+        public Object value(Body b) {
+            return b.hasCreated ? TimestampData.fromEpochMillis(b.created) : core.value(b);
+        }
+    }
+
+    private static final class Input implements Field {
+        private static final long serialVersionUID = 1L;
+        final RowData.FieldGetter getter;
+
+        Input(int index, LogicalType type) {
+            this.getter = RowData.createFieldGetter(type, index);
+        }
+
+        @Override
+        public Object value(Body b) {
+            return getter.getFieldOrNull(b.in);
+        }
+    }
+
+    /** TIMESTAMP_LTZ(3) from an input column of epoch milliseconds (SQL's TO_TIMESTAMP_LTZ(x, 3)). */
+    private static final class Millis implements Field {
+        private static final long serialVersionUID = 1L;
+        final int index;
+
+        Millis(int index) {
+            this.index = index;
+        }
+
+        @Override
+        public Object value(Body b) {
+            return b.in.isNullAt(index) ? null : TimestampData.fromEpochMillis(b.in.getLong(index));
+        }
+    }
+
+    /** SQL's COALESCE(value, default). */
+    private static final class Default implements Field {
+        private static final long serialVersionUID = 1L;
+        final Field value;
+        final String fallback;
+
+        Default(Field value, String fallback) {
+            this.value = value;
+            this.fallback = fallback;
+        }
+
+        @Override
+        public Object value(Body b) {
+            Object v = value.value(b);
+            return v != null ? v : BinaryStringData.fromString(fallback);
+        }
+    }
+
+    private static final class Nested implements Field {
+        private static final long serialVersionUID = 1L;
+        final Field[] fields;
+
+        Nested(Field[] fields) {
+            this.fields = fields;
+        }
+
+        @Override
+        public Object value(Body b) {
+            GenericRowData row = new GenericRowData(fields.length);
+            for (int k = 0; k < fields.length; k++) {
+                row.setField(k, fields[k].value(b));
+            }
+            return row;
+        }
+    }
+
+    /** The step's own columns, in {@code contract.PARSE_INTERNAL}'s order. */
+    private enum Internal implements Field {
+        LINE("_line"),
+        ERROR("_error"),
+        ERROR_FIELD("_error_field"),
+        BACKEND("_backend");
+
+        final String column;
+
+        Internal(String column) {
+            this.column = column;
+        }
+
+        LogicalType type() {
+            return this == LINE ? new org.apache.flink.table.types.logical.BigIntType()
+                    : new org.apache.flink.table.types.logical.VarCharType(VarCharType.MAX_LENGTH);
+        }
+
+        static Internal of(String name) {
+            for (Internal i : values()) {
+                if (i.column.equals(name)) {
+                    return i;
+                }
+            }
+            return null;
+        }
+
+        @Override
+        public Object value(Body b) {
+            switch (this) {
+                case LINE:
+                    return b.line;
+                case ERROR:
+                    return b.reason;
+                case ERROR_FIELD:
+                    return b.field;
+                default:
+                    return CPU;
+            }
+        }
+    }
+}
