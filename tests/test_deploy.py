@@ -30,6 +30,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import jsonpatch
 import pytest
 import yaml
 
@@ -98,16 +99,31 @@ def _flatten(tree: dict[str, Any], prefix: str = "") -> dict[str, str]:
     return out
 
 
-def _k8s_docs() -> list[dict[str, Any]]:
+def _k8s_docs(variant: str = "cpu") -> list[dict[str, Any]]:
+    """What `kubectl apply -k deploy/k8s/VARIANT` applies: the cpu base's resources, and for `gpu` the same
+    with its overlay's JSON patches (RFC 6902, as Kustomize applies them) on their targets."""
+    base = K8S_DIR / "cpu"
+    kustomization = yaml.safe_load((base / "kustomization.yaml").read_text(encoding="utf-8"))
     docs: list[dict[str, Any]] = []
-    for path in sorted(K8S_DIR.glob("*.yaml")):
-        docs.extend(d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d)
+    for name in kustomization["resources"]:
+        docs.extend(d for d in yaml.safe_load_all((base / name).read_text(encoding="utf-8")) if d)
+    if variant == "cpu":
+        return docs
+    overlay = yaml.safe_load((K8S_DIR / variant / "kustomization.yaml").read_text(encoding="utf-8"))
+    assert overlay["resources"] == ["../cpu"]
+    for patch in overlay["patches"]:
+        target = patch["target"]
+        (doc,) = [
+            d for d in docs if d["kind"] == target["kind"] and d["metadata"]["name"] == target["name"]
+        ]  # exactly one target
+        assert doc["apiVersion"].split("/")[0] == target["group"]
+        docs[docs.index(doc)] = jsonpatch.apply_patch(doc, yaml.safe_load(patch["patch"]))
     return docs
 
 
-def _flink_deployment() -> dict[str, Any]:
-    found = [d for d in _k8s_docs() if d.get("kind") == "FlinkDeployment"]
-    assert len(found) == 1, "deploy/k8s/ should hold exactly one FlinkDeployment"
+def _flink_deployment(variant: str = "cpu") -> dict[str, Any]:
+    found = [d for d in _k8s_docs(variant) if d.get("kind") == "FlinkDeployment"]
+    assert len(found) == 1, f"deploy/k8s/{variant} should make exactly one FlinkDeployment"
     return found[0]
 
 
@@ -358,8 +374,9 @@ def _all_keys_we_set() -> dict[str, set[str]]:
     props = compose["x-flink-properties"]["FLINK_PROPERTIES"]
     for key in _entrypoint_properties(props):
         where.setdefault(key, set()).add("docker-compose.yml")
-    for key in _flink_deployment()["spec"]["flinkConfiguration"]:
-        where.setdefault(key, set()).add("deploy/k8s")
+    for variant in ("cpu", "gpu"):
+        for key in _flink_deployment(variant)["spec"]["flinkConfiguration"]:
+            where.setdefault(key, set()).add(f"deploy/k8s/{variant}")
     return where
 
 
@@ -735,8 +752,9 @@ def test_prometheus_scrapes_flink_and_vllm_where_compose_runs_them() -> None:
                 assert target.split(":")[0] in services, target
 
 
-def test_flink_deployment_runs_the_python_job() -> None:
-    deployment = _flink_deployment()
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_flink_deployment_runs_the_python_job(variant: str) -> None:
+    deployment = _flink_deployment(variant)
     assert deployment["apiVersion"] == "flink.apache.org/v1beta1"
     spec = deployment["spec"]
     for field in (
@@ -772,15 +790,29 @@ def test_flink_deployment_runs_the_python_job() -> None:
         assert flag in args, flag
 
 
-def test_flink_deployment_repeats_what_the_image_bakes_in() -> None:
-    config = {k: str(v) for k, v in _flink_deployment()["spec"]["flinkConfiguration"].items()}
-    for name in ("common.yaml", "gpu.yaml"):
+@pytest.mark.parametrize("variant, baked", [("cpu", ["common.yaml"]), ("gpu", ["common.yaml", "gpu.yaml"])])
+def test_flink_deployment_repeats_what_the_image_bakes_in(variant: str, baked: list[str]) -> None:
+    config = {k: str(v) for k, v in _flink_deployment(variant)["spec"]["flinkConfiguration"].items()}
+    for name in baked:
         for key, value in _read_flat_conf(CONF_DIR / name).items():
             assert config.get(key) == value, f"{key} ({name}): {config.get(key)!r} != {value!r}"
 
 
+def test_the_cpu_flink_deployment_asks_for_no_gpu_and_parses_in_the_jvm() -> None:
+    """Issue 18: where no GPU is used, the TaskManagers run the parse step in their JVM: the cpu image, no
+    GPU anywhere in the spec, and the job's `--backend cpu` (tests/test_docker.py runs that path for real)."""
+    spec = _flink_deployment("cpu")["spec"]
+    assert spec["image"].endswith("-cpu")
+    assert "gpu" not in json.dumps(spec).replace("--backend", "")
+    args = spec["job"]["args"]
+    assert args[args.index("--backend") + 1] == "cpu"
+
+
 def test_flink_deployment_gives_each_taskmanager_one_gpu() -> None:
-    spec = _flink_deployment()["spec"]
+    spec = _flink_deployment("gpu")["spec"]
+    assert spec["image"].endswith("-gpu")
+    args = spec["job"]["args"]
+    assert args[args.index("--backend") + 1] == "gpu"
     config = spec["flinkConfiguration"]
     assert config["external-resource.gpu.kubernetes.config-key"] == "nvidia.com/gpu"
     assert str(config["external-resource.gpu.amount"]) == "1"
@@ -790,10 +822,11 @@ def test_flink_deployment_gives_each_taskmanager_one_gpu() -> None:
     assert "nvidia.com/gpu" not in json.dumps(spec["jobManager"])
 
 
-def test_flink_deployment_volumes_are_claimed() -> None:
-    docs = _k8s_docs()
+@pytest.mark.parametrize("variant", ["cpu", "gpu"])
+def test_flink_deployment_volumes_are_claimed(variant: str) -> None:
+    docs = _k8s_docs(variant)
     claims = {d["metadata"]["name"] for d in docs if d.get("kind") == "PersistentVolumeClaim"}
-    template = _flink_deployment()["spec"]["podTemplate"]["spec"]
+    template = _flink_deployment(variant)["spec"]["podTemplate"]["spec"]
     used = {v["persistentVolumeClaim"]["claimName"] for v in template["volumes"]}
     assert used <= claims
     (container,) = template["containers"]
