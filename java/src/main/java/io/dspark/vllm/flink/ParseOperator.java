@@ -15,6 +15,8 @@ import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
 import org.apache.flink.api.common.operators.ProcessingTimeService.ProcessingTimeCallback;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
+import org.apache.flink.table.types.logical.RowType;
 
 import java.util.ArrayList;
 import java.util.HashMap;
@@ -41,6 +43,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
 
     private final String document;
     private final RowShape shape;
+    private final RowType inputType;
     private final boolean hasCreated;
     private final int bodyIndex;
     private final int sourceIndex; // replay: the file a body came from (lines are counted per file); else -1
@@ -52,6 +55,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
 
     private transient NativeParser parser;
     private transient StreamRecord<RowData> record;
+    private transient RowDataSerializer copyInput; // with object reuse
     private transient String lastSource;
     private transient StringData lastSourceData;
     private transient List<RowData> pending;
@@ -68,10 +72,11 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private transient double lastMillis;
 
     ParseOperator(
-            String document, RowShape shape, int bodyIndex, int sourceIndex,
+            String document, RowShape shape, RowType inputType, int bodyIndex, int sourceIndex,
             int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis, String autoFallback) {
         this.document = document;
         this.shape = shape;
+        this.inputType = inputType;
         this.hasCreated = shape.coreColumns().contains(CREATED);
         this.bodyIndex = bodyIndex;
         this.sourceIndex = sourceIndex;
@@ -91,6 +96,7 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
         }
         parser = new NativeParser(document, shape.coreColumns());
         record = new StreamRecord<>(null);
+        copyInput = getExecutionConfig().isObjectReuseEnabled() ? new RowDataSerializer(inputType) : null;
         pending = new ArrayList<>();
         timer = -1;
         lines = new HashMap<>();
@@ -120,7 +126,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
 
     @Override
     public void processElement(StreamRecord<RowData> element) throws Exception {
-        pending.add(element.getValue());
+        // A batch holds its rows past this call: with object reuse, Flink hands the same object again.
+        RowData row = element.getValue();
+        pending.add(copyInput != null ? copyInput.copy(row) : row);
         if (pending.size() >= batchSize) {
             flush();
         } else if (timer < 0) {

@@ -342,6 +342,7 @@ final class Pipeline {
                 new ParseOperator(
                         jvm.get("document").asText(),
                         shape,
+                        (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType(),
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source"),
                         inputs.indexOf("_request_error"),
