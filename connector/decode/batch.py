@@ -270,6 +270,7 @@ def parse_batch(
             text = np.concatenate([read.content_text, np.zeros(n_exact, dtype=bool)])
             if indices is not None:
                 text = text[order]
+            text &= ~decided  # (the native core reads free text itself: those are decided)
         undecided = np.flatnonzero(~decided & ~text)
         taken, taken_errors, content_exact = parse_contents(
             content.take(pa.array(undecided)) if len(undecided) < len(content) else content, plan.properties, None
