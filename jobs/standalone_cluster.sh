@@ -7,6 +7,9 @@
 #   jobs/standalone_cluster.sh submit [features.py args...]
 #   jobs/standalone_cluster.sh submit-sql FILE.sql          the SQL runner of the connector jar (no Python program)
 #   jobs/standalone_cluster.sh drain JOB_ID                 stop a job with a final savepoint, draining it
+#   jobs/standalone_cluster.sh suspend JOB_ID               stop a job with a savepoint, not draining it (its
+#                                                           path is printed); DSPARK_FROM_SAVEPOINT=PATH submit
+#                                                           resumes it from there
 #   jobs/standalone_cluster.sh kill-taskmanager             SIGKILL the TaskManager and its Python workers
 #   jobs/standalone_cluster.sh start-taskmanager
 #
@@ -18,6 +21,7 @@
 #   DSPARK_PROM_PORTS    Prometheus reporter port range                   (9250-9269)
 #   DSPARK_JOB           the job script `submit` and `run` send           (jobs/features.py)
 #   DSPARK_DETACHED      1: `submit` returns once the job is submitted     (attached)
+#   DSPARK_FROM_SAVEPOINT  `submit` restores the job from this savepoint    (none)
 set -euo pipefail
 
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -128,9 +132,10 @@ stop() {
 
 submit() {
     # connector.flink.use_connector adds the connector jar and, from a checkout, ships the package itself.
-    local detached=()
+    local detached=() restore=()
     [ "${DSPARK_DETACHED:-0}" = 1 ] && detached=(-d)
-    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" \
+    [ -n "${DSPARK_FROM_SAVEPOINT:-}" ] && restore=(-s "$DSPARK_FROM_SAVEPOINT")
+    "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" "${restore[@]}" \
         -pyexec "$python" -pyclientexec "$python" -py "${DSPARK_JOB:-$repo/jobs/features.py}" "$@"
 }
 
@@ -182,6 +187,11 @@ case "$command" in
         "$flink_home/bin/flink" stop -m "localhost:$(cat "$dir/rest.port")" --drain \
             --savepointPath "file://$dir/savepoints" "$1"
         ;;
+    suspend)
+        # A savepoint with the job's state as it is (requests in flight included), then the job stops.
+        "$flink_home/bin/flink" stop -m "localhost:$(cat "$dir/rest.port")" \
+            --savepointPath "file://$dir/savepoints" "$1"
+        ;;
     kill-taskmanager) kill_taskmanager ;;
     start-taskmanager) "$flink_home/bin/taskmanager.sh" start >/dev/null && wait_for_taskmanager 120 ;;
     run)
@@ -190,7 +200,7 @@ case "$command" in
         submit "$@"
         ;;
     *)
-        sed -n '2,20p' "$0" >&2
+        sed -n '2,24p' "$0" >&2
         exit 2
         ;;
 esac

@@ -8,7 +8,9 @@ flight at the checkpoint are in its state (Flink's async I/O operator) and are s
 every prompt's request id is in the committed output exactly once.
 
 The second test holds 500 requests of 3 minutes in flight: checkpoints still complete (they never wait for a
-request), and after a TaskManager is killed every one of them is sent again from the checkpoint.
+request), and after a TaskManager is killed every one of them is sent again from the checkpoint. The third
+stops the job with a savepoint while requests are in flight and resumes it from there: again every prompt is
+one committed row.
 """
 
 from __future__ import annotations
@@ -47,7 +49,8 @@ def committed_rows(out: Path) -> list[list[str]]:
 
 def cluster_script(tmp_path: Path) -> Callable[..., str]:
     """jobs/standalone_cluster.sh for a cluster under `tmp_path` that runs jobs/responses.py, detached: call
-    it with the script's arguments; it returns what the script printed and fails the test if it failed."""
+    it with the script's arguments (and variables of its own); it returns what the script printed and fails the
+    test if it failed."""
     env = {
         **os.environ,
         "DSPARK_PYTHON": sys.executable,
@@ -56,8 +59,8 @@ def cluster_script(tmp_path: Path) -> Callable[..., str]:
         "DSPARK_DETACHED": "1",
     }
 
-    def script(*args: str, timeout: float = 180) -> str:
-        run = subprocess.run([str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=timeout)
+    def script(*args: str, timeout: float = 180, **more: str) -> str:
+        run = subprocess.run([str(SCRIPT), *args], env={**env, **more}, capture_output=True, text=True, timeout=timeout)
         assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
         return run.stdout + run.stderr
 
@@ -107,21 +110,77 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
             script("stop")
 
     rows = committed_rows(out)
-    ids = Counter(r[0] for r in rows)
-    expected = {request_id_of(p) for p in prompts}
-    assert len(expected) == PROMPTS
-    missing = expected - set(ids)
-    assert not missing, f"{len(missing)} of {PROMPTS} prompts lost"
-    assert set(ids) == expected
-    duplicates = sum(n - 1 for n in ids.values())
-    assert duplicates == 0, [i for i, n in ids.items() if n > 1][:5]  # exactly once
-    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
+    duplicates = assert_every_prompt_once(rows, prompts)
     # The kill came mid-run, so some prompts were sent again after the restart (with the same request id).
     assert 0 < sent_before_kill < PROMPTS, sent_before_kill
     print(
         f"failover: {PROMPTS} prompts, {len(rows)} rows, {duplicates} duplicates, "
         f"{sent_total:.0f} requests ({sent_before_kill:.0f} before the kill, {committed_before_kill} rows committed), "
         f"{len(history)} failure(s)"
+    )
+
+
+def assert_every_prompt_once(rows: list[list[str]], prompts: list[str]) -> int:
+    """Every prompt's request id in the committed rows exactly once, each a 200; the duplicates (0)."""
+    ids = Counter(r[0] for r in rows)
+    expected = {request_id_of(p) for p in prompts}
+    assert len(expected) == len(prompts)
+    missing = expected - set(ids)
+    assert not missing, f"{len(missing)} of {len(prompts)} prompts lost"
+    assert set(ids) == expected
+    duplicates = sum(n - 1 for n in ids.values())
+    assert duplicates == 0, [i for i, n in ids.items() if n > 1][:5]  # exactly once
+    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
+    return duplicates
+
+
+def test_a_job_resumed_from_a_savepoint_sends_the_requests_that_were_in_flight(tmp_path):
+    """Issue 16: the requests in flight when a job is stopped with a savepoint (not drained) are in the
+    savepoint, and the job resumed from it sends them again: every prompt is one committed row."""
+    prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
+    (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
+    out = tmp_path / "out"
+    script = cluster_script(tmp_path)
+    job_args = (
+        "--prompts", str(tmp_path / "prompts.txt"), "--output", str(out), "--concurrency", "4",
+        "--checkpoint-interval", "2", "--detached",
+    )  # fmt: skip
+
+    # 400 prompts, 4 in flight, 500 ms each: ~50 s of requests; the savepoint comes early in them.
+    with serve_simulator(mode="process", seed=7, latency_ms=500.0) as sim:
+        try:
+            script("start")
+            base = "http://127.0.0.1:" + (tmp_path / "cluster" / "rest.port").read_text().strip()
+
+            def sent() -> float:
+                return sim.stats().get("requests /v1/chat/completions", 0.0)
+
+            submitted = script("submit", "--endpoint", sim.url, *job_args)
+            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("responses: job "))
+            wait_for("the first requests", lambda: sent() >= 20, timeout=120)
+            stopped = script("suspend", job)
+            savepoint = next(line.split("Path: ")[-1].strip() for line in stopped.splitlines() if "Path: " in line)
+            assert wait_for_job_end(base, job, timeout=60) == "FINISHED"
+            sent_before = sent()
+            committed_before = len(committed_rows(out))
+            assert sent_before < PROMPTS
+
+            resumed = script("submit", "--endpoint", sim.url, *job_args, DSPARK_FROM_SAVEPOINT=savepoint)
+            job2 = next(line.split()[-1] for line in resumed.splitlines() if line.startswith("responses: job "))
+            assert wait_for_job_end(base, job2, timeout=240) == "FINISHED"
+            sent_total = sent()
+        finally:
+            script("stop")
+
+    rows = committed_rows(out)
+    assert_every_prompt_once(rows, prompts)
+    # Answered before the savepoint and committed with it, or sent by the resumed job: the ones in flight at
+    # the savepoint were sent twice (the same request id), every other prompt once.
+    resent = sent_total - PROMPTS
+    assert 0 < resent <= 4 + 4 * 4, (sent_before, sent_total)  # at most the queue (4 x concurrency) and the wire
+    print(
+        f"savepoint: {PROMPTS} prompts, {len(rows)} rows ({committed_before} committed at the savepoint), "
+        f"{sent_total:.0f} requests ({sent_before:.0f} before it, {resent:.0f} sent again)"
     )
 
 
