@@ -78,7 +78,24 @@ def job(tmp_path_factory, bodies: list[bytes]) -> dict[str, list[dict]]:
         f"CREATE TEMPORARY TABLE sink_casted ({quoted('id STRING, prompt_tokens STRING, tps STRING, line BIGINT')}) "
         f"WITH ('connector' = 'filesystem', 'path' = '{root / 'casted'}', 'format' = 'json')"
     )
+    # Every column of a profile over mutated bodies: the parse step writes the declared rows itself.
+    every = every_flat_column("coder")
+    (root / "every").mkdir()
+    (root / "every" / "a.jsonl").write_bytes(b"\n".join(mutated_corpus()) + b"\n")
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE every_column ({quoted(", ".join(f"{n} {t}" for n, t in every))},
+            line BIGINT METADATA FROM 'source.line' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "every"}',
+            'profile' = 'coder', 'parse.backend' = 'cpu', 'parse.batch-size' = '64'
+        )""")
+    sink_every = ", ".join(f"{n} {t}" for n, t in every) + ", line BIGINT, reason STRING"
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE sink_every ({quoted(sink_every)}) "
+        f"WITH ('connector' = 'filesystem', 'path' = '{root / 'every-out'}', 'format' = 'json')"
+    )
     statements = t_env.create_statement_set()
+    statements.add_insert_sql("INSERT INTO sink_every SELECT * FROM every_column")
     statements.add_insert_sql("""
         INSERT INTO sink SELECT id, model, CAST(created AS STRING), finish_reason,
             usage.prompt_tokens, metrics.tokens_per_second, choice_contents, backend, line, reason, field
@@ -87,7 +104,36 @@ def job(tmp_path_factory, bodies: list[bytes]) -> dict[str, list[dict]]:
         INSERT INTO sink_casted SELECT id, usage.prompt_tokens, CAST(metrics.tokens_per_second AS STRING), line
         FROM casted""")
     statements.execute().wait()
-    return {"rows": read_json_dir(root / "out"), "casted": read_json_dir(root / "casted")}
+    return {
+        "rows": read_json_dir(root / "out"),
+        "casted": read_json_dir(root / "casted"),
+        "every": read_json_dir(root / "every-out"),
+    }
+
+
+def every_flat_column(profile: str) -> list[tuple[str, str]]:
+    """Every column of `profile` (but `line`) with its Flink type, as a user declares them all."""
+    from connector.profiles import load_profile
+    from connector.schema.columns import output_schema
+    from connector.schema.flink_types import arrow_to_flink_sql
+
+    return [(f.name, arrow_to_flink_sql(f.type)) for f in output_schema(load_profile(profile)) if f.name != "line"]
+
+
+def mutated_corpus() -> list[bytes]:
+    """Coder bodies, a third of them mutated (one body per line: mutations that make a line break left out)."""
+    import random
+
+    from connector.simulator.responses import make_corpus
+    from tests.test_fuzz import mutate
+
+    rng = random.Random("issue-18 every column")
+    out = []
+    for body in make_corpus(400, "coder", seed=18, json_share=0.7):
+        body = mutate(body, rng) if rng.random() < 0.33 else body
+        if b"\n" not in body and b"\r" not in body and body.strip():
+            out.append(body)
+    return out
 
 
 def test_every_body_is_the_row_or_error_row_python_gives(job, bodies):
@@ -126,3 +172,29 @@ def test_columns_only_sql_can_make_go_through_the_flat_row(job, bodies):
         assert got[line]["prompt_tokens"] == (None if row["prompt_tokens"] is None else str(row["prompt_tokens"]))
         tps = row["tokens_per_second"]
         assert got[line]["tps"] == (None if tps is None else f"{tps:.2f}"), line
+
+
+def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(job):
+    """The declared rows the parse step writes in the JVM (RowShape), every column type of a profile: strings,
+    BIGINT, DOUBLE, TIMESTAMP(3), arrays, content properties and content_error, over mutated bodies."""
+    import math
+
+    bodies = mutated_corpus()
+    names = [n for n, _ in every_flat_column("coder")]
+    expected = parse_batch(bodies, "coder", backend="cpu", inline_errors=True).table.to_pylist()
+    got = {r["line"]: r for r in job["every"]}
+    assert sorted(got) == list(range(1, len(bodies) + 1))
+    assert sum(r["reason"] is not None for r in job["every"]) > 50  # the mutations made error rows
+    for line, want in enumerate(expected, start=1):
+        row = got[line]
+        assert row["reason"] == want["error_reason"], line
+        for name in names:
+            value, reference = row[name], want[name]
+            if name == "created":
+                if reference is None or want["error_reason"] is not None:
+                    continue  # the table fills it: the newest time before (test_a_row_without_created_...)
+                reference, value = reference.strftime("%Y-%m-%d %H:%M:%S"), value[:19]
+            if isinstance(reference, float):
+                assert math.isclose(value, reference, rel_tol=1e-15), (line, name, value, reference)
+            else:
+                assert value == reference, (line, name, value, reference)
