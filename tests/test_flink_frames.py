@@ -32,7 +32,7 @@ def body(i: int) -> bytes:
 def test_frame_has_one_row_per_body_in_order():
     bodies = [body(0), b"nope", body(2), b'{"error": {"message": "x", "type": "t", "code": 500}}', body(4)]
     profile = load_profile("math")
-    result = parse_batch(bodies, profile, backend="cpu", first_line=0)
+    result = parse_batch(bodies, profile, backend="cpu", inline_errors=True)
     table = to_table(result, len(bodies), np.arange(1, 6), 5000)
     assert table.column("id").to_pylist() == ["c0", None, "c2", None, "c4"]
     assert [r is not None for r in table.column("_error").to_pylist()] == [False, True, False, True, False]
@@ -52,13 +52,13 @@ def seconds(table: pa.Table) -> list[int]:
 
 @pytest.mark.parametrize(("newest_before", "expected"), [(None, 0), (7000, 7)])
 def test_a_rejected_first_body_gets_the_time_before_the_batch(newest_before, expected):
-    result = parse_batch([b"nope", body(1)], "openai", backend="cpu", first_line=0)
+    result = parse_batch([b"nope", body(1)], "openai", backend="cpu", inline_errors=True)
     table = to_table(result, 2, np.arange(2), newest_before)
     assert seconds(table) == [expected, 1_700_000_001]
 
 
 def test_request_mode_failures_happen_now():
-    result = parse_batch([b"", body(1)], "openai", backend="cpu", first_line=0)
+    result = parse_batch([b"", body(1)], "openai", backend="cpu", inline_errors=True)
     now = 1_767_225_600_000  # 2026-01-01 00:00:00 UTC
     table = to_table(result, 2, np.arange(2), None, ["timed out", None], now_ms=now)
     assert seconds(table) == [now // 1000, 1_700_000_001]
@@ -68,7 +68,7 @@ def test_request_errors_and_missing_created_become_error_rows():
     no_created = json.loads(body(1))
     del no_created["created"]
     bodies = [body(0), json.dumps(no_created).encode()]
-    result = parse_batch(bodies, "openai", backend="cpu", first_line=0)
+    result = parse_batch(bodies, "openai", backend="cpu", inline_errors=True)
     table = to_table(result, 2, np.arange(2), None, ["timed out", None], require_created=True)
     assert table.column("_error").to_pylist()[0] == "request failed: timed out"
     assert table.column("_error").to_pylist()[1] == "no 'created' in the body: the table's WATERMARK needs it"
@@ -80,7 +80,7 @@ def test_pruned_profile_parses_only_what_is_declared():
     names = flat_schema(profile).names
     assert {"prompt_tokens", "language", "content"} <= set(names)
     assert {"id", "created", "model", "completion_tokens", "code", "reasoning"}.isdisjoint(names)
-    result = parse_batch([body(3)], profile, backend="cpu", first_line=0)
+    result = parse_batch([body(3)], profile, backend="cpu", inline_errors=True)
     assert result.table.column("prompt_tokens").to_pylist() == [3]
 
 
@@ -134,7 +134,7 @@ def test_an_arrow_result_goes_to_pyflinks_coder_as_it_is():
 def test_a_batch_that_reads_no_profile_column_keeps_its_rows():
     # A query that reads only 'error.reason': the parse step runs with the profile pruned to nothing.
     profile = prune_profile(load_profile("coder"), set())
-    result = parse_batch([body(0), b"nope", body(2)], profile, backend="cpu", first_line=0)
+    result = parse_batch([body(0), b"nope", body(2)], profile, backend="cpu", inline_errors=True)
     table = to_table(result, 3, np.arange(1, 4), None)
     assert table.num_rows == 3 and table.column_names == ["_line", "_error", "_error_field", "_backend"]
     assert [e is None for e in table.column("_error").to_pylist()] == [True, False, True]

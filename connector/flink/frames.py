@@ -1,9 +1,9 @@
 """Between the deserializer and PyFlink's Arrow bridge: pruned profiles, full-length tables (pure code).
 
 A vectorized function must return one row per input row, flat (primitives and arrays of primitives).
-`parse_batch` returns good rows and error rows apart; `to_table` puts them back in input order, with the
-internal columns `_line`, `_error`, `_error_field` and `_backend`, as Arrow (the function hands it to PyFlink
-as it is: `connector.flink.pyflink_fixes.arrow_results`).
+`parse_batch(..., inline_errors=True)` gives every body's row in input order, error rows included; `to_table`
+adds the internal columns `_line`, `_error`, `_error_field` and `_backend` (and settles `created`), as Arrow
+(the function hands it to PyFlink as it is: `connector.flink.pyflink_fixes.arrow_results`).
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def to_table(
 ) -> pa.Table:
     """One row per input body, in input order; error rows carry `_error` and null parsed columns (Arrow).
 
-    `result` must come from `parse_batch(..., first_line=0)`. `lines` are the source lines of the bodies.
+    `result` must come from `parse_batch(..., inline_errors=True)`. `lines` are the source lines of the bodies.
     A row without `created` (so that a watermark never meets a null) gets `now_ms` where given (request mode:
     a failed request happened now), else the newest `created` of the rows before it (`newest_before_ms` for the
     batches before this one; the epoch before any): it neither moves the watermark nor is late.
@@ -75,17 +75,11 @@ def to_table(
     `require_created` (the table declares a WATERMARK), a body without `created` is an error row too.
     """
     table = result.table
-    positions = table.column("line").to_numpy()
-    index = np.full(count, -1, dtype=np.int64)
-    index[positions] = np.arange(len(positions))
-    full = table.drop_columns(["line"]).take(pa.array(index, mask=index < 0))
-
-    reason = np.full(count, None, dtype=object)
-    field = np.full(count, None, dtype=object)
-    if result.errors.num_rows:
-        error_positions = result.errors.column("line").to_numpy()
-        reason[error_positions] = result.errors.column("reason").to_numpy(zero_copy_only=False)
-        field[error_positions] = result.errors.column("field").to_numpy(zero_copy_only=False)
+    if table.num_rows != count or "error_reason" not in table.column_names:
+        raise ValueError("to_table needs every body's row: parse_batch(..., inline_errors=True)")
+    full = table.drop_columns(["line", "error_reason", "error_field"])
+    reason = table.column("error_reason").to_numpy(zero_copy_only=False).astype(object)
+    field = table.column("error_field").to_numpy(zero_copy_only=False).astype(object)
     if request_errors is not None:
         for i, error in enumerate(request_errors):
             if error is not None:

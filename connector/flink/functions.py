@@ -105,7 +105,7 @@ class ParseFunction(ScalarFunction):
         """The batch's rows as Arrow, in the order of `columns` (PyFlink takes it as it is: `arrow_results`)."""
         count = len(body)
         started = time.perf_counter()
-        result = parse_batch(list(body), self.profile, backend=self._effective, first_line=0)
+        result = parse_batch(list(body), self.profile, backend=self._effective, inline_errors=True)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
         lines = self._count_lines(source)
