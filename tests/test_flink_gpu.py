@@ -10,12 +10,10 @@ Flink job, the payload, the gpu backend's host code, runs as on a GPU machine. R
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from connector.decode import parse_batch
-from tests.test_flink_replay import BAD, good_body, quoted, read_json_dir
+from tests.test_flink_replay import BAD, mixed_bodies, quoted, read_json_dir
 
 pytest.importorskip("pyflink")
 
@@ -26,12 +24,7 @@ COLUMNS = ["id", "model", "created", "prompt_tokens", "language", "code_blocks",
 
 @pytest.fixture(scope="module")
 def bodies() -> list[bytes]:
-    out = []
-    for i in range(40):
-        out.append(json.dumps(good_body(i)).encode())
-        if i < len(BAD):
-            out.append(BAD[i][0])
-    return out
+    return mixed_bodies(40)
 
 
 @pytest.fixture(scope="module")

@@ -6,12 +6,10 @@ the job, it could not start. Its rows and error rows are those `parse_batch` giv
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
 from connector.decode import parse_batch
-from tests.test_flink_replay import BAD, good_body, quoted, read_json_dir
+from tests.test_flink_replay import BAD, mixed_bodies, quoted, read_json_dir
 
 pytest.importorskip("pyflink")
 
@@ -22,11 +20,7 @@ COLUMNS = ["id", "model", "created", "finish_reason", "prompt_tokens", "tokens_p
 
 @pytest.fixture(scope="module")
 def bodies() -> list[bytes]:
-    out = []
-    for i in range(60):
-        out.append(json.dumps(good_body(i)).encode())
-        if i < len(BAD):
-            out.append(BAD[i][0])
+    out = mixed_bodies(60)
     out.append(b'{"id": "no-time", "object": "chat.completion", "model": "m", "choices": []}')
     return out
 

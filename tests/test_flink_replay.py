@@ -47,6 +47,16 @@ BAD = [
 ]
 
 
+def mixed_bodies(good: int) -> list[bytes]:
+    """`good` good bodies, the first of them each followed by one of `BAD`."""
+    out = []
+    for i in range(good):
+        out.append(json.dumps(good_body(i)).encode())
+        if i < len(BAD):
+            out.append(BAD[i][0])
+    return out
+
+
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("replay")

@@ -72,8 +72,7 @@ public final class Requester implements AutoCloseable {
         this.spec = spec;
         this.uri = uri(spec.url, "url");
         this.healthUri = uri(spec.healthUrl, "health_url");
-        this.target = uri.getHost() + ":" + (uri.getPort() >= 0 ? uri.getPort()
-                : "https".equalsIgnoreCase(uri.getScheme()) ? 443 : 80);
+        this.target = uri.getHost() + ":" + Transport.port(uri);
         this.headers = headers(spec.headers, true);
         this.probeHeaders = headers(spec.headers, false);
         SSLContext tls = "https".equalsIgnoreCase(uri.getScheme()) || "https".equalsIgnoreCase(healthUri.getScheme())

@@ -174,7 +174,8 @@ final class Transport implements AutoCloseable {
         return uri.getScheme().toLowerCase(Locale.ROOT) + "://" + uri.getHost() + ":" + port(uri);
     }
 
-    private static int port(URI uri) {
+    /** The port of an http(s) URI, its scheme's default where it names none. */
+    static int port(URI uri) {
         return uri.getPort() >= 0 ? uri.getPort() : "https".equalsIgnoreCase(uri.getScheme()) ? 443 : 80;
     }
 
