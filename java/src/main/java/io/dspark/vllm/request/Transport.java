@@ -60,6 +60,8 @@ import javax.net.ssl.SSLParameters;
  * {@link #IDLE_REUSE_NS} is closed rather than reused (servers close theirs after a few seconds: uvicorn, which
  * vLLM runs on, after 5, and a request sent as the server closes would fail). Bodies are copied out of Netty's
  * buffers as they arrive, so the direct memory it uses stays that of its read buffers, whatever the body's size.
+ * A host name is resolved (the JDK's resolver, with its cache) when a connection opens, on the event loop: a
+ * resolver that hangs holds this instance's requests for that long, as it would hold any connect.
  */
 final class Transport implements AutoCloseable {
     /** A connection idle for longer is closed rather than reused. */
