@@ -115,19 +115,20 @@ def every_flat_column(profile: str) -> list[tuple[str, str]]:
 
 
 def mutated_corpus() -> list[bytes]:
-    """Coder bodies, a third of them mutated (one body per line: mutations that make a line break left out)."""
+    """Coder bodies, a third of them mutated, then JSONTestSuite's files (where it is here) as contents, as
+    whole bodies and in a field that is read: one body per line, so bodies with a line break are left out."""
     import random
 
     from connector.simulator.responses import make_corpus
     from tests.test_fuzz import mutate
+    from tests.test_jsontestsuite import FILES, as_content, in_read_field
 
     rng = random.Random("issue-18 every column")
-    out = []
-    for body in make_corpus(400, "coder", seed=18, json_share=0.7):
-        body = mutate(body, rng) if rng.random() < 0.33 else body
-        if b"\n" not in body and b"\r" not in body and body.strip():
-            out.append(body)
-    return out
+    out = [mutate(body, rng) if rng.random() < 0.33 else body for body in make_corpus(400, "coder", seed=18)]
+    for path in FILES:
+        data = path.read_bytes()
+        out += [as_content(data), data, in_read_field(data)]
+    return [b for b in out if b"\n" not in b and b"\r" not in b and b.strip()]
 
 
 def test_every_body_is_the_row_or_error_row_python_gives(job, bodies):
@@ -170,7 +171,8 @@ def test_columns_only_sql_can_make_go_through_the_flat_row(job, bodies):
 
 def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(job):
     """The declared rows the parse step writes in the JVM (RowShape), every column type of a profile: strings,
-    BIGINT, DOUBLE, TIMESTAMP(3), arrays, content properties and content_error, over mutated bodies."""
+    BIGINT, DOUBLE, TIMESTAMP(3), arrays, content properties and content_error, over mutated bodies and
+    JSONTestSuite's files."""
     import math
 
     bodies = mutated_corpus()

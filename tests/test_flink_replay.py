@@ -80,7 +80,8 @@ def read_json_dir(path: Path) -> list[dict]:
     rows = []
     for file in sorted(path.rglob("*")):
         if file.is_file() and not file.name.startswith("."):
-            rows += [json.loads(line) for line in file.read_text().splitlines() if line]
+            # (Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 as they are, which splitlines splits.)
+            rows += [json.loads(line) for line in file.read_text().split("\n") if line]
     return rows
 
 
