@@ -760,7 +760,8 @@ struct Walk {
   }
 
   bool object(ondemand::object o, const Entry* es, int k, int depth) {
-    uint64_t seen[kMaxEntries] = {};
+    uint64_t seen[kMaxEntries];
+    std::fill_n(seen, k, uint64_t{0});
     std::vector<std::string_view> names;  // of an object written as JSON text: a repeated one is left
     bool first = true;
     for (auto field : o) {
@@ -791,6 +792,7 @@ struct Walk {
           seen[e] |= bit;
           if (ck == kMaxEntries) return fail(DSPARK_UNSUPPORTED);
           child[ck++] = {keys[j].second, es[e].element};
+          break;  // a node's names are all different
         }
       }
       if (!value(f.value(), child, ck, depth)) return false;
