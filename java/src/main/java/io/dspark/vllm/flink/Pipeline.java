@@ -44,14 +44,15 @@ import static org.apache.flink.table.api.Expressions.lit;
 import static org.apache.flink.table.api.Expressions.withAllColumns;
 
 /**
- * The pipeline behind a scan, built with Flink's own Python function machinery in a table environment of its
- * own on the job's execution environment:
+ * The pipeline behind a scan, built in a table environment of its own on the job's execution environment:
  *
  * <pre>
  *   internal source (files of bodies | prompts)          a TableDescriptor from the plan
  *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep})
- *     -> parse(_body, ...)                              a vectorized Python function, flat columns
- *     -> the declared columns (ROW(...)) and metadata    SQL expressions from the plan
+ *     -> parse(_body, ...)                              cpu: {@link ParseOperator} (the native core, in the JVM)
+ *                                                       gpu: a vectorized Python function, flat columns
+ *     -> the declared columns (ROW(...)) and metadata    cpu: the ParseOperator's {@link RowShape} (the plan's
+ *                                                       layouts); else SQL expressions from the plan
  * </pre>
  *
  * The parse step runs only when the query reads a column it makes.
@@ -97,12 +98,17 @@ final class Pipeline {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
         if (parse) {
-            DataStream<RowData> declared = parseToDeclared(t, plan, rows, flat, physicalNames, metadataKeys, produced);
+            Map<String, String> made = producedFlat(plan, flat);
+            String python = plan.pythonParseReason(made.keySet());
+            DataStream<RowData> declared =
+                    python == null ? parseToDeclared(t, plan, rows, physicalNames, metadataKeys, produced) : null;
             if (declared != null) {
                 shipPythonFiles(t, env);
                 return declared;
             }
-            rows = parse(t, config, plan, rows, flat, metadataSql.values());
+            rows = python == null
+                    ? parseInJvm(t, plan, rows, made, metadataSql.values())
+                    : parseInPython(t, config, plan, rows, made, python);
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -223,14 +229,10 @@ final class Pipeline {
         return t.fromDataStream(out.returns(RequestStep.rowType()).name("dspark-vllm requests"));
     }
 
-    private static Table parse(
-            StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows, Set<String> needed,
-            java.util.Collection<String> after) {
-        Map<String, String> produced = producedFlat(plan, needed);
-        String python = plan.pythonParseReason(produced.keySet());
-        if (python == null) {
-            return parseInJvm(t, plan, rows, produced, after);
-        }
+    /** The parse step in a Python worker (the gpu path): {@code python} says why it runs there. */
+    private static Table parseInPython(
+            StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows,
+            Map<String, String> produced, String python) {
         LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", python);
         List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
         List<String> inputNames = new ArrayList<>();
@@ -263,15 +265,11 @@ final class Pipeline {
 
     /**
      * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}): no SQL after it.
-     * Null where it cannot be (the parse step runs in Python, or a column needs SQL: the plan's {@code from}).
+     * Null where a column needs SQL (the plan's {@code from}).
      */
     private static DataStream<RowData> parseToDeclared(
-            StreamTableEnvironment t, TablePlan plan, Table rows, Set<String> needed, List<String> physicalNames,
+            StreamTableEnvironment t, TablePlan plan, Table rows, List<String> physicalNames,
             List<String> metadataKeys, DataType produced) {
-        Map<String, String> flat = producedFlat(plan, needed);
-        if (plan.pythonParseReason(flat.keySet()) != null) {
-            return null;
-        }
         List<JsonNode> layouts = new ArrayList<>();
         for (String name : physicalNames) {
             layouts.add(plan.physical(name).get("from"));
