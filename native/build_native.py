@@ -25,7 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = [
-    ROOT / "native" / name for name in ("dspark_core.cpp", "dspark_exact.cpp", "dspark_json.cpp", "dspark_extract.cpp")
+    ROOT / "native" / name
+    for name in ("dspark_core.cpp", "dspark_exact.cpp", "dspark_json.cpp", "dspark_extract.cpp", "dspark_match.cpp")
 ]
 HEADERS = sorted((ROOT / "native").glob("*.h"))
 OUT = ROOT / "connector" / "_native"

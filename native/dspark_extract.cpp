@@ -7,8 +7,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <utility>
 
+#include "dspark_match.h"
 #include "dspark_json.h"
 #include "re2/re2.h"
 
@@ -40,28 +43,54 @@ size_t one_char_len(unsigned char lead) { return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3
 // The value's group: 1, or the whole match when the pattern has none.
 int value_group(const RE2& re) { return re.NumberOfCapturingGroups() > 0 ? 1 : 0; }
 
-// pyarrow's extract_regex (RE2::PartialMatchN) and google-re2's search: the leftmost match. A group that took
-// no part gives "" (pyarrow appends its empty piece; extract.py maps None to "").
-bool first_match(const RE2& re, std::string_view text, std::string_view& out) {
+// One search of [pos, end) of `text` (its context): the match, and the value group's text. A group that took
+// no part gives "" (pyarrow appends its empty piece; extract.py maps None to ""). Where dspark_match.h's
+// shortcuts apply, RE2 finds the match with a forward DFA only and the group is placed without its
+// backtracker; `missed` is LiteralStart's, for the searches of one text.
+bool search(const TextExtractor::Pattern& pattern, std::string_view text, size_t pos, size_t end,
+            std::string_view& match, std::string_view& value, bool& missed) {
+  const RE2& re = *pattern.re;
   int group = value_group(re);
+  bool found = false;
+  if (group == 0 || pattern.bounds->usable()) {
+    if (!pattern.start->search(re, text, pos, end, match, missed)) return false;
+    found = group == 0 ? (value = match, true) : pattern.bounds->find(match, value);
+  }
   StringPiece pieces[2];
-  if (!re.Match(StringPiece(text.data(), text.size()), 0, text.size(), RE2::UNANCHORED, pieces, group + 1))
-    return false;
-  out = view(pieces[group]);
+  if (found) {
+#ifdef DSPARK_CHECK_GROUPS  // the fuzz and test builds: every shortcut's result against RE2's own
+    if (!re.Match(StringPiece(text.data(), text.size()), pos, end, RE2::UNANCHORED, pieces, group + 1) ||
+        view(pieces[0]).data() != match.data() || pieces[0].size() != match.size() ||
+        view(pieces[group]).data() != value.data() || pieces[group].size() != value.size()) {
+      std::fprintf(stderr, "dspark_match: a match or group where RE2 has another (pattern %s)\n", re.pattern().c_str());
+      std::abort();
+    }
+#endif
+    return true;
+  }
+  if (!re.Match(StringPiece(text.data(), text.size()), pos, end, RE2::UNANCHORED, pieces, group + 1)) return false;
+  match = view(pieces[0]);
+  value = view(pieces[group]);
   return true;
+}
+
+// pyarrow's extract_regex (RE2::PartialMatchN) and google-re2's search: the leftmost match.
+bool first_match(const TextExtractor::Pattern& pattern, std::string_view text, std::string_view& out) {
+  std::string_view match;
+  bool missed = false;
+  return search(pattern, text, 0, text.size(), match, out, missed);
 }
 
 // google-re2's finditer over a str: each search starts where the last match ended, over the whole text (so
 // `^` and `\b` see what is before); after an empty match at the start position it moves on by a character.
 template <typename Visit>
-void each_match(const RE2& re, std::string_view text, Visit visit) {
-  int group = value_group(re);
-  StringPiece pieces[2];
-  StringPiece whole(text.data(), text.size());
+void each_match(const TextExtractor::Pattern& pattern, std::string_view text, Visit visit) {
+  std::string_view match, value;
+  bool missed = false;
   size_t pos = 0, end = text.size();
-  while (re.Match(whole, pos, end, RE2::UNANCHORED, pieces, group + 1)) {
-    visit(view(pieces[group]));
-    size_t match_end = static_cast<size_t>(pieces[0].data() - text.data()) + pieces[0].size();
+  while (search(pattern, text, pos, end, match, value, missed)) {
+    visit(value);
+    size_t match_end = static_cast<size_t>(match.data() - text.data()) + match.size();
     if (pos == end) break;
     if (pos == match_end) {
       pos += one_char_len(static_cast<unsigned char>(text[pos]));
@@ -74,12 +103,27 @@ void each_match(const RE2& re, std::string_view text, Visit visit) {
 
 // pyarrow's count_substring_regex, step for step: FindAndConsume on the rest of the text (which is then the
 // whole text to RE2: `^` matches where the rest starts), and past an empty match one byte on.
-int64_t count_matches(const RE2& re, std::string_view text) {
-  StringPiece input(text.data(), text.size());
+int64_t count_matches(const TextExtractor::Pattern& pattern, std::string_view text) {
   int64_t count = 0;
-  size_t last_size = input.size();
-  while (RE2::FindAndConsume(&input, re)) {
+  bool missed = false;
+  std::string_view match;
+  for (size_t start = 0;;) {
+    std::string_view rest = text.substr(start);
+    if (!pattern.start->search(*pattern.re, rest, 0, rest.size(), match, missed)) break;
     ++count;
+    size_t consumed = static_cast<size_t>(match.data() - rest.data()) + match.size();
+    if (consumed == 0) {
+      if (rest.empty()) break;
+      consumed = 1;
+    }
+    start += consumed;
+  }
+#ifdef DSPARK_CHECK_GROUPS
+  StringPiece input(text.data(), text.size());
+  int64_t expected = 0;
+  size_t last_size = input.size();
+  while (RE2::FindAndConsume(&input, *pattern.re)) {
+    ++expected;
     if (last_size == input.size()) {
       if (input.size() > 0)
         input.remove_prefix(1);
@@ -88,6 +132,11 @@ int64_t count_matches(const RE2& re, std::string_view text) {
     }
     last_size = input.size();
   }
+  if (count != expected) {
+    std::fprintf(stderr, "dspark_match: a count RE2 does not give (pattern %s)\n", pattern.re->pattern().c_str());
+    std::abort();
+  }
+#endif
   return count;
 }
 
@@ -260,7 +309,9 @@ TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : prop
       error_ = "property '" + p.name + "': not an RE2 pattern (" + re->error() + ")";
       continue;
     }
-    patterns_.back() = std::move(re);
+    patterns_.back().start = std::make_unique<LiteralStart>(*re);
+    patterns_.back().bounds = std::make_unique<GroupBounds>(*re, 1);
+    patterns_.back().re = std::move(re);
   }
 }
 
@@ -276,14 +327,15 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
   std::string reason;
   for (size_t k = 0; k < properties_.size(); ++k) {
     const ContentPropertySpec& p = properties_[k];
-    const RE2* re = patterns_[k].get();
+    const Pattern& pattern = patterns_[k];
+    const RE2* re = pattern.re.get();
     if (!re) continue;
     ExtractedValue& out = values[k];
     matches.clear();
     switch (p.mode) {
       case ExtractMode::COUNT:
         out.tag = ExtractedValue::INT;
-        out.i = count_matches(*re, text);
+        out.i = count_matches(pattern, text);
         continue;
       case ExtractMode::FIRST: {
         if (p.kind == ContentKind::BOOLEAN) {  // match_substring_regex: whether it matches
@@ -292,14 +344,14 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
           continue;
         }
         std::string_view found;
-        if (!first_match(*re, text, found)) continue;
+        if (!first_match(pattern, text, found)) continue;
         matches.push_back(found);
         break;
       }
       case ExtractMode::LAST: {
         bool any = false;
         std::string_view last;
-        each_match(*re, text, [&](std::string_view m) {
+        each_match(pattern, text, [&](std::string_view m) {
           last = m;
           any = true;
         });
@@ -308,7 +360,7 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
         break;
       }
       case ExtractMode::ALL:
-        each_match(*re, text, [&](std::string_view m) { matches.push_back(m); });
+        each_match(pattern, text, [&](std::string_view m) { matches.push_back(m); });
         break;
     }
     if (!convert(p, matches, out, reason)) {

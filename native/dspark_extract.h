@@ -12,6 +12,8 @@
 #include <string_view>
 #include <vector>
 
+#include "dspark_match.h"
+
 namespace re2 {
 class RE2;
 }
@@ -46,6 +48,13 @@ struct ExtractedValue {
 // The properties' patterns, compiled once; `extract` may be called from several threads at once.
 class TextExtractor {
  public:
+  // A property's pattern, compiled once.
+  struct Pattern {
+    std::unique_ptr<re2::RE2> re;         // null for a property without a pattern
+    std::unique_ptr<LiteralStart> start;  // where its matches start, without RE2's reverse DFA
+    std::unique_ptr<GroupBounds> bounds;  // where its value group lies, without RE2's backtracker
+  };
+
   // Compiles every pattern; on failure `ok()` is false and `error()` says which property and why. The
   // combinations a profile refuses (count on a non-integer, all on a scalar, an array without all, an
   // array of arrays) are refused here too.
@@ -64,7 +73,7 @@ class TextExtractor {
 
  private:
   std::vector<ContentPropertySpec> properties_;
-  std::vector<std::unique_ptr<re2::RE2>> patterns_;  // null for a property without a pattern
+  std::vector<Pattern> patterns_;
   std::string error_;
 };
 

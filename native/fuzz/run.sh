@@ -37,8 +37,9 @@ for source in "$re2"/re2/*.cc "$re2"/util/*.cc; do
     fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-"$cxx" "${flags[@]}" -fsanitize=fuzzer -pthread -I native -I "$build" -I "$simdjson" -I "$re2" \
-    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp native/dspark_json.cpp native/dspark_extract.cpp \
+# DSPARK_CHECK_GROUPS: every group GroupBounds places is held against RE2's backtracker (abort if not).
+"$cxx" "${flags[@]}" -fsanitize=fuzzer -DDSPARK_CHECK_GROUPS -pthread -I native -I "$build" -I "$simdjson" -I "$re2" \
+    native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp native/dspark_json.cpp native/dspark_extract.cpp native/dspark_match.cpp \
     "$build/simdjson.o" "${re2_objects[@]}" -o "$build/fuzz_parse"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 "$build/fuzz_parse" -max_total_time="$seconds" -max_len=65536 -rss_limit_mb=2048 -timeout=10 \

@@ -2,6 +2,8 @@
 // stdin: JSON lines {"properties": [{"name", "kind", "item_kind"?, "extract"?: {"pattern", "mode"}}], "text"};
 // stdout, a JSON line each: {"values": [...], "error": str|null} (a json-kind value is its text, a number has
 // a "." or an "e" so that it reads back as a float), or {"plan_error": str}.
+// With --usable, stdin: JSON lines {"pattern"} (as the extractor gets it, "(?s)" first); stdout: a JSON line
+// each, {"group": whether GroupBounds places its group 1, "literal": LiteralStart's literal} (dspark_match.h).
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -9,7 +11,9 @@
 #include <vector>
 
 #include "dspark_extract.h"
+#include "dspark_match.h"
 #include "dspark_json.h"
+#include "re2/re2.h"
 #include "simdjson.h"
 
 namespace {
@@ -80,8 +84,25 @@ std::vector<dspark::ContentPropertySpec> specs(simdjson::dom::array properties) 
 
 }  // namespace
 
-int main() {
+int usable() {
+  simdjson::dom::parser parser;
+  std::string line;
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  while (std::getline(std::cin, line)) {
+    re2::RE2 re(std::string(std::string_view(parser.parse(line)["pattern"])), options);
+    std::string out = "{\"group\":";
+    out.append(re.ok() && dspark::GroupBounds(re, 1).usable() ? "true" : "false");
+    out.append(",\"literal\":");
+    dspark_exact::write_string(out, re.ok() ? dspark::LiteralStart(re).literal() : "");
+    std::cout << out << "}\n";
+  }
+  return 0;
+}
+
+int main(int argc, char** argv) {
   std::ios::sync_with_stdio(false);
+  if (argc > 1 && std::string_view(argv[1]) == "--usable") return usable();
   simdjson::dom::parser parser;
   std::string line, plan, out;
   std::unique_ptr<dspark::TextExtractor> extractor;
