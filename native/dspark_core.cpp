@@ -1096,7 +1096,7 @@ void put_extracted(const Column& column, const dspark::ExtractedValue& v, Builde
   auto scalar = [](const dspark::ExtractedValue& e) {
     Val out;
     switch (e.tag) {
-      case dspark::ExtractedValue::STR: out.tag = Val::STR; out.s = e.s; break;
+      case dspark::ExtractedValue::STR: out.tag = Val::STR; out.s = e.str; break;
       case dspark::ExtractedValue::INT: out.tag = Val::INT; out.i = e.i; break;
       case dspark::ExtractedValue::DBL: out.tag = Val::DBL; out.d = e.d; break;
       case dspark::ExtractedValue::BOOL: out.tag = Val::BOOL; out.b = e.b; break;

@@ -14,6 +14,7 @@
 #include "dspark_match.h"
 #include "dspark_json.h"
 #include "re2/re2.h"
+#include "re2/regexp.h"
 
 namespace dspark {
 namespace {
@@ -43,17 +44,38 @@ size_t one_char_len(unsigned char lead) { return "\1\1\1\1\1\1\1\1\1\1\1\1\2\2\3
 // The value's group: 1, or the whole match when the pattern has none.
 int value_group(const RE2& re) { return re.NumberOfCapturingGroups() > 0 ? 1 : 0; }
 
+// A text's first match, once it is known.
+struct FirstMatch {
+  bool known = false, found = false;
+  std::string_view match;
+};
+
+// The leftmost match in [pos, end) of `text` (its context), without its groups: LiteralStart's search, or
+// `first` (when given: the text's first match, for the patterns that match as this one does) when it is
+// known and the search is of all of the text.
+bool find_match(const TextExtractor::Pattern& pattern, std::string_view text, size_t pos, size_t end,
+                std::string_view& match, bool& missed, FirstMatch* first) {
+  bool whole = first && pos == 0 && end == text.size();
+  if (whole && first->known) {
+    match = first->match;
+    return first->found;
+  }
+  bool hit = pattern.start->search(*pattern.re, text, pos, end, match, missed);
+  if (whole) *first = FirstMatch{true, hit, match};
+  return hit;
+}
+
 // One search of [pos, end) of `text` (its context): the match, and the value group's text. A group that took
 // no part gives "" (pyarrow appends its empty piece; extract.py maps None to ""). Where dspark_match.h's
 // shortcuts apply, RE2 finds the match with a forward DFA only and the group is placed without its
-// backtracker; `missed` is LiteralStart's, for the searches of one text.
+// backtracker (`missed` and `first`: find_match's).
 bool search(const TextExtractor::Pattern& pattern, std::string_view text, size_t pos, size_t end,
-            std::string_view& match, std::string_view& value, bool& missed) {
+            std::string_view& match, std::string_view& value, bool& missed, FirstMatch* first) {
   const RE2& re = *pattern.re;
   int group = value_group(re);
   bool found = false;
   if (group == 0 || pattern.bounds->usable()) {
-    if (!pattern.start->search(re, text, pos, end, match, missed)) return false;
+    if (!find_match(pattern, text, pos, end, match, missed, first)) return false;
     found = group == 0 ? (value = match, true) : pattern.bounds->find(match, value);
   }
   StringPiece pieces[2];
@@ -75,20 +97,21 @@ bool search(const TextExtractor::Pattern& pattern, std::string_view text, size_t
 }
 
 // pyarrow's extract_regex (RE2::PartialMatchN) and google-re2's search: the leftmost match.
-bool first_match(const TextExtractor::Pattern& pattern, std::string_view text, std::string_view& out) {
+bool first_match(const TextExtractor::Pattern& pattern, std::string_view text, std::string_view& out,
+                 FirstMatch* first) {
   std::string_view match;
   bool missed = false;
-  return search(pattern, text, 0, text.size(), match, out, missed);
+  return search(pattern, text, 0, text.size(), match, out, missed, first);
 }
 
 // google-re2's finditer over a str: each search starts where the last match ended, over the whole text (so
 // `^` and `\b` see what is before); after an empty match at the start position it moves on by a character.
 template <typename Visit>
-void each_match(const TextExtractor::Pattern& pattern, std::string_view text, Visit visit) {
+void each_match(const TextExtractor::Pattern& pattern, std::string_view text, FirstMatch* first, Visit visit) {
   std::string_view match, value;
   bool missed = false;
   size_t pos = 0, end = text.size();
-  while (search(pattern, text, pos, end, match, value, missed)) {
+  while (search(pattern, text, pos, end, match, value, missed, first)) {
     visit(value);
     size_t match_end = static_cast<size_t>(match.data() - text.data()) + match.size();
     if (pos == end) break;
@@ -103,13 +126,13 @@ void each_match(const TextExtractor::Pattern& pattern, std::string_view text, Vi
 
 // pyarrow's count_substring_regex, step for step: FindAndConsume on the rest of the text (which is then the
 // whole text to RE2: `^` matches where the rest starts), and past an empty match one byte on.
-int64_t count_matches(const TextExtractor::Pattern& pattern, std::string_view text) {
+int64_t count_matches(const TextExtractor::Pattern& pattern, std::string_view text, FirstMatch* first) {
   int64_t count = 0;
   bool missed = false;
   std::string_view match;
   for (size_t start = 0;;) {
     std::string_view rest = text.substr(start);
-    if (!pattern.start->search(*pattern.re, rest, 0, rest.size(), match, missed)) break;
+    if (!find_match(pattern, rest, 0, rest.size(), match, missed, start == 0 ? first : nullptr)) break;
     ++count;
     size_t consumed = static_cast<size_t>(match.data() - rest.data()) + match.size();
     if (consumed == 0) {
@@ -200,7 +223,7 @@ std::string wrong_type(ContentKind kind, std::string_view text) {
 bool text_scalar(std::string_view text, ContentKind kind, ExtractedValue& out, std::string& reason) {
   if (kind == ContentKind::STRING) {
     out.tag = ExtractedValue::STR;
-    out.s.assign(text);
+    out.str = text;
     return true;
   }
   std::string_view stripped = strip(text);
@@ -251,14 +274,18 @@ bool convert(const ContentPropertySpec& p, const std::vector<std::string_view>& 
              std::string& reason) {
   if (p.kind == ContentKind::JSON) {
     out.tag = ExtractedValue::STR;
-    out.s.clear();
-    if (p.mode != ExtractMode::ALL) return embedded(matches[0], out.s, reason);
-    out.s.push_back('[');
-    for (size_t k = 0; k < matches.size(); ++k) {
-      if (k) out.s.push_back(',');
-      if (!embedded(matches[k], out.s, reason)) return false;
+    out.json.clear();
+    if (p.mode != ExtractMode::ALL) {
+      if (!embedded(matches[0], out.json, reason)) return false;
+    } else {
+      out.json.push_back('[');
+      for (size_t k = 0; k < matches.size(); ++k) {
+        if (k) out.json.push_back(',');
+        if (!embedded(matches[k], out.json, reason)) return false;
+      }
+      out.json.push_back(']');
     }
-    out.s.push_back(']');
+    out.str = out.json;
     return true;
   }
   if (p.kind == ContentKind::ARRAY) {
@@ -287,7 +314,9 @@ std::string_view first_code_points(std::string_view s, size_t n) {
 TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : properties_(std::move(properties)) {
   RE2::Options options;  // what pyarrow (MakeRE2Options) and google-re2 (Options()) give: UTF-8, the defaults
   options.set_log_errors(false);
-  for (const ContentPropertySpec& p : properties_) {
+  std::vector<std::string> keys(properties_.size());  // per property: its pattern without groups, as text
+  for (int k = 0; k < static_cast<int>(properties_.size()); ++k) {
+    const ContentPropertySpec& p = properties_[k];
     patterns_.emplace_back();
     if (!error_.empty() || !p.has_extract) continue;
     const char* refusal = nullptr;
@@ -309,6 +338,14 @@ TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : prop
       error_ = "property '" + p.name + "': not an RE2 pattern (" + re->error() + ")";
       continue;
     }
+    // Patterns that are the same but for their groups (coder's code and code_blocks) have the same matches:
+    // a text's first one is found once for them.
+    RE2::Options bare = options;
+    bare.set_never_capture(true);
+    RE2 without_groups(p.pattern, bare);
+    if (without_groups.ok()) keys[k] = without_groups.Regexp()->ToString();
+    patterns_.back().first_of =
+        keys[k].empty() ? k : static_cast<int>(std::find(keys.begin(), keys.begin() + k, keys[k]) - keys.begin());
     patterns_.back().start = std::make_unique<LiteralStart>(*re);
     patterns_.back().bounds = std::make_unique<GroupBounds>(*re, 1);
     patterns_.back().re = std::move(re);
@@ -319,7 +356,10 @@ TextExtractor::~TextExtractor() = default;
 
 bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& values,
                             std::string& content_error) const {
-  values.assign(properties_.size(), ExtractedValue());
+  values.resize(properties_.size());
+  for (ExtractedValue& v : values) v.tag = ExtractedValue::NONE;  // the rest is set with the tag
+  static thread_local std::vector<FirstMatch> firsts;  // per property: its text's first match, once known
+  firsts.assign(properties_.size(), FirstMatch{});
   content_error.clear();
   if (!text.data()) text = std::string_view("", 0);  // match offsets are taken from text.data()
   bool failed = false;
@@ -331,11 +371,12 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
     const RE2* re = pattern.re.get();
     if (!re) continue;
     ExtractedValue& out = values[k];
+    FirstMatch* first = &firsts[static_cast<size_t>(pattern.first_of)];
     matches.clear();
     switch (p.mode) {
       case ExtractMode::COUNT:
         out.tag = ExtractedValue::INT;
-        out.i = count_matches(pattern, text);
+        out.i = count_matches(pattern, text, first);
         continue;
       case ExtractMode::FIRST: {
         if (p.kind == ContentKind::BOOLEAN) {  // match_substring_regex: whether it matches
@@ -344,14 +385,14 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
           continue;
         }
         std::string_view found;
-        if (!first_match(pattern, text, found)) continue;
+        if (!first_match(pattern, text, found, first)) continue;
         matches.push_back(found);
         break;
       }
       case ExtractMode::LAST: {
         bool any = false;
         std::string_view last;
-        each_match(pattern, text, [&](std::string_view m) {
+        each_match(pattern, text, first, [&](std::string_view m) {
           last = m;
           any = true;
         });
@@ -360,7 +401,7 @@ bool TextExtractor::extract(std::string_view text, std::vector<ExtractedValue>& 
         break;
       }
       case ExtractMode::ALL:
-        each_match(pattern, text, [&](std::string_view m) { matches.push_back(m); });
+        each_match(pattern, text, first, [&](std::string_view m) { matches.push_back(m); });
         break;
     }
     if (!convert(p, matches, out, reason)) {

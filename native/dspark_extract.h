@@ -35,13 +35,15 @@ struct ContentPropertySpec {
 };
 
 // One property's value for one text: null, a string (also a JSON-kind value's compact text), an int64, a
-// double, a boolean, or (ARRAY) a list of scalars.
+// double, a boolean, or (ARRAY) a list of scalars. A string is `str`: a view into the text, or into `json`
+// (a JSON-kind value's compact text, made here); valid while the text is and the value is not copied.
 struct ExtractedValue {
   enum Tag : uint8_t { NONE, STR, INT, DBL, BOOL, LIST } tag = NONE;
   bool b = false;
   int64_t i = 0;
   double d = 0;
-  std::string s;
+  std::string_view str;
+  std::string json;
   std::vector<ExtractedValue> items;
 };
 
@@ -53,6 +55,7 @@ class TextExtractor {
     std::unique_ptr<re2::RE2> re;         // null for a property without a pattern
     std::unique_ptr<LiteralStart> start;  // where its matches start, without RE2's reverse DFA
     std::unique_ptr<GroupBounds> bounds;  // where its value group lies, without RE2's backtracker
+    int first_of = -1;  // the first property with the same pattern but for its groups (maybe this one)
   };
 
   // Compiles every pattern; on failure `ok()` is false and `error()` says which property and why. The

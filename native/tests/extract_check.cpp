@@ -25,7 +25,7 @@ using dspark::ExtractMode;
 void put_value(std::string& out, const ExtractedValue& v) {
   switch (v.tag) {
     case ExtractedValue::NONE: out.append("null"); break;
-    case ExtractedValue::STR: dspark_exact::write_string(out, v.s); break;
+    case ExtractedValue::STR: dspark_exact::write_string(out, v.str); break;
     case ExtractedValue::INT: out.append(std::to_string(v.i)); break;
     case ExtractedValue::BOOL: out.append(v.b ? "true" : "false"); break;
     case ExtractedValue::DBL: {
