@@ -60,7 +60,8 @@ bool find_match(const TextExtractor::Pattern& pattern, std::string_view text, si
     match = first->match;
     return first->found;
   }
-  bool hit = pattern.start->search(*pattern.re, text, pos, end, match, missed);
+  int lazy = pattern.lazy->search(text, pos, end, match, missed);
+  bool hit = lazy >= 0 ? lazy == 1 : pattern.start->search(*pattern.re, text, pos, end, match, missed);
   if (whole) *first = FirstMatch{true, hit, match};
   return hit;
 }
@@ -347,6 +348,7 @@ TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : prop
     patterns_.back().first_of =
         keys[k].empty() ? k : static_cast<int>(std::find(keys.begin(), keys.begin() + k, keys[k]) - keys.begin());
     patterns_.back().start = std::make_unique<LiteralStart>(*re);
+    patterns_.back().lazy = std::make_unique<LazyEnd>(*re, options.max_mem() * 2 / 3);  // RE2's own budget
     patterns_.back().bounds = std::make_unique<GroupBounds>(*re, 1);
     patterns_.back().re = std::move(re);
   }

@@ -54,6 +54,7 @@ class TextExtractor {
   struct Pattern {
     std::unique_ptr<re2::RE2> re;         // null for a property without a pattern
     std::unique_ptr<LiteralStart> start;  // where its matches start, without RE2's reverse DFA
+    std::unique_ptr<LazyEnd> lazy;        // where they end, without a DFA over `.*?`
     std::unique_ptr<GroupBounds> bounds;  // where its value group lies, without RE2's backtracker
     int first_of = -1;  // the first property with the same pattern but for its groups (maybe this one)
   };

@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cstring>
 
+#include "re2/prog.h"
 #include "re2/re2.h"
 #include "re2/regexp.h"
+#include "simdjson.h"
 
 namespace dspark {
 namespace {
@@ -250,6 +252,65 @@ bool LiteralStart::search(const re2::RE2& re, std::string_view text, size_t pos,
   if (!re.Match(whole, pos, end, re2::RE2::UNANCHORED, &piece, 1)) return false;
   match = view(piece);
   return true;
+}
+
+LazyEnd::LazyEnd(const re2::RE2& re, int64_t max_mem) {
+  Regexp* top = re.Regexp();
+  if (!top || (top->parse_flags() & (Regexp::Latin1 | Regexp::NeverNL))) return;
+  first_ = LiteralStart(re).literal();
+  std::vector<Regexp*> items;
+  flatten(top, 0, items);  // every capture looked through
+  int n = static_cast<int>(items.size());
+  if (first_.empty() || n < 3) return;
+  Regexp* last = items[n - 1];
+  Regexp* lazy = items[n - 2];
+  if (last->parse_flags() & Regexp::FoldCase) return;
+  if (last->op() == re2::kRegexpLiteral) {
+    put_utf8(last_, static_cast<uint32_t>(last->rune()));
+  } else if (last->op() == re2::kRegexpLiteralString) {
+    for (int k = 0; k < last->nrunes(); ++k) put_utf8(last_, static_cast<uint32_t>(last->runes()[k]));
+  } else {
+    return;
+  }
+  if (last_.empty() || lazy->op() != re2::kRegexpStar || !(lazy->parse_flags() & Regexp::NonGreedy) ||
+      lazy->sub()[0]->op() != re2::kRegexpAnyChar)
+    return;
+  std::vector<Regexp*> head(items.begin(), items.end() - 2);
+  for (Regexp* item : head) item->Incref();  // Concat takes a reference to each
+  Regexp* concat = Regexp::Concat(head.data(), static_cast<int>(head.size()), top->parse_flags());
+  head_ = concat->CompileToProg(max_mem);
+  concat->Decref();
+  if (head_ && head_->anchor_end()) {  // (never after `.*?` and a literal: kept out all the same)
+    delete head_;
+    head_ = nullptr;
+  }
+}
+
+LazyEnd::~LazyEnd() { delete head_; }
+
+int LazyEnd::search(std::string_view text, size_t pos, size_t end, std::string_view& match, bool& missed) const {
+  if (missed || !head_) return -1;
+  if (end - pos < first_.size()) return 0;
+  const void* at = memmem(text.data() + pos, end - pos, first_.data(), first_.size());
+  if (!at) return 0;  // every match starts with the first literal
+  size_t s = static_cast<size_t>(static_cast<const char*>(at) - text.data());
+  re2::StringPiece head;
+  bool failed = false;
+  if (!head_->SearchDFA(re2::StringPiece(text.data() + s, end - s), re2::StringPiece(text.data(), text.size()),
+                        re2::Prog::kAnchored, re2::Prog::kFirstMatch, &head, &failed, nullptr) ||
+      failed) {
+    missed = true;
+    return -1;
+  }
+  size_t x = s + head.size();
+  const void* tail = end - x >= last_.size() ? memmem(text.data() + x, end - x, last_.data(), last_.size()) : nullptr;
+  size_t p = tail ? static_cast<size_t>(static_cast<const char*>(tail) - text.data()) : 0;
+  if (!tail || !simdjson::validate_utf8(text.data() + x, p - x)) {
+    missed = true;
+    return -1;
+  }
+  match = text.substr(s, p + last_.size() - s);
+  return 1;
 }
 
 void Runes::add(uint32_t lo, uint32_t hi) { ranges.emplace_back(lo, hi); }

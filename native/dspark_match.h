@@ -7,6 +7,8 @@
 // a backtrack over each code block. Here:
 //   - LiteralStart: a pattern that starts with a literal starts its leftmost match where that literal first
 //     occurs and an anchored match follows (memmem, then one forward DFA: no reverse DFA);
+//   - LazyEnd: a pattern that ends with `.*?` and a literal ends its match where that literal next occurs
+//     (memmem: no DFA over what `.*?` takes, a code block);
 //   - GroupBounds: the group is placed by walking the match from its start over what stands before the
 //     group, and from its end back over what stands after it (no backtracker).
 //
@@ -30,6 +32,7 @@
 #include <vector>
 
 namespace re2 {
+class Prog;
 class RE2;
 }
 
@@ -49,6 +52,28 @@ class LiteralStart {
 
  private:
   std::string literal_;  // UTF-8
+};
+
+// A pattern that ends with a lazy `.*?` (with (?s): any character) and then a literal, and starts with a
+// literal (coder's '```[^\n]*\n(.*?)```', vl's '<\|ref\|>(.*?)<\|/ref\|>'): its leftmost match is what comes
+// before `.*?` (the head), matched anchored where the first literal first occurs, extended to the first
+// occurrence of the last literal after it (memmem), the text between being UTF-8. That is the match under
+// RE2's (Perl's) order: the head's first choice, then the fewest characters for `.*?`. Where any of this is
+// not so (no head there, no literal after it, not UTF-8), the search is left to RE2 (and `missed` set).
+class LazyEnd {
+ public:
+  LazyEnd(const re2::RE2& re, int64_t max_mem);
+  ~LazyEnd();
+  LazyEnd(const LazyEnd&) = delete;
+  LazyEnd& operator=(const LazyEnd&) = delete;
+  bool usable() const { return head_ != nullptr; }
+
+  // As LiteralStart::search: 1 with the match, 0 when there is none; -1: ask RE2.
+  int search(std::string_view text, size_t pos, size_t end, std::string_view& match, bool& missed) const;
+
+ private:
+  re2::Prog* head_ = nullptr;
+  std::string first_, last_;  // the literals it starts and ends with (UTF-8)
 };
 
 class GroupBounds {

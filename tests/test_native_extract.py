@@ -454,7 +454,8 @@ GROUP_PATTERNS = {  # pattern: whether GroupBounds places its group
 
 
 def _shortcuts(check: Path, patterns: Sequence[str]) -> list[dict[str, Any]]:
-    """dspark_match.h's shortcuts for each pattern: {"group": GroupBounds places it, "literal": LiteralStart's}."""
+    """dspark_match.h's shortcuts for each pattern: {"group": GroupBounds places it, "literal": LiteralStart's,
+    "lazy": LazyEnd applies}."""
     lines = "".join(json.dumps({"pattern": "(?s)" + p}) + "\n" for p in patterns)
     done = subprocess.run([str(check), "--usable"], input=lines.encode(), capture_output=True, timeout=60)
     assert done.returncode == 0, done.stderr.decode(errors="replace")
@@ -478,9 +479,16 @@ def _random_patterns(n: int, seed: int) -> list[str]:
         return out
 
     literals = ["", "", "a", "``", "é", "ba"]  # half start with a literal (LiteralStart)
-    return [
-        f"{rng.choice(['', '(?m)'])}{rng.choice(literals)}{items(0, 3)}({items(1, 2)}){items(0, 3)}" for _ in range(n)
-    ]
+    ends = ["", "", ".*?", ".*"]  # and some end with `.*?` or `.*` and a literal (LazyEnd)
+
+    def pattern() -> str:
+        start = rng.choice(["", "(?m)"]) + rng.choice(literals) + items(0, 3)
+        end = rng.choice(ends)
+        if end and rng.random() < 0.5:
+            return f"{start}({items(0, 2)}{end}){rng.choice(literals[2:])}"
+        return f"{start}({items(1, 2)}){items(0, 2)}{end}{rng.choice(literals[2:]) if end else ''}"
+
+    return [pattern() for _ in range(n)]
 
 
 def _random_texts(n: int, seed: int) -> list[str]:
@@ -501,6 +509,8 @@ def test_groups_placed_without_the_backtracker(check: Path, tmp_path: Path) -> N
     assert len(builtin) == 9 and left == [load_profile("math").content_properties[0].extract.source[4:]], left
     literals = [s["literal"] for s in _shortcuts(check, builtin)]
     assert literals == ["```", "```", "", "", "<|ref|>", "<|det|>", "", "\\boxed{", ""], literals
+    lazy = [s["lazy"] for s in _shortcuts(check, builtin)]
+    assert lazy == [False, True, False, False, True, True, False, False, False], lazy
     texts = _mutations(_corpus("coder", n=40) + _corpus("vl", n=20) + EDGE_TEXTS[:-6], n=200, seed=11)
     for mode in ("first", "all", "last"):
         kind = {"first": ("string", {}), "all": ("array", {"items": {"type": "string"}}), "last": ("string", {})}
@@ -517,7 +527,9 @@ def test_groups_of_random_patterns(check: Path, tmp_path: Path, seed: int) -> No
     patterns = _random_patterns(150, seed)
     usable = _usable(check, patterns)
     assert sum(usable) >= len(patterns) // 4, sum(usable)  # the shortcuts are what is being tested
-    assert sum(bool(s["literal"]) for s in _shortcuts(check, patterns)) >= len(patterns) // 4
+    shortcuts = _shortcuts(check, patterns)
+    assert sum(bool(s["literal"]) for s in shortcuts) >= len(patterns) // 4
+    assert sum(s["lazy"] for s in shortcuts) >= len(patterns) // 10
     texts = _random_texts(300, seed)
     kinds = {"first": ("string", {}), "all": ("array", {"items": {"type": "string"}}), "count": ("integer", {})}
     for mode, kind in kinds.items():

@@ -3,7 +3,8 @@
 // stdout, a JSON line each: {"values": [...], "error": str|null} (a json-kind value is its text, a number has
 // a "." or an "e" so that it reads back as a float), or {"plan_error": str}.
 // With --usable, stdin: JSON lines {"pattern"} (as the extractor gets it, "(?s)" first); stdout: a JSON line
-// each, {"group": whether GroupBounds places its group 1, "literal": LiteralStart's literal} (dspark_match.h).
+// each, {"group": whether GroupBounds places its group 1, "literal": LiteralStart's literal, "lazy": whether
+// LazyEnd applies} (dspark_match.h).
 #include <charconv>
 #include <iostream>
 #include <memory>
@@ -95,6 +96,8 @@ int usable() {
     out.append(re.ok() && dspark::GroupBounds(re, 1).usable() ? "true" : "false");
     out.append(",\"literal\":");
     dspark_exact::write_string(out, re.ok() ? dspark::LiteralStart(re).literal() : "");
+    out.append(",\"lazy\":");
+    out.append(re.ok() && dspark::LazyEnd(re, options.max_mem() * 2 / 3).usable() ? "true" : "false");
     std::cout << out << "}\n";
   }
   return 0;
