@@ -237,14 +237,20 @@ def parse_batch(
         )
         errors = {key: [e[k] for e in merged] for k, key in enumerate(("line", "reason", "field", "body"))}
 
-    exact_columns = {c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) for c in plan.columns}
-    positions = np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)])
+    # Most batches leave nothing to the exact path: then nothing is built for it or merged.
+    exact_columns = {
+        c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) if exact_rows else None
+        for c in plan.columns
+    }
+    positions = (
+        np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)]) if exact_lines else read.positions
+    )
     order = np.argsort(positions, kind="stable")
     in_order = np.array_equal(order, np.arange(len(order)))  # most batches are: no copy then
     indices = None if in_order else pa.array(order)
 
-    def ordered(fast: pa.Array, exact: pa.Array) -> pa.Array:
-        whole = pa.concat_arrays([fast, exact]) if len(exact) else fast
+    def ordered(fast: pa.Array, exact: pa.Array | None) -> pa.Array:
+        whole = pa.concat_arrays([fast, exact]) if exact is not None and len(exact) else fast
         return whole if indices is None else whole.take(indices)
 
     arrays = {c.name: ordered(read.columns[c.name], exact_columns[c.name]) for c in plan.columns}
@@ -272,20 +278,24 @@ def parse_batch(
                 text = text[order]
             text &= ~decided  # (the native core reads free text itself: those are decided)
         undecided = np.flatnonzero(~decided & ~text)
-        taken, taken_errors, content_exact = parse_contents(
-            content.take(pa.array(undecided)) if len(undecided) < len(content) else content, plan.properties, None
-        )
         text_rows = np.flatnonzero(text)
+        # What is left to decide here, in the order of ~decided (nothing when the backend decided all).
+        computed: dict[str, pa.Array] = {p.name: pa.nulls(0, content_arrow_type(p)) for p in plan.properties}
+        computed_errors = pa.nulls(0, pa.string())
+        if len(undecided):
+            computed, computed_errors, content_exact = parse_contents(
+                content.take(pa.array(undecided)) if len(undecided) < len(content) else content,
+                plan.properties,
+                None,
+            )
         if len(text_rows):
             extracted, extracted_errors = extract(content.take(pa.array(text_rows)), plan.properties)
             content_exact += len(text_rows)
             back = pa.array(np.argsort(np.concatenate([undecided, text_rows]), kind="stable"))
             computed = {
-                p.name: pa.concat_arrays([taken[p.name], extracted[p.name]]).take(back) for p in plan.properties
+                p.name: pa.concat_arrays([computed[p.name], extracted[p.name]]).take(back) for p in plan.properties
             }
-            computed_errors = pa.concat_arrays([taken_errors, extracted_errors]).take(back)
-        else:
-            computed, computed_errors = taken, taken_errors
+            computed_errors = pa.concat_arrays([computed_errors, extracted_errors]).take(back)
         for p in plan.properties:
             fast = (
                 read.content[p.name]
