@@ -176,13 +176,16 @@ def _for_arrow(source: str, compiled: Any) -> tuple[str | None, str | None]:
     if check.groups != compiled.groups or len(names) != check.groups:
         return None, None
     try:
-        pc.extract_regex(pa.array([], pa.string()), rewritten)
+        pc.extract_regex(_NO_STRINGS, rewritten)
     except pa.ArrowInvalid:
         return None, None
     return rewritten, names[1]
 
 
 _RE2_OPTIONS = re2.Options()
+# What pyarrow's RE2 compiles patterns against: made without pa.array, which imports pandas (a tenth of a
+# second of the command line's start) to ask whether a list is a pandas object.
+_NO_STRINGS = pa.nulls(0, pa.string())
 _RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 
 
@@ -451,7 +454,7 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
         source = "(?s)" + spec["pattern"]
         try:
             pattern = re2.compile(source, _RE2_OPTIONS)
-            pc.match_substring_regex(pa.array([], pa.string()), source)  # pyarrow's RE2 takes it too
+            pc.match_substring_regex(_NO_STRINGS, source)  # pyarrow's RE2 takes it too
         except (re2.error, pa.ArrowInvalid) as exc:
             detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             detail = detail.replace(source, spec["pattern"])
