@@ -8,6 +8,7 @@
 #include "re2/re2.h"
 #include "re2/regexp.h"
 #include "simdjson.h"
+#include "util/utf.h"
 
 namespace dspark {
 namespace {
@@ -39,6 +40,22 @@ void add_literal(Runes& set, Regexp* re, uint32_t r) {
 
 Edge edge(Regexp* re, bool first);
 
+// `^`, `$`, `\A`, `\z`, `\b`, `\B` and the empty pattern: they take no text.
+bool empty_width(Regexp* re) {
+  switch (re->op()) {
+    case re2::kRegexpEmptyMatch:
+    case re2::kRegexpBeginLine:
+    case re2::kRegexpEndLine:
+    case re2::kRegexpWordBoundary:
+    case re2::kRegexpNoWordBoundary:
+    case re2::kRegexpBeginText:
+    case re2::kRegexpEndText:
+      return true;
+    default:
+      return false;
+  }
+}
+
 // The edge of items[from, to), read from the front (`first`) or from the back.
 Edge sequence(Regexp* const* items, int from, int to, bool first) {
   Edge out;
@@ -54,17 +71,12 @@ Edge sequence(Regexp* const* items, int from, int to, bool first) {
 
 Edge edge(Regexp* re, bool first) {
   Edge out;
+  if (empty_width(re)) {
+    out.nullable = true;
+    return out;
+  }
   switch (re->op()) {
     case re2::kRegexpNoMatch:  // matches nothing: no character, never empty
-      return out;
-    case re2::kRegexpEmptyMatch:
-    case re2::kRegexpBeginLine:
-    case re2::kRegexpEndLine:
-    case re2::kRegexpWordBoundary:
-    case re2::kRegexpNoWordBoundary:
-    case re2::kRegexpBeginText:
-    case re2::kRegexpEndText:
-      out.nullable = true;
       return out;
     case re2::kRegexpLiteral:
       add_literal(out.runes, re, static_cast<uint32_t>(re->rune()));
@@ -128,15 +140,8 @@ enum class Item { EMPTY, FIXED, RUN, OTHER };
 // How the walk steps over an item: it takes no text (EMPTY), a fixed number of characters (FIXED), a run of
 // one set's characters (RUN: the caller checks what is next to it), or the walk cannot place it (OTHER).
 Item classify(Regexp* re, Step& step) {
+  if (empty_width(re)) return Item::EMPTY;
   switch (re->op()) {
-    case re2::kRegexpEmptyMatch:
-    case re2::kRegexpBeginLine:
-    case re2::kRegexpEndLine:
-    case re2::kRegexpWordBoundary:
-    case re2::kRegexpNoWordBoundary:
-    case re2::kRegexpBeginText:
-    case re2::kRegexpEndText:
-      return Item::EMPTY;
     case re2::kRegexpLiteral:
     case re2::kRegexpCharClass:
     case re2::kRegexpAnyChar:
@@ -194,22 +199,21 @@ int decode_back(const unsigned char* begin, const unsigned char* end, uint32_t& 
   return len == end - p ? len : 0;
 }
 
-void put_utf8(std::string& out, uint32_t r) {
-  if (r < 0x80) {
-    out.push_back(static_cast<char>(r));
-  } else if (r < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (r >> 6)));
-    out.push_back(static_cast<char>(0x80 | (r & 0x3F)));
-  } else if (r < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (r >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((r >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (r & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (r >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((r >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((r >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (r & 0x3F)));
+void put_utf8(std::string& out, re2::Rune r) {
+  char bytes[re2::UTFmax];
+  out.append(bytes, static_cast<size_t>(re2::runetochar(bytes, &r)));
+}
+
+// Appends `item`'s text (UTF-8) when it is a literal that matches only itself (no (?i)); else false.
+bool put_literal(std::string& out, Regexp* item) {
+  if (item->parse_flags() & Regexp::FoldCase) return false;
+  if (item->op() == re2::kRegexpLiteral) {
+    put_utf8(out, item->rune());
+    return true;
   }
+  if (item->op() != re2::kRegexpLiteralString) return false;
+  for (int k = 0; k < item->nrunes(); ++k) put_utf8(out, item->runes()[k]);
+  return true;
 }
 
 std::string_view view(const re2::StringPiece& p) { return std::string_view(p.data(), p.size()); }
@@ -221,16 +225,8 @@ LiteralStart::LiteralStart(const re2::RE2& re) {
   if (!top || (top->parse_flags() & (Regexp::Latin1 | Regexp::NeverNL))) return;
   std::vector<Regexp*> items;
   flatten(top, 0, items);  // every capture looked through
-  for (Regexp* item : items) {
-    if (item->parse_flags() & Regexp::FoldCase) break;
-    if (item->op() == re2::kRegexpLiteral) {
-      put_utf8(literal_, static_cast<uint32_t>(item->rune()));
-    } else if (item->op() == re2::kRegexpLiteralString) {
-      for (int k = 0; k < item->nrunes(); ++k) put_utf8(literal_, static_cast<uint32_t>(item->runes()[k]));
-    } else {
-      break;
-    }
-  }
+  for (Regexp* item : items)
+    if (!put_literal(literal_, item)) break;
 }
 
 bool LiteralStart::search(const re2::RE2& re, std::string_view text, size_t pos, size_t end,
@@ -264,16 +260,8 @@ LazyEnd::LazyEnd(const re2::RE2& re, int64_t max_mem) {
   if (first_.empty() || n < 3) return;
   Regexp* last = items[n - 1];
   Regexp* lazy = items[n - 2];
-  if (last->parse_flags() & Regexp::FoldCase) return;
-  if (last->op() == re2::kRegexpLiteral) {
-    put_utf8(last_, static_cast<uint32_t>(last->rune()));
-  } else if (last->op() == re2::kRegexpLiteralString) {
-    for (int k = 0; k < last->nrunes(); ++k) put_utf8(last_, static_cast<uint32_t>(last->runes()[k]));
-  } else {
-    return;
-  }
-  if (last_.empty() || lazy->op() != re2::kRegexpStar || !(lazy->parse_flags() & Regexp::NonGreedy) ||
-      lazy->sub()[0]->op() != re2::kRegexpAnyChar)
+  if (!put_literal(last_, last) || last_.empty() || lazy->op() != re2::kRegexpStar ||
+      !(lazy->parse_flags() & Regexp::NonGreedy) || lazy->sub()[0]->op() != re2::kRegexpAnyChar)
     return;
   std::vector<Regexp*> head(items.begin(), items.end() - 2);
   for (Regexp* item : head) item->Incref();  // Concat takes a reference to each
