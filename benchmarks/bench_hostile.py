@@ -1,8 +1,8 @@
 """Time of one degenerate body as it doubles in size: linear time shows as a steady time per KB.
 
-Model output caught in a repetition loop (8k..32k backticks for the coder profile, 1k..4k `<|ref|>` for
-vl) and hostile bodies (deep brackets, a long string), each parsed alone by `parse_batch` on the cpu
-backend, best of --repeat. To measure another checkout's parser, put it first on the path:
+Model output caught in a repetition loop (8k..32k backticks for the coder profile, as many fences, closed or
+not; 1k..4k `<|ref|>` for vl) and hostile bodies (deep brackets, a long string), each parsed alone by
+`parse_batch` on the cpu backend, best of --repeat. To measure another checkout's parser, put it first on the path:
 
     python benchmarks/bench_hostile.py [--repeat 3]
     PYTHONPATH=/path/to/other/checkout python benchmarks/bench_hostile.py --repeat 1
@@ -27,6 +27,8 @@ def _chat(content: str) -> bytes:
 CASES: list[tuple[str, str, Callable[[int], bytes]]] = [
     ("coder: n backticks", "coder", lambda n: _chat("`" * n)),
     ("coder: ```x\\n + n backticks", "coder", lambda n: _chat("```x\n" + "`" * n)),
+    ("coder: n/8 x ```x\\n```", "coder", lambda n: _chat("```x\n```" * (n // 8))),
+    ("coder: n/5 x ```x\\n, unclosed", "coder", lambda n: _chat("```x\n" * (n // 5))),
     ("vl: n/8 x <|ref|>", "vl", lambda n: _chat("<|ref|>" * (n // 8))),
     ("body: n open brackets", "openai", lambda n: b'{"id":"x","x":' + b"[" * n),
     ("body: n-character string", "openai", lambda n: b'{"id":"x","x":"' + b"a" * n + b'"}'),
