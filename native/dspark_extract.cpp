@@ -345,6 +345,9 @@ TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : prop
     bare.set_never_capture(true);
     RE2 without_groups(p.pattern, bare);
     if (without_groups.ok()) keys[k] = without_groups.Regexp()->ToString();
+    const std::string_view cut = " [truncated]";  // ToString stops on a huge pattern: not a key then
+    if (keys[k].size() >= cut.size() && std::string_view(keys[k]).substr(keys[k].size() - cut.size()) == cut)
+      keys[k].clear();
     patterns_.back().first_of =
         keys[k].empty() ? k : static_cast<int>(std::find(keys.begin(), keys.begin() + k, keys[k]) - keys.begin());
     patterns_.back().start = std::make_unique<LiteralStart>(*re);

@@ -540,6 +540,21 @@ def test_groups_of_random_patterns(check: Path, tmp_path: Path, seed: int) -> No
         _same(check, _profile(tmp_path, f"random_{seed}_{mode}", properties), texts)
 
 
+def test_huge_patterns_that_differ_late_share_nothing(check: Path) -> None:
+    # Patterns the same but for their groups share a text's first match; RE2's ToString of a huge pattern
+    # stops early ("... [truncated]": 100,000 words do), so two that differ only past that point must not be
+    # taken as one.
+    rng = random.Random(3)
+    words = ["".join(rng.choice("abcdefghijklmnopqrstuvwxyz") for _ in range(6)) for _ in range(100_000)]
+    plan = [
+        {"name": name, "kind": "integer", "extract": {"pattern": f"(?s){'|'.join(words)}|{tail}", "mode": "count"}}
+        for name, tail in (("a", "q1"), ("b", "q2"))
+    ]
+    line = json.dumps({"properties": plan, "text": f"q2 q2 {words[7]}"}) + "\n"
+    done = subprocess.run([str(check)], input=line.encode(), capture_output=True, timeout=120)
+    assert json.loads(done.stdout) == {"values": [1, 3], "error": None}, done.stderr
+
+
 def re2_groups(pattern: str) -> int:
     return re2.compile(pattern).groups
 
