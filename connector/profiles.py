@@ -183,10 +183,10 @@ def _for_arrow(source: str, compiled: Any) -> tuple[str | None, str | None]:
 
 
 _RE2_OPTIONS = re2.Options()
+_RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 # What pyarrow's RE2 compiles patterns against: made without pa.array, which imports pandas (a tenth of a
 # second of the command line's start) to ask whether a list is a pandas object.
 _NO_STRINGS = pa.nulls(0, pa.string())
-_RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 
 
 @dataclass(frozen=True)

@@ -351,7 +351,7 @@ TextExtractor::TextExtractor(std::vector<ContentPropertySpec> properties) : prop
     patterns_.back().first_of =
         keys[k].empty() ? k : static_cast<int>(std::find(keys.begin(), keys.begin() + k, keys[k]) - keys.begin());
     patterns_.back().start = std::make_unique<LiteralStart>(*re);
-    patterns_.back().lazy = std::make_unique<LazyEnd>(*re, options.max_mem() * 2 / 3);  // RE2's own budget
+    patterns_.back().lazy = std::make_unique<LazyEnd>(*re);
     patterns_.back().bounds = std::make_unique<GroupBounds>(*re, 1);
     patterns_.back().re = std::move(re);
   }

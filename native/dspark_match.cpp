@@ -218,6 +218,13 @@ bool put_literal(std::string& out, Regexp* item) {
 
 std::string_view view(const re2::StringPiece& p) { return std::string_view(p.data(), p.size()); }
 
+// Where `literal` first occurs in [pos, end) of `text`, or npos.
+size_t find(std::string_view text, size_t pos, size_t end, const std::string& literal) {
+  if (end - pos < literal.size()) return std::string_view::npos;
+  const void* at = memmem(text.data() + pos, end - pos, literal.data(), literal.size());
+  return at ? static_cast<size_t>(static_cast<const char*>(at) - text.data()) : std::string_view::npos;
+}
+
 }  // namespace
 
 LiteralStart::LiteralStart(const re2::RE2& re) {
@@ -233,11 +240,8 @@ bool LiteralStart::search(const re2::RE2& re, std::string_view text, size_t pos,
                           std::string_view& match, bool& missed) const {
   re2::StringPiece whole(text.data(), text.size()), piece;
   if (!literal_.empty() && !missed) {
-    const void* at = end - pos >= literal_.size()
-                         ? memmem(text.data() + pos, end - pos, literal_.data(), literal_.size())
-                         : nullptr;
-    if (!at) return false;  // every match starts with the literal
-    pos = static_cast<size_t>(static_cast<const char*>(at) - text.data());
+    pos = find(text, pos, end, literal_);
+    if (pos == std::string_view::npos) return false;  // every match starts with the literal
     if (re.Match(whole, pos, end, re2::RE2::ANCHOR_START, &piece, 1)) {
       match = view(piece);
       return true;
@@ -250,7 +254,7 @@ bool LiteralStart::search(const re2::RE2& re, std::string_view text, size_t pos,
   return true;
 }
 
-LazyEnd::LazyEnd(const re2::RE2& re, int64_t max_mem) {
+LazyEnd::LazyEnd(const re2::RE2& re) {
   Regexp* top = re.Regexp();
   if (!top || (top->parse_flags() & (Regexp::Latin1 | Regexp::NeverNL))) return;
   first_ = LiteralStart(re).literal();
@@ -266,7 +270,7 @@ LazyEnd::LazyEnd(const re2::RE2& re, int64_t max_mem) {
   std::vector<Regexp*> head(items.begin(), items.end() - 2);
   for (Regexp* item : head) item->Incref();  // Concat takes a reference to each
   Regexp* concat = Regexp::Concat(head.data(), static_cast<int>(head.size()), top->parse_flags());
-  head_ = concat->CompileToProg(max_mem);
+  head_ = concat->CompileToProg(re.options().max_mem() * 2 / 3);  // RE2's own budget for its program
   concat->Decref();
   if (head_ && head_->anchor_end()) {  // (never after `.*?` and a literal: kept out all the same)
     delete head_;
@@ -278,10 +282,8 @@ LazyEnd::~LazyEnd() { delete head_; }
 
 int LazyEnd::search(std::string_view text, size_t pos, size_t end, std::string_view& match, bool& missed) const {
   if (missed || !head_) return -1;
-  if (end - pos < first_.size()) return 0;
-  const void* at = memmem(text.data() + pos, end - pos, first_.data(), first_.size());
-  if (!at) return 0;  // every match starts with the first literal
-  size_t s = static_cast<size_t>(static_cast<const char*>(at) - text.data());
+  size_t s = find(text, pos, end, first_);
+  if (s == std::string_view::npos) return 0;  // every match starts with the first literal
   re2::StringPiece head;
   bool failed = false;
   if (!head_->SearchDFA(re2::StringPiece(text.data() + s, end - s), re2::StringPiece(text.data(), text.size()),
@@ -291,9 +293,8 @@ int LazyEnd::search(std::string_view text, size_t pos, size_t end, std::string_v
     return -1;
   }
   size_t x = s + head.size();
-  const void* tail = end - x >= last_.size() ? memmem(text.data() + x, end - x, last_.data(), last_.size()) : nullptr;
-  size_t p = tail ? static_cast<size_t>(static_cast<const char*>(tail) - text.data()) : 0;
-  if (!tail || !simdjson::validate_utf8(text.data() + x, p - x)) {
+  size_t p = find(text, x, end, last_);
+  if (p == std::string_view::npos || !simdjson::validate_utf8(text.data() + x, p - x)) {
     missed = true;
     return -1;
   }

@@ -62,7 +62,7 @@ class LiteralStart {
 // not so (no head there, no literal after it, not UTF-8), the search is left to RE2 (and `missed` set).
 class LazyEnd {
  public:
-  LazyEnd(const re2::RE2& re, int64_t max_mem);
+  explicit LazyEnd(const re2::RE2& re);
   ~LazyEnd();
   LazyEnd(const LazyEnd&) = delete;
   LazyEnd& operator=(const LazyEnd&) = delete;

@@ -47,7 +47,7 @@ def check(tmp_path_factory: pytest.TempPathFactory) -> Path:
     re2 = build_native.re2_objects(cxx, [])
     target = tmp_path_factory.mktemp("extract_check") / "extract_check"
     command = [
-        # DSPARK_CHECK_GROUPS: every group GroupBounds places is held against RE2's backtracker (abort if not).
+        # DSPARK_CHECK_GROUPS: every match, group and count of dspark_match.h's shortcuts against RE2's own.
         cxx, "-std=c++17", "-O1", "-pthread", "-DDSPARK_CHECK_GROUPS", f"-I{ROOT / 'native'}",
         f"-I{build_native.RE2_DIR}", f"-I{simdjson}", str(ROOT / "native" / "tests" / "extract_check.cpp"),
         str(ROOT / "native" / "dspark_extract.cpp"), str(ROOT / "native" / "dspark_match.cpp"),

@@ -37,7 +37,7 @@ for source in "$re2"/re2/*.cc "$re2"/util/*.cc; do
     fi
 done
 for pid in "${pids[@]}"; do wait "$pid"; done
-# DSPARK_CHECK_GROUPS: every group GroupBounds places is held against RE2's backtracker (abort if not).
+# DSPARK_CHECK_GROUPS: every match, group and count of dspark_match.h's shortcuts is held against RE2's own.
 "$cxx" "${flags[@]}" -fsanitize=fuzzer -DDSPARK_CHECK_GROUPS -pthread -I native -I "$build" -I "$simdjson" -I "$re2" \
     native/fuzz/fuzz_parse.cpp native/dspark_core.cpp native/dspark_exact.cpp native/dspark_json.cpp native/dspark_extract.cpp native/dspark_match.cpp \
     "$build/simdjson.o" "${re2_objects[@]}" -o "$build/fuzz_parse"

@@ -97,7 +97,7 @@ int usable() {
     out.append(",\"literal\":");
     dspark_exact::write_string(out, re.ok() ? dspark::LiteralStart(re).literal() : "");
     out.append(",\"lazy\":");
-    out.append(re.ok() && dspark::LazyEnd(re, options.max_mem() * 2 / 3).usable() ? "true" : "false");
+    out.append(re.ok() && dspark::LazyEnd(re).usable() ? "true" : "false");
     std::cout << out << "}\n";
   }
   return 0;
