@@ -22,7 +22,6 @@ from typing import Any, Literal
 
 import jsonschema
 import pyarrow as pa
-import pyarrow.compute as pc
 import re2
 import referencing
 import referencing.exceptions
@@ -176,17 +175,29 @@ def _for_arrow(source: str, compiled: Any) -> tuple[str | None, str | None]:
     if check.groups != compiled.groups or len(names) != check.groups:
         return None, None
     try:
-        pc.extract_regex(_NO_STRINGS, rewritten)
+        _arrow_compiles("extract_regex", rewritten)
     except pa.ArrowInvalid:
         return None, None
     return rewritten, names[1]
+
+
+def _arrow_compiles(function: str, pattern: str) -> None:
+    """Raises pa.ArrowInvalid where pyarrow's compute `function` (its RE2) refuses `pattern`.
+
+    Given one null: on an empty array pyarrow compiles no pattern. Called through pyarrow's compute
+    extension, not `pyarrow.compute`, whose import wraps every function (25 ms of `dspark-vllm parse`'s start).
+    """
+    from pyarrow._compute import ExtractRegexOptions, MatchSubstringOptions, call_function
+
+    options = ExtractRegexOptions(pattern) if function == "extract_regex" else MatchSubstringOptions(pattern)
+    call_function(function, [_ONE_NULL], options)
 
 
 _RE2_OPTIONS = re2.Options()
 _RE2_OPTIONS.log_errors = False  # a bad pattern is a ProfileError, not a line on stderr
 # What pyarrow's RE2 compiles patterns against: made without pa.array, which imports pandas (a tenth of a
 # second of the command line's start) to ask whether a list is a pandas object.
-_NO_STRINGS = pa.nulls(0, pa.string())
+_ONE_NULL = pa.nulls(1, pa.string())
 
 
 @dataclass(frozen=True)
@@ -454,7 +465,7 @@ def _content_property(path: Path, where: str, name: str, schema: Mapping[str, An
         source = "(?s)" + spec["pattern"]
         try:
             pattern = re2.compile(source, _RE2_OPTIONS)
-            pc.match_substring_regex(_NO_STRINGS, source)  # pyarrow's RE2 takes it too
+            _arrow_compiles("match_substring_regex", source)  # pyarrow's RE2 takes it too
         except (re2.error, pa.ArrowInvalid) as exc:
             detail = exc.args[0].decode() if exc.args and isinstance(exc.args[0], bytes) else str(exc)
             detail = detail.replace(source, spec["pattern"])

@@ -174,3 +174,15 @@ def test_a_ref_that_does_not_resolve_names_the_key(tmp_path: Path):
         ProfileError, match=r"bad_ref.yaml: key 'content.properties.x.\$ref': '#/\$defs/Nope' does not resolve"
     ):
         load_profile(path)
+
+
+def test_pattern_that_pyarrows_re2_refuses_is_a_profile_error(tmp_path: Path):
+    # google-re2 takes `(?<name>...)`; pyarrow 16's RE2 (the gpu backend's x-extract) does not. The check
+    # once ran on an empty array, where pyarrow compiles nothing, and let it through.
+    profile = tmp_path / "named.yaml"
+    profile.write_text(
+        "name: named\nextends: openai\ncontent:\n  type: object\n  properties:\n    answer:\n"
+        "      type: string\n      x-extract: {pattern: '(?<n>a)'}\n"
+    )
+    with pytest.raises(ProfileError, match=r"named.yaml: key 'content.properties.answer.x-extract.pattern'"):
+        load_profile(profile)
