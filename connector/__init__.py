@@ -3,21 +3,44 @@
 >>> from connector import parse_batch
 >>> parse_batch([b'{"id": "c1", "created": 0}'], backend="cpu").table.column("id").to_pylist()
 ['c1']
+
+The names below are imported on first use (PEP 562): `import connector.cli` does not load pyarrow and
+numpy, so the command line can start light and set up the process before they load.
 """
 
 from __future__ import annotations
 
-from connector.decode import ParseResult, parse_batch
-from connector.errors import (
-    BackendUnavailable,
-    ClientError,
-    DsparkError,
-    OptionsError,
-    ProfileError,
-    SchemaDiscoveryError,
-)
-from connector.profiles import Profile, builtin_profiles, load_profile
-from connector.schema.columns import output_schema
+import importlib as _importlib
+import typing as _typing
+
+if _typing.TYPE_CHECKING:
+    from connector.decode import ParseResult, parse_batch
+    from connector.errors import (
+        BackendUnavailable,
+        ClientError,
+        DsparkError,
+        OptionsError,
+        ProfileError,
+        SchemaDiscoveryError,
+    )
+    from connector.profiles import Profile, builtin_profiles, load_profile
+    from connector.schema.columns import output_schema
+
+# Each public name and the module that defines it.
+_WHERE = {
+    "ParseResult": "connector.decode",
+    "parse_batch": "connector.decode",
+    "BackendUnavailable": "connector.errors",
+    "ClientError": "connector.errors",
+    "DsparkError": "connector.errors",
+    "OptionsError": "connector.errors",
+    "ProfileError": "connector.errors",
+    "SchemaDiscoveryError": "connector.errors",
+    "Profile": "connector.profiles",
+    "builtin_profiles": "connector.profiles",
+    "load_profile": "connector.profiles",
+    "output_schema": "connector.schema.columns",
+}
 
 __all__ = [
     "BackendUnavailable",
@@ -33,3 +56,16 @@ __all__ = [
     "output_schema",
     "parse_batch",
 ]
+
+
+def __getattr__(name: str) -> _typing.Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'connector' has no attribute {name!r}")
+    value = getattr(_importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -123,18 +124,22 @@ def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
 
 def test_parse_imports_no_other_subcommand(tmp_path: Path):
     """`parse` does not import the simulator, the HTTP client or PyFlink just to build its argument parser, nor
-    pandas (pyarrow imports it for pa.array; a tenth of a second, a third of the command's CPU, went to it)."""
+    pandas (pyarrow imports it for pa.array; a tenth of a second, a third of the command's CPU, went to it), nor
+    pyarrow.compute (25 ms). `import connector.cli` loads no numpy, so `parse` can keep OpenBLAS to one thread
+    before numpy starts it (its spinning threads were a fifth of the command's CPU on 2 cores)."""
     (tmp_path / "in.ndjson").write_bytes(encode(chat()) + b"\n")
     code = (
-        "import sys\nfrom connector.cli import main\n"
+        "import os, sys\nfrom connector.cli import main\n"
+        "early = sorted(m for m in ('numpy', 'pyarrow') if m in sys.modules)\n"
         f"main(['parse', {str(tmp_path / 'in.ndjson')!r}, '--profile', 'coder', '--backend', 'cpu',"
         f" '--output', {str(tmp_path / 'o.parquet')!r}])\n"
-        "print(sorted(m for m in ('aiohttp', 'pyflink', 'connector.simulator', 'connector.flink', 'pandas')"
-        " if m in sys.modules))"
+        "print(early, sorted(m for m in ('aiohttp', 'pyflink', 'connector.simulator', 'connector.flink', 'pandas',"
+        " 'pyarrow.compute') if m in sys.modules), os.environ.get('OPENBLAS_NUM_THREADS'))"
     )
     root = Path(__file__).resolve().parents[1]
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root)
-    assert done.stdout.strip() == "[]"
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_NUM_THREADS"}
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=root, env=env)
+    assert done.stdout.strip() == "[] [] 1"
 
 
 # -- hostile use (issue 12): one-line errors before any work, one exit scheme, nothing lost -----------------
