@@ -1,3 +1,5 @@
+import pytest
+
 import connector
 
 
@@ -17,6 +19,11 @@ def test_all_matches_public_names():
         "options",
     }
     assert set(connector.__all__) == public - modules
+    # The names load on first use: each must resolve to the object its module defines.
+    for name in connector.__all__:
+        assert getattr(connector, name) is not None
+    with pytest.raises(AttributeError):
+        _ = connector.not_a_name
 
 
 def test_doctest_example():
