@@ -106,6 +106,7 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert "x today" in printed and "read " in printed and "content " in printed
     assert by_path["dspark-vllm cpu, the orjson script's columns"]["versus"] == "orjson + pyarrow.Table.from_pylist"
     assert "goals (issue 17)" in printed and "(goal 8x, " in printed and "(goal 3x, " in printed
+    assert "(not a goal) dspark-vllm cpu, the orjson script's columns vs json.loads + pandas" in printed
 
 
 def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
