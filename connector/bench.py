@@ -381,7 +381,8 @@ def _print_goals(results: list[dict[str, Any]], bodies: int, cpu_name: str) -> N
     # Today's script and the orjson script read the same columns (`_extract`): ours on those, against today.
     today = seconds.get("json.loads + pandas + fromtimestamp (today)")
     if today and seconds.get(_SAME_COLUMNS):
-        print(f"  (not a goal) {_SAME_COLUMNS} vs json.loads + pandas + fromtimestamp (today): {today / seconds[_SAME_COLUMNS]:.1f}x")
+        ratio = today / seconds[_SAME_COLUMNS]
+        print(f"  (not a goal) {_SAME_COLUMNS} vs json.loads + pandas + fromtimestamp (today): {ratio:.1f}x")
 
 
 def _print_table(results: list[dict[str, Any]], bodies: int, size: int) -> None:
