@@ -49,6 +49,7 @@ class ConfigOption(Generic[T]):
     required: bool = False
     values: tuple[str, ...] = ()  # for enums
     minimum: float | None = None
+    maximum: float | None = None
     group: str = "General"
     secret: bool = False
     prefix: bool = False  # a family of keys: '<key>.<anything>' (the key itself ends with '.')
@@ -86,6 +87,8 @@ class ConfigOption(Generic[T]):
             ) from None
         if self.minimum is not None and not isinstance(value, str) and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
+        if self.maximum is not None and not isinstance(value, str) and value > self.maximum:
+            raise OptionsError(f"Option '{self.key}' must be <= {_fmt(self.maximum)}, got '{raw}'.")
         return cast(T, value)
 
     @property
@@ -363,9 +366,11 @@ REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
 REQUEST_MAX_BODY_SIZE: ConfigOption[int] = _option(
     "request.max-body-size",
     "memory",
-    "A larger response is not read: its connection is closed and the prompt becomes an error row (too-large).",
+    "A larger response is not read: its connection is closed and the prompt becomes an error row (too-large). "
+    "At most 256 mb, the largest body the parser reads (docs/json.md).",
     default=32 * 1024**2,
     minimum=1024,
+    maximum=256 * 1024**2,
     group="Request",
 )
 REQUEST_STRUCTURED_OUTPUT: ConfigOption[bool] = _option(

@@ -1219,7 +1219,8 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       size_t readable = data_len - static_cast<size_t>(offsets[i]);
       verdict = walk.document(parsers.body, padded_view(text, len, readable, parsers.padded));
     }
-    // The slow path decides what the fast pass left (a body refused by its size stays unread).
+    // The slow path decides what the fast pass left (a body refused by its size stays unread: its reason
+    // says so).
     bool slow_row = false;
     if (verdict != DSPARK_OK && plan.explain && verdict != DSPARK_TOO_LARGE) {
       if (dspark_exact::decode_body(std::string_view(text, len), plan.exact_columns, exact_unit, cells, why)) {
@@ -1235,8 +1236,8 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       verdicts->int8(static_cast<int8_t>(verdict));
       content_verdicts->int8(plan.explain ? DSPARK_CONTENT_NULL : DSPARK_CONTENT_DEFERRED);
       if (plan.explain) {
-        if (verdict == DSPARK_TOO_LARGE) {
-          reasons.null();
+        if (verdict == DSPARK_TOO_LARGE) {  // exact.py's reason (decode_body), from the length alone
+          reasons.str("body too large: over " + std::to_string(plan.max_body) + " bytes");
           fields_of.null();
         } else {
           reasons.str(why.reason);

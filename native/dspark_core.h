@@ -8,7 +8,8 @@
  * project passes) the core decides every body as connector/decode/exact.py would, byte for byte: a row
  * (DSPARK_OK), or an error with its category (the verdict), `reason` and `field`, and every content's values
  * and `content_error`; a fast pass reads the bodies it can, a slow path (dspark_exact.cpp) the rest. Only a
- * body over max_body_bytes is left unread (DSPARK_TOO_LARGE, no reason). Without "explain", a body the fast
+ * body over max_body_bytes is left unread (DSPARK_TOO_LARGE; with "explain" its reason is "body too large: over
+ * <max_body_bytes> bytes", as the exact path says it). Without "explain", a body the fast
  * pass leaves gets only a verdict, and nulls. The core owns no memory after the call: the exported arrays
  * own theirs and free it in their release callbacks.
  */

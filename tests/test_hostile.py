@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from connector.decode import parse_batch
-from connector.decode.strict import DEPTH_LIMIT
+from connector.decode.strict import DEPTH_LIMIT, MAX_BODY_BYTES
 from connector.errors import ProfileError
 from connector.profiles import load_profile
 from tests.bodies import chat, choice, encode
@@ -241,6 +241,16 @@ def test_a_none_or_non_bytes_body_is_one_error_row(backend: str):
         {"line": 2, "reason": "not a body: got NoneType (give bytes or str)", "field": None, "body": None},
         {"line": 3, "reason": "not a body: got int (give bytes or str)", "field": None, "body": None},
     ]
+
+
+def test_a_body_over_the_size_limit_is_one_error_row_unread(backend: str):
+    """docs/json.md: a body over MAX_BODY_BYTES is refused from its length; its error row carries no body."""
+    over = b'{"id":"' + b"x" * (MAX_BODY_BYTES - 8) + b'"}'
+    assert len(over) == MAX_BODY_BYTES + 1
+    result = parse([GOOD[0], over, GOOD[1]], "openai", backend)
+    assert result.table.column("id").to_pylist() == ["g0", "g1"]
+    reason = f"body too large: over {MAX_BODY_BYTES} bytes"
+    assert result.errors.to_pylist() == [{"line": 2, "reason": reason, "field": None, "body": None}]
 
 
 # -- an integer beyond Python's int-string limit where a column reads it -------------------------------------

@@ -27,6 +27,10 @@ pytestmark = [pytest.mark.slow, NEEDS_JDK]
 BATCH = 97  # bodies per JNI call: several calls per case, a partial last one
 
 
+_SMALL_LIMIT_CASE = "openai, a body over the plan's max_body_bytes"
+_SMALL_LIMIT = 4096
+
+
 def _cases() -> dict[str, tuple[str, list[str], list[bytes]]]:
     rng = random.Random("issue-18 jvm")
     openai = make_corpus(300, "openai", seed=18, json_share=0.6)
@@ -51,6 +55,9 @@ def _cases() -> dict[str, tuple[str, list[str], list[bytes]]]:
             make_corpus(200, "vl", seed=21, json_share=0.5),
         ),
     }
+    # The plan's size limit holds in the JVM too (here a small one: the 256 MiB of a real plan are tested in
+    # tests/test_native.py): the body over it is an error row with the core's reason, the others rows.
+    cases[_SMALL_LIMIT_CASE] = ("openai", ["id", "model"], openai[:20] + [b'{"id": "' + b"x" * 5000 + b'"}'])
     if FILES:
         suite = [p.read_bytes() for p in FILES]
         cases["JSONTestSuite, whole"] = ("openai", every, suite)
@@ -78,10 +85,12 @@ def _python(profile: str, columns: list[str], bodies: list[bytes]) -> list[dict[
 def jvm(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
     folder = tmp_path_factory.mktemp("jvm")
     args = [str(BATCH)]
-    for i, (profile, columns, bodies) in enumerate(CASES.values()):
+    for i, (name, (profile, columns, bodies)) in enumerate(CASES.items()):
         loaded = load_profile(profile)
         plan = folder / f"plan-{i}.json"
-        plan.write_bytes(NativePlan.of(body_columns(loaded), loaded.created_unit, loaded.content_properties).document)
+        limit = {"max_body_bytes": _SMALL_LIMIT} if name == _SMALL_LIMIT_CASE else {}
+        document = NativePlan.of(body_columns(loaded), loaded.created_unit, loaded.content_properties, **limit).document
+        plan.write_bytes(document)
         lines = folder / f"bodies-{i}.txt"
         lines.write_text("".join(base64.b64encode(b).decode() + "\n" for b in bodies))
         args += [str(plan), ",".join(columns), str(lines)]
@@ -97,6 +106,10 @@ def jvm(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
 def test_the_jvm_reads_what_python_reads(jvm, case: str):
     profile, columns, bodies = CASES[case]
     expected = _python(profile, columns, bodies)
+    if case == _SMALL_LIMIT_CASE:
+        too_large = [i for i, b in enumerate(bodies) if len(b) > _SMALL_LIMIT]
+        assert too_large == [len(bodies) - 1]
+        expected[-1] = {**dict.fromkeys(columns), "reason": f"body too large: over {_SMALL_LIMIT} bytes", "field": None}
     got = jvm[case]
     assert len(got) == len(bodies)
     wrong = [(i, g, e) for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e]

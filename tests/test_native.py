@@ -146,8 +146,26 @@ def test_a_2_gib_body_is_refused_by_size_before_it_is_read():
         out = native.read(plan, buffer, np.array([0, size, size + 1], np.int64))
         grown_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
         assert out.field("verdict").to_pylist() == [9, 1]  # too large; one NUL byte is not JSON
+        assert out.field("reason").to_pylist()[0] == "body too large: over 268435456 bytes"
         del buffer, out
     assert grown_kib < 64 * 1024  # not the 2 GiB that reading it would map in
+
+
+def test_the_size_limit_is_the_exact_paths_in_the_core(monkeypatch):
+    """At the limit a body is read, one byte over it refused with the exact path's reason (here a limit of 100)."""
+    from connector.decode import exact
+
+    at = b'{"id":"' + b"x" * 91 + b'"}'
+    bodies = [at, at[:-2] + b'x"}']
+    assert [len(b) for b in bodies] == [100, 101]
+    columns = plan_for(load_profile("openai"), ["id"]).columns
+    out = _read(native.NativePlan.of(columns, "seconds", max_body_bytes=100), bodies)
+    assert out.field("verdict").to_pylist() == [0, 9]
+    assert out.field("reason").to_pylist() == [None, "body too large: over 100 bytes"]
+    monkeypatch.setattr(exact, "MAX_BODY_BYTES", 100)
+    assert exact.decode_body(at, columns, "seconds")["id"] == "x" * 91
+    with pytest.raises(exact.Rejected, match=r"^body too large: over 100 bytes$"):
+        exact.decode_body(bodies[1], columns, "seconds")
 
 
 def test_a_plan_of_another_version_is_refused():

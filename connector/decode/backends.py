@@ -113,9 +113,9 @@ class NativeBackend:
             return BodiesRead(np.zeros(0, np.int64), {c.name: pa.nulls(0, c.arrow_type) for c in plan.columns})
         verdict = native.int8s(out.field("verdict"))
         ok = verdict == native.OK
-        # Explained (the plan's "explain"): every body but those refused by size is a row or an error row.
+        # Explained (the plan's "explain"): every body is a row or an error row.
         explained = out.type.get_field_index("reason") >= 0
-        rejected = ~ok & (verdict != native.TOO_LARGE) if explained else np.zeros(len(ok), bool)
+        rejected = ~ok if explained else np.zeros(len(ok), bool)
         if len(bodies.not_bodies):
             ok[bodies.not_bodies] = False
             rejected[bodies.not_bodies] = False

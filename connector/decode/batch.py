@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from connector.decode.backends import Backend, Bodies, select_backend
 from connector.decode.content import parse_contents
-from connector.decode.exact import Rejected, decode_body
+from connector.decode.exact import MAX_BODY_BYTES, Rejected, decode_body
 from connector.decode.extract import extract
 from connector.decode.native import NativePlan
 from connector.profiles import ContentProperty, Profile, load_profile
@@ -58,7 +58,8 @@ class ParseResult:
     `columns` asked for (first column `line`: the 1-based position of the body in the input, counted from
     `first_line`); with `inline_errors`, every body's row in input order, error rows included (their columns
     null) and two more columns, `INLINE_ERROR_FIELDS` (null on parsed rows). `errors` has `ERRORS_SCHEMA`:
-    line, reason, field (null when not about one field) and body (the raw bytes). `backend` is the
+    line, reason, field (null when not about one field) and body (the raw bytes; null for what is not a body
+    and for a body over `MAX_BODY_BYTES`, which is not read). `backend` is the
     backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
     `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads
     (batch reads of the gpu backend, isolation included), seconds, and where the seconds went: screen_s
@@ -213,8 +214,9 @@ def parse_batch(
     not_bodies = set(batch.not_bodies.tolist())
 
     def given(i: int) -> bytes | None:
-        """Body `i` as given (None for what is not a body)."""
-        return None if i in not_bodies else batch.raw[i]
+        """Body `i` as given, for its error row (None for what is not a body, and for a body too large to be
+        read: an error row does not carry hundreds of megabytes)."""
+        return None if i in not_bodies or len(batch.raw[i]) > MAX_BODY_BYTES else batch.raw[i]
 
     read = chosen.read_bodies(batch, plan)
 

@@ -12,12 +12,20 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.decode.strict import Rejected, loads
+from connector.decode.strict import MAX_BODY_BYTES, Rejected, loads
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 from connector.schema.json_types import json_type
 
-__all__ = ["Rejected", "body_values", "decode_body", "json_content_values", "json_text", "load_json_object"]
+__all__ = [
+    "MAX_BODY_BYTES",
+    "Rejected",
+    "body_values",
+    "decode_body",
+    "json_content_values",
+    "json_text",
+    "load_json_object",
+]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 # Timestamps Flink's TIMESTAMP(3) can hold: years 1..9999, in milliseconds since the epoch.
@@ -194,6 +202,8 @@ def _column_value(obj: Mapping[str, Any], column: Column, created_unit: str) -> 
 
 def decode_body(raw: bytes, columns: Sequence[Column], created_unit: str) -> dict[str, Any]:
     """Raw body bytes -> column values; raises `Rejected`."""
+    if len(raw) > MAX_BODY_BYTES:
+        raise Rejected(f"body too large: over {MAX_BODY_BYTES} bytes")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from connector.decode.exact import MAX_BODY_BYTES
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
@@ -33,11 +34,8 @@ __all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "bools",
 ABI_VERSION = 2
 PLAN_VERSION = 2
 OK = 0
-TOO_LARGE = 9  # the one verdict an explained plan leaves to the caller: refused by size, never read
 # content_verdict: read into the columns / no content / free text / left to the exact path
 CONTENT_JSON, CONTENT_NULL, CONTENT_TEXT, CONTENT_DEFERRED = 0, 1, 2, 3
-# Bodies longer than this are refused by size, unread (they take the exact path, as every body the core leaves).
-MAX_BODY_BYTES = 256 << 20
 _DONE, _OUTPUT_TOO_LARGE = 0, 3
 _DIR = Path(__file__).resolve().parent.parent / "_native"
 

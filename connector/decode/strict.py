@@ -39,9 +39,12 @@ import pyarrow as pa
 import re2
 import simdjson
 
-__all__ = ["DEPTH_LIMIT", "Rejected", "display_path", "loads", "screen"]
+__all__ = ["DEPTH_LIMIT", "MAX_BODY_BYTES", "Rejected", "display_path", "loads", "screen"]
 
 DEPTH_LIMIT = 64
+# A longer body is not read (docs/json.md): far beyond any response, and reading it would take several times
+# its size in memory. The native core refuses it from its length alone, with the same reason.
+MAX_BODY_BYTES = 256 << 20
 _WS = " \t\n\r"
 
 
@@ -204,8 +207,8 @@ def screen(records: pa.Array, items: Sequence[bytes | str | None] | None = None)
     parse = simdjson.Parser().parse
     passed = []
     for item in items:
-        try:
-            passed.append(item is not None and type(parse(item)) is simdjson.Object)
+        try:  # a body over the size limit is left to `loads`'s caller, which refuses it unread
+            passed.append(item is not None and len(item) <= MAX_BODY_BYTES and type(parse(item)) is simdjson.Object)
         except Exception:  # any refusal leaves the record to `loads`, which says why
             passed.append(False)
     mask = np.array(passed, dtype=bool)

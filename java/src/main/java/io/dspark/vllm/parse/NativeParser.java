@@ -81,9 +81,7 @@ public final class NativeParser {
                 root.remove("content");
             }
             root.put("explain", true);
-            // Every body a Java array can hold is read, as the exact path reads any body (the core's own limit
-            // is for callers that would hand it a mapped file).
-            root.put("max_body_bytes", Integer.MAX_VALUE);
+            // The plan's max_body_bytes stays: a longer body is an error row ("body too large"), as in Python.
             plan = json.writeValueAsBytes(root);
         } catch (IOException e) {
             throw new UncheckedIOException(e);
