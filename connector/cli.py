@@ -43,6 +43,7 @@ _DELEGATED = {
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
 }
 _READ_SIZE = 1 << 24
+_BATCH_BYTES = 64 << 20  # a batch of lines is given to parse_batch at this size, whatever its count
 
 
 class _Failed(DsparkError):
@@ -73,9 +74,17 @@ def _open_input(source: str) -> IO[bytes]:
 
 
 def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
-    """The lines of `stream` (without `\\n` or `\\r\\n`) in lists of `size`, reading a block at a time."""
+    """The lines of `stream` (without `\\n` or `\\r\\n`) in lists of `size` (fewer when they hold
+    `_BATCH_BYTES`), reading a block at a time. Of a line longer than a body may be, only its first
+    `MAX_BODY_BYTES + 2` bytes are kept (over the limit even without a `\\r`): parse_batch refuses it from
+    that length, and memory stays bounded whatever the input (a file of one endless line too)."""
+    from connector.decode.strict import MAX_BODY_BYTES
+
+    keep = MAX_BODY_BYTES + 2
     batch: list[bytes] = []
-    rest = b""
+    held = 0  # bytes in `batch`
+    start: list[bytes] = []  # the beginning of the line the last block ended inside, at most `keep` bytes
+    started = 0
     while True:
         try:
             block = stream.read(_READ_SIZE)
@@ -83,14 +92,23 @@ def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
             raise _Failed(f"cannot read the input: {exc.strerror}") from None
         if not block:
             break
-        lines = (rest + block).split(b"\n")
-        rest = lines.pop()
+        lines = block.split(b"\n")
+        last = lines.pop()
+        if lines and start:
+            lines[0] = b"".join([*start, lines[0][: keep - started]])
+            start, started = [], 0
         for line in lines:
+            line = line[:keep]  # noqa: PLW2901 - (the line itself when shorter, no copy)
             batch.append(line[:-1] if line.endswith(b"\r") else line)
-            if len(batch) == size:
+            held += len(batch[-1])
+            if len(batch) == size or held >= _BATCH_BYTES:
                 yield batch
-                batch = []
-    if rest:
+                batch, held = [], 0
+        if last and started < keep:
+            start.append(last[: keep - started])
+            started += len(start[-1])
+    if start:
+        rest = b"".join(start)[:keep]
         batch.append(rest[:-1] if rest.endswith(b"\r") else rest)
     if batch:
         yield batch

@@ -323,3 +323,61 @@ def test_a_body_that_crashed_the_batch_is_one_error_row(tmp_path: Path):
         "invalid string: unpaired surrogate escape",
         "error.message",
     )
+
+
+def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
+    """`_batches` against the plain definition (split at \\n, drop one \\r before it, a line over the limit cut to
+    the limit + 2 so that it stays over it after that), on seeded random bytes with tiny blocks, limits and
+    batches: lines across blocks, \\r at a block's end, empty lines, no final newline."""
+    import io
+    import random
+
+    import connector.decode.strict as strict
+    from connector import cli
+
+    def expected(data: bytes, keep: int) -> list[bytes]:
+        lines = data.split(b"\n")
+        if lines[-1] == b"":
+            lines.pop()
+        return [line[:keep][:-1] if line[:keep].endswith(b"\r") else line[:keep] for line in lines]
+
+    rng = random.Random("cli lines")
+    for _ in range(3000):
+        monkeypatch.setattr(cli, "_READ_SIZE", rng.choice([1, 2, 3, 5, 8, 64]))
+        monkeypatch.setattr(cli, "_BATCH_BYTES", rng.choice([1, 5, 1000]))
+        monkeypatch.setattr(strict, "MAX_BODY_BYTES", rng.choice([1, 2, 4, 10, 100]))
+        data = bytes(rng.choice(b"ab\r\n") for _ in range(rng.randrange(0, 80)))
+        size = rng.choice([1, 2, 3, 1000])
+        batches = list(cli._batches(io.BytesIO(data), size))
+        assert all(0 < len(b) <= size for b in batches)
+        lines = [line for b in batches for line in b]
+        assert lines == expected(data, strict.MAX_BODY_BYTES + 2), data
+        for line, given in zip(lines, data.split(b"\n"), strict=False):
+            whole = given[:-1] if given.endswith(b"\r") else given
+            assert line == whole if len(whole) <= strict.MAX_BODY_BYTES else len(line) > strict.MAX_BODY_BYTES
+
+
+def test_an_endless_line_is_one_error_row_in_bounded_memory(tmp_path: Path):
+    """A 600 MB line (docs/json.md: a body over 256 MiB is not read) is one error row without its body, the lines
+    around it rows; the command holds at most the limit of it (it held the whole line, then read it)."""
+    source = tmp_path / "in.ndjson"
+    with source.open("wb") as f:
+        f.write(encode(chat(id="a")) + b'\n{"id": "')
+        for _ in range(600):
+            f.write(b"x" * (1 << 20))
+        f.write(b'"}\n' + encode(chat(id="b")) + b"\n")
+    out, errors = tmp_path / "o.parquet", tmp_path / "e.ndjson"
+    measured = (
+        "import atexit, resource, runpy, sys\n"
+        "atexit.register(lambda: print('maxrss', resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr))\n"
+        "sys.argv[0] = 'dspark-vllm'\n"
+        "runpy.run_module('connector.cli', run_name='__main__')\n"
+    )
+    args = ["parse", str(source), "--backend", "cpu", "--output", str(out), "--errors", str(errors)]
+    proc = subprocess.run([sys.executable, "-c", measured, *args], capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert pq.read_table(out).column("id").to_pylist() == ["a", "b"]
+    (error,) = [json.loads(line) for line in errors.read_text().splitlines()]
+    assert (error["line"], error["reason"], error["body"]) == (2, "body too large: over 268435456 bytes", None)
+    maxrss_kib = int(proc.stderr.decode().split("maxrss ")[-1].split()[0])
+    assert maxrss_kib < 1_400_000, f"{maxrss_kib} KiB"
