@@ -8,7 +8,8 @@ dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
 
 Exit status: 0 done (rejected bodies are error rows, not a failure); 1 the work failed while running (a
 file could not be read or written, a server could not be reached); 2 a usage error, found before any work
-(arguments, profile, input and output paths, backend); 130 interrupted. Every error is one line on stderr.
+(arguments, profile, input and output paths, backend); 130 interrupted, 143 (129) terminated by SIGTERM
+(SIGHUP), temporary files removed. Every error is one line on stderr.
 """
 
 from __future__ import annotations
@@ -20,12 +21,12 @@ import importlib
 import json
 import logging
 import os
+import signal
 import stat
 import sys
 import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import IO, Any
 
 from connector.errors import BackendUnavailable, DsparkError, OptionsError, ProfileError
@@ -44,10 +45,37 @@ _DELEGATED = {
 }
 _READ_SIZE = 1 << 24
 _BATCH_BYTES = 64 << 20  # a batch of lines is given to parse_batch at this size, whatever its count
+_GROUP_ROWS, _GROUP_BYTES = 1 << 17, 64 << 20  # the least a Parquet row group holds (but the last)
 
 
 class _Failed(DsparkError):
     """The work failed while running (exit 1)."""
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP: the command stops as on Ctrl-C, its temporary files removed (exit 128 + signal)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def _stopped_by_signals() -> Iterator[None]:
+    """While inside, SIGTERM and SIGHUP raise `_Terminated` (where Python can take signals: the main thread)."""
+
+    def stop(signum: int, frame: Any) -> None:
+        raise _Terminated(signum)
+
+    previous = {}
+    with contextlib.suppress(ValueError):  # not the main thread: left as they are
+        for signum in (signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, stop)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def _positive(text: str) -> int:
@@ -62,6 +90,8 @@ def _positive(text: str) -> int:
 
 def _open_input(source: str) -> IO[bytes]:
     if source == "-":
+        if sys.stdin is None:
+            raise OptionsError("-: there is no standard input (it is closed): give a file")
         return sys.stdin.buffer
     try:
         return open(source, "rb")  # noqa: SIM115 - closed by the caller
@@ -114,29 +144,54 @@ def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
         yield batch
 
 
+def _in_place(path: str) -> tuple[str, bool]:
+    """The file `path` names once its symbolic links are followed, and whether it is to be written in place:
+    a path that leads through /dev or /proc (/dev/stdout, a descriptor of this process: replacing the link
+    would replace the system's /dev/stdout, and a file the shell opened for it would stay empty)."""
+    hop = os.path.abspath(path)
+    for _ in range(40):
+        if hop.startswith(("/dev/", "/proc/")):
+            return hop, True
+        try:
+            hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
+        except OSError:  # not a link (or not there)
+            break
+    real = os.path.realpath(path)
+    return real, real.startswith(("/dev/", "/proc/"))
+
+
 class _Output:
-    """A file written whole or not at all: a temporary file beside it, renamed at the end (a device such as
-    /dev/stdout is written directly). Opening it checks the path, before any work."""
+    """A file written whole or not at all: a temporary file beside it, renamed over it at the end, with the
+    mode a new file gets (or the one it had). A symbolic link stays: the file it names is the one written. A
+    stream or device (/dev/stdout, a pipe) is written in place. Opening it checks the path, before any work."""
 
     def __init__(self, path: str, what: str) -> None:
         self.path, self.what = path, what
-        target = Path(path)
+        if not path:
+            raise OptionsError(f"{what}: give a file name")
+        if path.endswith("/"):
+            raise OptionsError(f"{what} {path}: is a folder name; give a file name")
+        target, in_place = _in_place(path)
         try:
-            mode = target.stat().st_mode
+            mode = os.stat(target).st_mode
         except FileNotFoundError:
             mode = None
         except OSError as exc:
             raise OptionsError(f"{what} {path}: {exc.strerror}") from None
         if mode is not None and stat.S_ISDIR(mode):
             raise OptionsError(f"{what} {path}: is a directory; give a file name")
-        self.direct = mode is not None and not stat.S_ISREG(mode)
+        self.direct = in_place or (mode is not None and not stat.S_ISREG(mode))
+        self.target = target
         try:
             if self.direct:
                 self.file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()/discard()
                 self.temp = None
             else:
-                handle, temp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".partial", dir=target.parent)
+                folder, name = os.path.split(target)
+                handle, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".partial", dir=folder)
                 self.file, self.temp = os.fdopen(handle, "wb"), temp
+                # mkstemp makes it 0600: give it the mode the file has, or the one a new file gets.
+                os.fchmod(handle, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
         except OSError as exc:
             raise OptionsError(f"{what} {path}: cannot write there: {exc.strerror}") from None
 
@@ -150,7 +205,7 @@ class _Output:
     def commit(self) -> None:
         if self.temp is not None:
             try:
-                os.replace(self.temp, self.path)
+                os.replace(self.temp, self.target)
             except OSError as exc:
                 raise _Failed(f"{self.what} {self.path}: cannot write: {exc.strerror}") from None
 
@@ -162,11 +217,54 @@ class _Output:
                 os.unlink(self.temp)
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _same_file(a: str, b: str) -> bool:
     try:
         return os.path.samefile(a, b)
-    except OSError:
-        return os.path.abspath(a) == os.path.abspath(b)
+    except OSError:  # one is not there yet: the same path once links are followed
+        return os.path.realpath(a) == os.path.realpath(b)
+
+
+class _RowGroups:
+    """Tables written to a Parquet file in row groups of at least `_GROUP_ROWS` rows or `_GROUP_BYTES` bytes
+    (the last one smaller): a row group a batch would grow the footer, held in memory to the end, with the
+    file (a file of 20k bodies parsed one at a time held 1.4 GB)."""
+
+    def __init__(self, writer: Any) -> None:
+        self.writer = writer
+        self.held: list[Any] = []
+        self.rows = self.bytes = 0
+
+    def write(self, table: Any) -> None:
+        self.held.append(table)
+        self.rows += table.num_rows
+        self.bytes += table.nbytes
+        if self.rows >= _GROUP_ROWS or self.bytes >= _GROUP_BYTES:
+            self._flush()
+
+    def _flush(self) -> None:
+        import pyarrow as pa
+
+        if self.held:
+            self.writer.write_table(pa.concat_tables(self.held), row_group_size=max(self.rows, 1))
+        self.held, self.rows, self.bytes = [], 0, 0
+
+    def close(self) -> None:
+        self._flush()
+        self.writer.close()
+
+    def abandon(self) -> None:
+        """After a failure: the writer closed, so that it does not write to its closed file when it is collected
+        (a traceback after the one-line error). A close that failed is not tried again then either."""
+        self.held = []
+        with contextlib.suppress(Exception):
+            self.writer.close()
+        self.writer.is_open = False
 
 
 class _ErrorsWriter:
@@ -180,11 +278,11 @@ class _ErrorsWriter:
 
             from connector.decode.batch import ERRORS_SCHEMA
 
-            self.parquet = pq.ParquetWriter(output.file, ERRORS_SCHEMA)
+            self.parquet = _RowGroups(pq.ParquetWriter(output.file, ERRORS_SCHEMA))
 
     def write(self, errors: Any) -> None:
         if self.parquet is not None:
-            self.parquet.write_table(errors)
+            self.parquet.write(errors)
             return
         lines = []
         for row in errors.to_pylist():
@@ -200,8 +298,17 @@ class _ErrorsWriter:
         if self.parquet is not None:
             self.parquet.close()
 
+    def abandon(self) -> None:
+        if self.parquet is not None:
+            self.parquet.abandon()
+
 
 def _parse(args: argparse.Namespace) -> int:
+    with _stopped_by_signals():
+        return _parse_files(args)
+
+
+def _parse_files(args: argparse.Namespace) -> int:
     # numpy, which pyarrow loads, starts OpenBLAS's threads, one per core, and they spin a while: CPU time
     # that this command, with no linear algebra in it, would only lose (0.1 s of 0.6 s on 2 cores).
     if "numpy" not in sys.modules:
@@ -223,16 +330,17 @@ def _parse(args: argparse.Namespace) -> int:
         raise OptionsError(f"--errors {args.errors} is the --output file: give another path")
     stream = _open_input(args.input)
     outputs: list[_Output] = []
+    rows_writer: _RowGroups | None = None
+    errors_writer: _ErrorsWriter | None = None
     try:
-        select_backend(args.backend)
+        backend = select_backend(args.backend)[0].name
         outputs.append(_Output(args.output, "--output"))
-        if args.errors:
+        if args.errors is not None:
             outputs.append(_Output(args.errors, "--errors"))
-        rows_writer = pq.ParquetWriter(outputs[0].file, schema)
-        errors_writer = _ErrorsWriter(outputs[1]) if args.errors else None
+        rows_writer = _RowGroups(pq.ParquetWriter(outputs[0].file, schema))
+        errors_writer = _ErrorsWriter(outputs[1]) if args.errors is not None else None
         started = time.perf_counter()
         parsed = rejected = size = 0
-        backend = args.backend
         line = 1
         for batch in _batches(stream, args.batch_size):
             result = parse_batch(batch, profile, args.backend, first_line=line)
@@ -242,7 +350,7 @@ def _parse(args: argparse.Namespace) -> int:
             rejected += result.errors.num_rows
             backend = result.backend + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else "")
             try:
-                rows_writer.write_table(result.table)
+                rows_writer.write(result.table)
                 if errors_writer is not None:
                     errors_writer.write(result.errors)
             except OSError as exc:
@@ -259,6 +367,9 @@ def _parse(args: argparse.Namespace) -> int:
         for output in outputs:
             output.commit()
     except BaseException:
+        for writer in (rows_writer, errors_writer):
+            if writer is not None:
+                writer.abandon()
         for output in outputs:
             output.discard()
         raise
@@ -348,6 +459,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"dspark-vllm {args.command}: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except _Terminated as exc:
+        print(f"dspark-vllm {args.command}: terminated ({signal.Signals(exc.signum).name})", file=sys.stderr)
+        return 128 + exc.signum
 
 
 if __name__ == "__main__":

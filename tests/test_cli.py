@@ -168,6 +168,8 @@ def bodies_file(tmp_path: Path) -> Path:
         ("dir", "is a directory; give a file name"),
         ("file/o.parquet", "Not a directory"),
         ("/proc/o.parquet", "cannot write there"),
+        ("newdir/", "is a folder name; give a file name"),  # (all the work was done, then exit 1)
+        ("file/", "is a folder name; give a file name"),
     ],
 )
 @pytest.mark.parametrize("flag", ["--output", "--errors"])
@@ -176,7 +178,7 @@ def test_bad_output_paths_are_one_line_before_parsing(
 ):
     (tmp_path / "dir").mkdir()
     (tmp_path / "file").write_text("x")
-    bad = where if where.startswith("/") else str(tmp_path / where)
+    bad = where if where.startswith("/") else str(tmp_path / where) + ("/" if where.endswith("/") else "")
     paths = {"--output": str(tmp_path / "o.parquet"), "--errors": str(tmp_path / "e.ndjson"), flag: bad}
     proc = run(
         "parse", str(bodies_file), "--backend", "cpu", "--output", paths["--output"], "--errors", paths["--errors"]
@@ -186,12 +188,72 @@ def test_bad_output_paths_are_one_line_before_parsing(
     assert not (tmp_path / "o.parquet").exists() and not (tmp_path / "e.ndjson").exists()
 
 
-def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path: Path, bodies_file: Path):
-    proc = run(
-        "parse", str(bodies_file), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), "--errors", "/dev/full"
-    )
-    one_line_error(proc, 1, "No space left on device")
+@pytest.mark.parametrize("errors", ["e.ndjson", "e.parquet"])
+@pytest.mark.parametrize("lines", [1, 5000])
+def test_a_full_disk_is_one_line_and_leaves_no_output(tmp_path: Path, bodies_file: Path, lines: int, errors: str):
+    """/dev/full as either file; with 5000 bad lines the writes fail while the writers are open (a traceback
+    of the Parquet writer, collected at exit, followed the line)."""
+    bodies_file.write_bytes(bodies_file.read_bytes() + b"x\n" * lines)
+    for output, rejected in (("/dev/full", str(tmp_path / errors)), (str(tmp_path / "o.parquet"), "/dev/full")):
+        proc = run("parse", str(bodies_file), "--backend", "cpu", "--output", output, "--errors", rejected)
+        one_line_error(proc, 1, "No space left on device")
+        assert list(tmp_path.iterdir()) == [bodies_file]
+
+
+def test_empty_paths_and_a_closed_stdin_are_one_line(tmp_path: Path, bodies_file: Path):
+    out = str(tmp_path / "o.parquet")
+    cpu = ("--backend", "cpu")
+    one_line_error(run("parse", str(bodies_file), *cpu, "--output", ""), 2, "--output: give a file name")
+    proc = run("parse", str(bodies_file), *cpu, "--output", out, "--errors", "")
+    one_line_error(proc, 2, "--errors: give a file name")
+    proc = subprocess.run(
+        [sys.executable, "-m", "connector.cli", "parse", "-", *cpu, "--output", out], stdin=None, capture_output=True,
+        timeout=60, preexec_fn=lambda: os.close(0),
+    )  # fmt: skip
+    one_line_error(proc, 2, "-: there is no standard input (it is closed): give a file")
     assert list(tmp_path.iterdir()) == [bodies_file]
+
+
+def test_outputs_through_links(tmp_path: Path, bodies_file: Path):
+    """A link to a file stays a link (the file is written); a link into /proc (here to this process's
+    stdout, as /dev/stdout is) is written through, never replaced: it was replaced by a new file, the system's
+    /dev/stdout too, and the file the shell had opened stayed empty. Two paths that are the same file through
+    a linked folder are refused."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "real.parquet").write_bytes(b"old")
+    (tmp_path / "link.parquet").symlink_to(tmp_path / "data" / "real.parquet")
+    (tmp_path / "mystdout").symlink_to("/proc/self/fd/1")
+    captured = tmp_path / "captured.ndjson"
+    with captured.open("wb") as stdout:
+        proc = subprocess.run(
+            [sys.executable, "-m", "connector.cli", "parse", str(bodies_file), "--backend", "cpu", "--output",
+             str(tmp_path / "link.parquet"), "--errors", str(tmp_path / "mystdout")],
+            stdout=stdout, stderr=subprocess.PIPE, timeout=60,
+        )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "link.parquet").is_symlink() and (tmp_path / "mystdout").is_symlink()
+    assert pq.read_table(tmp_path / "data" / "real.parquet").column("id").to_pylist() == ["a"]
+    assert [json.loads(line)["body"] for line in captured.read_text().splitlines()] == ["garbage"]
+    (tmp_path / "linkdir").symlink_to(tmp_path / "data")
+    proc = run(
+        "parse", str(bodies_file), "--output", str(tmp_path / "data" / "x.out"),
+        "--errors", str(tmp_path / "linkdir" / "x.out"),
+    )  # fmt: skip
+    one_line_error(proc, 2, "is the --output file: give another path")
+
+
+def test_outputs_get_the_mode_of_a_new_file_or_keep_theirs(tmp_path: Path, bodies_file: Path):
+    """mkstemp's 0600 was every output's mode, also of an output that was 0664 before."""
+    out = tmp_path / "o.parquet"
+    previous = os.umask(0o022)
+    try:
+        assert run("parse", str(bodies_file), "--backend", "cpu", "--output", str(out)).returncode == 0
+        assert out.stat().st_mode & 0o777 == 0o644
+        out.chmod(0o664)
+        assert run("parse", str(bodies_file), "--backend", "cpu", "--output", str(out)).returncode == 0
+        assert out.stat().st_mode & 0o777 == 0o664
+    finally:
+        os.umask(previous)
 
 
 @pytest.mark.parametrize("size", ["0", "-3", "x"])
@@ -381,3 +443,44 @@ def test_an_endless_line_is_one_error_row_in_bounded_memory(tmp_path: Path):
     assert (error["line"], error["reason"], error["body"]) == (2, "body too large: over 268435456 bytes", None)
     maxrss_kib = int(proc.stderr.decode().split("maxrss ")[-1].split()[0])
     assert maxrss_kib < 1_400_000, f"{maxrss_kib} KiB"
+
+
+def test_row_groups_do_not_follow_the_batches(tmp_path: Path):
+    """A row group a batch grew the Parquet footer, held in memory to the end: 20k bodies parsed one at a time
+    held 1.4 GB. Rows (and Parquet error rows) are written in groups of at least 2^17 rows or 64 MiB."""
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(b"".join(encode(chat(id=f"c{i}")) + b"\n" + b"bad\n" for i in range(300)))
+    out, errors = tmp_path / "o.parquet", tmp_path / "e.parquet"
+    proc = run(
+        "parse", str(source), "--backend", "cpu", "--batch-size", "1", "--output", str(out), "--errors", str(errors)
+    )
+    assert proc.returncode == 0, proc.stderr
+    for path in (out, errors):
+        assert pq.ParquetFile(path).num_row_groups == 1 and pq.ParquetFile(path).metadata.num_rows == 300
+
+
+def test_sigterm_removes_the_temporary_files(tmp_path: Path):
+    """Killed with SIGTERM (or SIGHUP) while it reads, the command says so in one line, exits 128 + the signal
+    and leaves no temporary file: the .partial files stayed."""
+    import signal
+    import time
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "connector.cli", "parse", "-", "--backend", "cpu", "--output",
+             str(tmp_path / "o.parquet"), "--errors", str(tmp_path / "e.ndjson")],
+            stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+        )  # fmt: skip
+        assert proc.stdin is not None and proc.stderr is not None
+        proc.stdin.write(encode(chat()) + b"\n" * 3)
+        proc.stdin.flush()
+        deadline = time.monotonic() + 60
+        while len(list(tmp_path.glob(".*.partial"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert len(list(tmp_path.glob(".*.partial"))) == 2  # it is reading stdin, which stays open
+        proc.send_signal(signum)
+        err = proc.stderr.read().decode()
+        assert proc.wait(timeout=60) == 128 + signum, err
+        assert err == f"dspark-vllm parse: terminated ({signal.Signals(signum).name})\n"
+        assert list(tmp_path.iterdir()) == []
+        proc.stdin.close()
