@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from connector.decode import parse_batch
-from connector.decode.strict import DEPTH_LIMIT, MAX_BODY_BYTES
+from connector.decode.strict import DEPTH_LIMIT, MAX_BODY_BYTES, quoted
 from connector.errors import ProfileError
 from connector.profiles import load_profile
 from tests.bodies import chat, choice, encode
@@ -361,3 +361,59 @@ def test_first_match_over_the_column_is_the_first_match_of_re2(tmp_path: Path, b
         expected.append(None if found is None else found.group(1 if compiled.groups else 0) or "")
     assert load_profile(profile).content_properties[0].extract.arrow_pattern is not None
     assert result.table.column("value").to_pylist() == expected
+
+
+# -- 9. a user's text quoted in a reason: Python 3.11's repr() on every backend and every Python ------------
+
+# Code points that Python 3.12 (Unicode 15.0) prints as they are and 3.11 (Unicode 14.0), the reference, escapes.
+NEW_IN_UNICODE_15 = ["\U0001fae8", "\U00031350", "\U000323af"]
+
+
+@pytest.mark.skipif(sys.version_info[:2] != (3, 11), reason="Python 3.11's repr() is the reference")
+def test_quoted_is_the_repr_of_python_3_11():
+    for start in range(0, 0x110000, 200):  # every code point, surrogates included
+        text = "".join(map(chr, range(start, min(start + 200, 0x110000))))
+        assert quoted(text) == repr(text), hex(start)
+    for text in ["", "a", "it's", 'say "x"', 'it\'s "x"', "é'", 'é"', "é'\"", "\\é\x7f\x00\t\n\r\x85\xa0\u2028"]:
+        assert quoted(text) == repr(text)
+
+
+@pytest.mark.parametrize("char", NEW_IN_UNICODE_15)
+def test_quoted_escapes_what_python_3_11_escapes_on_every_python(char: str):
+    escape = f"\\U{ord(char):08x}"
+    assert quoted(f"a{char}") == f"'a{escape}'"
+    assert quoted(f"it's{char}") == f'"it\'s{escape}"'
+
+
+@pytest.mark.parametrize("ensure_ascii", [False, True])
+def test_an_iso_timestamp_reason_is_the_same_on_every_python(backend: str, ensure_ascii: bool):
+    good = encode(chat(created="2024-11-30T07:00:00Z"))
+    bad = encode(chat(created="2024-01-01\U0001fae8"), ensure_ascii=ensure_ascii)
+    result = assert_matches_reference([good, bad], str(PROFILES / "gateway_iso.yaml"), backend)
+    assert result.table.num_rows == 1
+    assert [(e["reason"], e["field"]) for e in result.errors.to_pylist()] == [
+        ("not an ISO-8601 timestamp: '2024-01-01\\U0001fae8'", "created")
+    ]
+
+
+def test_an_extracted_text_in_a_content_error_is_the_same_on_every_python(tmp_path: Path, backend: str):
+    profile = tmp_path / "p.yaml"
+    profile.write_text(
+        textwrap.dedent(
+            """\
+            name: p
+            content:
+              type: object
+              properties:
+                value:
+                  type: integer
+                  x-extract: {pattern: "n=(\\\\S+)"}
+            """
+        )
+    )
+    result = assert_matches_reference([encode(chat(choices=[choice("n=7\U0001fae8")]))], str(profile), backend)
+    assert result.table.column("content_error").to_pylist() == [
+        "property 'value': wrong type: expected integer, got '7\\U0001fae8'"
+    ]
+    vl = assert_matches_reference([encode(chat(choices=[choice("<|det|>[\U00031350]<|/det|>")]))], "vl", backend)
+    assert vl.table.column("content_error").to_pylist() == ["property 'boxes': not JSON: '[\\U00031350]'"]

@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.decode.strict import MAX_BODY_BYTES, Rejected, loads
+from connector.decode.strict import MAX_BODY_BYTES, Rejected, loads, quoted
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 from connector.schema.json_types import json_type
@@ -123,7 +123,7 @@ def _timestamp(value: Any, where: str, unit: str) -> int:
         try:
             parsed = datetime.fromisoformat(value)
         except ValueError:
-            raise Rejected(f"not an ISO-8601 timestamp: {value[:40]!r}", where) from None
+            raise Rejected(f"not an ISO-8601 timestamp: {quoted(value[:40])}", where) from None
         if parsed.tzinfo is None:
             parsed = parsed.replace(tzinfo=UTC)
         delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)

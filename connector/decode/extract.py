@@ -17,7 +17,7 @@ import pyarrow as pa
 import re2
 
 from connector.decode.exact import INT64_MAX, INT64_MIN, json_text
-from connector.decode.strict import Rejected, loads
+from connector.decode.strict import Rejected, loads, quoted
 from connector.profiles import ContentProperty, Extractor
 from connector.schema.columns import content_arrow_type
 
@@ -101,7 +101,7 @@ def _embedded(text: str, name: str) -> Any:
     try:
         return loads(text)
     except Rejected:
-        raise Rejected(f"not JSON: {text[:40]!r}", name) from None
+        raise Rejected(f"not JSON: {quoted(text[:40])}", name) from None
 
 
 def text_scalar(text: str, kind: str, name: str) -> Any:
@@ -120,7 +120,7 @@ def text_scalar(text: str, kind: str, name: str) -> Any:
             return number
     if kind == "boolean" and stripped.lower() in ("true", "false"):
         return stripped.lower() == "true"
-    raise Rejected(f"wrong type: expected {kind}, got {text[:40]!r}", name)
+    raise Rejected(f"wrong type: expected {kind}, got {quoted(text[:40])}", name)
 
 
 _INTEGER = re2.compile(r"[-+]?[0-9]+")
