@@ -847,3 +847,71 @@ def test_free_text_the_core_read_is_not_read_again_in_python(monkeypatch):
     result = parse_batch(bodies, "coder", backend="cpu")
     assert result.table.num_rows > 150 and result.table.column("code").null_count < result.table.num_rows
     assert sum(seen) == 0
+
+
+@pytest.mark.parametrize("bodies", [[b""], [None], [b"", b""], [b"", None, b""], ["", None, b""]])
+def test_a_batch_of_empty_bodies_is_decided_by_the_core(bodies: list[Any], caplog: pytest.LogCaptureFixture):
+    """The joined bodies of such a batch are 0 bytes: the core was given a NULL pointer for them, refused it
+    ("no bodies given"), and the batch took the exact path with an ERROR and a traceback."""
+    with caplog.at_level("ERROR"):
+        result = parse_batch(bodies, "openai", "cpu")
+    assert [r for r in caplog.records if r.levelname == "ERROR"] == []
+    expected = []
+    for i, body in enumerate(bodies):
+        if body is None:
+            expected.append({"line": i + 1, "reason": "not a body: got NoneType (give bytes or str)", "field": None})
+            continue
+        with pytest.raises(Rejected) as rejected:
+            decode_body(
+                body if isinstance(body, bytes) else body.encode(), plan_for(load_profile("openai")).columns, "seconds"
+            )
+        expected.append({"line": i + 1, "reason": rejected.value.reason, "field": rejected.value.field})
+    assert result.errors.drop_columns(["body"]).to_pylist() == expected
+    assert result.table.num_rows == 0
+    # The core decided the empty ones: only what is not a body took the exact path.
+    assert result.stats["exact"] == sum(b is None for b in bodies)
+    assert result.stats["rejected"] == len(bodies)
+    out = _read(plan_for(load_profile("openai"), ["model"]).native, [b""] * 3)
+    assert out.field("reason").to_pylist() == ["empty body"] * 3
+
+
+def _part_bodies() -> list[Any]:
+    from connector.simulator.responses import make_corpus
+
+    bodies: list[Any] = list(make_corpus(30, "coder", seed=11, json_share=0.6))
+    bodies[3:3] = [b"", None, b"{", encode(chat(choices=[choice(stop_reason=7)]))]
+    bodies[20:20] = [bodies[0].decode(), b"[1]", b"", b"", 5]
+    bodies.append(b"x" * 3000)  # over the part size alone
+    return bodies
+
+
+@pytest.mark.parametrize("inline_errors", [False, True])
+def test_a_batch_over_the_part_size_is_parsed_in_parts(backend, monkeypatch, inline_errors: bool):
+    """A batch whose bodies hold more than PART_BYTES (1 GiB; here 2,000 bytes) is parsed in parts: one batch
+    of 2.25 GiB of contents failed whole (Arrow's offsets overflowed joining the core's halves). The result
+    is that of parsing each body alone."""
+    import connector.decode.batch as batch
+
+    bodies = _part_bodies()
+    whole = parse_batch(bodies, "coder", backend, first_line=7, inline_errors=inline_errors)
+    assert whole.table.column("line").num_chunks == 1
+    monkeypatch.setattr(batch, "PART_BYTES", 2000)
+    monkeypatch.setattr(batch, "PART_BODY_BYTES", 10)
+    parts = parse_batch(bodies, "coder", backend, first_line=7, inline_errors=inline_errors)
+    # Parts of several bodies, and of one.
+    assert 10 < parts.table.column("line").num_chunks < len(bodies)
+    alone = [
+        parse_batch([b], "coder", backend, first_line=7 + i, inline_errors=inline_errors) for i, b in enumerate(bodies)
+    ]
+    assert parts.table.to_pylist() == whole.table.to_pylist() == [r for a in alone for r in a.table.to_pylist()]
+    assert parts.errors.to_pylist() == whole.errors.to_pylist() == [r for a in alone for r in a.errors.to_pylist()]
+    assert parts.table.schema == whole.table.schema and parts.errors.schema == whole.errors.schema
+    assert parts.backend == whole.backend and parts.fallback_reason == whole.fallback_reason
+    for key in ("bodies", "bytes", "rows", "rejected", "exact", "content_exact"):
+        assert parts.stats[key] == whole.stats[key] == sum(a.stats[key] for a in alone), key
+    assert parts.stats["bodies"] == len(bodies) and parts.stats["seconds"] >= parts.stats["read_s"]
+    # One part: the whole batch under the size in bodies (the size counts PART_BODY_BYTES a body too).
+    monkeypatch.setattr(batch, "PART_BYTES", int(whole.stats["bytes"]) + 10 * len(bodies))
+    assert parse_batch(bodies, "coder", backend, first_line=7).table.column("line").num_chunks == 1
+    monkeypatch.setattr(batch, "PART_BYTES", int(whole.stats["bytes"]) + 10 * len(bodies) - 1)
+    assert parse_batch(bodies, "coder", backend, first_line=7).table.column("line").num_chunks == 2

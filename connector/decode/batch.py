@@ -17,6 +17,7 @@ Then the contents the backend did not decide are parsed a second time (`content`
 
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
@@ -66,7 +67,8 @@ class ParseResult:
     (the gpu backend's JSON screen), read_s (the backend's read: the native core's one pass on cpu, which
     also reads the contents' JSON; the batch reads on gpu), flatten_s (gpu: the columns made from what was
     read), exact_s (bodies on the exact path), content_s (contents the backend did not decide: the exact
-    path and `x-extract`; on gpu also its content reads).
+    path and `x-extract`; on gpu also its content reads). A batch over `PART_BYTES` is parsed in parts (Arrow
+    string columns stop at 2 GiB): its tables have a chunk a part, its stats are the parts' summed.
     """
 
     table: pa.Table
@@ -161,19 +163,42 @@ def _as_bytes(body: Any) -> bytes | None:
     return None
 
 
-def _bodies(bodies: Sequence[Any]) -> Bodies:
-    """The bodies as bytes (b"" for what is not a body: None, a number...) and as one joined buffer. A list
-    of bytes, the common case, is taken as it is (a tenth of the Python time of a batch went to copying it)."""
+def _given(bodies: Sequence[Any]) -> tuple[list[bytes], list[int]]:
+    """The bodies as bytes (b"" for what is not a body: None, a number...), and the positions of those that
+    are not. A list of bytes, the common case, is taken as it is (a tenth of the Python time of a batch went
+    to copying it)."""
     if type(bodies) is list and set(map(type, bodies)) <= {bytes}:
-        raw, not_bodies = bodies, []
-    else:
-        given = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
-        not_bodies = [i for i, b in enumerate(given) if b is None]
-        raw = [b"" if b is None else b for b in given]
-    lengths = np.fromiter(map(len, raw), dtype=np.int64, count=len(raw))
+        return bodies, []
+    given = [b if type(b) is bytes else _as_bytes(b) for b in bodies]
+    return [b"" if b is None else b for b in given], [i for i, b in enumerate(given) if b is None]
+
+
+def _offsets(raw: list[bytes]) -> np.ndarray:
+    """Where each body starts in the bodies joined (int64, len(raw) + 1; the last one: their bytes)."""
     offsets = np.zeros(len(raw) + 1, np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return Bodies(raw, pa.py_buffer(b"".join(raw)), offsets, np.array(not_bodies, dtype=np.int64))
+    np.cumsum(np.fromiter(map(len, raw), dtype=np.int64, count=len(raw)), out=offsets[1:])
+    return offsets
+
+
+def _joined(raw: list[bytes], not_bodies: Sequence[int] | np.ndarray, offsets: np.ndarray) -> Bodies:
+    return Bodies(raw, pa.py_buffer(b"".join(raw)), offsets, np.asarray(not_bodies, dtype=np.int64))
+
+
+def _bodies(bodies: Sequence[Any]) -> Bodies:
+    """The bodies as bytes (b"" for what is not a body: None, a number...) and as one joined buffer."""
+    raw, not_bodies = _given(bodies)
+    return _joined(raw, not_bodies, _offsets(raw))
+
+
+# A batch is parsed in parts of at most PART_BYTES (contiguous runs of bodies; a larger body is a part
+# alone), each counted as its bodies' bytes and PART_BODY_BYTES a body. Why: an Arrow string column has
+# 32-bit offsets (2 GiB), and every output string column holds at most about the bytes of the bodies it
+# comes from (a value is a piece of its body; JSON escapes only shrink), plus at most a short text a body
+# (an error's reason or field: tens of bytes, a few hundred at most). A part's columns then stay far
+# from 2 GiB, never need Arrow's 64-bit offsets, and the parts' tables are the chunks of one table (no
+# copy). A batch of 10,000 bodies of 10 KB is a tenth of a part: most batches are one part.
+PART_BYTES = 1 << 30
+PART_BODY_BYTES = 1 << 10
 
 
 def _patched(base: pa.Array, replace: np.ndarray, replacement: pa.Array) -> pa.Array:
@@ -209,7 +234,64 @@ def parse_batch(
         profile = load_profile(profile)
     plan = plan_for(profile, columns)
     chosen, fallback_reason = select_backend(backend)
-    batch = _bodies(bodies)
+    raw, not_bodies = _given(bodies)
+    offsets = _offsets(raw)
+    n = len(raw)
+    if n > 1 and offsets[-1] + PART_BODY_BYTES * n > PART_BYTES:
+        parts = _in_parts(bodies, raw, not_bodies, offsets, plan, chosen, first_line, inline_errors)
+        stats = {key: sum(r.stats[key] for r in parts) for key in parts[0].stats}
+        stats["seconds"] = time.perf_counter() - started
+        errors = [r.errors for r in parts if r.errors.num_rows] or [_NO_ERRORS]
+        table = pa.concat_tables([r.table for r in parts])
+        return ParseResult(table, pa.concat_tables(errors), chosen.name, fallback_reason, stats)
+    batch = _joined(raw, not_bodies, offsets)
+    return _parse(batch, bodies, 0, plan, chosen, fallback_reason, first_line, inline_errors, started)
+
+
+def _in_parts(
+    bodies: Sequence[Any],
+    raw: list[bytes],
+    not_bodies: list[int],
+    offsets: np.ndarray,
+    plan: Plan,
+    chosen: Backend,
+    first_line: int,
+    inline_errors: bool,
+) -> list[ParseResult]:
+    """The results of the parts of a batch over `PART_BYTES`, in input order (`parse_batch` makes them one:
+    the parts' tables are the chunks of its tables, their stats summed)."""
+    n = len(raw)
+    weights = offsets + PART_BODY_BYTES * np.arange(n + 1, dtype=np.int64)
+    cuts = [0]
+    while cuts[-1] < n:
+        start = cuts[-1]
+        end = int(np.searchsorted(weights, weights[start] + PART_BYTES, side="right")) - 1
+        cuts.append(max(end, start + 1))
+    given = np.asarray(not_bodies, dtype=np.int64)
+    results = []
+    for start, end in itertools.pairwise(cuts):
+        part = _joined(
+            raw[start:end], given[(given >= start) & (given < end)] - start, offsets[start : end + 1] - offsets[start]
+        )
+        results.append(
+            _parse(part, bodies, start, plan, chosen, None, first_line + start, inline_errors, time.perf_counter())
+        )
+        del part  # its joined bytes, before the next part's
+    return results
+
+
+def _parse(
+    batch: Bodies,
+    bodies: Sequence[Any],
+    start: int,
+    plan: Plan,
+    chosen: Backend,
+    fallback_reason: str | None,
+    first_line: int,
+    inline_errors: bool,
+    started: float,
+) -> ParseResult:
+    """`parse_batch` of `batch`, the bodies `bodies[start:start + n]` (one part, or the whole batch)."""
     n = len(batch.raw)
     not_bodies = set(batch.not_bodies.tolist())
 
@@ -229,7 +311,7 @@ def parse_batch(
     for i in exact_index.tolist():
         try:
             if i in not_bodies:
-                raise Rejected(f"not a body: got {type(bodies[i]).__name__} (give bytes or str)")
+                raise Rejected(f"not a body: got {type(bodies[start + i]).__name__} (give bytes or str)")
             exact_rows.append(decode_body(batch.raw[i], plan.columns, plan.created_unit))
             exact_lines.append(i)
         except Rejected as exc:

@@ -38,6 +38,9 @@ OK = 0
 CONTENT_JSON, CONTENT_NULL, CONTENT_TEXT, CONTENT_DEFERRED = 0, 1, 2, 3
 _DONE, _OUTPUT_TOO_LARGE = 0, 3
 _DIR = Path(__file__).resolve().parent.parent / "_native"
+# The data of a batch whose bodies are all empty: the core refuses a NULL pointer for n > 0 bodies (with
+# data_len 0 it reads no byte of it; a body shorter than SIMDJSON_PADDING before the end is copied).
+_NO_BYTES = ctypes.create_string_buffer(1)
 
 
 class _ArrowSchema(ctypes.Structure):
@@ -202,7 +205,9 @@ def bools(array: pa.Array) -> np.ndarray:
 def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.StructArray:
     """The core's struct array for the bodies `data[offsets[i]:offsets[i + 1]]` (offsets: int64, n + 1).
 
-    A batch whose columns would outgrow Arrow's 2 GiB string offsets is read in halves.
+    A batch whose columns would outgrow Arrow's 2 GiB string offsets is read in halves (a plan's small
+    `max_column_bytes` in the tests; `parse_batch` gives the core parts small enough never to get there).
+    Halves whose columns together still outgrow 2 GiB cannot be one array: that is a RuntimeError.
     """
     lib = _library()
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -213,7 +218,7 @@ def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.S
     code = lib.dspark_parse(
         plan.document,
         len(plan.document),
-        buffer.address if buffer.size else None,
+        buffer.address if buffer.size else ctypes.addressof(_NO_BYTES),
         buffer.size,
         offsets.ctypes.data,
         n,
@@ -225,7 +230,10 @@ def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.S
     if code == _OUTPUT_TOO_LARGE and n > 1:
         half = n // 2
         parts = [read(plan, buffer, offsets[: half + 1]), read(plan, buffer, offsets[half:])]
-        return pa.concat_arrays(parts)  # type: ignore[return-value]
+        try:
+            return pa.concat_arrays(parts)  # type: ignore[return-value]
+        except pa.ArrowInvalid as exc:  # offset overflow: more than one array can hold
+            raise RuntimeError(f"native parser core: {exc}: give fewer bodies at a time") from exc
     if code != _DONE:
         raise RuntimeError(f"native parser core: {error.value.decode(errors='replace')} (code {code})")
     return pa.Array._import_from_c(ctypes.addressof(array), ctypes.addressof(schema))  # type: ignore[attr-defined]
