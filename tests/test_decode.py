@@ -35,16 +35,16 @@ def parse(bodies: list[bytes], profile: str = "openai", backend: str = "cpu", **
     return result
 
 
-def reference(bodies: list[bytes], profile: str) -> list[dict[str, Any] | str]:
-    """What the exact path alone makes of each body: a row dict, or the rejection reason."""
+def reference(bodies: list[bytes], profile: str) -> list[dict[str, Any] | tuple[str, str | None]]:
+    """What the exact path alone makes of each body: a row dict, or the rejection's (reason, field)."""
     prof = load_profile(profile)
     columns = body_columns(prof)
-    out: list[dict[str, Any] | str] = []
+    out: list[dict[str, Any] | tuple[str, str | None]] = []
     for i, raw in enumerate(bodies):
         try:
             row = {"line": i + 1, **decode_body(raw, columns, prof.created_unit)}
         except Rejected as exc:
-            out.append(exc.reason)
+            out.append((exc.reason, exc.field))
             continue
         if row["created"] is not None:
             row["created"] = datetime.fromtimestamp(row["created"] / 1000, UTC)
@@ -59,9 +59,9 @@ def reference(bodies: list[bytes], profile: str) -> list[dict[str, Any] | str]:
 def assert_matches_reference(bodies: list[bytes], profile: str, backend: str):
     result = parse(bodies, profile, backend)
     rows = {r["line"]: r for r in result.table.to_pylist()}
-    errors = {e["line"]: e["reason"] for e in result.errors.to_pylist()}
+    errors = {e["line"]: (e["reason"], e["field"]) for e in result.errors.to_pylist()}
     for i, expected in enumerate(reference(bodies, profile), start=1):
-        if isinstance(expected, str):
+        if isinstance(expected, tuple):
             assert errors.get(i) == expected, f"line {i}"
         else:
             assert rows.get(i) == expected, f"line {i}"
