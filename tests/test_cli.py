@@ -484,3 +484,17 @@ def test_sigterm_removes_the_temporary_files(tmp_path: Path):
         assert err == f"dspark-vllm parse: terminated ({signal.Signals(signum).name})\n"
         assert list(tmp_path.iterdir()) == []
         proc.stdin.close()
+
+
+def test_the_per_body_benchmark_runs():
+    """benchmarks/cli_per_body.py (docs/benchmarks.md quotes it), on tiny files: two sizes and the ratio per body."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "cli_per_body.py"
+    proc = subprocess.run(
+        [sys.executable, str(script), "--small", "20", "--large", "60", "--repeat", "1"],
+        capture_output=True,
+        timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
+    lines = proc.stdout.decode().splitlines()
+    assert len(lines) == 3 and lines[0].endswith("x") and lines[1].endswith("x"), lines
+    assert lines[2].startswith("each body past the first 20: ")  # its ratio too small to measure, or one
