@@ -146,18 +146,19 @@ def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
 
 def _in_place(path: str) -> tuple[str, bool]:
     """The file `path` names once its symbolic links are followed, and whether it is to be written in place:
-    a path that leads through /dev or /proc (/dev/stdout, a descriptor of this process: replacing the link
-    would replace the system's /dev/stdout, and a file the shell opened for it would stay empty)."""
+    a path that leads through /proc (/dev/stdout is a link to /proc/self/fd/1, a descriptor of this
+    process: replacing the link would replace the system's /dev/stdout, and a file the shell opened for it
+    would stay empty). Devices and pipes are written in place too, as `_Output` finds from their mode."""
     hop = os.path.abspath(path)
     for _ in range(40):
-        if hop.startswith(("/dev/", "/proc/")):
+        if hop.startswith("/proc/"):
             return hop, True
         try:
             hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
         except OSError:  # not a link (or not there)
             break
     real = os.path.realpath(path)
-    return real, real.startswith(("/dev/", "/proc/"))
+    return real, real.startswith("/proc/")
 
 
 class _Output:
