@@ -603,3 +603,12 @@ def test_list_offsets_rebuild_lists_with_nulls(list_type):
     lists = pa.array([[1, 2], None, [], [3]], list_type(pa.int64()))
     rebuilt = pa.ListArray.from_arrays(list_offsets(lists), lists.values.cast(pa.string()))
     assert rebuilt.to_pylist() == [["1", "2"], None, [], ["3"]]
+
+
+@pytest.mark.parametrize("first_line", [-1, 2**63 - 1])
+def test_lines_that_do_not_fit_an_int64_are_refused(first_line: int):
+    """They wrapped around to negative numbers, silently (a hostile test)."""
+    with pytest.raises(ValueError, match=rf"^first_line {first_line}: the lines of 2 bodies from it must fit"):
+        parse_batch([b"{}", b"{}"], "openai", "cpu", first_line=first_line)
+    last = parse_batch([b"{}", b"{}"], "openai", "cpu", first_line=2**63 - 2).table.column("line").to_pylist()
+    assert last == [2**63 - 2, 2**63 - 1]

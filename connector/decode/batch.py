@@ -184,12 +184,6 @@ def _joined(raw: list[bytes], not_bodies: Sequence[int] | np.ndarray, offsets: n
     return Bodies(raw, pa.py_buffer(b"".join(raw)), offsets, np.asarray(not_bodies, dtype=np.int64))
 
 
-def _bodies(bodies: Sequence[Any]) -> Bodies:
-    """The bodies as bytes (b"" for what is not a body: None, a number...) and as one joined buffer."""
-    raw, not_bodies = _given(bodies)
-    return _joined(raw, not_bodies, _offsets(raw))
-
-
 # A batch is parsed in parts of at most PART_BYTES (contiguous runs of bodies; a larger body is a part
 # alone), each counted as its bodies' bytes and PART_BODY_BYTES a body. Why: an Arrow string column has
 # 32-bit offsets (2 GiB), and every output string column holds at most about the bytes of the bodies it
@@ -198,6 +192,7 @@ def _bodies(bodies: Sequence[Any]) -> Bodies:
 # from 2 GiB, never need Arrow's 64-bit offsets, and the parts' tables are the chunks of one table (no
 # copy). A batch of 10,000 bodies of 10 KB is a tenth of a part: most batches are one part.
 PART_BYTES = 1 << 30
+_LINE_MAX = 2**63 - 1  # the `line` column is int64
 PART_BODY_BYTES = 1 << 10
 
 
@@ -237,6 +232,8 @@ def parse_batch(
     raw, not_bodies = _given(bodies)
     offsets = _offsets(raw)
     n = len(raw)
+    if not 0 <= first_line <= _LINE_MAX - n + 1:
+        raise ValueError(f"first_line {first_line}: the lines of {n} bodies from it must fit in an int64, from 0")
     if n > 1 and offsets[-1] + PART_BODY_BYTES * n > PART_BYTES:
         parts = _in_parts(bodies, raw, not_bodies, offsets, plan, chosen, first_line, inline_errors)
         stats = {key: sum(r.stats[key] for r in parts) for key in parts[0].stats}
