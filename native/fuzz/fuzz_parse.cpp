@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "dspark_core.h"
@@ -71,16 +72,21 @@ const ArrowArray* field(const ArrowSchema* schema, const ArrowArray* array, cons
   return nullptr;
 }
 
-// The explained columns: a reason for every body that is not a row (but one refused by its size), none for a
-// row; reasons, fields and content errors are UTF-8; no content is deferred.
+// The explained columns: a reason for every body that is not a row (for one refused by its size, that it is
+// too large), none for a row; reasons, fields and content errors are UTF-8; no content is deferred.
 void check_explained(const ArrowSchema* schema, const ArrowArray* array, int64_t n) {
   const ArrowArray* verdict = field(schema, array, "verdict");
   const ArrowArray* reason = field(schema, array, "reason");
   if (!reason) return;
   const int8_t* v = static_cast<const int8_t*>(verdict->buffers[1]);
-  for (int64_t i = 0; i < n; ++i)
-    check(valid(reason, i) == (v[i] != DSPARK_OK && v[i] != DSPARK_TOO_LARGE),
-          "a reason for each error, none for a row");
+  const int32_t* reason_offsets = static_cast<const int32_t*>(reason->buffers[1]);
+  const char* reason_chars = static_cast<const char*>(reason->buffers[2]);
+  for (int64_t i = 0; i < n; ++i) {
+    check(valid(reason, i) == (v[i] != DSPARK_OK), "a reason for each error, none for a row");
+    std::string_view text(reason_chars + reason_offsets[i], static_cast<size_t>(reason_offsets[i + 1] - reason_offsets[i]));
+    check((v[i] == DSPARK_TOO_LARGE) == (text.rfind("body too large: over ", 0) == 0),
+          "a body refused by its size, and only that, is too large");
+  }
   for (const char* name : {"reason", "field", "content_error"}) {
     const ArrowArray* text = field(schema, array, name);
     if (!text) continue;
