@@ -354,13 +354,13 @@ def test_a_batch_the_core_cannot_read_takes_the_exact_path(caplog: pytest.LogCap
     import dataclasses
 
     from connector.decode.backends import NativeBackend
-    from connector.decode.batch import _bodies
+    from connector.decode.batch import _joined, _offsets
 
     plan = plan_for(load_profile("openai"), ["model"])
     broken = dataclasses.replace(plan, native=native.NativePlan(b"{}", None))
     backend = NativeBackend()
     with caplog.at_level("ERROR"):
-        read = backend.read_bodies(_bodies([b"{}"]), broken)
+        read = backend.read_bodies(_joined([b"{}"], [], _offsets([b"{}"])), broken)
     assert len(read.positions) == 0 and "take the exact path" in caplog.text
 
 
