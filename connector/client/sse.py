@@ -2,7 +2,15 @@
 
 Pure: feed it bytes as they arrive, then `finish()`. A stream that ends without `data: [DONE]`, or with a
 choice that never got its `finish_reason`, is an error (never a silent partial body). Lines end with CRLF,
-LF or a lone CR, as the SSE format allows; the work is linear in the stream's size however it is chunked.
+LF or a lone CR, as the SSE format allows, and one byte order mark opening the stream is skipped; the work is
+linear in the stream's size however it is cut.
+
+A bad event is a `StreamError` that says why, never another exception: each event is read under the
+project's JSON rules (`connector.decode.strict`: no NaN or Infinity, at most 64 levels deep, no unpaired
+surrogate), and the fields assembled are checked (an index is an integer from 0 to 2**31 - 1; content, text,
+reasoning and arguments are strings or null). The assembled state counts against `max_body_bytes` as it
+grows, and the body against it at the end: past it, `BodyTooLarge` (a stream of many tiny tool calls or
+choices would otherwise assemble into a body several times the size of the stream).
 """
 
 from __future__ import annotations
@@ -11,18 +19,76 @@ import json
 import re
 from typing import Any
 
-from connector.errors import StreamError
+from connector.decode.strict import Rejected
+from connector.decode.strict import loads as strict_loads
+from connector.errors import BodyTooLarge, StreamError
 
-__all__ = ["StreamAssembler"]
+__all__ = ["DEFAULT_MAX_BODY_BYTES", "StreamAssembler"]
 
 _LINE_END = re.compile(rb"\r\n?|\n")
+_BOM = b"\xef\xbb\xbf"
+# The client's default `max_body_bytes`: the limit of an assembler that was not given one, unless the stream
+# it was fed is longer (the transport holds that to the client's own limit).
+DEFAULT_MAX_BODY_BYTES = 32 << 20
+_MAX_INDEX = (1 << 31) - 1
+
+
+def _skeleton(value: Any) -> int:
+    return len(json.dumps(value, separators=(",", ":")))
+
+
+# What a choice or a tool call adds to the body at the least (its strings and log probabilities are counted
+# apart, a character and an element as one byte): so the size counted as the state grows never exceeds the
+# size of the chat body it becomes, and stopping early never refuses a body that would have fit. (A text
+# completion's body leaves out the tool calls and reasoning its state may hold: they count all the same.)
+_CHAT_CHOICE = _skeleton(
+    {
+        "index": 0,
+        "message": {"role": 1, "content": None, "tool_calls": []},
+        "logprobs": None,
+        "finish_reason": 1,
+        "stop_reason": 1,
+    }
+)
+_TEXT_CHOICE = _skeleton({"index": 0, "text": "", "logprobs": None, "finish_reason": 1, "stop_reason": 1})
+_TOOL_CALL = _skeleton({"id": 1, "type": 1, "function": {"name": 1, "arguments": ""}})
+
+
+class _BadField(Exception):
+    """A field the assembler uses has the wrong type or value; the message says which and why."""
+
+
+def _describe(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        text = repr(value)
+        return text if len(text) <= 24 else f"a number of {len(text)} characters"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"  # (nothing else comes out of JSON)
+
+
+def _bad_index(value: Any, where: str) -> _BadField:
+    return _BadField(f"{where} is {_describe(value)}, not an integer from 0 to {_MAX_INDEX:,}")
+
+
+def _not_text(value: Any, where: str) -> _BadField:
+    return _BadField(f"{where} is {_describe(value)}, not a string or null")
 
 
 class StreamAssembler:
-    def __init__(self) -> None:
+    def __init__(self, max_body_bytes: int | None = None) -> None:
+        """`max_body_bytes`: the client's limit; None: DEFAULT_MAX_BODY_BYTES, or the bytes fed if more."""
+        self.max_body_bytes = max_body_bytes
         self._buf = bytearray()  # the line being received (consumed lines are cut off the front)
         self._scanned = 0  # bytes of _buf already known to hold no line end
         self._skip_lf = False  # the last chunk ended with CR: a LF opening the next one belongs to it
+        self._at_start = True  # no byte past a possible byte order mark seen yet (_buf holds its first bytes)
+        self._fed = 0  # bytes fed
+        self._size = 0  # the assembled size so far (see _CHAT_CHOICE)
         self._data: list[bytes] = []
         self.head: dict[str, Any] = {}
         self.choices: dict[int, dict[str, Any]] = {}
@@ -32,8 +98,26 @@ class StreamAssembler:
         self.first_token = False  # set once a chunk carried content, text or reasoning
         self.error_body: bytes | None = None  # an `{"error": ...}` event, as vLLM sends on failure mid-stream
 
+    def limit(self) -> int:
+        """The most bytes the assembled body may have."""
+        if self.max_body_bytes is not None:
+            return self.max_body_bytes
+        return max(DEFAULT_MAX_BODY_BYTES, self._fed)
+
     def feed(self, data: bytes) -> None:
-        """Take the next bytes of the response body; raises StreamError on a broken event."""
+        """Take the next bytes of the response body; raises StreamError on a broken event, BodyTooLarge when
+        the assembled state passes the limit."""
+        self._fed += len(data)
+        if self._at_start:  # one byte order mark opening the stream is skipped (WHATWG SSE), however cut
+            if not data:
+                return
+            head = bytes(self._buf) + data
+            self._buf.clear()
+            if len(head) < len(_BOM) and _BOM.startswith(head):
+                self._buf += head  # maybe the start of one: wait for more
+                return
+            self._at_start = False
+            data = head[len(_BOM) :] if head.startswith(_BOM) else head
         if self._skip_lf and data:
             self._skip_lf = False
             if data[:1] == b"\n":
@@ -70,11 +154,12 @@ class StreamAssembler:
         if self.done:
             raise StreamError(f"event {self.events} after [DONE]")
         try:
-            chunk = json.loads(data.decode("utf-8"))
+            chunk = strict_loads(data.decode("utf-8"))
         except UnicodeDecodeError as exc:
             raise StreamError(f"event {self.events} is not valid UTF-8: {exc.reason} at byte {exc.start}") from None
-        except ValueError as exc:
-            raise StreamError(f"event {self.events} is not valid JSON: {exc}") from None
+        except Rejected as exc:
+            reason = str(exc).removeprefix("not JSON: ")
+            raise StreamError(f"event {self.events} is not valid JSON: {reason}") from None
         if not isinstance(chunk, dict):
             raise StreamError(f"event {self.events} is not a JSON object")
         if "error" in chunk:
@@ -84,8 +169,18 @@ class StreamAssembler:
             raise StreamError(f"error event {self.events}: {message}")
         try:
             self._merge(chunk)
-        except (AttributeError, TypeError, ValueError) as exc:  # a field of the wrong type
+        except _BadField as exc:
+            raise StreamError(f"event {self.events} is not a completion chunk: {exc}") from None
+        except (ArithmeticError, AttributeError, LookupError, TypeError, ValueError) as exc:  # a wrong shape
             raise StreamError(f"event {self.events} is not a completion chunk: {type(exc).__name__}: {exc}") from None
+        if self._size > self.limit():
+            self._too_large()
+
+    def _too_large(self) -> None:
+        raise BodyTooLarge(
+            f"the streamed body passed the limit of {self.limit():,} bytes as it was assembled "
+            f"(event {self.events}); the rest was not read"
+        )
 
     def _merge(self, chunk: dict[str, Any]) -> None:
         if not self.head:
@@ -97,47 +192,88 @@ class StreamAssembler:
             self.head["system_fingerprint"] = chunk["system_fingerprint"]
         if chunk.get("usage") is not None:
             self.usage = chunk["usage"]
-        for part in chunk.get("choices") or ():
-            index = int(part.get("index", 0))
-            choice = self.choices.setdefault(
-                index, {"index": index, "parts": [], "reasoning": [], "tools": {}, "logprobs": {}}
-            )
+        limit = self.limit()
+        for at, part in enumerate(chunk.get("choices") or ()):
+            index = part.get("index", 0)
+            if type(index) is not int or not 0 <= index <= _MAX_INDEX:
+                raise _bad_index(index, f"choices[{at}].index")
+            choice = self.choices.get(index)
+            if choice is None:
+                self._size += _CHAT_CHOICE if self.head["chat"] else _TEXT_CHOICE
+                if self._size > limit:
+                    self._too_large()
+                choice = self.choices[index] = {
+                    "index": index,
+                    "parts": [],
+                    "reasoning": [],
+                    "tools": {},
+                    "logprobs": {},
+                }
             # Log probabilities come in pieces: each list (chat: content; completions: tokens, ...) grows.
             for key, value in (part.get("logprobs") or {}).items():
                 if isinstance(value, list):
                     choice["logprobs"].setdefault(key, []).extend(value)
+                    self._size += len(value)
             delta = part.get("delta")
             if isinstance(delta, dict):
                 if delta.get("role"):
                     choice["role"] = delta["role"]
-                if delta.get("content"):
-                    choice["parts"].append(delta["content"])
+                content = delta.get("content")
+                if content:
+                    if type(content) is not str:
+                        raise _not_text(content, f"choices[{at}].delta.content")
+                    choice["parts"].append(content)
+                    self._size += len(content)
                     self.first_token = True
+                elif content is not None and type(content) is not str:
+                    raise _not_text(content, f"choices[{at}].delta.content")
                 for field in ("reasoning", "reasoning_content"):
-                    if delta.get(field):
+                    reasoning = delta.get(field)
+                    if reasoning is not None and type(reasoning) is not str:
+                        raise _not_text(reasoning, f"choices[{at}].delta.{field}")
+                    if reasoning:
                         choice["reasoning_field"] = field
-                        choice["reasoning"].append(delta[field])
+                        choice["reasoning"].append(reasoning)
+                        self._size += len(reasoning)
                         self.first_token = True
-                for call in delta.get("tool_calls") or ():
-                    slot = choice["tools"].setdefault(int(call.get("index", 0)), {"args": []})
+                for k, call in enumerate(delta.get("tool_calls") or ()):
+                    call_index = call.get("index", 0)
+                    if type(call_index) is not int or not 0 <= call_index <= _MAX_INDEX:
+                        raise _bad_index(call_index, f"choices[{at}].delta.tool_calls[{k}].index")
+                    slot = choice["tools"].get(call_index)
+                    if slot is None:
+                        self._size += _TOOL_CALL
+                        if self._size > limit:
+                            self._too_large()
+                        slot = choice["tools"][call_index] = {"args": []}
                     for key in ("id", "type"):
                         if call.get(key):
                             slot[key] = call[key]
                     function = call.get("function") or {}
                     if function.get("name"):
                         slot["name"] = function["name"]
-                    if function.get("arguments"):
-                        slot["args"].append(function["arguments"])
+                    arguments = function.get("arguments")
+                    if arguments is not None and type(arguments) is not str:
+                        raise _not_text(arguments, f"choices[{at}].delta.tool_calls[{k}].function.arguments")
+                    if arguments:
+                        slot["args"].append(arguments)
+                        self._size += len(arguments)
                     self.first_token = True
-            elif part.get("text"):
-                choice["parts"].append(part["text"])
-                self.first_token = True
+            else:
+                text = part.get("text")
+                if text is not None and type(text) is not str:
+                    raise _not_text(text, f"choices[{at}].text")
+                if text:
+                    choice["parts"].append(text)
+                    self._size += len(text)
+                    self.first_token = True
             if part.get("finish_reason") is not None:
                 choice["finish_reason"] = part["finish_reason"]
                 choice["stop_reason"] = part.get("stop_reason")
 
     def finish(self) -> bytes:
-        """The assembled body; raises StreamError when the stream was not complete."""
+        """The assembled body; raises StreamError when the stream was not complete, BodyTooLarge when the body
+        is larger than the limit."""
         if self._buf:  # a last line without its line end
             line = bytes(self._buf)
             self._buf.clear()
@@ -195,4 +331,9 @@ class StreamAssembler:
         for key in ("system_fingerprint", "service_tier"):
             if key in self.head:
                 body[key] = self.head[key]
-        return json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        encoded = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        if len(encoded) > self.limit():
+            raise BodyTooLarge(
+                f"the streamed body assembled into {len(encoded):,} bytes, more than the limit of {self.limit():,}"
+            )
+        return encoded
