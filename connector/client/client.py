@@ -9,8 +9,10 @@
 Every request gets an `Outcome`; a failure is data, never an exception, and never fails the others.
 Bounded concurrency (attempts in flight <= `concurrency`, a keep-alive pool of that size), a deadline per
 attempt and one per request, retries with exponential backoff and jitter on connect errors, timeouts, broken
-connections and 429/502/503/504 (`Retry-After` honoured, capped by `max_retry_after_s`), a gate that holds
-requests back while the server is down (`connector.client.gate`), a cap on body size, an optional rate limit.
+connections and 408/429/502/503/504 (the wait is the backoff, or the server's `Retry-After` when longer, capped
+by `max_retry_after_s`), a gate that holds requests back while the server is down (`connector.client.gate`), a
+cap on body size, an optional rate limit. Whatever goes wrong inside one attempt, even an exception nobody
+foresaw, ends as that request's outcome (`_attempt`), never as an exception out of `send_all`.
 """
 
 from __future__ import annotations
@@ -32,10 +34,10 @@ from connector.client.gate import Gate
 from connector.client.outcome import Outcome
 from connector.client.params import body_defaults, check_params
 from connector.client.ratelimit import RateLimiter
-from connector.client.retry import RETRYABLE_STATUS, backoff_delay, parse_retry_after
+from connector.client.retry import RETRYABLE_STATUS, parse_retry_after, retry_delay
 from connector.client.sse import StreamAssembler
 from connector.client.transport import Transport, tls_context
-from connector.errors import ClientError, OptionsError, RequestTimeout, StatusError, TLSError
+from connector.errors import ClientError, OptionsError, ProtocolError, RequestTimeout, StatusError, TLSError
 from connector.profiles import Profile, load_profile
 
 __all__ = ["ClientConfig", "VllmClient", "endpoint_for", "open_transport", "prepare_request", "response_format_of"]
@@ -46,6 +48,8 @@ MIB = 1024 * 1024
 _DOWN_STATUS = frozenset({502, 503})
 _BREAKS = frozenset("\r\n")
 _TLS_HINT = "set ca_bundle to the CA that signed the server's certificate (verify=False only for a server you trust)"
+# An error body larger than this is not a JSON error object worth parsing: its first bytes are the message.
+_ERROR_JSON_MAX_BYTES = 1024 * 1024
 logger = logging.getLogger("connector.client")
 
 
@@ -223,6 +227,7 @@ class VllmClient:
             if config.hold_while_down
             else None
         )
+        self._unexpected_logged: set[type[BaseException]] = set()  # exception types logged with a traceback
 
     def __repr__(self) -> str:
         return f"VllmClient({self.config.root_url!r}, concurrency={self.config.concurrency})"
@@ -282,18 +287,23 @@ class VllmClient:
                         )
                     break
                 attempts += 1
+                before_this = result
                 result = await self._attempt(endpoint, content, request_id, stream, min(cfg.timeout_s, remaining))
+                if remaining < cfg.timeout_s and result.error is not None and result.error.kind == "timeout":
+                    # The deadline, not the server, cut this attempt short: the error that led to it says more.
+                    result = before_this if before_this.error is not None else result
             self._judge_server(result)
             if result.error is None or not result.error.retryable:
                 break
             if cfg.max_attempts is not None and attempts >= cfg.max_attempts:
                 break
-            if self.gate is not None and not self.gate.is_open:
-                continue  # the gate's probes pace the next attempt
-            if result.retry_after is not None:
-                delay = min(result.retry_after, cfg.max_retry_after_s)
-            else:
-                delay = backoff_delay(attempts, cfg.backoff_initial_s, cfg.backoff_max_s, self._rng)
+            if self.gate is not None and not self.gate.is_open and result.status is None:
+                continue  # no connection: the gate's probes pace the next attempt
+            # (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would
+            # open the gate after one short probe step every time)
+            delay = retry_delay(
+                attempts, result.retry_after, cfg.backoff_initial_s, cfg.backoff_max_s, cfg.max_retry_after_s, self._rng
+            )
             if time.monotonic() + delay >= deadline:
                 break
             logger.debug(
@@ -345,7 +355,7 @@ class VllmClient:
             ):
                 status = response.status
                 if stream and status == 200:
-                    return await _read_stream(response.chunks(), started)
+                    return await _read_stream(response.chunks(), started, self.config.max_body_bytes)
                 return _judge(status, await response.read(), response.headers)
         except TimeoutError:
             return _Attempt(status=status, error=RequestTimeout(f"no complete response within {timeout_s:g} s"))
@@ -353,6 +363,23 @@ class VllmClient:
             return _Attempt(error=TLSError(f"{exc.message}; {_TLS_HINT}"))
         except ClientError as exc:
             return _Attempt(status=status, error=exc)
+        except Exception as exc:  # (cancellation and KeyboardInterrupt are no Exception: they pass)
+            # A response that the code above did not foresee (a bug, here or in a library): this request's
+            # outcome, never the end of every other request's.
+            return _Attempt(status=status, error=self._unexpected(exc, request_id))
+
+    def _unexpected(self, exc: Exception, request_id: str) -> ProtocolError:
+        """The error of an attempt that raised `exc`, logged with its traceback (the first of each type)."""
+        name = type(exc).__name__
+        if type(exc) not in self._unexpected_logged:
+            self._unexpected_logged.add(type(exc))
+            logger.error("request %s: unexpected %s while handling the response", request_id, name, exc_info=exc)
+        else:
+            logger.debug("request %s: unexpected %s while handling the response", request_id, name, exc_info=exc)
+        detail = " ".join(str(exc).split())
+        detail = detail if len(detail) <= 300 else detail[:300] + "..."
+        message = f"the client could not handle the response: {name}: {detail}".rstrip(": ")
+        return ProtocolError(message, retryable=False)  # (the same answer would fail the same way)
 
     # --- many requests -----------------------------------------
     async def iter_outcomes(self, payloads: Iterable[Mapping[str, Any]]) -> AsyncIterator[Outcome]:
@@ -411,22 +438,25 @@ def _judge(status: int, body: bytes, headers: Mapping[str, str]) -> _Attempt:
 
 
 def _error_message(body: bytes) -> str:
+    """The message of an error body: vLLM's `{"error": {"message": ...}}` (or FastAPI's `detail`), else the
+    first bytes of the body. Bounded: a body over 1 MiB is not parsed, nor is one nested beyond the parser's
+    recursion limit (`[` * 100000 raises RecursionError in json)."""
     try:
-        data = json.loads(body)
-    except ValueError:
-        data = None
-    if isinstance(data, dict):
-        error = data.get("error", data.get("detail"))
-        if isinstance(error, dict) and "message" in error:
-            return str(error["message"])[:500]
-        if error is not None:
-            return str(error)[:500]
+        data = json.loads(body) if len(body) <= _ERROR_JSON_MAX_BYTES else None
+        if isinstance(data, dict):
+            error = data.get("error", data.get("detail"))
+            if isinstance(error, dict) and "message" in error:
+                return str(error["message"])[:500]
+            if error is not None:
+                return str(error)[:500]
+    except (ValueError, RecursionError):
+        pass
     text = body[:200].decode("utf-8", "replace").strip()
     return text or "(empty body)"
 
 
-async def _read_stream(chunks: AsyncIterator[bytes], started: float) -> _Attempt:
-    assembler = StreamAssembler()
+async def _read_stream(chunks: AsyncIterator[bytes], started: float, max_body_bytes: int) -> _Attempt:
+    assembler = StreamAssembler(max_body_bytes)
     ttft: float | None = None
     try:
         async with contextlib.aclosing(chunks):  # type: ignore[type-var]

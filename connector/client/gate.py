@@ -4,6 +4,11 @@ spend its retries on a server that is restarting.
 An attempt that cannot connect (or gets 502/503 from a gateway in front of the server) closes the gate; from
 then on attempts wait at the gate, and one probe (`GET /health`) is sent after each backoff step. The gate
 opens when a probe or any attempt reaches the server again. A request waits no longer than its own deadline.
+
+The backoff step goes back to the first only when an attempt reaches the server (`open`), not when a probe
+does: a gateway that answers `/health` but 503 to every completion would otherwise close the gate after each
+attempt and have it reopened by the first, shortest, probe every time. Such a gate reopens after longer and
+longer steps (up to `max_s`) until an attempt gets through.
 """
 
 from __future__ import annotations
@@ -41,6 +46,7 @@ class Gate:
         self.closed_at: float | None = None
         self.reason: ClientError | None = None  # what closed it
         self.probes = 0
+        self._step = 0  # backoff steps since an attempt last reached the server
 
     @property
     def is_open(self) -> bool:
@@ -56,6 +62,11 @@ class Gate:
         self._prober = asyncio.get_running_loop().create_task(self._probe_until_open())
 
     def open(self) -> None:
+        """An attempt reached the server: open the gate, and the next outage starts from the first step."""
+        self._step = 0
+        self._open()
+
+    def _open(self) -> None:
         if self.is_open:
             return
         self._opened.set()
@@ -76,15 +87,19 @@ class Gate:
         return True
 
     async def _probe_until_open(self) -> None:
-        step = 0
         while not self.is_open:
-            step += 1
-            await asyncio.sleep(backoff_delay(step, self._initial_s, self._max_s, self._rng))
+            self._step += 1
+            await asyncio.sleep(backoff_delay(self._step, self._initial_s, self._max_s, self._rng))
             if self.is_open:
                 return
             self.probes += 1
-            if await self._probe():
-                self.open()
+            try:
+                answered = await self._probe()
+            except Exception:  # a bug in a probe must not end the probing: the gate would stay closed for good
+                logger.exception("probing the server failed unexpectedly; probing again after the next step")
+                answered = False
+            if answered:
+                self._open()  # (the step is kept: see the module's docstring)
 
     async def aclose(self) -> None:
         if self._prober is not None and not self._prober.done():

@@ -4,10 +4,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["ERROR_KINDS", "Outcome"]
+__all__ = ["ERROR_KINDS", "Outcome", "valid_text"]
 
 # "request": the payload itself cannot be sent; the others are `connector.errors.ClientError` kinds.
 ERROR_KINDS = ("timeout", "connect", "status", "stream", "tls", "protocol", "too-large", "request")
+
+
+def valid_text(text: str) -> str:
+    """`text` as valid Unicode: each lone surrogate (a JSON escape such as "\\ud83d" in an error body, or a
+    byte that is not UTF-8 in a header, which aiohttp decodes with surrogateescape) becomes the text of its
+    escape, as in "\\ud83d"; the rest is unchanged. Escaped, not replaced with U+FFFD: the message then
+    shows what the server sent, and two different bad inputs stay apart."""
+    if text.isascii():
+        return text
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,7 +28,8 @@ class Outcome:
     the assembled `chat.completion` / `text_completion` body; None when no complete response arrived.
     `error` is None exactly when the request succeeded (2xx and, for a stream, `[DONE]` and a
     `finish_reason` on every choice); a 2xx body is not checked further (that is the deserializer's job).
-    Otherwise `error` is "kind: message" and `error_kind` the kind: one of `ERROR_KINDS`.
+    Otherwise `error` is "kind: message" and `error_kind` the kind: one of `ERROR_KINDS`. `error` is always
+    valid UTF-8 (lone surrogates escaped, see `valid_text`): Arrow and Flink can write it.
     """
 
     index: int  # position in the list that was submitted (0 for a single `send`)
@@ -31,6 +42,10 @@ class Outcome:
     ttft_ms: float | None = None  # streaming: last attempt sent -> first content chunk
     backoff_s: float = 0.0  # total time waited between attempts: backoff, and at the gate while the server was down
     error_kind: str | None = None  # None exactly when `error` is None
+
+    def __post_init__(self) -> None:
+        if self.error is not None and not self.error.isascii():
+            object.__setattr__(self, "error", valid_text(self.error))
 
     @property
     def ok(self) -> bool:

@@ -85,7 +85,14 @@ EXCEPTION_MAP: dict[type[BaseException], tuple[type[ClientError], str, bool | No
 }
 
 
+_ContentEncodingError = aiohttp.http_exceptions.ContentEncodingError
+
+
 def _translate(exc: BaseException) -> ClientError | None:
+    if isinstance(exc, ce.ClientPayloadError) and isinstance(exc.__cause__, _ContentEncodingError):
+        # A body that its Content-Encoding does not decode (plain text sent as gzip, an encoding aiohttp cannot
+        # decode): the same every time, unlike a body cut off by a broken connection.
+        return ProtocolError(f"the body does not decode as its content-encoding says: {_detail(exc)}", retryable=False)
     for cls in type(exc).__mro__:
         entry = EXCEPTION_MAP.get(cls)
         if entry is not None:
@@ -95,8 +102,15 @@ def _translate(exc: BaseException) -> ClientError | None:
 
 
 def _detail(exc: BaseException) -> str:
+    cause = exc.__cause__
     if isinstance(exc, aiohttp.ClientResponseError):  # its str() leads with a made-up status 400
         text = exc.message if isinstance(exc.message, str) else str(exc.message)
+    elif isinstance(exc, aiohttp.http_exceptions.HttpProcessingError):  # the same made-up 400
+        text = exc.message
+    elif isinstance(exc, ce.ClientPayloadError) and isinstance(cause, aiohttp.http_exceptions.HttpProcessingError):
+        # "Response payload is not completed: <ContentLengthError: 400, message='...'>": the parser's own
+        # message in place of its repr (or its str, which leads with the made-up 400)
+        text = str(exc).replace(repr(cause), cause.message).replace(str(cause), cause.message)
     elif isinstance(exc, aiohttp.ClientConnectorCertificateError):
         error = exc.certificate_error
         text = f"{exc.host}:{exc.port}: {getattr(error, 'verify_message', None) or error}"
