@@ -170,6 +170,16 @@ public final class Requester implements AutoCloseable {
         return step / 2 + random.nextDouble() * step / 2;
     }
 
+    /**
+     * Seconds to wait after failed attempt {@code attempt}: the backoff, or the server's {@code Retry-After} (cut to
+     * {@code max_retry_after_s}) when that is longer (connector.client.retry.retry_delay). Never less than the
+     * backoff: a {@code Retry-After} of 0, negative or in the past, on every answer, was a retry storm.
+     */
+    static double retryDelay(int attempt, Double retryAfterS, RequestSpec spec, Random random) {
+        double delay = backoff(attempt, spec.backoffInitialS, spec.backoffMaxS, random);
+        return retryAfterS == null ? delay : Math.max(delay, Math.min(retryAfterS, spec.maxRetryAfterS));
+    }
+
     // --- the public face ------------------------------------------------------------------
 
     /** One request; the future never completes exceptionally: every failure is an {@link Outcome}. */
@@ -424,8 +434,7 @@ public final class Requester implements AutoCloseable {
                 step(); // the gate's probes pace the next attempt
                 return;
             }
-            double delay = r.retryAfterS != null ? Math.min(r.retryAfterS, spec.maxRetryAfterS)
-                    : backoff(attempts, spec.backoffInitialS, spec.backoffMaxS, ThreadLocalRandom.current());
+            double delay = retryDelay(attempts, r.retryAfterS, spec, ThreadLocalRandom.current());
             if (System.nanoTime() + (long) (delay * 1e9) >= deadlineNs) {
                 finish();
                 return;

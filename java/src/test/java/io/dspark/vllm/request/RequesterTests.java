@@ -976,6 +976,32 @@ public final class RequesterTests {
         }
     }
 
+    static void test42RetryAfterZeroWaitsTheBackoff() throws Exception {
+        // Retry-After: 0 (or negative, or a date past) on every 429 retried at once: thousands of requests a second.
+        AtomicInteger n = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            if (n.incrementAndGet() <= 3) {
+                respond(x, 429, "", "Retry-After", "0");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("backoff_initial_s", 0.1);
+            sp.put("backoff_max_s", 0.1);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "ok: " + o.error);
+                equal(4, o.attempts, "attempts");
+                List<Servers.Seen> posts = web.posts();
+                for (int i = 1; i < posts.size(); i++) {
+                    double gap = (posts.get(i).atNs - posts.get(i - 1).atNs) / 1e9;
+                    check(gap >= 0.049, "a Retry-After of 0 waits the backoff (0.05 s at least), waited " + gap);
+                }
+            }
+        }
+    }
+
     static void test37ConnectionIdleTooLongIsNotReused() throws Exception {
         try (Raw raw = new Raw(KEEP_ALIVE); Requester r = new Requester(of(spec(raw.base)))) {
             check(get(r.send("p", "a")).ok(), "first");
