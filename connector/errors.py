@@ -115,10 +115,10 @@ class TLSError(ClientError):
 
 
 class ProtocolError(ClientError):
-    """The server's answer is not valid HTTP/1.1."""
+    """The server's answer is not valid HTTP/1.1, or one the client could not handle: the same answer again
+    would fail the same way, so it is not retried (docs/client-and-simulator.md)."""
 
     kind = "protocol"
-    retryable_default = True
 
 
 class BodyTooLarge(ClientError):
