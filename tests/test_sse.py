@@ -12,6 +12,7 @@ import pytest
 from connector.client import StreamAssembler, VllmClient
 from connector.client import sse as sse_module
 from connector.errors import BodyTooLarge, StreamError
+from tests.test_client import prompt_of, raw_server
 
 DONE = b"data: [DONE]\n\n"
 
@@ -271,45 +272,22 @@ E2E = {
 }
 
 
-async def serve_streams(hostile: bytes) -> tuple[asyncio.Server, str]:
-    """A raw HTTP/1.1 server on 127.0.0.1: the prompt "p3" gets `hostile`, every other prompt a good stream."""
-
-    async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        try:
-            while True:
-                head = await reader.readuntil(b"\r\n\r\n")
-                length = next(
-                    int(line.split(b":")[1])
-                    for line in head.split(b"\r\n")
-                    if line.lower().startswith(b"content-length")
-                )
-                request = json.loads(await reader.readexactly(length))
-                body = hostile if request["messages"][0]["content"] == "p3" else GOOD
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(body)
-                    + body
-                )
-                await writer.drain()
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-
-    server = await asyncio.start_server(handle, "127.0.0.1", 0)
-    return server, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}"
-
-
 @pytest.mark.parametrize("name", list(E2E))
 def test_one_hostile_stream_fails_only_its_own_request(name: str) -> None:
     # Before: send_all raised (OverflowError, TypeError, RecursionError) and every other outcome was lost; a
     # BOM lost the first event; the tool-call flood came back as a body several times the limit.
     hostile, kind, error = E2E[name]
 
+    def answer(head: bytes, body: bytes) -> bytes:  # "p3" gets `hostile`, every other prompt a good stream
+        stream = hostile if prompt_of(body) == "p3" else GOOD
+        return (
+            b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nContent-Length: %d\r\n\r\n" % len(stream) + stream
+        )
+
     async def main() -> list[Any]:
-        server, url = await serve_streams(hostile)
         payloads = [{"messages": [{"role": "user", "content": f"p{i}"}]} for i in range(8)]
         limits = {"max_body_bytes": 64 << 10, "timeout_s": 10, "deadline_s": 20}
-        async with server, VllmClient(url, stream=True, concurrency=4, **limits) as client:
+        async with raw_server(answer) as (url, _), VllmClient(url, stream=True, concurrency=4, **limits) as client:
             return await client.send_all(payloads)
 
     outcomes = asyncio.run(main())

@@ -218,24 +218,10 @@ class StreamAssembler:
             if isinstance(delta, dict):
                 if delta.get("role"):
                     choice["role"] = delta["role"]
-                content = delta.get("content")
-                if content:
-                    if type(content) is not str:
-                        raise _not_text(content, f"choices[{at}].delta.content")
-                    choice["parts"].append(content)
-                    self._size += len(content)
-                    self.first_token = True
-                elif content is not None and type(content) is not str:
-                    raise _not_text(content, f"choices[{at}].delta.content")
+                self._text(delta.get("content"), f"choices[{at}].delta.content", choice["parts"])
                 for field in ("reasoning", "reasoning_content"):
-                    reasoning = delta.get(field)
-                    if reasoning is not None and type(reasoning) is not str:
-                        raise _not_text(reasoning, f"choices[{at}].delta.{field}")
-                    if reasoning:
+                    if self._text(delta.get(field), f"choices[{at}].delta.{field}", choice["reasoning"]):
                         choice["reasoning_field"] = field
-                        choice["reasoning"].append(reasoning)
-                        self._size += len(reasoning)
-                        self.first_token = True
                 for k, call in enumerate(delta.get("tool_calls") or ()):
                     call_index = call.get("index", 0)
                     if type(call_index) is not int or not 0 <= call_index <= _MAX_INDEX:
@@ -252,24 +238,26 @@ class StreamAssembler:
                     function = call.get("function") or {}
                     if function.get("name"):
                         slot["name"] = function["name"]
-                    arguments = function.get("arguments")
-                    if arguments is not None and type(arguments) is not str:
-                        raise _not_text(arguments, f"choices[{at}].delta.tool_calls[{k}].function.arguments")
-                    if arguments:
-                        slot["args"].append(arguments)
-                        self._size += len(arguments)
+                    where = f"choices[{at}].delta.tool_calls[{k}].function.arguments"
+                    self._text(function.get("arguments"), where, slot["args"])
                     self.first_token = True
             else:
-                text = part.get("text")
-                if text is not None and type(text) is not str:
-                    raise _not_text(text, f"choices[{at}].text")
-                if text:
-                    choice["parts"].append(text)
-                    self._size += len(text)
-                    self.first_token = True
+                self._text(part.get("text"), f"choices[{at}].text", choice["parts"])
             if part.get("finish_reason") is not None:
                 choice["finish_reason"] = part["finish_reason"]
                 choice["stop_reason"] = part.get("stop_reason")
+
+    def _text(self, value: Any, where: str, into: list[str]) -> bool:
+        """A text field of a chunk: a string or null, else `_BadField`; a non-empty one is added to `into` and
+        counted. Whether it was added."""
+        if value is not None and type(value) is not str:
+            raise _not_text(value, where)
+        if not value:
+            return False
+        into.append(value)
+        self._size += len(value)
+        self.first_token = True
+        return True
 
     def finish(self) -> bytes:
         """The assembled body; raises StreamError when the stream was not complete, BodyTooLarge when the body
