@@ -30,9 +30,10 @@ import pyarrow as pa
 
 from connector.decode.backends import Backend, Bodies, select_backend
 from connector.decode.content import parse_contents
-from connector.decode.exact import MAX_BODY_BYTES, Rejected, decode_body
+from connector.decode.exact import Rejected, decode_body
 from connector.decode.extract import extract
 from connector.decode.native import NativePlan
+from connector.decode.strict import MAX_BODY_BYTES
 from connector.profiles import ContentProperty, Profile, load_profile
 from connector.schema.columns import Column, body_columns, content_arrow_type, output_schema, read_schema
 

@@ -18,7 +18,6 @@ from connector.schema.columns import Column
 from connector.schema.json_types import json_type
 
 __all__ = [
-    "MAX_BODY_BYTES",
     "Rejected",
     "body_values",
     "decode_body",

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.exact import MAX_BODY_BYTES
+from connector.decode.strict import MAX_BODY_BYTES
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
