@@ -129,6 +129,19 @@ def test_a_request_without_messages_or_prompt_is_an_outcome(sim) -> None:  # typ
     assert outcomes[1].ok
 
 
+def test_a_request_that_is_not_a_mapping_is_an_outcome(sim) -> None:  # type: ignore[no-untyped-def]
+    # Each of these raised out of send_all (a str holding "messages" passed the check, then dict() of it
+    # failed; a number is not searchable; stream_options of 5 is not a mapping): every prompt was lost.
+    payloads = [5, "messages", ["prompt"], None, {"messages": [], "stream": True, "stream_options": 5}, chat()]
+    outcomes = run(send_all(sim.url, payloads))  # type: ignore[arg-type]
+    for outcome in outcomes[:5]:
+        assert (outcome.attempts, outcome.error_kind, outcome.body) == (0, "request", None)
+    assert [o.error for o in outcomes[:4]] == ["request: the request is not a JSON object (a mapping)"] * 4
+    assert outcomes[4].error == "request: 'stream_options' is not a JSON object (a mapping)"
+    assert outcomes[5].ok
+    assert [o.index for o in outcomes] == list(range(6))
+
+
 # --- retries ---
 
 

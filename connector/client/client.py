@@ -181,7 +181,10 @@ def prepare_request(
     if config.stream and "stream" not in request:
         request["stream"] = True
     if request.get("stream"):
-        options = dict(request.get("stream_options") or {})
+        given = request.get("stream_options")
+        if given is not None and not isinstance(given, Mapping):
+            raise OptionsError("'stream_options' is not a JSON object (a mapping)")
+        options = dict(given or {})
         options.setdefault("include_usage", True)
         request["stream_options"] = options
     return request
@@ -253,10 +256,15 @@ class VllmClient:
     async def send(self, payload: Mapping[str, Any], *, index: int = 0, request_id: str | None = None) -> Outcome:
         """Send one request (chat if it has `messages`, completions if `prompt`), retrying as configured."""
         request_id = request_id or uuid.uuid4().hex
+        if not isinstance(payload, Mapping):
+            return _invalid(index, request_id, "the request is not a JSON object (a mapping)")
         endpoint = endpoint_for(payload)
         if endpoint is None:
             return _invalid(index, request_id, "the request has neither 'messages' nor 'prompt'")
-        request = self.prepare(payload)
+        try:
+            request = self.prepare(payload)
+        except OptionsError as exc:
+            return _invalid(index, request_id, str(exc))
         try:
             content = json.dumps(request, ensure_ascii=False, allow_nan=False).encode("utf-8")
         except (TypeError, ValueError) as exc:
