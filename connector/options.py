@@ -429,7 +429,7 @@ RETRY_MAX_ATTEMPTS: ConfigOption[int | None] = _option(
     "request.retry.max-attempts",
     "int",
     "Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: "
-    "connect errors, timeouts, broken connections, 429 (Retry-After honoured) and 502/503/504.",
+    "connect errors, timeouts, broken connections, 408, 429 (Retry-After honoured) and 502/503/504.",
     minimum=1,
     group="Retry",
 )

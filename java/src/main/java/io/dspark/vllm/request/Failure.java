@@ -30,6 +30,8 @@ final class Failure {
             + "('request.tls-verify' = 'false' only for a server you trust)";
     private static final ObjectMapper MAPPER =
             new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
+    /** An error body larger than this is not a JSON error object worth parsing: its first bytes are the message. */
+    static final int ERROR_JSON_MAX_BYTES = 1024 * 1024;
 
     final String kind;
     final String message;
@@ -157,7 +159,9 @@ final class Failure {
         if (status >= 200 && status < 300) {
             return null;
         }
-        boolean retryable = status == 429 || status == 502 || status == 503 || status == 504;
+        // As connector.client.retry.RETRYABLE_STATUS: 408 too (a server that closed a kept-alive connection as
+        // the request went out on it answers 408 to a request it never read; HTTP lets a client repeat it).
+        boolean retryable = status == 408 || status == 429 || status == 502 || status == 503 || status == 504;
         String message = errorMessage(body);
         if (status >= 300 && status < 400) {
             message = "redirects are not followed: point 'endpoint' at "
@@ -166,11 +170,14 @@ final class Failure {
         return new Failure("status", "HTTP " + status + ": " + message, retryable);
     }
 
-    /** What an error body says (connector.client.client._error_message). */
+    /**
+     * What an error body says (connector.client.client._error_message). Bounded as there: a body over 1 MiB is
+     * not parsed, nor is one nested beyond the parser's limit.
+     */
     static String errorMessage(byte[] body) {
         JsonNode data = null;
         try {
-            data = body.length == 0 ? null : MAPPER.readTree(body);
+            data = body.length == 0 || body.length > ERROR_JSON_MAX_BYTES ? null : MAPPER.readTree(body);
         } catch (IOException | RuntimeException e) {
             data = null;
         }
@@ -185,6 +192,20 @@ final class Failure {
         }
         String text = Text.utf8Head(body, 200).strip();
         return text.isEmpty() ? "(empty body)" : text;
+    }
+
+    /**
+     * The failure of an attempt whose response the code did not foresee (a bug, here or in a library), as
+     * connector.client.VllmClient._unexpected words it: not retried, the same answer would fail the same way.
+     */
+    static Failure unexpected(Throwable e) {
+        String detail = e.getMessage() == null ? "" : String.join(" ", e.getMessage().strip().split("\\s+"));
+        if (detail.codePointCount(0, detail.length()) > 300) {
+            detail = Text.codePoints(detail, 300) + "...";
+        }
+        String message = "the client could not handle the response: " + e.getClass().getSimpleName()
+                + (detail.isEmpty() ? "" : ": " + detail);
+        return new Failure("protocol", message, false);
     }
 
     private static String pyStr(JsonNode v) {

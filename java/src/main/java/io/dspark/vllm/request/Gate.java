@@ -20,6 +20,11 @@ import java.util.function.Supplier;
  * deadline), and one probe ({@code GET} the health URL; success: a status below 500) is sent after each backoff
  * step. The gate opens on a probe that succeeds or on any attempt that reaches the server. Both changes are
  * logged once, as WARNING.
+ *
+ * <p>The backoff step goes back to the first only when an attempt reaches the server ({@link #open}), not when a
+ * probe does: a gateway that answers the health URL but 503 to every completion would otherwise close the gate
+ * after each attempt and have it reopened by the first, shortest, probe every time. Such a gate reopens after
+ * longer and longer steps (up to {@code maxS}) until an attempt gets through.
  */
 final class Gate {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
@@ -37,6 +42,7 @@ final class Gate {
     private Failure reason;
     private long probes;
     private long closures;
+    private int step; // backoff steps since an attempt last reached the server
 
     Gate(Supplier<CompletableFuture<Boolean>> probe, ScheduledExecutorService timer, double initialS, double maxS,
             Random random) {
@@ -77,10 +83,18 @@ final class Gate {
         }
         LOG.warn("dspark-vllm: the server looks down ({}): holding requests back until it answers again",
                 why.text());
-        probeLater(gen, 1);
+        probeLater(gen);
     }
 
+    /** An attempt reached the server: open the gate, and the next outage starts from the first step. */
     void open() {
+        synchronized (this) {
+            step = 0;
+        }
+        reopen();
+    }
+
+    private void reopen() {
         List<Waiter> go;
         double downS;
         synchronized (this) {
@@ -127,32 +141,42 @@ final class Gate {
         waiters.clear();
     }
 
-    private void probeLater(long gen, int step) {
-        double delay = Requester.backoff(step, initialS, maxS, random);
+    private void probeLater(long gen) {
+        int s;
+        synchronized (this) {
+            if (open || gen != generation) {
+                return;
+            }
+            s = step < Integer.MAX_VALUE ? ++step : step;
+        }
+        double delay = Requester.backoff(s, initialS, maxS, random);
         try {
-            timer.schedule(() -> probeNow(gen, step), (long) (delay * 1e9), TimeUnit.NANOSECONDS);
+            timer.schedule(() -> probeNow(gen), (long) (delay * 1e9), TimeUnit.NANOSECONDS);
         } catch (java.util.concurrent.RejectedExecutionException e) {
             // closed
         }
     }
 
-    private void probeNow(long gen, int step) {
+    private void probeNow(long gen) {
         synchronized (this) {
             if (open || gen != generation) {
                 return;
             }
             probes++;
         }
-        probe.get().whenComplete((ok, e) -> {
+        CompletableFuture<Boolean> answer;
+        try {
+            answer = probe.get();
+        } catch (RuntimeException e) {
+            // A bug in a probe must not end the probing: the gate would stay closed for good.
+            LOG.error("dspark-vllm: probing the server failed unexpectedly; probing again after the next step", e);
+            answer = CompletableFuture.completedFuture(false);
+        }
+        answer.whenComplete((ok, e) -> {
             if (e == null && Boolean.TRUE.equals(ok)) {
-                open();
+                reopen(); // (the step is kept: see the class comment)
             } else {
-                synchronized (this) {
-                    if (open || gen != generation) {
-                        return;
-                    }
-                }
-                probeLater(gen, step + 1);
+                probeLater(gen);
             }
         });
     }

@@ -42,7 +42,7 @@ import javax.net.ssl.SSLContext;
  * connection slot, FIFO] -> one attempt (at most {@code timeout_s}, cut to what is left of the deadline) ->
  * done, or wait (Retry-After capped by {@code max_retry_after_s}, else equal-jitter exponential backoff) and go
  * again, while attempts and the deadline allow. Retried: connect errors, timeouts, broken connections,
- * protocol errors and 429/502/503/504. Concurrency: see {@link Slots} (fixed, or AIMD with a ceiling).
+ * protocol errors and 408/429/502/503/504. Concurrency: see {@link Slots} (fixed, or AIMD with a ceiling).
  *
  * <p>HTTP/1.1 only, keep-alive, redirects never followed, no proxy (nothing from system properties), no
  * cookies. The headers (the API key among them) are never logged nor shown by {@link #toString()}.
@@ -51,6 +51,10 @@ public final class Requester implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
     private static final AtomicInteger INSTANCES = new AtomicInteger();
     private static final long PROBE_BODY_LIMIT = 64 * 1024;
+    // 2^62 times any backoff_initial_s passes any backoff_max_s: the step stops growing there
+    // (connector.client.retry._MAX_EXPONENT), and a count of attempts or of the gate's probes never makes it
+    // infinite, or NaN (0 x infinity).
+    private static final int MAX_EXPONENT = 62;
 
     private final RequestSpec spec;
     private final URI uri;
@@ -66,6 +70,7 @@ public final class Requester implements AutoCloseable {
     private final Set<Call> active = ConcurrentHashMap.newKeySet();
     private final AtomicLong throttled = new AtomicLong();
     private final AtomicLong attemptsSent = new AtomicLong();
+    private final Set<Class<?>> unexpectedLogged = ConcurrentHashMap.newKeySet(); // logged with a stack trace
     private volatile boolean closed;
 
     public Requester(RequestSpec spec) {
@@ -166,7 +171,7 @@ public final class Requester implements AutoCloseable {
 
     /** Seconds to wait after failed attempt {@code attempt} (1-based): equal jitter over an exponential step. */
     static double backoff(int attempt, double initialS, double maxS, Random random) {
-        double step = Math.min(maxS, initialS * Math.pow(2, attempt - 1));
+        double step = Math.min(maxS, initialS * Math.pow(2, Math.min(Math.max(attempt - 1, 0), MAX_EXPONENT)));
         return step / 2 + random.nextDouble() * step / 2;
     }
 
@@ -292,7 +297,10 @@ public final class Requester implements AutoCloseable {
         }
     }
 
-    /** While the gate is closed: does the server answer (anything below 500) on the health URL? */
+    /**
+     * While the gate is closed: does the server answer (anything below 500) on the health URL? The status says
+     * it, whatever becomes of the body (over the limit, cut): the Python client reads none.
+     */
     private CompletableFuture<Boolean> probe() {
         if (closed) {
             return CompletableFuture.completedFuture(false);
@@ -300,7 +308,7 @@ public final class Requester implements AutoCloseable {
         CompletableFuture<Boolean> result = new CompletableFuture<>();
         transport.send(healthUri, HttpMethod.GET, probeHeaders, new byte[0], PROBE_BODY_LIMIT,
                 nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
-                        && response.status < 500));
+                        ? response.status < 500 : head != null && head < 500));
         return result;
     }
 
@@ -419,6 +427,9 @@ public final class Requester implements AutoCloseable {
             if (ended.get()) {
                 return;
             }
+            if (timedOut && attempt.timeoutS < spec.timeoutS && result.failure != null) {
+                r = result; // the deadline, not the server, cut this attempt short: the error that led to it says more
+            }
             result = r;
             judgeServer(r);
             Failure f = r.failure;
@@ -430,12 +441,14 @@ public final class Requester implements AutoCloseable {
                 finish();
                 return;
             }
-            if (gate != null && !gate.isOpen()) {
-                step(); // the gate's probes pace the next attempt
+            if (gate != null && !gate.isOpen() && r.status == null) {
+                step(); // no connection: the gate's probes pace the next attempt
                 return;
             }
+            // (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would
+            // open the gate after one short probe step every time)
             double delay = retryDelay(attempts, r.retryAfterS, spec, ThreadLocalRandom.current());
-            if (System.nanoTime() + (long) (delay * 1e9) >= deadlineNs) {
+            if (delay >= (deadlineNs - System.nanoTime()) / 1e9) { // (in seconds: a huge wait overflows nanoseconds)
                 finish();
                 return;
             }
@@ -515,11 +528,19 @@ public final class Requester implements AutoCloseable {
         private void ended(Transport.Response response, Throwable e, Integer head) {
             if (e == null) {
                 int status = response.status;
-                Failure f = Failure.ofStatus(status, response.body, response.header("location"));
-                Double retryAfter = f != null && f.retryable
-                        ? Text.parseRetryAfter(response.header("retry-after"), System.currentTimeMillis())
-                        : null;
-                end(new Result(status, response.body, f, retryAfter));
+                Result r;
+                try {
+                    Failure f = Failure.ofStatus(status, response.body, response.header("location"));
+                    Double retryAfter = f != null && f.retryable
+                            ? Text.parseRetryAfter(response.header("retry-after"), System.currentTimeMillis())
+                            : null;
+                    r = new Result(status, response.body, f, retryAfter);
+                } catch (RuntimeException | StackOverflowError x) {
+                    // A response that the code above did not foresee (a bug, here or in a library): this request's
+                    // outcome, never a request that ends no more (nor a slot that is never freed).
+                    r = new Result(status, response.body, unexpected(x, call.requestId), null);
+                }
+                end(r);
             } else if (e instanceof Transport.TimedOut) {
                 end(new Result(head, null, Failure.timeout("no complete response within " + Text.g(timeoutS) + " s"),
                         null));
@@ -546,6 +567,17 @@ public final class Requester implements AutoCloseable {
                 slots.release();
             }
         }
+    }
+
+    /** The failure of an attempt that threw {@code x}, logged with its stack trace (the first of each type). */
+    private Failure unexpected(Throwable x, String requestId) {
+        String name = x.getClass().getSimpleName();
+        if (unexpectedLogged.add(x.getClass())) {
+            LOG.error("dspark-vllm: request {}: unexpected {} while handling the response", requestId, name, x);
+        } else {
+            LOG.debug("dspark-vllm: request {}: unexpected {} while handling the response", requestId, name, x);
+        }
+        return Failure.unexpected(x);
     }
 
     /** Starts spaced 1/rate apart, no burst beyond one; retries take slots too (connector.client.ratelimit). */

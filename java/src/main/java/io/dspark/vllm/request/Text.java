@@ -14,8 +14,6 @@ import java.util.regex.Pattern;
 final class Text {
     private Text() {}
 
-    private static final Pattern DECIMAL = Pattern.compile(
-            "[+-]?(?:\\d(?:_?\\d)*(?:\\.(?:\\d(?:_?\\d)*)?)?|\\.\\d(?:_?\\d)*)(?:[eE][+-]?\\d(?:_?\\d)*)?");
     private static final Pattern SPECIAL = Pattern.compile("[+-]?(?:inf|infinity|nan)", Pattern.CASE_INSENSITIVE);
 
     /** Python's {@code f"{x:g}"}: 6 significant digits, no trailing zeros, an exponent below 1e-4 or from 1e6. */
@@ -56,8 +54,8 @@ final class Text {
     /** Python's {@code float(value)} for the forms a header can hold; null when it is not a number. */
     static Double pyFloat(String value) {
         String v = value.strip();
-        if (DECIMAL.matcher(v).matches()) {
-            return Double.parseDouble(v.replace("_", ""));
+        if (decimal(v)) {
+            return Double.parseDouble(v.replace("_", "")); // (any number of digits: infinity or 0 past a double)
         }
         if (SPECIAL.matcher(v).matches()) {
             boolean negative = v.startsWith("-");
@@ -68,6 +66,62 @@ final class Text {
             return negative ? Double.NEGATIVE_INFINITY : Double.POSITIVE_INFINITY;
         }
         return null;
+    }
+
+    /**
+     * Whether {@code v} is a decimal literal of Python's {@code float()}: {@code [+-] (digits [. [digits]] | .
+     * digits) [(e|E) [+-] digits]}, digits being ASCII digits with single underscores between them. A scan, not a
+     * regular expression: Java's repeats a group by recursion, and a header of thousands of digits overflowed
+     * the stack.
+     */
+    private static boolean decimal(String v) {
+        int i = 0;
+        int n = v.length();
+        if (i < n && (v.charAt(i) == '+' || v.charAt(i) == '-')) {
+            i++;
+        }
+        int end = digits(v, i);
+        boolean whole = end > i;
+        i = end;
+        if (i < n && v.charAt(i) == '.') {
+            end = digits(v, i + 1);
+            if (!whole && end == i + 1) {
+                return false; // "." alone
+            }
+            i = end;
+        } else if (!whole) {
+            return false;
+        }
+        if (i < n && (v.charAt(i) == 'e' || v.charAt(i) == 'E')) {
+            i++;
+            if (i < n && (v.charAt(i) == '+' || v.charAt(i) == '-')) {
+                i++;
+            }
+            end = digits(v, i);
+            if (end == i) {
+                return false;
+            }
+            i = end;
+        }
+        return i == n;
+    }
+
+    /** The end of the digits (with single underscores between them) from {@code from}; {@code from} if none. */
+    private static int digits(String v, int from) {
+        int i = from;
+        int end = from;
+        while (i < v.length()) {
+            char c = v.charAt(i);
+            if (c >= '0' && c <= '9') {
+                end = ++i;
+            } else if (c == '_' && end == i && i > from && i + 1 < v.length() && v.charAt(i + 1) >= '0'
+                    && v.charAt(i + 1) <= '9') {
+                i++;
+            } else {
+                break;
+            }
+        }
+        return end;
     }
 
     /**

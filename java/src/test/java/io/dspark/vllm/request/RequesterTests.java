@@ -15,11 +15,18 @@ import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.Comparator;
 import java.util.List;
+import java.util.Map;
+import java.util.Random;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.Semaphore;
+import java.util.concurrent.ThreadFactory;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
@@ -1114,5 +1121,296 @@ public final class RequesterTests {
                 check(get(r.send("p", "id")).ok(), "the others go");
             }
         }
+    }
+
+    // --- what the Python client was hardened against (connector.client) --------------------
+
+    /** {@code f}'s outcome within {@code seconds}: a request that never ends fails the test quickly. */
+    static Outcome within(CompletableFuture<Outcome> f, long seconds) throws Exception {
+        try {
+            return f.get(seconds, TimeUnit.SECONDS);
+        } catch (java.util.concurrent.TimeoutException e) {
+            throw new AssertionError("the request did not end within " + seconds + " s");
+        }
+    }
+
+    static void test43A408IsRetriedOnANewConnectionAfterItsRetryAfter() throws Exception {
+        // A server that closes a kept-alive connection as a request goes out on it answers 408 to a request it
+        // never read (HTTP lets the client repeat it). Before: the 408 was the request's error.
+        List<Long> at = Collections.synchronizedList(new ArrayList<>());
+        try (Raw raw = new Raw((s, in, out) -> {
+            at.add(System.nanoTime());
+            if (at.size() == 1) {
+                out.write(("HTTP/1.1 408 Request Timeout\r\nconnection: close\r\nretry-after: 0.3\r\n"
+                        + "content-length: 0\r\n\r\n").getBytes(StandardCharsets.ISO_8859_1));
+            } else {
+                out.write(ok(OK_BODY));
+            }
+            out.flush();
+        })) {
+            ObjectNode sp = spec(raw.base);
+            sp.put("backoff_initial_s", 0.001);
+            sp.put("backoff_max_s", 0.001);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "ok: " + o.error);
+                equal(2, o.attempts, "attempts");
+                equal(2, raw.connections.get(), "the retry on a new connection");
+                double gap = (at.get(1) - at.get(0)) / 1e9;
+                check(gap >= 0.29, "the 408's Retry-After (0.3 s) is honoured, waited " + gap);
+            }
+        }
+    }
+
+    static void test44BackoffNeverOverflows() throws Exception {
+        // connector.client.retry.backoff_delay: the exponent stops at 62. Before: 0 x 2^2000 = 0 x infinity was
+        // NaN, and an attempt below 1 made the step smaller than the first.
+        Random random = new Random(0);
+        double[] steps = {0.5, 1.0, 2.0, 4.0, 4.0, 4.0};
+        for (int a = 1; a <= steps.length; a++) {
+            double d = Requester.backoff(a, 0.5, 4.0, random);
+            check(d >= steps[a - 1] / 2 && d <= steps[a - 1], "attempt " + a + ": " + d);
+        }
+        equal(0.0, Requester.backoff(2000, 0.0, 0.0, random), "initial 0, attempt 2000");
+        equal(0.0, Requester.backoff(Integer.MAX_VALUE, 0.0, Double.POSITIVE_INFINITY, random), "no max");
+        double big = Requester.backoff(Integer.MAX_VALUE, 0.5, 10.0, random);
+        check(big >= 5.0 && big <= 10.0, "the max step: " + big);
+        double first = Requester.backoff(0, 1.0, 10.0, random);
+        check(first >= 0.5 && first <= 1.0, "attempt 0 waits the first step: " + first);
+    }
+
+    static void test45GateProbesOnAfterAProbeThrows() throws Exception {
+        // Before: a probe that threw ended the probing, and the gate stayed closed for good. And 1,100 steps of
+        // backoff (from 0 s) must not stop it either.
+        AtomicInteger calls = new AtomicInteger();
+        ScheduledThreadPoolExecutor timer = new ScheduledThreadPoolExecutor(1, daemonThreads());
+        try {
+            Gate gate = new Gate(() -> {
+                int n = calls.incrementAndGet();
+                if (n <= 3) {
+                    throw new IllegalStateException("a bug in a probe");
+                }
+                return CompletableFuture.completedFuture(n > 1100);
+            }, timer, 0.0, 0.0, new Random(0));
+            gate.close(new Failure("stream", "down", true));
+            CompletableFuture<Boolean> opened = new CompletableFuture<>();
+            gate.await(20.0, opened::complete);
+            check(opened.get(30, TimeUnit.SECONDS), "the gate opened");
+            equal(1101L, gate.probes(), "probes");
+        } finally {
+            timer.shutdownNow();
+        }
+    }
+
+    static void test46A503WaitsItsRetryAfterEvenWhenHealthAnswers() throws Exception {
+        // Before: a 503 closed the gate, the request skipped its Retry-After and backoff, and /health reopened
+        // the gate after the first probe step: a POST every probe step.
+        try (Web web = new Web((x, s) -> respond(x, 503, "{\"error\":{\"message\":\"overloaded\"}}", "Retry-After",
+                "0.25"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("hold_while_down", true);
+            sp.put("backoff_initial_s", 0.01);
+            sp.put("backoff_max_s", 0.02);
+            sp.put("deadline_s", 1.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                equal(503, o.status, "status");
+                List<Servers.Seen> posts = web.posts();
+                equal(posts.size(), o.attempts, "attempts seen");
+                check(o.attempts <= 5, "at most one attempt per Retry-After in 1 s: " + o.attempts);
+                check(r.gateClosures() >= 1 && web.count("GET", "/health") >= 1, "the 503 closed the gate, probed");
+                for (int i = 1; i < posts.size(); i++) {
+                    double gap = (posts.get(i).atNs - posts.get(i - 1).atNs) / 1e9;
+                    check(gap >= 0.24, "each 503 waits its Retry-After (0.25 s), waited " + gap);
+                }
+            }
+        }
+    }
+
+    static ThreadFactory daemonThreads() {
+        return runnable -> {
+            Thread t = new Thread(runnable, "test-timer");
+            t.setDaemon(true);
+            return t;
+        };
+    }
+
+    /** A timer that runs everything at once and keeps the delays it was asked for. */
+    static final class RecordingTimer extends ScheduledThreadPoolExecutor {
+        final List<Long> delaysNs = Collections.synchronizedList(new ArrayList<>());
+
+        RecordingTimer() {
+            super(1, daemonThreads());
+        }
+
+        @Override
+        public ScheduledFuture<?> schedule(Runnable command, long delay, TimeUnit unit) {
+            delaysNs.add(unit.toNanos(delay));
+            return super.schedule(command, 0, unit);
+        }
+    }
+
+    static void test47GateStepGrowsWhileOnlyProbesGetThrough() throws Exception {
+        // Before: every close started the probes again at the first (shortest) step, so a gateway that answers
+        // /health but 503 to every completion had the gate reopened after the shortest step each time.
+        RecordingTimer timer = new RecordingTimer();
+        try {
+            Gate gate = new Gate(() -> CompletableFuture.completedFuture(true), timer, 0.02, 0.32, new Random(0));
+            double[] steps = {0.02, 0.04, 0.08, 0.16, 0.32, 0.02};
+            for (int i = 0; i < steps.length; i++) {
+                if (i == 5) {
+                    gate.open(); // an attempt reached the server: back to the first step
+                }
+                gate.close(new Failure("status", "HTTP 503: overloaded", true));
+                eventually(gate::isOpen, "a probe opens the gate");
+                equal(i + 1, timer.delaysNs.size(), "one probe per close");
+                double d = timer.delaysNs.get(i) / 1e9;
+                check(d >= steps[i] / 2 - 1e-9 && d <= steps[i] + 1e-9, "close " + (i + 1) + ": probed after " + d
+                        + " s, not within the step of " + steps[i] + " s");
+            }
+            equal(6L, gate.probes(), "probes");
+        } finally {
+            timer.shutdownNow();
+        }
+    }
+
+    static void test48HealthWithALargeBodyOpensTheGate() throws Exception {
+        // The probe asks for a status below 500 (as connector.client.VllmClient._probe, which reads no body).
+        // Before: a /health body over the probe's 64 KiB limit (a gateway's page) was a failed probe, and the
+        // gate never opened again.
+        AtomicInteger n = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            if (n.incrementAndGet() == 1) {
+                respond(x, 503, "restarting");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            web.handlers.put("/health", (x, s) -> respond(x, 200, "<html>" + "x".repeat(100_000) + "</html>"));
+            ObjectNode sp = spec(web.base);
+            sp.put("hold_while_down", true);
+            sp.put("deadline_s", 3.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                check(o.ok(), "ok: " + o.error);
+                equal(2, o.attempts, "attempts");
+                check(web.count("GET", "/health") >= 1, "probed /health");
+            }
+        }
+    }
+
+    static void test49AHostileErrorAnswerIsThatRequestsOutcome() throws Exception {
+        // connector.client.retry.parse_retry_after never raises. Before: a Retry-After of thousands of digits
+        // overflowed the stack of the regular expression, on the event loop: that request never ended.
+        long now = System.currentTimeMillis();
+        double inf = Double.POSITIVE_INFINITY;
+        equal(inf, Text.parseRetryAfter("1".repeat(30_000), now), "30,000 digits: float() gives inf");
+        equal(inf, Text.parseRetryAfter("1_".repeat(20_000) + "1", now), "20,000 underscores");
+        equal(0.0, Text.parseRetryAfter("0." + "0".repeat(30_000) + "1", now), "30,000 decimals");
+        equal(inf, Text.parseRetryAfter("1e99999999999999999999", now), "a huge exponent");
+        equal(0.0, Text.parseRetryAfter("-1e999999", now), "a huge negative");
+        String[][] floats = {{"1.e5", "100000.0"}, {".5", "0.5"}, {"+.5", "0.5"}, {"1.5e+3", "1500.0"},
+            {"1_0.2_5", "10.25"}, {"1e1_0", "1.0E10"}, {"iNf", "Infinity"}, {"+1", "1.0"}, {"\t2\t", "2.0"}};
+        for (String[] f : floats) {
+            equal(Double.valueOf(f[1]), Text.parseRetryAfter(f[0], now), "float(" + f[0] + ")");
+        }
+        for (String bad : new String[] {"1__0", "_1", "1_", "1e", ".e1", "0x10", "1.5.", "-nan", "1 5", "+", ".",
+            "Mon, 01 Jan 99999999999 00:00:00 GMT", "Mon, 01 Jan 2024 00:00:00 +9999999999999999"}) {
+            equal(null, Text.parseRetryAfter(bad, now), "not a Retry-After: " + bad);
+        }
+        // The same answers from a server, among requests that go well.
+        Map<String, AtomicInteger> tries = new ConcurrentHashMap<>();
+        try (Web web = new Web((x, s) -> {
+            String prompt = Servers.JSON.readTree(s.body).get("prompt").asText();
+            int n = tries.computeIfAbsent(prompt, k -> new AtomicInteger()).incrementAndGet();
+            if (prompt.equals("p3")) {
+                respond(x, 500, "[".repeat(100_000));
+            } else if (prompt.equals("p5") && n == 1) {
+                respond(x, 429, "{}", "Retry-After", "1".repeat(30_000));
+            } else if (prompt.equals("p7") && n == 1) {
+                respond(x, 429, "{}", "Retry-After", "Mon, 01 Jan 99999999999 00:00:00 GMT");
+            } else {
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_attempts", 2);
+            sp.put("max_retry_after_s", 0.05);
+            try (Requester r = new Requester(of(sp))) {
+                List<CompletableFuture<Outcome>> fs = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    fs.add(r.send("p" + i, "id" + i));
+                }
+                for (int i = 0; i < 10; i++) {
+                    Outcome o = within(fs.get(i), 10);
+                    if (i == 3) {
+                        equal("status: HTTP 500: " + "[".repeat(200), o.error, "100,000 brackets");
+                        equal(1, o.attempts, "a 500 is not retried");
+                    } else {
+                        check(o.ok(), "p" + i + ": " + o.error);
+                        equal(i == 5 || i == 7 ? 2 : 1, o.attempts, "p" + i + " attempts");
+                    }
+                }
+            }
+        }
+    }
+
+    static void test50ARetryAfterPastTheDeadlineEndsTheRequest() throws Exception {
+        // With 'max_retry_after_s' set beyond any wait, a Retry-After of 1e30 s ends the request at once, as in
+        // Python (monotonic() + delay >= deadline). Before: the wait overflowed a long of nanoseconds, passed the
+        // deadline check, and the request was never heard of again.
+        try (Web web = new Web((x, s) -> respond(x, 429, "{\"error\":\"later\"}", "Retry-After", "1e30"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("max_retry_after_s", 1e30);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = within(r.send("p", "id"), 10);
+                matches("status: HTTP 429: later" + gaveUp(1), o.error, "error");
+                equal(1, o.attempts, "attempts");
+                equal(0, r.inFlight(), "ended");
+            }
+        }
+    }
+
+    static void test51AnAttemptCutByTheDeadlineKeepsTheErrorBefore() throws Exception {
+        // connector.client.VllmClient.send: "The deadline, not the server, cut this attempt short: the error that
+        // led to it says more." Before: the request ended as a timeout of the cut attempt.
+        AtomicInteger n = new AtomicInteger();
+        CountDownLatch release = new CountDownLatch(1);
+        String busy = "{\"error\":{\"message\":\"busy\"}}";
+        try (Web web = new Web((x, s) -> {
+            if (n.incrementAndGet() == 1) {
+                respond(x, 503, busy);
+            } else {
+                release.await(20, TimeUnit.SECONDS);
+                respond(x, 200, OK_BODY);
+            }
+        })) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 0.6);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = within(r.send("p", "id"), 10);
+                matches("status: HTTP 503: busy" + gaveUp(2), o.error, "error");
+                equal("status", o.errorKind, "kind");
+                equal(503, o.status, "status");
+                equal(busy, body(o), "the 503's body");
+                equal(2, o.attempts, "attempts");
+            } finally {
+                release.countDown();
+            }
+        }
+    }
+
+    static void test52AnErrorBodyOverOneMiBIsNotParsed() throws Exception {
+        // connector.client.client._error_message parses at most 1 MiB; a larger body's message is its first bytes.
+        String head = "{\"error\":{\"message\":\"m\"},\"pad\":\"";
+        int limit = 1 << 20;
+        String at = head + "x".repeat(limit - head.length() - 2) + "\"}";
+        equal(limit, at.length(), "1 MiB");
+        equal("m", Failure.errorMessage(at.getBytes(StandardCharsets.UTF_8)), "1 MiB is parsed");
+        String over = head + "x".repeat(limit - head.length() - 1) + "\"}";
+        equal(Text.utf8Head(over.getBytes(StandardCharsets.UTF_8), 200), Failure.errorMessage(
+                over.getBytes(StandardCharsets.UTF_8)), "1 MiB + 1 byte: the first 200 bytes");
+        equal("[".repeat(200), Failure.errorMessage("[".repeat(100_000).getBytes(StandardCharsets.UTF_8)),
+                "nested beyond the parser's limit");
     }
 }
