@@ -88,7 +88,8 @@ class ConfigOption(Generic[T]):
         if self.minimum is not None and not isinstance(value, str) and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
         if self.maximum is not None and not isinstance(value, str) and value > self.maximum:
-            raise OptionsError(f"Option '{self.key}' must be <= {_fmt(self.maximum)}, got '{raw}'.")
+            limit = _fmt_duration(self.maximum) if self.type == "duration" else _fmt(self.maximum)
+            raise OptionsError(f"Option '{self.key}' must be <= {limit}, got '{raw}'.")
         return cast(T, value)
 
     @property
@@ -172,13 +173,20 @@ def _fmt_memory(size: int) -> str:
 
 
 def _fmt_duration(seconds: float) -> str:
-    for unit, size in (("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
+    for unit, size in (("d", 86400.0), ("min", 60.0), ("s", 1.0), ("ms", 1e-3)):
         if seconds >= size and (seconds / size).is_integer():
             return f"{int(seconds / size)} {unit}"
     return f"{seconds} s"
 
 
+# The most any duration may be: the JVM counts time in nanoseconds from an arbitrary origin (2^63 ns is 292
+# years), and a longer deadline or wait overflowed there (every request failed at once).
+DURATION_MAX_S = 365 * 86400.0
+
+
 def _option(key: str, type_: str, description: str, **kwargs: Any) -> ConfigOption[Any]:
+    if type_ == "duration":
+        kwargs.setdefault("maximum", DURATION_MAX_S)
     return ConfigOption(key=key, type=type_, description=description, **kwargs)
 
 

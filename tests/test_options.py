@@ -220,3 +220,12 @@ def test_a_body_limit_over_what_the_parser_reads_is_refused():
     assert REQUEST_MAX_BODY_SIZE.parse("256 mb") == MAX_BODY_BYTES
     with pytest.raises(OptionsError, match=r"^Option 'request.max-body-size' must be <= 268435456, got '257 mb'\.$"):
         REQUEST_MAX_BODY_SIZE.parse("257 mb")
+
+
+@pytest.mark.parametrize("option", [o for o in OPTIONS if o.type == "duration"], ids=lambda o: o.key)
+def test_a_duration_stops_at_a_year(option):
+    """The JVM counts time in nanoseconds (2^63 ns: 292 years): 'request.retry.deadline' = '300000 d' overflowed
+    its deadline, and every request failed at once. Every duration is refused past 365 days, in one line."""
+    assert option.parse("365 d") == 365 * 86400
+    with pytest.raises(OptionsError, match=rf"^Option '{option.key}' must be <= 365 d, got '366 d'\.$"):
+        option.parse("366 d")
