@@ -39,7 +39,7 @@ final class Failure {
 
     Failure(String kind, String message, boolean retryable) {
         this.kind = kind;
-        this.message = message;
+        this.message = Text.validText(message); // (what a Flink STRING, Arrow or UTF-8 can hold)
         this.retryable = retryable;
     }
 

@@ -51,6 +51,33 @@ final class Text {
         return String.format(Locale.ROOT, "%,d", n);
     }
 
+    /**
+     * {@code text} as valid Unicode (connector.client.outcome.valid_text): each lone surrogate becomes the text of
+     * its escape, as in {@code \\ud83d}; the rest, surrogate pairs too, is unchanged.
+     */
+    static String validText(String text) {
+        StringBuilder out = null;
+        for (int i = 0; i < text.length(); i++) {
+            char c = text.charAt(i);
+            boolean pair = Character.isHighSurrogate(c) && i + 1 < text.length()
+                    && Character.isLowSurrogate(text.charAt(i + 1));
+            if (pair) {
+                if (out != null) {
+                    out.append(c).append(text.charAt(i + 1));
+                }
+                i++;
+            } else if (Character.isSurrogate(c)) {
+                if (out == null) {
+                    out = new StringBuilder(text.length() + 8).append(text, 0, i);
+                }
+                out.append(String.format(java.util.Locale.ROOT, "\\u%04x", (int) c));
+            } else if (out != null) {
+                out.append(c);
+            }
+        }
+        return out == null ? text : out.toString();
+    }
+
     /** Python's {@code float(value)} for the forms a header can hold; null when it is not a number. */
     static Double pyFloat(String value) {
         String v = value.strip();

@@ -1413,4 +1413,15 @@ public final class RequesterTests {
         equal("[".repeat(200), Failure.errorMessage("[".repeat(100_000).getBytes(StandardCharsets.UTF_8)),
                 "nested beyond the parser's limit");
     }
+
+    static void test53AnErrorWithALoneSurrogateIsValidText() throws Exception {
+        // As connector.client.outcome.valid_text: a lone surrogate (a JSON escape in an error body) becomes the
+        // text of its escape, a pair stays the character (tests/test_client.py has the same case): the error rows
+        // of both request steps say the same, and what the server sent.
+        byte[] body = "{\"error\":{\"message\":\"prompt contains \\ud83d, not \\ud83d\\ude00\"}}"
+                .getBytes(StandardCharsets.UTF_8);
+        Failure f = Failure.ofStatus(400, body, null);
+        equal("status: HTTP 400: prompt contains \\ud83d, not \ud83d\ude00", f.text(), "escaped");
+        equal("a\\udc00b\\ud800", Text.validText("a\udc00b\ud800"), "a low one alone, a high one at the end");
+    }
 }
