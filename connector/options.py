@@ -11,11 +11,13 @@ rules across options as small named functions whose messages name the keys and t
 
 from __future__ import annotations
 
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
+from urllib.parse import urlsplit
 
 from connector.client.params import REQUEST_PARAMS, check_params
 from connector.errors import OptionsError
@@ -87,8 +89,11 @@ class ConfigOption(Generic[T]):
             ) from None
         if self.minimum is not None and not isinstance(value, str) and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
-        if self.maximum is not None and not isinstance(value, str) and value > self.maximum:
-            limit = _fmt_duration(self.maximum) if self.type == "duration" else _fmt(self.maximum)
+        maximum = self.maximum
+        if maximum is None and self.type in ("int", "concurrency"):
+            maximum = _MAX_LONG  # the jar reads numbers as Java longs: a larger one would wrap around
+        if maximum is not None and not isinstance(value, str) and value > maximum:
+            limit = _fmt_duration(maximum) if self.type == "duration" else _fmt(maximum)
             raise OptionsError(f"Option '{self.key}' must be <= {limit}, got '{raw}'.")
         return cast(T, value)
 
@@ -115,6 +120,12 @@ class ConfigOption(Generic[T]):
         if self.type == "boolean":
             return str(self.default).lower()
         return _fmt(self.default)
+
+
+# Bounds the jar can hold: a Java long, a Java int (the async operator's capacity, batch sizes). Durations:
+# DURATION_MAX_S.
+_MAX_LONG = 2**63 - 1
+_MAX_INT = 2**31 - 1
 
 
 def _fmt(value: Any) -> str:
@@ -326,6 +337,7 @@ REQUEST_CONCURRENCY: ConfigOption[int | str] = _option(
     "higher again while answers are fine; docs/flink.md).",
     default=64,
     minimum=1,
+    maximum=65536,
     group="Request",
 )
 REQUEST_CONCURRENCY_MIN: ConfigOption[int] = _option(
@@ -334,6 +346,7 @@ REQUEST_CONCURRENCY_MIN: ConfigOption[int] = _option(
     "With 'request.concurrency' = 'auto': the fewest requests on the wire at once.",
     default=1,
     minimum=1,
+    maximum=65536,
     group="Request",
 )
 REQUEST_CONCURRENCY_MAX: ConfigOption[int] = _option(
@@ -343,6 +356,7 @@ REQUEST_CONCURRENCY_MAX: ConfigOption[int] = _option(
     "or this when smaller).",
     default=256,
     minimum=1,
+    maximum=65536,
     group="Request",
 )
 REQUEST_QUEUE_SIZE: ConfigOption[int | None] = _option(
@@ -353,6 +367,7 @@ REQUEST_QUEUE_SIZE: ConfigOption[int | None] = _option(
     "waits for no request; when it is full the prompts' source is held back and a checkpoint waits for the next "
     "response (docs/flink.md).",
     minimum=1,
+    maximum=1_000_000,
     group="Request",
 )
 REQUEST_OUTPUT_MODE: ConfigOption[str] = _option(
@@ -439,6 +454,7 @@ RETRY_MAX_ATTEMPTS: ConfigOption[int | None] = _option(
     "Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: "
     "connect errors, timeouts, broken connections, 408, 429 (Retry-After honoured) and 502/503/504.",
     minimum=1,
+    maximum=_MAX_INT,
     group="Retry",
 )
 RETRY_INITIAL_BACKOFF: ConfigOption[float] = _option(
@@ -485,6 +501,7 @@ PARSE_BATCH_SIZE: ConfigOption[int | None] = _option(
     "A batch holds its bodies in memory three times over (JVM, Arrow, Python): keep batch size x largest body x 3 "
     "well inside the TaskManager's memory (2 MB bodies in a 2 GB TaskManager: 100-200).",
     minimum=1,
+    maximum=1_000_000,
     group="Parse",
 )
 PARSE_GPU_DEVICE: ConfigOption[str] = _option(
@@ -502,6 +519,7 @@ BUNDLE_SIZE_OPTION: ConfigOption[int | None] = _option(
     "Flink: elements per Python bundle of this table's parse function (default: parse.batch-size in request "
     "mode, 5 x parse.batch-size in replay mode).",
     minimum=1,
+    maximum=_MAX_INT,
     group="Flink",
 )
 BUNDLE_TIME_OPTION: ConfigOption[float] = _option(
@@ -518,6 +536,7 @@ ARROW_BATCH_OPTION: ConfigOption[int | None] = _option(
     "int",
     "Flink: rows per Arrow batch of this table's parse function (default: parse.batch-size).",
     minimum=1,
+    maximum=_MAX_INT,
     group="Flink",
 )
 
@@ -724,11 +743,42 @@ def rule_one_api_key(o: Options) -> None:
         raise OptionsError(f"Option {quoted} shouldn't be set together; keep one.")
 
 
+# A host name the jar's java.net.URI reads as a host (it takes one with '_' for a registry-based authority).
+_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
+
+
+def _endpoint_problem(endpoint: str) -> str | None:
+    """Why the jar's request step could not use `endpoint` (java.net.URI, then a connection), or None."""
+    if not re.match(r"^https?://[^/\s]+", endpoint) or any(c.isspace() for c in endpoint):
+        return "it is not an http(s) URL"
+    try:
+        parts = urlsplit(endpoint)
+        host = parts.hostname or ""
+        port = parts.port
+    except ValueError:
+        return "its host or port cannot be read (a port is a number from 1 to 65535; an IPv6 address is in [])"
+    if "?" in endpoint or "#" in endpoint:
+        return "the request paths are added to it, so it takes no query ('?') or fragment ('#')"
+    if "@" in parts.netloc:
+        return "it holds a user name or password: give the key with 'api-key', 'api-key.env' or 'api-key.file'"
+    if ":" in host:
+        try:
+            ipaddress.IPv6Address(host)
+        except ValueError:
+            return f"its host '{host}' is not an IPv6 address"
+    elif not _HOST_NAME.match(host):
+        return f"its host '{host}' is not a host name or an IP address (letters, digits, '-' and '.'; no '_')"
+    if port == 0:
+        return "its port is not a number from 1 to 65535"
+    return None
+
+
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
-    if endpoint is not None and not re.match(r"^https?://[^/\s]+", endpoint):
+    problem = None if endpoint is None else _endpoint_problem(endpoint)
+    if problem is not None:
         raise OptionsError(
-            f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}'."
+            f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}': {problem}."
         )
 
 

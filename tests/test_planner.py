@@ -336,3 +336,98 @@ def test_only_sql_builds_other_casts_and_not_null_columns():
     assert result["physical"]["id"]["from"] is None
     assert result["physical"]["tokens_per_second"]["from"] == {"column": "tokens_per_second"}
     assert result["physical"]["usage"]["from"] is None  # one field SQL's: the whole ROW is
+
+
+# --- mistakes in the options that the jar could only find at run time (or not at all): each refused here, in
+# one line naming the option (connector.options, connector.flink.planner)
+
+HOSTILE_REQUEST = {"connector": "dspark-vllm", "endpoint": "http://127.0.0.1:8000", "model": "m", "prompts.rate": "1"}
+
+
+def planned_with(**options: str) -> dict:
+    declared = {"name": "t", "flink": {}, "options": {**HOSTILE_REQUEST, **options}, "columns": [], "watermark": None}
+    return plan(declared)
+
+
+def refused_with(**options: str) -> str:
+    with pytest.raises(OptionsError) as error:
+        planned_with(**options)
+    message = str(error.value)
+    assert "\n" not in message
+    return message
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    [
+        "http://127.0.0.1:notaport",  # java.net.URI: no host; the job failed when it started
+        "http://127.0.0.1:99999",
+        "http://:8000",
+        "http://my_host:8000",  # '_': java.net.URI reads no host
+        "http://[::1:8000",
+        "http://127.0.0.1:8000/v1?x=1",  # the request path went after the query
+        "http://user:pw@127.0.0.1:8000",
+        "http://h:0",
+    ],
+)
+def test_endpoints_the_request_step_cannot_use(endpoint):
+    assert "Option 'endpoint' must be an http(s) URL" in refused_with(endpoint=endpoint)
+
+
+@pytest.mark.parametrize(
+    "endpoint", ["http://127.0.0.1:8000", "https://vllm.example.com", "http://vllm:8000/v1", "http://[::1]:8000/p/"]
+)
+def test_endpoints_that_work(endpoint):
+    assert planned_with(endpoint=endpoint)["request"]["client"]["url"].startswith(
+        endpoint.rstrip("/").removesuffix("/v1")
+    )
+
+
+@pytest.mark.parametrize("key", ["abc\r\nX-Evil: 1", "abc\n", "clé€"])
+def test_an_api_key_a_header_cannot_carry(key):
+    assert "HTTP header" in refused_with(**{"api-key": key})
+
+
+def test_an_api_key_file_that_is_not_text(tmp_path):
+    (tmp_path / "key").write_bytes(b"\x88\xff\x00binary")
+    assert refused_with(**{"api-key.file": str(tmp_path / "key")}).endswith("is not text (UTF-8).")
+    (tmp_path / "big").write_bytes(b"k" * 100_000)
+    assert "larger than an API key" in refused_with(**{"api-key.file": str(tmp_path / "big")})
+    (tmp_path / "ok").write_text("sk-123\n")
+    assert planned_with(**{"api-key.file": str(tmp_path / "ok")})["request"]["client"]["headers"]["authorization"] == (
+        "Bearer sk-123"
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "value"),
+    [
+        ("request.concurrency", "600000000"),  # x4 overflowed the async operator's int capacity
+        ("request.queue-size", "99999999999"),  # the TaskManager ran out of heap
+        ("prompts.count", "99999999999999999999999"),  # past a Java long
+        ("request.retry.deadline", "9999999999 d"),  # nanoseconds past now overflowed: no retry at all
+        ("request.timeout", "9999999999999999999 d"),
+        ("request.max-tokens", "99999999999999999999999"),
+    ],
+)
+def test_numbers_past_what_the_jar_holds(key, value):
+    extra = {"request.retry.deadline": "99999999999999999999 d"} if key == "request.timeout" else {}
+    message = refused_with(**{key: value, **extra})
+    assert "must be <=" in message
+
+
+def test_monitor_interval_past_a_flink_duration():
+    declared = {
+        "name": "t",
+        "flink": {},
+        "options": {
+            "connector": "dspark-vllm",
+            "mode": "replay",
+            "replay.path": "/x",
+            "replay.monitor-interval": "99999999999999 d",
+        },
+        "columns": [],
+        "watermark": None,
+    }
+    with pytest.raises(OptionsError, match="'replay.monitor-interval' must be <="):
+        plan(declared)

@@ -215,28 +215,59 @@ def _bounded(options: Options) -> bool:
     return options.get(PROMPTS_PATH) is not None
 
 
+# An API key file is a secret of a few hundred bytes: read no more than this (a wrong path such as a device or a
+# large file must not fill the client's memory).
+_API_KEY_FILE_LIMIT = 64 * 1024
+
+
+def _header_value(text: str) -> bool:
+    """What the request step can send as a header value (io.dspark.vllm.request.Requester.headerValue):
+    visible ASCII, space, tab and obs-text; no CR, LF or other control characters."""
+    return all(not ((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F or ord(c) > 0xFF) for c in text)
+
+
 def _api_key(options: Options) -> str | None:
+    key, where = _read_api_key(options)
+    if key is not None and not _header_value(key):
+        raise OptionsError(
+            f"The API key from {where} holds characters an HTTP header cannot carry (a line break, another control "
+            "character or a character beyond Latin-1); give the key alone."
+        )
+    return key
+
+
+def _read_api_key(options: Options) -> tuple[str | None, str]:
     path = options.get(API_KEY_FILE)
     if path is not None:
+        where = f"'api-key.file' = '{path}'"
         try:
-            key = Path(path).read_text(encoding="utf-8").strip()
+            with open(path, "rb") as file:
+                data = file.read(_API_KEY_FILE_LIMIT + 1)
         except OSError as exc:
             raise OptionsError(
                 f"Option 'api-key.file' = '{path}' cannot be read where the table is planned: {exc.strerror}."
             ) from None
+        if len(data) > _API_KEY_FILE_LIMIT:
+            raise OptionsError(
+                f"Option 'api-key.file' = '{path}' is larger than an API key ({_API_KEY_FILE_LIMIT} bytes)."
+            )
+        try:
+            key = data.decode("utf-8").strip()
+        except UnicodeDecodeError:
+            raise OptionsError(f"Option 'api-key.file' = '{path}' is not text (UTF-8).") from None
         if not key:
             raise OptionsError(f"Option 'api-key.file' = '{path}' is empty.")
-        return key
+        return key, where
     name = options.get(API_KEY_ENV)
     if name is None:
-        return options.get(API_KEY)
+        return options.get(API_KEY), "'api-key'"
     value = os.environ.get(name)
     if not value:
         raise OptionsError(
             f"Option 'api-key.env' names the environment variable '{name}', which is not set where the table is "
             "planned (the SQL Client, the Gateway, the job's main): set it there, or give 'api-key'."
         )
-    return value
+    return value, f"the environment variable '{name}' ('api-key.env')"
 
 
 def plan(declared: Mapping[str, Any]) -> dict[str, Any]:

@@ -56,6 +56,10 @@ public final class SqlRunner {
         String script;
         try {
             script = Files.readString(Path.of(args[0]), StandardCharsets.UTF_8);
+        } catch (java.nio.charset.CharacterCodingException e) {
+            System.err.println("SqlRunner: cannot read " + args[0] + ": it is not UTF-8 text");
+            System.exit(2);
+            return;
         } catch (IOException e) {
             System.err.println("SqlRunner: cannot read " + args[0] + ": " + e.getMessage());
             System.exit(2);
@@ -64,8 +68,10 @@ public final class SqlRunner {
         TableEnvironment t =
                 TableEnvironment.create(EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(config).build());
         List<TableResult> jobs = new ArrayList<>();
+        List<Integer> jobStatements = new ArrayList<>();
+        List<String> statements = statements(script);
         int n = 0;
-        for (String statement : statements(script)) {
+        for (String statement : statements) {
             n++;
             Matcher set = SET.matcher(statement);
             if (set.matches()) {
@@ -81,6 +87,7 @@ public final class SqlRunner {
                     System.err.println("SqlRunner: statement " + n + " submitted job "
                             + result.getJobClient().get().getJobID());
                     jobs.add(result);
+                    jobStatements.add(n);
                 } else if (result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
                     result.print();
                 }
@@ -88,11 +95,13 @@ public final class SqlRunner {
                 fail(n, statement, e);
             }
         }
-        for (TableResult job : jobs) {
+        for (int j = 0; j < jobs.size(); j++) {
             try {
-                job.await();
+                jobs.get(j).await();
             } catch (Exception e) {
-                fail(n, "(waiting for the job)", e);
+                // The statement that submitted the job that failed, not the last one of the file.
+                int submitted = jobStatements.get(j);
+                fail(submitted, statements.get(submitted - 1), e);
             }
         }
     }
@@ -111,14 +120,20 @@ public final class SqlRunner {
                 message.append(" <- ").append(cause.getMessage());
             }
         }
-        System.err.println("SqlRunner: statement " + n + " failed: " + message);
+        // One line: Flink's messages hold line breaks (the lists of options and keys).
+        System.err.println("SqlRunner: statement " + n + " failed: " + message.toString().strip().replaceAll("\\s*\\R\\s*", " "));
         if (Boolean.getBoolean("dspark.verbose")) {
             e.printStackTrace();
         } else {
             System.err.println("SqlRunner: (-Ddspark.verbose=true prints the stack trace)");
         }
-        System.err.println("  " + statement.strip().split("\n")[0]);
+        String first = statement.strip().split("\n")[0];
+        System.err.println("  " + (first.length() > 200 ? first.substring(0, 200) + " ..." : first));
         System.exit(1);
+    }
+
+    private static boolean identifierPart(char c) {
+        return Character.isLetterOrDigit(c) || c == '_' || c == '$';
     }
 
     /** Statements of a script: split at ';' outside quotes, comments and BEGIN ... END (CASE ... END too). */
@@ -136,7 +151,13 @@ public final class SqlRunner {
             }
             if (c == '/' && script.startsWith("/*", i)) {
                 int end = script.indexOf("*/", i + 2);
-                i = end < 0 ? script.length() : end + 2;
+                int after = end < 0 ? script.length() : end + 2;
+                if (script.startsWith("/*+", i)) {
+                    current.append(script, i, after); // a hint (/*+ OPTIONS(...) */) is part of the statement
+                } else {
+                    current.append(' '); // a comment separates tokens: SELECT/* c */1 is SELECT 1
+                }
+                i = after;
                 continue;
             }
             if (c == '\'' || c == '"' || c == '`') {
@@ -155,10 +176,10 @@ public final class SqlRunner {
                 i = end + 1;
                 continue;
             }
-            if (Character.isLetter(c) && (i == 0 || !Character.isLetterOrDigit(script.charAt(i - 1)))) {
+            if (Character.isLetter(c) && (i == 0 || !identifierPart(script.charAt(i - 1)))) {
                 int end = i;
-                while (end < script.length() && Character.isLetterOrDigit(script.charAt(end))) {
-                    end++;
+                while (end < script.length() && identifierPart(script.charAt(end))) {
+                    end++; // a whole identifier: use_case, end_time and case$1 are no CASE or END
                 }
                 String word = script.substring(i, end).toUpperCase(Locale.ROOT);
                 if (word.equals("BEGIN") || word.equals("CASE")) {
