@@ -22,6 +22,10 @@
 #include <utility>
 #include <vector>
 
+#if defined(__GLIBC__)
+#include <malloc.h>  // malloc_trim
+#endif
+
 #include "simdjson.h"
 
 namespace {
@@ -1139,10 +1143,34 @@ std::string_view unfenced(std::string_view s) {
   return s.substr(start, end - start);
 }
 
+// A thread's parsers are kept from call to call (the JVM's format makes a call a body: allocating them anew
+// each time would cost more than the body); their buffers grow to the largest body met. After a call that met
+// a large body they are let go, and the slow path's freed memory given back: otherwise a thread that once read
+// a 100 MiB body held 500 MB (simdjson's index, 4 bytes a byte, and its string buffer) for its lifetime.
 struct Parsers {
+  static constexpr size_t kKept = size_t{16} << 20;  // a body up to this leaves the buffers as they are
   ondemand::parser body, content;
   std::string padded;          // a copy of a body without SIMDJSON_PADDING readable bytes after it
   std::string content_padded;  // a copy of a content (it lives in the body parser's string buffer)
+  bool large = false;          // a body over kKept was met in this call
+
+  void trim() {
+    if (!large) return;
+    large = false;
+    if (body.capacity() > kKept) body = ondemand::parser{};
+    if (content.capacity() > kKept) content = ondemand::parser{};
+    if (padded.capacity() > kKept) std::string().swap(padded);
+    if (content_padded.capacity() > kKept) std::string().swap(content_padded);
+#ifdef __GLIBC__
+    malloc_trim(0);  // the slow path's tree of a large body is many small blocks, which glibc keeps
+#endif
+  }
+};
+
+// Calls Parsers::trim when a call ends, whichever way it ends.
+struct TrimAtEnd {
+  Parsers& parsers;
+  ~TrimAtEnd() { parsers.trim(); }
 };
 
 padded_string_view padded_view(const char* text, size_t len, size_t readable, std::string& copy) {
@@ -1182,6 +1210,7 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
     }
   }
   static thread_local Parsers parsers;
+  TrimAtEnd trim_at_end{parsers};
   std::vector<std::unique_ptr<Builder>> builders, content_builders;
   for (const auto& c : plan.columns) builders.push_back(builder_for(c, n, plan.max_column));
   for (const auto& p : plan.properties) content_builders.push_back(builder_for(p, n, plan.max_column));
@@ -1210,6 +1239,7 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
     int verdict;
     body.reset(plan.body);
     Walk walk{plan.body, body, plan.unit};
+    if (len > Parsers::kKept) parsers.large = true;
     if (static_cast<int64_t>(len) > plan.max_body) {
       verdict = DSPARK_TOO_LARGE;
     } else if (len >= 3 && static_cast<uint8_t>(text[0]) == 0xEF && static_cast<uint8_t>(text[1]) == 0xBB &&

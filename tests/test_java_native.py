@@ -147,3 +147,54 @@ def test_the_jar_loads_its_core_and_leaves_no_copy_behind(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("dspark-vllm: the native parser core loads here (libdspark-"), done.stdout
     assert list(tmp_path.iterdir()) == []
+
+
+# --- from a hostile test of the parse step in the JVM
+
+
+def test_the_core_loads_in_every_classloader_with_a_native_dir():
+    """With `dspark.native.dir` (docs/flink.md), the second job on a TaskManager (its own classloader) failed:
+    "Native Library .../libdspark-jni.so already loaded in another classloader"."""
+    result = build_jar().java_tests("3", main="io.dspark.vllm.parse.LoaderCheck")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == [f"loader {i}: null" for i in range(3)], result.stdout
+
+
+def test_a_body_the_core_cannot_read_costs_only_its_own_row(tmp_path):
+    """A call the core cannot finish (here a column over the plan's max_column_bytes, in production a
+    std::bad_alloc of the slow path or columns over what one Java array holds) threw out of NativeParser.parse
+    for the whole batch: the parse step made every body of the batch an "internal error" row and the format
+    failed the job. Now the batch is read in halves down to the one body, which alone is an error row."""
+    profile = load_profile("openai")
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(
+        NativePlan.of(
+            body_columns(profile), profile.created_unit, profile.content_properties, max_column_bytes=1000
+        ).document
+    )
+    bodies = [b'{"id":"a"}', b'{"id":"' + b"x" * 5000 + b'"}', b'{"id":"b"}', b'{"id":"c"}']
+    lines = tmp_path / "bodies.txt"
+    lines.write_text("".join(base64.b64encode(b).decode() + "\n" for b in bodies))
+    result = build_jar().java_tests(
+        "4", str(plan), "id,n_choices,choice_contents,created", str(lines), main="io.dspark.vllm.parse.NativeCheck"
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    rows = [json.loads(line) for line in result.stdout.split("---\n")[0].splitlines()]
+    assert [r["id"] for r in rows] == ["a", None, "b", "c"]
+    assert [r["reason"] is None for r in rows] == [True, False, True, True]
+    assert rows[1]["reason"].startswith("internal error (the native core could not read this body: ")
+    assert rows[1]["choice_contents"] is None and rows[1]["n_choices"] is None
+
+
+def test_the_format_says_of_a_null_message_what_parse_batch_says(tmp_path):
+    """A record without a value (a Kafka tombstone) reached the format's deserializer as null and was read as
+    an empty body ("empty body"); parse_batch (and the table's parse step, for a NULL body) says it is not a
+    body."""
+
+    profile = load_profile("openai")
+    plan = tmp_path / "plan.json"
+    plan.write_bytes(NativePlan.of(body_columns(profile), profile.created_unit, profile.content_properties).document)
+    expected = parse_batch([None, b""], "openai", columns=["id"], inline_errors=True).table.column("error_reason")
+    result = build_jar().java_tests(str(plan), "column", main="io.dspark.vllm.flink.FormatNullCheck")
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.splitlines() == expected.to_pylist()

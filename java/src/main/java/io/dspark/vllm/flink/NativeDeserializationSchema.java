@@ -28,6 +28,8 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NativeDeserializationSchema.class);
     static final String ERROR_REASON = "error_reason";
     static final String ERROR_FIELD = "error_field";
+    /** parse_batch's reason for what is not a body (ParseOperator gives it for a NULL body too). */
+    static final String NOT_A_BODY = "not a body: got NoneType (give bytes or str)";
 
     private final String document;
     private final RowType produced;
@@ -75,8 +77,11 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         one[0] = message;
         Map<String, ArrowColumn> part = parser.parse(one, 0, 1).get(0);
         String reason = part.get(NativeParser.REASON).getString(0);
+        if (message == null) { // a record without a value (a Kafka tombstone): as parse_batch and the table say
+            reason = NOT_A_BODY;
+        }
         if (reason != null) {
-            String field = part.get(NativeParser.FIELD).getString(0);
+            String field = message == null ? null : part.get(NativeParser.FIELD).getString(0);
             rejected.inc();
             if ("fail".equals(onError)) {
                 throw new IOException("dspark-vllm format: a rejected body ('dspark-vllm.on-error' = 'fail'): "

@@ -27,6 +27,7 @@ public final class NativeCore {
 
     static final int DONE = 0;
     static final int OUTPUT_TOO_LARGE = 3;
+    static final int INTERNAL = 4;
     private static final String RESOURCES = "/io/dspark/vllm/native/linux-x86_64/";
     private static final String SHIM = "libdspark-jni.so";
 
@@ -39,10 +40,21 @@ public final class NativeCore {
     public static synchronized String available() {
         if (!loaded && problem == null) {
             String given = System.getProperty("dspark.native.dir", System.getenv("DSPARK_NATIVE_DIR"));
+            boolean fromGiven = given != null && !given.isEmpty();
             Path folder = null;
+            Path shimCopy = null;
             try {
-                folder = given != null && !given.isEmpty() ? Paths.get(given) : unpacked();
-                System.load(folder.resolve(SHIM).toString());
+                folder = fromGiven ? Paths.get(given) : unpacked();
+                Path shim = folder.resolve(SHIM);
+                if (fromGiven) {
+                    // The JVM lets one file be loaded by one classloader only, and Flink gives every job its own
+                    // (a second job on a TaskManager failed with "already loaded in another classloader"): the
+                    // shim is loaded from a copy of its own, as from the jar. (The core is dlopen()ed by the shim,
+                    // which the JVM does not track.)
+                    shimCopy = Files.createTempDirectory("dspark-vllm-native-");
+                    shim = Files.copy(shim, shimCopy.resolve(SHIM));
+                }
+                System.load(shim.toString());
                 String failed = load(folder.resolve(coreName()).toString());
                 if (failed != null) {
                     problem = "the native parser core did not load: " + failed;
@@ -50,10 +62,14 @@ public final class NativeCore {
                     loaded = true;
                 }
             } catch (IOException | UnsatisfiedLinkError | SecurityException e) {
-                problem = "the native parser core did not load: " + e.getMessage();
+                problem = "the native parser core did not load: "
+                        + (e instanceof java.nio.file.NoSuchFileException ? "no file " : "") + e.getMessage();
             } finally {
-                if (folder != null && (given == null || given.isEmpty())) {
+                if (folder != null && !fromGiven) {
                     remove(folder); // loaded libraries stay mapped: nothing is left behind, even if the JVM is killed
+                }
+                if (shimCopy != null) {
+                    remove(shimCopy);
                 }
             }
         }

@@ -153,16 +153,33 @@ public final class NativeParser {
         }
         int n = to - from;
         try (NativeCore.Result result = NativeCore.parse(plan, bodies, from, to)) {
-            if (result.code == NativeCore.OUTPUT_TOO_LARGE && n > 1) {
-                read(bodies, from, from + n / 2, parts);
-                read(bodies, from + n / 2, to, parts);
-                return;
-            }
-            if (result.code != NativeCore.DONE) {
+            // Too much for one call (a column over 2 GiB, out of memory, all columns over what one Java array
+            // holds): fewer bodies at a time, down to one body, whose failure is its own error row. One body must
+            // not cost its batch (Python's parse_batch gives such a batch to its exact path).
+            String failed = null;
+            Map<String, ArrowColumn> all = null;
+            if (result.code == NativeCore.OUTPUT_TOO_LARGE || result.code == NativeCore.INTERNAL) {
+                failed = result.message;
+            } else if (result.code != NativeCore.DONE) {
                 throw new IllegalStateException(
                         "native parser core: " + result.message + " (code " + result.code + ")");
+            } else {
+                try {
+                    all = result.columns();
+                } catch (IllegalStateException | OutOfMemoryError e) {
+                    failed = e.getMessage();
+                }
             }
-            Map<String, ArrowColumn> all = result.columns();
+            if (failed != null) {
+                if (n > 1) {
+                    read(bodies, from, from + n / 2, parts);
+                    read(bodies, from + n / 2, to, parts);
+                } else {
+                    parts.add(errorPart("internal error (the native core could not read this body: " + failed
+                            + "); please report it with this body"));
+                }
+                return;
+            }
             Map<String, ArrowColumn> out = new HashMap<>();
             for (String name : types.keySet()) {
                 ArrowColumn column = all.get(name);
@@ -177,5 +194,64 @@ public final class NativeParser {
             }
             parts.add(out);
         }
+    }
+
+    /** One body's columns, all null but its verdict and reason: an error row the core could not give. */
+    private Map<String, ArrowColumn> errorPart(String reason) {
+        java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+        java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(16).order(java.nio.ByteOrder.LITTLE_ENDIAN);
+        java.util.function.IntConsumer int32 = v -> bytes.write(b.clear().putInt(v).array(), 0, 4);
+        java.util.function.LongConsumer int64 = v -> bytes.write(b.clear().putLong(v).array(), 0, 8);
+        int32.accept(types.size());
+        for (Map.Entry<String, char[]> entry : types.entrySet()) {
+            byte[] name = entry.getKey().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            int32.accept(name.length);
+            bytes.write(name, 0, name.length);
+            char type = entry.getValue()[0];
+            byte[] value = entry.getKey().equals(REASON)
+                    ? reason.getBytes(java.nio.charset.StandardCharsets.UTF_8)
+                    : null;
+            boolean valid = value != null || entry.getKey().equals(VERDICT);
+            bytes.write(type);
+            int64.accept(1); // length
+            int64.accept(0); // offset
+            int32.accept(1); // one validity byte
+            bytes.write(valid ? 1 : 0);
+            switch (type) {
+                case 'u':
+                    int32.accept(0);
+                    int32.accept(value == null ? 0 : value.length);
+                    int64.accept(value == null ? 0 : value.length);
+                    if (value != null) {
+                        bytes.write(value, 0, value.length);
+                    }
+                    break;
+                case 'l':
+                case 'g':
+                    int64.accept(0);
+                    break;
+                case 'b':
+                    bytes.write(0);
+                    break;
+                case 'c':
+                    bytes.write(valid ? 4 : 0); // DSPARK_INTERNAL's code as the verdict
+                    break;
+                case '+': // an empty list, then its child: no values
+                    int32.accept(0);
+                    int32.accept(0);
+                    bytes.write(entry.getValue()[1]);
+                    int64.accept(0);
+                    int64.accept(0);
+                    int32.accept(0);
+                    if (entry.getValue()[1] == 'u') {
+                        int32.accept(0);
+                        int64.accept(0);
+                    }
+                    break;
+                default:
+                    throw new IllegalStateException("no Arrow type '" + type + "'");
+            }
+        }
+        return new HashMap<>(ArrowColumn.all(bytes.toByteArray()));
     }
 }
