@@ -122,3 +122,19 @@ def test_fail_fails_the_job_with_the_reason(root):
         for _ in rows:
             pass
     assert "a rejected body ('dspark-vllm.on-error' = 'fail')" in str(caught.value)
+
+
+def test_a_misspelt_format_option_is_refused_when_planned(root):
+    """Every 'dspark-vllm.*' key reaches the planner: 'dspark-vllm.on-eror' = 'fail' was ignored (the default
+    'column' kept, the user never told) and 'dspark-vllm.foo' accepted."""
+    from connector.flink import local_environment
+
+    env, t_env = local_environment()
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE misspelt (id STRING, error_reason STRING) WITH (
+            'connector' = 'filesystem', 'path' = '{root / "in"}', 'format' = 'dspark-vllm',
+            'dspark-vllm.on-eror' = 'fail', 'dspark-vllm.foo' = '1'
+        )""")
+    with pytest.raises(Exception) as caught:  # noqa: PT011 - PyFlink raises its Py4J error; the text is checked
+        t_env.sql_query("SELECT id FROM misspelt").explain()
+    assert "'format' = 'dspark-vllm' has no option 'dspark-vllm.foo', 'dspark-vllm.on-eror'" in str(caught.value)

@@ -65,9 +65,9 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
     public DecodingFormat<DeserializationSchema<RowData>> createDecodingFormat(
             DynamicTableFactory.Context context, ReadableConfig formatOptions) {
         FactoryUtil.validateFactoryOptions(this, formatOptions);
-        Map<String, String> given = new LinkedHashMap<>();
-        formatOptions.getOptional(PROFILE).ifPresent(v -> given.put(PROFILE.key(), v));
-        formatOptions.getOptional(ON_ERROR).ifPresent(v -> given.put(ON_ERROR.key(), v));
+        // Every key under 'dspark-vllm.', not only the known ones: the planner names a misspelt one (the
+        // filesystem connector, for one, does not check its format's keys; 'on-eror' was ignored unseen).
+        Map<String, String> given = new LinkedHashMap<>(new java.util.TreeMap<>(formatOptions.toMap()));
         JsonNode plan =
                 PythonPlanner.formatPlan(
                         context.getObjectIdentifier(), context.getCatalogTable(), given,
