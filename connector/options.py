@@ -60,10 +60,12 @@ class ConfigOption(Generic[T]):
         text = str(raw).strip()
         try:
             if self.type == "int":
-                value: Any = int(text)
+                value: Any = _integer(text)
             elif self.type == "concurrency":
-                value = "auto" if text.lower() == "auto" else int(text)
+                value = "auto" if text.lower() == "auto" else _integer(text)
             elif self.type == "double":
+                if not _DECIMAL.match(text):
+                    raise ValueError(text)
                 value = float(text)
                 if not math.isfinite(value):
                     raise ValueError(text)
@@ -143,7 +145,17 @@ _UNITS = {
     "h": 3600.0, "hour": 3600.0, "hours": 3600.0,
     "d": 86400.0, "day": 86400.0, "days": 86400.0,
 }  # fmt: skip
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zµ]*)\s*$", re.IGNORECASE)
+# Numbers as Flink and Java read them: ASCII digits only (Python's int() and float() also take '1_0' and the
+# digits of other scripts, which then meant something else, or nothing, on the JVM side).
+_INTEGER = re.compile(r"^[+-]?[0-9]+$")
+_DECIMAL = re.compile(r"^[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+
+
+def _integer(text: str) -> int:
+    if not _INTEGER.match(text):
+        raise ValueError(text)
+    return int(text)
 
 
 def parse_duration(text: str) -> float:
@@ -159,7 +171,7 @@ def parse_duration(text: str) -> float:
     return float(number) * _UNITS[unit.lower()]
 
 
-_MEMORY = re.compile(r"^\s*(\d+)\s*([a-z]*)\s*$", re.IGNORECASE)
+_MEMORY = re.compile(r"^\s*([0-9]+)\s*([a-z]*)\s*$", re.IGNORECASE)
 _MEMORY_UNITS = {
     "": 1, "b": 1, "bytes": 1,
     "k": 1024, "kb": 1024, "kibibytes": 1024,
@@ -784,7 +796,7 @@ def rule_endpoint_is_url(o: Options) -> None:
 
 def rule_gpu_device(o: Options) -> None:
     device = str(o.get(PARSE_GPU_DEVICE))
-    if device != "auto" and not device.isdigit():
+    if device != "auto" and not (device.isascii() and device.isdigit()):
         raise OptionsError(f"Option 'parse.gpu-device' must be 'auto' or a device number, got '{device}'.")
 
 

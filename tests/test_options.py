@@ -229,3 +229,17 @@ def test_a_duration_stops_at_a_year(option):
     assert option.parse("365 d") == 365 * 86400
     with pytest.raises(OptionsError, match=rf"^Option '{option.key}' must be <= 365 d, got '366 d'\.$"):
         option.parse("366 d")
+
+
+@pytest.mark.parametrize("value", ["1_0", "\u0663", "\u0661\u0665", " +\u0663 "])
+def test_numbers_are_ascii_digits_as_flink_reads_them(value):
+    """Python's int() and float() (and the regex \\d) take '1_0' and other scripts' digits; Flink's and Java's
+    parsers do not, so such a value meant something else, or nothing, on the JVM side."""
+    from connector.options import PARSE_BATCH_SIZE, PROMPTS_RATE, REQUEST_MAX_BODY_SIZE, REQUEST_TIMEOUT
+
+    for option, text in ((PARSE_BATCH_SIZE, value), (PROMPTS_RATE, value), (REQUEST_TIMEOUT, value + " s"),
+                         (REQUEST_MAX_BODY_SIZE, value + " mb")):  # fmt: skip
+        with pytest.raises(OptionsError, match="^Could not parse value"):
+            option.parse(text)
+    with pytest.raises(OptionsError, match="'parse.gpu-device' must be 'auto' or a device number"):
+        validate({**REPLAY, "parse.gpu-device": value})
