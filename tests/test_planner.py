@@ -431,3 +431,39 @@ def test_monitor_interval_past_a_flink_duration():
     }
     with pytest.raises(OptionsError, match="'replay.monitor-interval' must be <="):
         plan(declared)
+
+
+@pytest.mark.parametrize(
+    ("declared_column", "message"),
+    [
+        (column("id", "INT"), "Column 'id' is STRING in this profile; declared INT, its CAST would fail"),
+        (column("model", "TIMESTAMP(3)", "TIMESTAMP_WITHOUT_TIME_ZONE"), "Column 'model' is STRING"),
+        (column("created", "BIGINT"), "Column 'created' is TIMESTAMP(3) in this profile; declared BIGINT"),
+        (
+            column("usage", "ROW<`prompt_tokens` BOOLEAN>", "ROW",
+                   [{"name": "prompt_tokens", "type": {"sql": "BOOLEAN", "root": "BOOLEAN"}}]),
+            "Column 'usage.prompt_tokens' is BIGINT in this profile; declared BOOLEAN",
+        ),
+        (column("choice_contents", "ARRAY<INT>", "ARRAY"), "Column 'choice_contents' is ARRAY<STRING>"),
+    ],
+)  # fmt: skip
+def test_a_column_whose_cast_fails_at_run_time_is_refused(declared_column, message):
+    """A declared type that the profile's column cannot always be cast to was planned, and the job failed on
+    the first value (`id INT`: For input string: 'cmpl-0'), or gave nonsense (a token count as TRUE)."""
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        plan(declared(REPLAY, declared_column))
+
+
+def test_casts_that_cannot_fail_are_planned():
+    result = plan(
+        declared(
+            REPLAY,
+            column("id", "CHAR(8)"),
+            column("prompt_tokens", "VARCHAR(2147483647)", "VARCHAR"),
+            column("completion_tokens", "DECIMAL(20, 0)", "DECIMAL"),
+            column("created", "TIMESTAMP(3) WITH LOCAL TIME ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"),
+            column("choice_contents", "VARCHAR(2147483647)", "VARCHAR"),
+            column("choice_finish_reasons", "ARRAY<CHAR(4)>", "ARRAY"),
+        )
+    )
+    assert set(result["physical"]) >= {"id", "prompt_tokens", "created", "choice_contents", "choice_finish_reasons"}

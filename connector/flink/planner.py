@@ -43,6 +43,7 @@ import importlib.util
 import json
 import os
 import pickle
+import re
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -126,6 +127,49 @@ def _same_type(declared: str, produced: str) -> bool:
 _JVM_CASTS = {("INT", "BIGINT"), ("FLOAT", "DOUBLE")}
 
 
+# The declared types a flat column may be cast to, by the flat column's type: those whose CAST cannot fail at
+# run time. Text to a number, a boolean or a time fails on the first value that is not one (`id INT` planned,
+# then the job failed on 'cmpl-0'), and a number to BOOLEAN is TRUE for any but 0 (a token count read as TRUE).
+_NUMBERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "DECIMAL")
+_TEXT = ("VARCHAR", "CHAR")
+_TABLE_CASTS = {
+    "STRING": _TEXT,
+    "BIGINT": _NUMBERS + _TEXT,
+    "DOUBLE": _NUMBERS + _TEXT,
+    "BOOLEAN": ("BOOLEAN", *_TEXT),
+    "TIMESTAMP(3)": (
+        "TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE", "DATE", "TIME_WITHOUT_TIME_ZONE", *_TEXT
+    ),
+}  # fmt: skip
+# Flink's serializable type names (`LogicalType.asSerializableString`) and their type roots, for array elements.
+_SQL_ROOTS = {
+    "STRING": "VARCHAR", "INT": "INTEGER", "TIMESTAMP": "TIMESTAMP_WITHOUT_TIME_ZONE",
+    "TIMESTAMP_LTZ": "TIMESTAMP_WITH_LOCAL_TIME_ZONE", "TIME": "TIME_WITHOUT_TIME_ZONE",
+}  # fmt: skip
+
+
+def _sql_root(sql: str) -> str:
+    """The type root of a type as Flink writes it: `VARCHAR(2147483647)` VARCHAR, `INT` INTEGER."""
+    if " WITH LOCAL TIME ZONE" in sql:
+        return "TIMESTAMP_WITH_LOCAL_TIME_ZONE"
+    name = re.split(r"[(<\s]", sql.strip(), maxsplit=1)[0].upper()
+    return _SQL_ROOTS.get(name, name)
+
+
+def _castable(flat_type: str, declared: str, root: str) -> bool:
+    """Whether a flat column of `flat_type` cast to the declared type (`declared`, of type root `root`) cannot
+    fail at run time (`_TABLE_CASTS`); an array's elements by the same rule."""
+    if flat_type.startswith("ARRAY<"):
+        if root in _TEXT:
+            return True
+        if root != "ARRAY" or not declared.startswith("ARRAY<"):
+            return False
+        element = declared.removeprefix("ARRAY<").removesuffix(" NOT NULL").removesuffix(">")
+        inner = flat_type.removeprefix("ARRAY<").removesuffix(">")
+        return _castable(inner, element, _sql_root(element))
+    return root in _TABLE_CASTS.get(flat_type, (root,))
+
+
 def _column_sql(
     name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
 ) -> tuple[str, list[str], dict[str, Any] | None]:
@@ -150,6 +194,13 @@ def _column_sql(
         raise OptionsError(
             f"Column '{where}' is not produced by this profile; declare one of: {known} "
             "(or a ROW whose fields are among them), or a METADATA column."
+        )
+    root = str(ftype.get("root") or _sql_root(sql_type))
+    if not _castable(flat[name], sql_type, root):
+        text = "" if flat[name] == "STRING" else " (or STRING)"
+        raise OptionsError(
+            f"Column '{where}' is {flat[name]} in this profile; declared {sql_type}, its CAST would fail or mislead "
+            f"at run time: declare it {flat[name]}{text}."
         )
     jvm = not declared.endswith(" NOT NULL")
     if _same_type(sql_type, flat[name]):
