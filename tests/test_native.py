@@ -944,3 +944,14 @@ def test_a_large_body_leaves_no_memory_held_by_the_thread():
     done = subprocess.run([sys.executable, "-c", _RETAINED], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert int(done.stdout) < 64, f"{done.stdout.strip()} MB held after the large bodies"
+
+
+def test_the_slow_path_benchmark_runs():
+    """benchmarks/bench_slow_path.py (docs/benchmarks.md quotes it), on a 1 MiB body."""
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_slow_path.py"
+    done = subprocess.run([sys.executable, str(script), "--mib", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    header, row = done.stdout.splitlines()
+    assert header.split()[0] == "body" and row.split()[:2] == ["1", "MiB"], done.stdout
