@@ -45,8 +45,8 @@ const char* json_type(const JValue& v) {
 
 // A member of an object, or null when absent (a JSON null is returned as a NUL value).
 const JValue* member(const JValue& obj, std::string_view name) {
-  for (size_t k = 0; k < obj.keys.size(); ++k)
-    if (obj.keys[k] == name) return &obj.items[k];
+  for (size_t k = 0; k < obj.size(); ++k)
+    if (obj.key(k) == name) return &obj.item(k);
   return nullptr;
 }
 
@@ -295,7 +295,7 @@ struct Walker {
         if (node->type != JValue::ARR)
           return reject(std::string("wrong type: expected array, got ") + json_type(*node), display(done),
                         DSPARK_WRONG_TYPE);
-        node = node->items.empty() ? nullptr : &node->items[0];
+        node = node->size() == 0 ? nullptr : &node->item(0);
       } else {
         if (node->type != JValue::OBJ)
           return reject(std::string("wrong type: expected object, got ") + json_type(*node), display(done),
@@ -335,17 +335,17 @@ struct Walker {
         return reject(std::string("wrong type: expected an ISO-8601 string, got ") + json_type(v), where,
                       DSPARK_WRONG_TYPE);
       int64_t micros;
-      if (!fromisoformat(v.s, micros)) {
+      const std::string_view text = v.str();
+      if (!fromisoformat(text, micros)) {
         size_t cut = 0;
-        for (size_t count = 0; cut < v.s.size() && count < 40; ++count) {
+        for (size_t count = 0; cut < text.size() && count < 40; ++count) {
           ++cut;
-          while (cut < v.s.size() && (static_cast<unsigned char>(v.s[cut]) & 0xC0) == 0x80) ++cut;
+          while (cut < text.size() && (static_cast<unsigned char>(text[cut]) & 0xC0) == 0x80) ++cut;
         }
-        return reject("not an ISO-8601 timestamp: " + py_repr(std::string_view(v.s).substr(0, cut)), where,
-                      DSPARK_WRONG_TYPE);
+        return reject("not an ISO-8601 timestamp: " + py_repr(text.substr(0, cut)), where, DSPARK_WRONG_TYPE);
       }
       ms = micros >= 0 ? micros / 1000 : -((-micros + 999) / 1000);
-      shown = v.s;
+      shown = text;
     } else {
       int64_t number;
       if (!integer(v, where, number)) return false;
@@ -375,7 +375,7 @@ struct Walker {
       case STRING:
         if (v->type == JValue::STR) {
           out.tag = Scalar::STR;
-          out.s = v->s;
+          out.s = v->str();
           return true;
         }
         break;
@@ -385,7 +385,7 @@ struct Walker {
       case NUMBER:
         if (v->type == JValue::INT || v->type == JValue::BIG || v->type == JValue::FLOAT) {
           out.tag = Scalar::DBL;
-          out.d = v->type == JValue::INT ? static_cast<double>(v->i) : v->type == JValue::BIG ? c_strtod(v->s) : v->d;
+          out.d = v->type == JValue::INT ? static_cast<double>(v->i) : v->type == JValue::BIG ? c_strtod(std::string(v->str())) : v->d;
           return true;
         }
         break;
@@ -399,7 +399,7 @@ struct Walker {
       case ANY:
         if (v->type == JValue::STR) {
           out.tag = Scalar::STR;
-          out.s = v->s;
+          out.s = v->str();
           return true;
         }
         if (v->type == JValue::INT || v->type == JValue::BIG) {
@@ -438,7 +438,7 @@ struct Walker {
         return reject(std::string("wrong type: expected array, got ") + json_type(*v), display(done),
                       DSPARK_WRONG_TYPE);
       cell.value.tag = Scalar::INT;
-      cell.value.i = static_cast<int64_t>(v->items.size());
+      cell.value.i = static_cast<int64_t>(v->size());
       return true;
     }
     if (c.star < 0) {
@@ -458,13 +458,13 @@ struct Walker {
       return reject(std::string("wrong type: expected array, got ") + json_type(*items), display(done),
                     DSPARK_WRONG_TYPE);
     cell.present = true;
-    for (size_t i = 0; i < items->items.size(); ++i) {
+    for (size_t i = 0; i < items->size(); ++i) {
       Scalar element;
       for (const auto& path : c.paths) {
         std::vector<std::string> where(path.begin(), path.begin() + static_cast<std::ptrdiff_t>(star));
         where.push_back(std::to_string(i));
         Scalar value;
-        if (!walk(&items->items[i], path, star + 1, path.size(), where, v) || !leaf(v, c.kind, display(path), value))
+        if (!walk(&items->item(i), path, star + 1, path.size(), where, v) || !leaf(v, c.kind, display(path), value))
           return false;
         if (element.tag == Scalar::NONE) element = std::move(value);
       }
@@ -477,9 +477,8 @@ struct Walker {
 // exact.py's _shown: an error response's detail as its message prints it (a string as it is, an integer in
 // decimal, anything else as compact JSON text).
 std::string shown(const JValue& v) {
-  if (v.type == JValue::STR) return v.s;
+  if (v.type == JValue::STR || v.type == JValue::BIG) return std::string(v.str());
   if (v.type == JValue::INT) return std::to_string(v.i);
-  if (v.type == JValue::BIG) return v.s;
   std::string out;
   json_text(out, v);
   return out;
@@ -491,8 +490,7 @@ bool truthy(const JValue& v) {
     case JValue::TRUE_: case JValue::BIG: return true;
     case JValue::INT: return v.i != 0;
     case JValue::FLOAT: return v.d != 0;
-    case JValue::STR: return !v.s.empty();
-    case JValue::ARR: case JValue::OBJ: return !v.items.empty();
+    case JValue::STR: case JValue::ARR: case JValue::OBJ: return v.n != 0;
   }
   return false;
 }
@@ -503,25 +501,18 @@ bool body_values(const JValue& obj, const std::vector<ColumnSpec>& columns, Unit
   const JValue* error = member(obj, "error");
   const JValue* object = member(obj, "object");
   bool has_error = !is_none(error);
-  if (has_error || (object && object->type == JValue::STR && object->s == "error")) {
-    JValue wrapped;
-    const JValue* detail = &obj;
-    if (has_error && error->type == JValue::OBJ) {
-      detail = error;
-    } else if (has_error) {
-      wrapped.type = JValue::OBJ;
-      wrapped.keys.push_back("message");
-      wrapped.items.push_back(*error);
-      detail = &wrapped;
-    }
+  if (has_error || (object && object->type == JValue::STR && object->str() == "error")) {
+    // The detail: the error object, the body itself, or {"message": error} for an error that is no object
+    // (read here as no type, no code, and the error as the message).
+    const JValue* detail = !has_error ? &obj : error->type == JValue::OBJ ? error : nullptr;
     std::string parts;
     for (const char* k : {"type", "code"}) {
-      const JValue* part = member(*detail, k);
+      const JValue* part = detail ? member(*detail, k) : nullptr;
       if (is_none(part)) continue;
       if (!parts.empty()) parts += ", ";
       parts += std::string(k) + "=" + shown(*part);
     }
-    const JValue* message = member(*detail, "message");
+    const JValue* message = detail ? member(*detail, "message") : error;
     why.reason = "error response" + (parts.empty() ? "" : " (" + parts + ")") +
                  (message && truthy(*message) ? ": " + shown(*message) : "");
     why.has_field = has_error;
@@ -573,8 +564,9 @@ size_t utf8_error(std::string_view s) {
   return std::string_view::npos;
 }
 
-bool load_json_object(std::string_view text, JValue& value, Rejection& why) {
-  if (!loads(text, value, why)) return false;
+bool load_json_object(std::string_view text, Doc& doc, Rejection& why) {
+  if (!loads(text, doc, why)) return false;
+  const JValue& value = doc.root;
   if (value.type != JValue::OBJ) {
     why.reason = std::string("not a JSON object: got ") + json_type(value);
     why.has_field = false;
@@ -598,20 +590,20 @@ bool decode_body(std::string_view raw, const std::vector<ColumnSpec>& columns, U
     why.category = DSPARK_NOT_JSON;
     return false;
   }
-  JValue obj;
-  if (!load_json_object(raw, obj, why)) {
+  Doc doc;
+  if (!load_json_object(raw, doc, why)) {
     if (why.reason == "empty") why.reason = "empty body";
     return false;
   }
-  return body_values(obj, columns, unit, cells, why);
+  return body_values(doc.root, columns, unit, cells, why);
 }
 
 bool json_content_values(std::string_view text, const std::vector<PropertySpec>& properties, std::vector<Cell>& cells,
                          std::string& error) {
   cells.assign(properties.size(), Cell{});
-  JValue obj;
+  Doc doc;
   Rejection why;
-  if (!load_json_object(text, obj, why)) {
+  if (!load_json_object(text, doc, why)) {
     if (why.has_field)
       error = "property '" + why.field + "': " + why.reason;
     else
@@ -622,7 +614,7 @@ bool json_content_values(std::string_view text, const std::vector<PropertySpec>&
   Walker walker{SECONDS, why};
   for (size_t k = 0; k < properties.size(); ++k) {
     const PropertySpec& prop = properties[k];
-    const JValue* v = member(obj, prop.name);
+    const JValue* v = member(doc.root, prop.name);
     if (is_none(v)) continue;
     Cell& cell = cells[k];
     bool ok = true;
@@ -634,9 +626,9 @@ bool json_content_values(std::string_view text, const std::vector<PropertySpec>&
         ok = walker.reject(std::string("wrong type: expected array, got ") + json_type(*v), prop.name,
                            DSPARK_WRONG_TYPE);
       } else {
-        for (size_t i = 0; ok && i < v->items.size(); ++i) {
+        for (size_t i = 0; ok && i < v->size(); ++i) {
           Scalar item;
-          ok = walker.leaf(&v->items[i], prop.item_kind, prop.name + "[" + std::to_string(i) + "]", item);
+          ok = walker.leaf(&v->item(i), prop.item_kind, prop.name + "[" + std::to_string(i) + "]", item);
           cell.items.push_back(std::move(item));
         }
         cell.present = ok;

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <memory>
+#include <stdexcept>
 #include <unordered_map>
 
 #include "dspark_core.h"
@@ -92,6 +94,42 @@ double c_strtod(const std::string& text) {
   return strtod_l(text.c_str(), nullptr, c_locale);
 }
 
+// -- Doc: one arena a document -----------------------------------------------------------------------------------
+
+void* Doc::take(size_t bytes) {
+  constexpr size_t kAlign = alignof(JValue);
+  size_t pad = (kAlign - reinterpret_cast<uintptr_t>(at_) % kAlign) % kAlign;
+  if (pad + bytes > left_) {
+    if (bytes > next_) {  // a large one has a block of its own; the current block stays in use
+      blocks_.emplace_back(new char[bytes]);
+      return blocks_.back().get();
+    }
+    blocks_.emplace_back(new char[next_]);  // (new[] aligns for any fundamental type)
+    at_ = blocks_.back().get();
+    left_ = next_;
+    next_ = std::min<size_t>(next_ * 2, 64 << 10);
+    pad = 0;
+  }
+  char* p = at_ + pad;
+  at_ += pad + bytes;
+  left_ -= pad + bytes;
+  return p;
+}
+
+const char* Doc::store(std::string_view s) {
+  char* p = static_cast<char*>(take(s.size() + 1));
+  if (!s.empty()) std::memcpy(p, s.data(), s.size());
+  p[s.size()] = '\0';
+  return p;
+}
+
+const JValue* Doc::store(const JValue* values, size_t count) {
+  if (count == 0) return nullptr;
+  JValue* p = static_cast<JValue*>(take(count * sizeof(JValue)));
+  std::memcpy(static_cast<void*>(p), values, count * sizeof(JValue));
+  return p;
+}
+
 namespace detail {
 
 constexpr int kDepthLimit = 64;
@@ -125,10 +163,13 @@ void put_utf8(std::string& out, uint32_t c) {
 bool ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
 struct Scanner {
-  Scanner(const char* text, size_t len) : p(text), n(len) {}
+  Scanner(const char* text, size_t len, Doc& into) : p(text), n(len), doc(into) {}
 
   const char* p;
   size_t n;
+  Doc& doc;
+  std::vector<JValue> stack;  // the values of the arrays and objects being read (an object's: name, value)
+  std::string scratch;        // a string being read
   // The first error: a JSONDecodeError (msg, pos), or a hook's exception (strict.py's reason, whole).
   enum { NONE, DECODE, HOOK } error = NONE;
   const char* msg = nullptr;
@@ -253,7 +294,8 @@ struct Scanner {
     double d = c_strtod(text);  // correctly rounded, as float(int) is: inf exactly when float() overflows
     if (d == HUGE_VAL || d == -HUGE_VAL) return out_of_range();
     out.type = JValue::BIG;
-    out.s = std::move(text);
+    out.text = doc.store(text);
+    out.n = static_cast<uint32_t>(text.size());
     return true;
   }
 
@@ -306,7 +348,10 @@ struct Scanner {
     switch (p[idx]) {
       case '"':
         out.type = JValue::STR;
-        return string(idx + 1, next_out, out.s, out.surrogate);
+        if (!string(idx + 1, next_out, scratch, out.surrogate)) return false;
+        out.text = doc.store(scratch);
+        out.n = static_cast<uint32_t>(scratch.size());
+        return true;
       case '{':
         if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
         return object(idx + 1, next_out, out, depth + 1);
@@ -347,47 +392,60 @@ struct Scanner {
     return number(idx, next_out, out);
   }
 
+  // The values pushed since `base` become the children of `out`, in the Doc.
+  void close(JValue& out, size_t base, size_t count) {
+    out.n = static_cast<uint32_t>(count);
+    out.kids = doc.store(stack.data() + base, stack.size() - base);
+    stack.resize(base);
+  }
+
   // _parse_object_unicode (3.11/3.12: no "Illegal trailing comma" message, that came in 3.13)
   bool object(size_t idx, size_t& next_out, JValue& out, int depth) {
     out.type = JValue::OBJ;
-    std::unique_ptr<std::unordered_map<std::string, size_t>> index;  // for large objects
+    const size_t base = stack.size();
+    size_t members = 0;
+    std::unique_ptr<std::unordered_map<std::string_view, size_t>> index;  // for large objects
     idx = skip(idx);
     if (idx >= n || p[idx] != '}') {
-      std::string key;
-      bool surrogate;
       while (true) {
         if (idx >= n || p[idx] != '"')
           return decode_error("Expecting property name enclosed in double quotes", idx);
         size_t next;
-        if (!string(idx + 1, next, key, surrogate)) return false;
+        JValue name;
+        name.type = JValue::STR;
+        if (!string(idx + 1, next, scratch, name.surrogate)) return false;
         idx = skip(next);
         if (idx >= n || p[idx] != ':') return decode_error("Expecting ':' delimiter", idx);
         idx = skip(idx + 1);
+        name.text = doc.store(scratch);  // (before the value, whose strings use `scratch` too)
+        name.n = static_cast<uint32_t>(scratch.size());
+        const std::string_view key = name.str();
         JValue v;
         if (!value(idx, next, v, depth)) return false;
         // A Python dict: a repeated name keeps its place and takes the new value.
-        size_t at = out.keys.size();
+        size_t at = members;
         if (index) {
           auto found = index->find(key);
           if (found != index->end()) at = found->second;
         } else {
-          for (size_t k = 0; k < out.keys.size(); ++k)
-            if (out.keys[k] == key) {
+          for (size_t k = 0; k < members; ++k)
+            if (stack[base + 2 * k].str() == key) {
               at = k;
               break;
             }
         }
-        if (at == out.keys.size()) {
-          out.keys.push_back(key);
-          out.items.push_back(std::move(v));
+        if (at == members) {
+          stack.push_back(name);
+          stack.push_back(v);
+          ++members;
           if (index) {
             (*index)[key] = at;
-          } else if (out.keys.size() > 16) {
-            index = std::make_unique<std::unordered_map<std::string, size_t>>();
-            for (size_t k = 0; k < out.keys.size(); ++k) (*index)[out.keys[k]] = k;
+          } else if (members > 16) {
+            index = std::make_unique<std::unordered_map<std::string_view, size_t>>();
+            for (size_t k = 0; k < members; ++k) (*index)[stack[base + 2 * k].str()] = k;
           }
         } else {
-          out.items[at] = std::move(v);
+          stack[base + 2 * at + 1] = v;
         }
         idx = skip(next);
         if (idx < n && p[idx] == '}') break;
@@ -395,24 +453,28 @@ struct Scanner {
         idx = skip(idx + 1);
       }
     }
+    close(out, base, members);
     next_out = idx + 1;
     return true;
   }
 
   bool array(size_t idx, size_t& next_out, JValue& out, int depth) {
     out.type = JValue::ARR;
+    const size_t base = stack.size();
     idx = skip(idx);
     if (idx >= n || p[idx] != ']') {
       while (true) {
         size_t next;
-        out.items.emplace_back();
-        if (!value(idx, next, out.items.back(), depth)) return false;
+        JValue v;
+        if (!value(idx, next, v, depth)) return false;
+        stack.push_back(v);
         idx = skip(next);
         if (idx < n && p[idx] == ']') break;
         if (idx >= n || p[idx] != ',') return decode_error("Expecting ',' delimiter", idx);
         idx = skip(idx + 1);
       }
     }
+    close(out, base, stack.size() - base);
     next_out = idx + 1;
     return true;
   }
@@ -500,13 +562,13 @@ std::string syntax_reason(std::string_view text, const char* msg, size_t pos) {
   return "not JSON: " + without_at(msg) + " at char " + std::to_string(code_points(text, pos));
 }
 
-void display_path_push(std::string& out, const std::string& name) {
+void display_path_push(std::string& out, std::string_view name) {
   if (!out.empty()) out.push_back('.');
   out.append(name);
 }
 
 // An unpaired surrogate, kept as its three bytes ED A0..BF xx (valid UTF-8 has none: a pair is joined).
-bool has_surrogate(const std::string& s) {
+bool has_surrogate(std::string_view s) {
   for (size_t b = 0; b + 1 < s.size(); ++b)
     if (static_cast<unsigned char>(s[b]) == 0xED && static_cast<unsigned char>(s[b + 1]) >= 0xA0) return true;
   return false;
@@ -522,15 +584,16 @@ bool check_strings(const JValue& v, std::string& path, Rejection& why) {
     return false;
   };
   if (v.type == JValue::STR) return v.surrogate ? fail() : true;
-  for (size_t k = 0; k < v.items.size(); ++k) {
+  if (v.type != JValue::ARR && v.type != JValue::OBJ) return true;
+  for (size_t k = 0; k < v.size(); ++k) {
     size_t mark = path.size();
     if (v.type == JValue::OBJ) {
-      if (has_surrogate(v.keys[k])) return fail();
-      display_path_push(path, v.keys[k]);
+      if (has_surrogate(v.key(k))) return fail();
+      display_path_push(path, v.key(k));
     } else {
       path += "[" + std::to_string(k) + "]";
     }
-    if (!check_strings(v.items[k], path, why)) return false;
+    if (!check_strings(v.item(k), path, why)) return false;
     path.resize(mark);
   }
   return true;
@@ -539,8 +602,10 @@ bool check_strings(const JValue& v, std::string& path, Rejection& why) {
 }  // namespace detail
 
 // strict.py's loads(text). `category` of the reasons: the core's verdicts.
-bool loads(std::string_view text, JValue& out, Rejection& why) {
+bool loads(std::string_view text, Doc& doc, Rejection& why) {
   using namespace detail;
+  if (text.size() > UINT32_MAX) throw std::length_error("a JSON text over 4 GiB");  // (n counts in 32 bits)
+  JValue& out = doc.root;
   auto reject = [&](std::string reason, int category) {
     why.reason = std::move(reason);
     why.has_field = false;
@@ -556,7 +621,7 @@ bool loads(std::string_view text, JValue& out, Rejection& why) {
     return reject("nested too deeply: more than 64 levels of arrays and objects", DSPARK_TOO_DEEP);
   if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0)
     return reject("not JSON: a byte order mark (U+FEFF) at char 0", DSPARK_BYTE_ORDER_MARK);
-  Scanner scanner(text.data(), text.size());
+  Scanner scanner(text.data(), text.size(), doc);
   size_t end;
   if (!scanner.value(first, end, out, 0)) {
     if (scanner.error == Scanner::HOOK) {
@@ -581,24 +646,24 @@ void json_text(std::string& out, const JValue& v) {
     case JValue::FALSE_: out.append("false"); return;
     case JValue::TRUE_: out.append("true"); return;
     case JValue::INT: out.append(std::to_string(v.i)); return;
-    case JValue::BIG: out.append(v.s); return;
+    case JValue::BIG: out.append(v.str()); return;
     case JValue::FLOAT: write_double(out, v.d); return;
-    case JValue::STR: write_string(out, v.s); return;
+    case JValue::STR: write_string(out, v.str()); return;
     case JValue::ARR:
       out.push_back('[');
-      for (size_t k = 0; k < v.items.size(); ++k) {
+      for (size_t k = 0; k < v.size(); ++k) {
         if (k) out.push_back(',');
-        json_text(out, v.items[k]);
+        json_text(out, v.item(k));
       }
       out.push_back(']');
       return;
     case JValue::OBJ:
       out.push_back('{');
-      for (size_t k = 0; k < v.items.size(); ++k) {
+      for (size_t k = 0; k < v.size(); ++k) {
         if (k) out.push_back(',');
-        write_string(out, v.keys[k]);
+        write_string(out, v.key(k));
         out.push_back(':');
-        json_text(out, v.items[k]);
+        json_text(out, v.item(k));
       }
       out.push_back('}');
       return;
@@ -607,9 +672,9 @@ void json_text(std::string& out, const JValue& v) {
 
 // strict.py's loads(text), its value appended to `out` as json_text writes it (true), or why not (false).
 bool compact_json(std::string_view text, std::string& out, Rejection& why) {
-  JValue value;
-  if (!loads(text, value, why)) return false;
-  json_text(out, value);
+  Doc doc;
+  if (!loads(text, doc, why)) return false;
+  json_text(out, doc.root);
   return true;
 }
 

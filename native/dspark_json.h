@@ -7,6 +7,7 @@
 #define DSPARK_JSON_H
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -20,19 +21,51 @@ struct Rejection {
   int category = 0;
 };
 
-// A JSON value as strict.py's loads gives it.
+// A JSON value as strict.py's loads gives it, in 16 bytes: its strings and child values live in the Doc that
+// loads filled. (A value was ~100 bytes with a std::string and two vectors of its own: a body of small values
+// took 110 MB a MiB; benchmarks/bench_slow_path.py.)
 struct JValue {
   enum Type : uint8_t { NUL, FALSE_, TRUE_, INT, BIG, FLOAT, STR, ARR, OBJ } type = NUL;
   bool surrogate = false;  // STR: holds an unpaired surrogate (kept as its 3 bytes, WTF-8)
-  int64_t i = 0;
-  double d = 0;
-  std::string s;                  // STR: the text; BIG: the digits (an integer beyond int64, within a double)
-  std::vector<std::string> keys;  // OBJ: the names, in first-seen order
-  std::vector<JValue> items;      // ARR: the elements; OBJ: the values, one per name
+  uint32_t n = 0;          // STR, BIG: the text's bytes; ARR: the elements; OBJ: the members
+  union {
+    int64_t i = 0;
+    double d;
+    const char* text;    // STR: the text; BIG: the digits (an integer beyond int64, within a double)
+    const JValue* kids;  // ARR: the elements; OBJ: a name (a STR) and its value for each member, in order
+  };
+
+  std::string_view str() const { return {text, n}; }  // STR, BIG
+  size_t size() const { return n; }                   // ARR, OBJ
+  // ARR: element k; OBJ: the value of member k (a repeated name keeps its first place and its last value)
+  const JValue& item(size_t k) const { return type == OBJ ? kids[2 * k + 1] : kids[k]; }
+  std::string_view key(size_t k) const { return kids[2 * k].str(); }  // OBJ: the name of member k
+};
+static_assert(sizeof(JValue) == 16, "a value is 16 bytes");
+
+// What one loads() read: the root value and the memory of every string and child array below it, freed together.
+class Doc {
+ public:
+  Doc() = default;
+  Doc(const Doc&) = delete;
+  Doc& operator=(const Doc&) = delete;
+
+  JValue root;
+
+  const char* store(std::string_view s);                     // a copy, with a NUL after it
+  const JValue* store(const JValue* values, size_t count);  // a copy
+
+ private:
+  void* take(size_t bytes);
+  std::vector<std::unique_ptr<char[]>> blocks_;
+  char* at_ = nullptr;
+  size_t left_ = 0;
+  size_t next_ = 512;  // the next block's size: doubling up to 64 KiB (a small body takes little)
 };
 
-// strict.py's loads(text): the value (true), or why not (false; `category` of the reasons: the core's verdicts).
-bool loads(std::string_view text, JValue& out, Rejection& why);
+// strict.py's loads(text): the value in doc.root (true), or why not (false; `category` of the reasons: the
+// core's verdicts).
+bool loads(std::string_view text, Doc& doc, Rejection& why);
 
 // json.dumps(value, ensure_ascii=False, separators=(",", ":")) of a loaded value, appended to `out`.
 void json_text(std::string& out, const JValue& v);
@@ -55,7 +88,7 @@ namespace detail {
 // Code points in s[0, end): a byte position as a message gives it.
 size_t code_points(std::string_view s, size_t end);
 // `out` (a display path, as exact.py's `_display` writes it) with one more name.
-void display_path_push(std::string& out, const std::string& name);
+void display_path_push(std::string& out, std::string_view name);
 }  // namespace detail
 
 }  // namespace dspark_exact
