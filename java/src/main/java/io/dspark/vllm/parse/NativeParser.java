@@ -196,7 +196,7 @@ public final class NativeParser {
         }
     }
 
-    /** One body's columns, all null but its verdict and reason: an error row the core could not give. */
+    /** One body's columns, all null but its reason: an error row the core could not give (no verdict either). */
     private Map<String, ArrowColumn> errorPart(String reason) {
         java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
         java.nio.ByteBuffer b = java.nio.ByteBuffer.allocate(16).order(java.nio.ByteOrder.LITTLE_ENDIAN);
@@ -211,7 +211,7 @@ public final class NativeParser {
             byte[] value = entry.getKey().equals(REASON)
                     ? reason.getBytes(java.nio.charset.StandardCharsets.UTF_8)
                     : null;
-            boolean valid = value != null || entry.getKey().equals(VERDICT);
+            boolean valid = value != null;
             bytes.write(type);
             int64.accept(1); // length
             int64.accept(0); // offset
@@ -234,7 +234,7 @@ public final class NativeParser {
                     bytes.write(0);
                     break;
                 case 'c':
-                    bytes.write(valid ? 4 : 0); // DSPARK_INTERNAL's code as the verdict
+                    bytes.write(0);
                     break;
                 case '+': // an empty list, then its child: no values
                     int32.accept(0);
