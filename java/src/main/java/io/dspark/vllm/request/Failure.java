@@ -32,6 +32,8 @@ final class Failure {
             new ObjectMapper().enable(DeserializationFeature.FAIL_ON_TRAILING_TOKENS);
     /** An error body larger than this is not a JSON error object worth parsing: its first bytes are the message. */
     static final int ERROR_JSON_MAX_BYTES = 1024 * 1024;
+    /** The most code points of an exception's message that an error carries. */
+    static final int DETAIL_MAX = 500;
 
     final String kind;
     final String message;
@@ -69,6 +71,15 @@ final class Failure {
         }
     }
 
+    /** A body that its Content-Encoding does not decode: the same every time (connector.client.transport). */
+    static final class Undecodable extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        Undecodable(String message) {
+            super(message);
+        }
+    }
+
     /** What an exception of the transport means; {@code headArrived}: the status line had come. */
     static Failure of(Throwable thrown, boolean headArrived, String target) {
         Throwable e = thrown;
@@ -78,6 +89,10 @@ final class Failure {
         TooLarge large = find(e, TooLarge.class);
         if (large != null) {
             return new Failure("too-large", large.getMessage(), false);
+        }
+        Undecodable undecodable = find(e, Undecodable.class);
+        if (undecodable != null) {
+            return new Failure("protocol", undecodable.getMessage(), false);
         }
         if (find(e, ConnectTimeoutException.class) != null) {
             return new Failure("connect", "connecting timed out: " + target, true);
@@ -93,7 +108,8 @@ final class Failure {
             return new Failure("connect", "cannot connect to the server: " + target + ": " + detail(e), true);
         }
         if (find(e, ProtocolException.class) != null) {
-            return new Failure("protocol", "not a valid HTTP/1.1 response: " + detail(e), true);
+            // not retried (connector.client.transport): the same server answers the same way
+            return new Failure("protocol", "not a valid HTTP/1.1 response: " + detail(e), false);
         }
         if (e instanceof IOException) {
             String detail = detail(e);
@@ -143,7 +159,10 @@ final class Failure {
         for (Throwable c = e; c != null; c = c.getCause()) {
             String m = c.getMessage();
             if (m != null && !m.isBlank()) {
-                return String.join(" ", m.strip().split("\\s+"));
+                // (bounded: Netty's "not an SSL/TLS record" carries a hex dump of what came, kilobytes of it)
+                String one = String.join(" ", m.strip().split("\\s+"));
+                return one.codePointCount(0, one.length()) > DETAIL_MAX ? Text.codePoints(one, DETAIL_MAX) + "..."
+                        : one;
             }
             if (c.getCause() == c) {
                 break;

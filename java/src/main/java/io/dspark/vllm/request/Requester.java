@@ -41,8 +41,9 @@ import javax.net.ssl.SSLContext;
  * <p>One request: [wait at the gate while the server is down] -> [the rate limit's next slot] -> [a free
  * connection slot, FIFO] -> one attempt (at most {@code timeout_s}, cut to what is left of the deadline) ->
  * done, or wait (Retry-After capped by {@code max_retry_after_s}, else equal-jitter exponential backoff) and go
- * again, while attempts and the deadline allow. Retried: connect errors, timeouts, broken connections,
- * protocol errors and 408/429/502/503/504. Concurrency: see {@link Slots} (fixed, or AIMD with a ceiling).
+ * again, while attempts and the deadline allow. Retried: connect errors, timeouts, broken connections and
+ * 408/429/502/503/504 (not an answer that is not HTTP/1.1: the Python client's table). Concurrency: see
+ * {@link Slots} (fixed, or AIMD with a ceiling).
  *
  * <p>HTTP/1.1 only, keep-alive, redirects never followed, no proxy (nothing from system properties), no
  * cookies. The headers (the API key among them) are never logged nor shown by {@link #toString()}.

@@ -17,11 +17,12 @@ import org.apache.flink.shaded.netty4.io.netty.handler.codec.DecoderResultProvid
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.PrematureChannelClosureException;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.DefaultFullHttpRequest;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.DefaultHttpHeaders;
-import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpClientCodec;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpRequestEncoder;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpContent;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpHeaders;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpMethod;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpResponse;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpResponseDecoder;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpUtil;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpVersion;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.LastHttpContent;
@@ -219,6 +220,81 @@ final class Transport implements AutoCloseable {
         }
     }
 
+    /**
+     * The body as its {@code Content-Encoding} says (none is asked for, but a server may compress anyway, and the
+     * Python client decodes it): gzip and deflate are inflated up to {@code limit} bytes (more is
+     * {@link Failure.TooLarge}: a bomb stops there), another encoding or a body that does not inflate is
+     * {@link Failure.Undecodable}.
+     */
+    static byte[] decoded(String encoding, byte[] body, long limit) throws IOException {
+        String e = encoding == null ? "" : encoding.strip().toLowerCase(Locale.ROOT);
+        if (e.isEmpty() || e.equals("identity")) {
+            return body;
+        }
+        if (!(e.equals("gzip") || e.equals("x-gzip") || e.equals("deflate"))) {
+            throw new Failure.Undecodable("the content-encoding '" + Text.codePoints(encoding.strip(), 40)
+                    + "' cannot be decoded");
+        }
+        if (body.length == 0) {
+            return body;
+        }
+        try {
+            // "deflate" is zlib-wrapped; some servers send it raw (as the Python client, both are read)
+            boolean zlib = body.length >= 2 && (body[0] & 0x0f) == 8
+                    && (((body[0] & 0xff) << 8) | (body[1] & 0xff)) % 31 == 0;
+            return inflate(body, e.equals("deflate") ? zlib ? Wrap.ZLIB : Wrap.RAW : Wrap.GZIP, limit);
+        } catch (java.util.zip.ZipException | java.io.EOFException x) {
+            throw new Failure.Undecodable("the body does not decode as its content-encoding (" + e + ") says: "
+                    + Failure.detail(x));
+        }
+    }
+
+    private enum Wrap { GZIP, ZLIB, RAW }
+
+    private static byte[] inflate(byte[] body, Wrap wrap, long limit) throws IOException {
+        java.util.zip.Inflater inflater = wrap == Wrap.GZIP ? null : new java.util.zip.Inflater(wrap == Wrap.RAW);
+        try (java.io.InputStream in = inflater == null
+                ? new java.util.zip.GZIPInputStream(new java.io.ByteArrayInputStream(body), 8192)
+                : new java.util.zip.InflaterInputStream(new java.io.ByteArrayInputStream(body), inflater, 8192)) {
+            // grown as the output comes, never past the limit (nor allocated for the worst case up front)
+            byte[] out = new byte[(int) Math.min(Math.min(limit, 4L * body.length + 64), 1 << 20)];
+            int size = 0;
+            while (true) {
+                if (size == out.length) {
+                    int one = in.read();
+                    if (one < 0) { // full exactly at its end: nothing more comes
+                        break;
+                    }
+                    if (size >= limit) {
+                        throw new Failure.TooLarge("the body passed the limit of " + Text.thousands(limit)
+                                + " bytes as it was decoded (" + wrap.name().toLowerCase(Locale.ROOT) + ")");
+                    }
+                    out = Arrays.copyOf(out, (int) Math.min(limit, 2L * out.length));
+                    out[size++] = (byte) one;
+                    continue;
+                }
+                int n = in.read(out, size, out.length - size);
+                if (n < 0) {
+                    break;
+                }
+                size += n;
+            }
+            return size == out.length ? out : Arrays.copyOf(out, size);
+        } catch (java.util.zip.ZipException x) {
+            throw x;
+        } catch (IOException x) {
+            if (x instanceof Failure.TooLarge) {
+                throw x;
+            }
+            // InflaterInputStream reports a bad stream as ZipException, a cut one as EOFException
+            throw new java.util.zip.ZipException(Failure.detail(x));
+        } finally {
+            if (inflater != null) {
+                inflater.end(); // (InflaterInputStream ends only an inflater of its own)
+            }
+        }
+    }
+
     /** One request and its response, on one connection. */
     final class Exchange {
         private final URI uri;
@@ -280,8 +356,10 @@ final class Transport implements AutoCloseable {
                     if (https) {
                         ch.pipeline().addLast("tls", sslHandler());
                     }
-                    ch.pipeline().addLast("http", new HttpClientCodec(4096, 65536, 65536));
-                    ch.pipeline().addLast("exchange", new Connection(origin));
+                    Connection connection = new Connection(origin);
+                    ch.pipeline().addLast("http-out", new HttpRequestEncoder());
+                    ch.pipeline().addLast("http", new Decoder(connection));
+                    ch.pipeline().addLast("exchange", connection);
                 }
             });
             b.connect(uri.getHost(), port(uri)).addListener((ChannelFutureListener) f -> {
@@ -336,6 +414,10 @@ final class Transport implements AutoCloseable {
 
         void onHead(HttpResponse response) {
             int status = response.status().code();
+            if (status < 100 || status > 999) { // (as llhttp, under the Python client: three digits)
+                fail(new ProtocolException("the status code " + status + " is not one of three digits"));
+                return;
+            }
             if (status >= 100 && status < 200 && status != 101) {
                 interim = true; // an informational answer (100, 102, 103): the real one follows
                 return;
@@ -379,17 +461,26 @@ final class Transport implements AutoCloseable {
             if (head == null || ended) {
                 return;
             }
+            byte[] body = size == buffer.length ? buffer : Arrays.copyOf(buffer, size);
+            try {
+                body = decoded(head.headers().get("content-encoding"), body, limit);
+            } catch (IOException e) {
+                fail(e);
+                return;
+            }
             ended = true;
             timer.cancel(false);
             Channel ch = channel;
             ((Connection) ch.pipeline().get("exchange")).current = null;
             channel = null;
-            if (HttpUtil.isKeepAlive(head) && !closed) {
+            // Bytes after the response (past its Content-Length, a body after a 204 or 304) are not the start of
+            // the next one: on a kept connection they would be read as the next request's answer.
+            boolean leftover = ((Decoder) ch.pipeline().get("http")).leftover();
+            if (HttpUtil.isKeepAlive(head) && !closed && !leftover) {
                 putIdle(origin, ch);
             } else {
                 ch.close();
             }
-            byte[] body = size == buffer.length ? buffer : Arrays.copyOf(buffer, size);
             done.done(new Response(head.status().code(), head.headers(), body), null, null);
         }
 
@@ -419,6 +510,36 @@ final class Transport implements AutoCloseable {
         }
     }
 
+    /**
+     * The response decoder of a connection; bytes that come while no exchange is on it (not a whole response,
+     * which {@link Connection} sees: a part of one, or garbage) close it rather than wait there for the next
+     * exchange's answer to be appended to them.
+     */
+    private static final class Decoder extends HttpResponseDecoder {
+        private final Connection connection;
+
+        Decoder(Connection connection) {
+            super(4096, 65536, 65536);
+            this.connection = connection;
+        }
+
+        /** Bytes read and not decoded yet (called as a message is handed on: what follows it in this read). */
+        boolean leftover() {
+            return actualReadableBytes() > 0;
+        }
+
+        @Override
+        public void channelRead(ChannelHandlerContext ctx, Object msg) throws Exception {
+            if (connection.current == null && msg instanceof ByteBuf && ((ByteBuf) msg).isReadable()) {
+                ReferenceCountUtil.release(msg);
+                connection.forget(ctx);
+                ctx.close();
+                return;
+            }
+            super.channelRead(ctx, msg);
+        }
+    }
+
     /** The last handler of a connection: hands what it reads to the exchange on it, if any. */
     private final class Connection extends ChannelInboundHandlerAdapter {
         private final String origin;
@@ -426,6 +547,10 @@ final class Transport implements AutoCloseable {
 
         Connection(String origin) {
             this.origin = origin;
+        }
+
+        void forget(ChannelHandlerContext ctx) {
+            Transport.this.dropIdle(origin, ctx.channel());
         }
 
         @Override

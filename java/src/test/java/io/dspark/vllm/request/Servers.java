@@ -241,6 +241,11 @@ final class Servers {
         private final Thread acceptor;
 
         Raw(Script script) throws IOException {
+            this(script, true);
+        }
+
+        /** {@code readFirst}: read the request before the script runs (else the script reads it, if at all). */
+        Raw(Script script, boolean readFirst) throws IOException {
             socket = new ServerSocket(0, 50, InetAddress.getLoopbackAddress());
             base = "http://127.0.0.1:" + socket.getLocalPort();
             acceptor = new Thread(() -> {
@@ -251,7 +256,9 @@ final class Servers {
                         Thread t = new Thread(() -> {
                             try (s) {
                                 InputStream in = s.getInputStream();
-                                readRequest(in);
+                                if (readFirst) {
+                                    readRequest(in);
+                                }
                                 script.run(s, in, s.getOutputStream());
                             } catch (Exception e) {
                                 // the client went away
