@@ -99,9 +99,15 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         # Issue 4: our metrics through Flink's metric reporters, here the Prometheus reporter of the wheel's
         # plugins/ (the metrics leave with the job's tasks, so they are read while it runs).
         port = wait_for("the Prometheus reporter", lambda: prometheus_port(cluster / "log"), timeout=60)
-        metrics = wait_for(
-            "the parse metrics", lambda: (m := dspark_metrics(port, job)).get("numRecordsIn") == 49 and m, timeout=240
-        )
+
+        def counted() -> dict | bool:
+            # All three counted (a scrape reads the counters one by one, while a batch may be counted between).
+            m = dspark_metrics(port, job)
+            return (
+                m.get("numRecordsIn") == 49 and m.get("numRecordsOut", 0) + m.get("numRecordsInErrors", 0) == 49 and m
+            )
+
+        metrics = wait_for("the parse metrics", counted, timeout=240)
         print(f"prometheus :{port} {DSPARK}*: {metrics}")
         assert (metrics["numRecordsOut"], metrics["numRecordsInErrors"]) == (48, 1)  # the broken line
         assert metrics["numBytesIn"] == sum(len(line) for line in (bodies / "captured.jsonl").read_bytes().split(b"\n"))

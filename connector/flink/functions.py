@@ -121,9 +121,9 @@ class ParseFunction(ScalarFunction):
         rows = pa.StructArray.from_arrays(columns, names=list(self.columns))
 
         rejected = count - table.column("_error").null_count
-        self._bodies.inc(count)
         self._rows.inc(count - rejected)
         self._rejected.inc(rejected)
+        self._bodies.inc(count)  # last: whoever reads numRecordsIn finds its bodies counted as rows or errors
         self._bytes.inc(int(body.map(len, na_action="ignore").sum()) if count else 0)
         self._batches.inc(1)
         self._in_rate.mark_event(count)

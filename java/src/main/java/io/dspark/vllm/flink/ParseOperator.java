@@ -204,8 +204,8 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
                 b.created = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
                 emit(shape.row(b));
             }
-            bodies.inc(n);
             rejected.inc(n);
+            bodies.inc(n); // last: whoever reads numRecordsIn finds its bodies counted as rows or errors already
             pending.clear();
             return;
         }
@@ -260,9 +260,9 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
             }
         }
         pending.clear();
-        bodies.inc(n);
         parsed.inc(n - errors);
         rejected.inc(errors);
+        bodies.inc(n); // last: whoever reads numRecordsIn finds its bodies counted as rows or errors already
         bytes.inc(size);
         batches.inc();
         if (autoFallback != null) {
