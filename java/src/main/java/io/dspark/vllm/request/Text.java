@@ -7,7 +7,9 @@ import java.nio.charset.StandardCharsets;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.time.format.DateTimeParseException;
+import java.util.List;
 import java.util.Locale;
+import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
 /** Numbers and header values written and read the way the Python client does, so both say the same. */
@@ -162,14 +164,62 @@ final class Text {
         String v = value.strip();
         Double seconds = pyFloat(v);
         if (seconds == null) {
-            try {
-                ZonedDateTime when = ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME);
-                seconds = (when.toInstant().toEpochMilli() - nowMillis) / 1000.0;
-            } catch (DateTimeParseException e) {
+            Long when = httpDate(v);
+            if (when == null) {
                 return null;
             }
+            seconds = (when - nowMillis) / 1000.0;
         }
         return seconds.isNaN() ? null : Math.max(0.0, seconds);
+    }
+
+    private static final Pattern RFC_850 = Pattern.compile(
+            "[A-Za-z]+, (\\d{2})-([A-Za-z]{3})-(\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) GMT");
+    private static final Pattern ASCTIME = Pattern.compile(
+            "[A-Za-z]{3} ([A-Za-z]{3}) ( \\d|\\d{2}) (\\d{2}):(\\d{2}):(\\d{2}) (\\d{4})");
+    private static final List<String> MONTHS =
+            List.of("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec");
+
+    /**
+     * An HTTP-date (RFC 9110 5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms, which a recipient
+     * must take too) in epoch milliseconds, or null. As Python's email.utils, which the Python client uses: the
+     * day's name is not checked, and RFC 850's two-digit year is 1969 to 2068.
+     */
+    static Long httpDate(String v) {
+        try {
+            return ZonedDateTime.parse(v, DateTimeFormatter.RFC_1123_DATE_TIME).toInstant().toEpochMilli();
+        } catch (DateTimeParseException e) {
+            // the older forms below
+        }
+        Matcher m = RFC_850.matcher(v);
+        int day;
+        int month;
+        int year;
+        int[] time = new int[3];
+        if (m.matches()) {
+            day = Integer.parseInt(m.group(1));
+            month = MONTHS.indexOf(m.group(2).toLowerCase(Locale.ROOT)) + 1;
+            int yy = Integer.parseInt(m.group(3));
+            year = yy > 68 ? 1900 + yy : 2000 + yy;
+            for (int k = 0; k < 3; k++) {
+                time[k] = Integer.parseInt(m.group(4 + k));
+            }
+        } else if ((m = ASCTIME.matcher(v)).matches()) {
+            month = MONTHS.indexOf(m.group(1).toLowerCase(Locale.ROOT)) + 1;
+            day = Integer.parseInt(m.group(2).strip());
+            for (int k = 0; k < 3; k++) {
+                time[k] = Integer.parseInt(m.group(3 + k));
+            }
+            year = Integer.parseInt(m.group(6));
+        } else {
+            return null;
+        }
+        try {
+            return java.time.LocalDateTime.of(year, month, day, time[0], time[1], time[2])
+                    .toInstant(java.time.ZoneOffset.UTC).toEpochMilli();
+        } catch (java.time.DateTimeException e) { // month 0 (no such name), 31 February, 25 o'clock
+            return null;
+        }
     }
 
     /** The first {@code n} code points of {@code s} (Python's {@code s[:n]}). */

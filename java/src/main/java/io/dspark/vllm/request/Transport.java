@@ -20,6 +20,7 @@ import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.DefaultHttpHea
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpRequestEncoder;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpContent;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpHeaders;
+import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpMessage;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpMethod;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpResponse;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpResponseDecoder;
@@ -418,6 +419,11 @@ final class Transport implements AutoCloseable {
                 fail(new ProtocolException("the status code " + status + " is not one of three digits"));
                 return;
             }
+            Channel ch = channel;
+            if (ch != null && ((Decoder) ch.pipeline().get("http")).bothLengths == response) {
+                fail(new ProtocolException("a response with both Content-Length and Transfer-Encoding: chunked"));
+                return;
+            }
             if (status >= 100 && status < 200 && status != 101) {
                 interim = true; // an informational answer (100, 102, 103): the real one follows
                 return;
@@ -526,6 +532,20 @@ final class Transport implements AutoCloseable {
         /** Bytes read and not decoded yet (called as a message is handed on: what follows it in this read). */
         boolean leftover() {
             return actualReadableBytes() > 0;
+        }
+
+        /** The last head that had both a Content-Length and chunked coding. */
+        HttpMessage bothLengths;
+
+        /**
+         * A response with both a Content-Length and chunked coding (RFC 9112 6.1: it may be an attempt at
+         * response splitting, and the Python client refuses it): Netty would drop the length and read the chunks;
+         * the head is noted, and the exchange fails on it.
+         */
+        @Override
+        protected void handleTransferEncodingChunkedWithContentLength(HttpMessage message) {
+            super.handleTransferEncodingChunkedWithContentLength(message);
+            bothLengths = message;
         }
 
         @Override

@@ -1902,4 +1902,28 @@ public final class RequesterTests {
             equal(1, raw.connections.get(), "the connection is kept after an error status");
         }
     }
+
+    static void test75ContentLengthWithChunkedIsAProtocolError() throws Exception {
+        // RFC 9112 6.1: a response with both may be an attempt at request smuggling or response splitting; the
+        // Python client (llhttp) refuses it. Netty dropped the Content-Length, read the chunks and kept the
+        // connection for the next request.
+        Outcome o = once("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n"
+                + "2\r\n{}\r\n0\r\n\r\n", 0);
+        equal("protocol", o.errorKind, "both lengths: " + show(o));
+        equal(1, o.attempts, "not retried");
+        check(o.error.contains("Content-Length and Transfer-Encoding"), o.error);
+    }
+
+    static void test76RetryAfterInEveryHttpDateForm() throws Exception {
+        // RFC 9110 5.6.7: a recipient takes the two obsolete forms too, as the Python client does (its figures,
+        // from connector.client.retry.parse_retry_after with the same now; they were null here: the backoff).
+        long now = 1796256000000L; // 2026-12-03T00:00:00Z
+        equal(100.0, Text.parseRetryAfter("Thu, 03 Dec 2026 00:01:40 GMT", now), "IMF-fixdate");
+        equal(100.0, Text.parseRetryAfter("Thursday, 03-Dec-26 00:01:40 GMT", now), "RFC 850");
+        equal(100.0, Text.parseRetryAfter("Thu Dec  3 00:01:40 2026", now), "asctime");
+        equal(728351999.0, Text.parseRetryAfter("Friday, 31-Dec-49 23:59:59 GMT", now), "RFC 850, year 49 is 2049");
+        equal(0.0, Text.parseRetryAfter("Monday, 31-Dec-69 23:59:59 GMT", now), "RFC 850, year 69 is 1969");
+        equal(728351999.0, Text.parseRetryAfter("Fri Dec 31 23:59:59 2049", now), "asctime");
+        equal(null, Text.parseRetryAfter("Fri Dec 31 23:59:59", now), "no year");
+    }
 }
