@@ -1507,34 +1507,20 @@ public final class RequesterTests {
     }
 
     static void test58PartialUnsolicitedBytesWhileIdleDoNotHarmTheNextRequest() throws Exception {
-        // After a good answer the server writes part of a status line while the connection is idle.
-        try (Raw raw = new Raw((s, in, out) -> {
-                    out.write(ok(OK_BODY));
-                    out.flush();
-                    sleep(50);
-                    out.write(latin1("HTTP/1.1 500 Intern"));
-                    out.flush();
-                    while (true) {
-                        Servers.readRequest(in);
-                        out.write(ok(OK_BODY));
-                        out.flush();
-                    }
-                });
-                Requester r = new Requester(of(spec(raw.base).put("max_attempts", 1).put("timeout_s", 2.0)))) {
-            check(get(r.send("p", "a")).ok(), "first");
-            sleep(300);
-            Outcome b = get(r.send("p", "b"));
-            System.out.println("  second: " + show(b) + " connections=" + raw.connections.get());
-            check(b.ok(), "the next request is unharmed: " + show(b));
-        }
+        unsolicitedWhileIdle("HTTP/1.1 500 Intern"); // part of a status line
     }
 
     static void test59AWholeUnsolicitedAnswerWhileIdleIsNotTakenForTheNext() throws Exception {
+        unsolicitedWhileIdle("HTTP/1.1 503 Busy\r\ncontent-length: 0\r\n\r\n");
+    }
+
+    /** After a good answer the server writes {@code unsolicited} while the connection is idle. */
+    static void unsolicitedWhileIdle(String unsolicited) throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(OK_BODY));
                     out.flush();
                     sleep(50);
-                    out.write(latin1("HTTP/1.1 503 Busy\r\ncontent-length: 0\r\n\r\n"));
+                    out.write(latin1(unsolicited));
                     out.flush();
                     while (true) {
                         Servers.readRequest(in);
