@@ -91,11 +91,8 @@ class ConfigOption(Generic[T]):
             ) from None
         if self.minimum is not None and not isinstance(value, str) and value < self.minimum:
             raise OptionsError(f"Option '{self.key}' must be >= {_fmt(self.minimum)}, got '{raw}'.")
-        maximum = self.maximum
-        if maximum is None and self.type in ("int", "concurrency"):
-            maximum = _MAX_LONG  # the jar reads numbers as Java longs: a larger one would wrap around
-        if maximum is not None and not isinstance(value, str) and value > maximum:
-            limit = _fmt_duration(maximum) if self.type == "duration" else _fmt(maximum)
+        if self.maximum is not None and not isinstance(value, str) and value > self.maximum:
+            limit = _fmt_duration(self.maximum) if self.type == "duration" else _fmt(self.maximum)
             raise OptionsError(f"Option '{self.key}' must be <= {limit}, got '{raw}'.")
         return cast(T, value)
 
@@ -124,8 +121,8 @@ class ConfigOption(Generic[T]):
         return _fmt(self.default)
 
 
-# Bounds the jar can hold: a Java long, a Java int (the async operator's capacity, batch sizes). Durations:
-# DURATION_MAX_S.
+# Bounds the jar can hold: a Java long (every number's default maximum, `_option`), a Java int (the async
+# operator's capacity, batch sizes).
 _MAX_LONG = 2**63 - 1
 _MAX_INT = 2**31 - 1
 
@@ -208,8 +205,11 @@ DURATION_MAX_S = 365 * 86400.0
 
 
 def _option(key: str, type_: str, description: str, **kwargs: Any) -> ConfigOption[Any]:
+    """An option; a number or a duration not given a maximum gets what the jar can hold."""
     if type_ == "duration":
         kwargs.setdefault("maximum", DURATION_MAX_S)
+    elif type_ in ("int", "concurrency"):
+        kwargs.setdefault("maximum", _MAX_LONG)  # the jar reads numbers as Java longs: a larger one would wrap
     return ConfigOption(key=key, type=type_, description=description, **kwargs)
 
 
