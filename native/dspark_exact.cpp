@@ -385,7 +385,9 @@ struct Walker {
       case NUMBER:
         if (v->type == JValue::INT || v->type == JValue::BIG || v->type == JValue::FLOAT) {
           out.tag = Scalar::DBL;
-          out.d = v->type == JValue::INT ? static_cast<double>(v->i) : v->type == JValue::BIG ? c_strtod(std::string(v->str())) : v->d;
+          out.d = v->type == JValue::INT   ? static_cast<double>(v->i)
+                  : v->type == JValue::BIG ? c_strtod(std::string(v->str()))
+                                           : v->d;
           return true;
         }
         break;

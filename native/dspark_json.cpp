@@ -4,11 +4,11 @@
 
 #include <locale.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
 #include <memory>
 #include <stdexcept>
 #include <unordered_map>
