@@ -29,12 +29,14 @@ def bodies() -> list[bytes]:
 
 @pytest.fixture(scope="module")
 def job(tmp_path_factory, bodies: list[bytes]) -> dict[str, list[dict]]:
-    import connector.decode.gpu
+    from connector.decode import backends
     from connector.flink import local_environment
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
+    # The gpu backend with libcudf's reader emulated: the same host code, and no pylibcudf needed (the
+    # README's test command installs no gpu extra).
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(connector.decode.gpu, "GpuReader", EmulatedLibcudfReader)
+        patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
         root = tmp_path_factory.mktemp("gpu")
         (root / "bodies").mkdir()
         (root / "bodies" / "a.jsonl").write_bytes(b"\n".join(bodies) + b"\n")
