@@ -26,7 +26,8 @@ import java.util.regex.Pattern;
  * </pre>
  *
  * {@code SET 'key' = 'value';} statements and {@code key=value} arguments configure the session. Results of queries
- * are printed; the runner waits for the jobs it submitted and exits 1 with a one-line message if a statement fails.
+ * are printed; the runner waits for the jobs it submitted and exits 1 with a one-line message if a statement fails
+ * (with {@code -Ddspark.verbose=true}, after its stack trace).
  */
 public final class SqlRunner {
 
@@ -120,15 +121,17 @@ public final class SqlRunner {
                 message.append(" <- ").append(cause.getMessage());
             }
         }
-        // One line: Flink's messages hold line breaks (the lists of options and keys).
-        System.err.println("SqlRunner: statement " + n + " failed: " + message.toString().strip().replaceAll("\\s*\\R\\s*", " "));
+        // One line, the statement's beginning in it: Flink's messages hold line breaks (the lists of options
+        // and keys). -Ddspark.verbose=true adds the stack trace (`dspark-vllm sql --verbose` sets it).
+        String first = statement.strip().split("\\R", 2)[0].strip();
+        if (first.length() > 60) {
+            first = first.substring(0, 60).strip() + " ...";
+        }
         if (Boolean.getBoolean("dspark.verbose")) {
             e.printStackTrace();
-        } else {
-            System.err.println("SqlRunner: (-Ddspark.verbose=true prints the stack trace)");
         }
-        String first = statement.strip().split("\n")[0];
-        System.err.println("  " + (first.length() > 200 ? first.substring(0, 200) + " ..." : first));
+        System.err.println("SqlRunner: statement " + n + " (" + first + ") failed: "
+                + message.toString().strip().replaceAll("\\s*\\R\\s*", " "));
         System.exit(1);
     }
 
