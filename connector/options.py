@@ -11,6 +11,7 @@ rules across options as small named functions whose messages name the keys and t
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 import re
@@ -884,11 +885,18 @@ def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
     unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS)
     if unknown:
+        # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
+        # usual cause, and the list hid the one meant).
         supported = sorted({*(o.key + ("*" if o.prefix else "") for o in OPTIONS), *_FRAMEWORK_KEYS})
+        named = []
+        for key in unknown:
+            near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
+            named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
         raise OptionsError(
             f"Unsupported options found for '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(supported)
+            "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
+            f"Supported options: {len(supported)} keys, in the README's table of options "
+            "(connector.options.OPTIONS)."
         )
     missing = sorted(o.key for o in OPTIONS if o.required and o.key not in raw)
     if missing:

@@ -209,8 +209,13 @@ def test_a_wrong_type_in_a_column_not_read_does_not_reject():
 
 
 def test_columns_are_checked():
-    with pytest.raises(ValueError, match="give each once"):
+    """A column the profile does not have is named as unknown, with the nearest ones (it was "columns ['nope']:
+    give each once", as for a repeated one)."""
+    with pytest.raises(ValueError, match="^unknown column 'nope' in profile 'openai' ") as info:
         parse_batch([], "openai", "cpu", columns=["model", "nope"])
+    assert "model, " in str(info.value)
+    with pytest.raises(ValueError, match="unknown column 'langauge' in profile 'coder'; did you mean 'language'"):
+        parse_batch([], "coder", "cpu", columns=["langauge"])
     with pytest.raises(ValueError, match="give each once"):
         parse_batch([], "openai", "cpu", columns=["model", "model"])
 
@@ -391,7 +396,10 @@ def test_auto_falls_back_once_whatever_stops_the_gpu_backend(monkeypatch, caplog
             again, _ = select_backend("auto")
         assert isinstance(chosen, NativeBackend) and again is chosen
         assert reason == "the GPU backend failed to start (RuntimeError('cudaErrorDevicesUnavailable'))"
-        assert [r.getMessage() for r in caplog.records] == [f"parse backend 'auto' uses the CPU: {reason}"]
+        # One short line: the reason's first clause (the whole reason is `fallback_reason`).
+        assert [r.getMessage() for r in caplog.records] == [
+            "parse backend 'auto' uses the CPU: the GPU backend failed to start"
+        ]
     finally:
         backends._auto.cache_clear()
 

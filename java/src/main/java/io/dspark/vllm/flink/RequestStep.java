@@ -106,6 +106,42 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         group.gauge("latencyMsP50", () -> latencies.percentile(50));
         group.gauge("latencyMsP95", () -> latencies.percentile(95));
         group.gauge("latencyMsP99", () -> latencies.percentile(99));
+        if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
+            Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
+            check.setDaemon(true);
+            check.start();
+        }
+    }
+
+    /**
+     * Says at once, in one line on stderr (the console of a local job; a TaskManager's .out file on a cluster) and
+     * in the log, when the endpoint's host does not resolve or takes no connection: requests are otherwise held and
+     * retried quietly until 'request.retry.deadline' (5 min by default), which looks like a job doing nothing.
+     */
+    static void reportUnreachable(String url) {
+        java.net.URI uri = java.net.URI.create(url);
+        String host = uri.getHost();
+        int port = uri.getPort() >= 0 ? uri.getPort() : ("https".equals(uri.getScheme()) ? 443 : 80);
+        String failed;
+        String check;
+        try {
+            java.net.InetAddress address = java.net.InetAddress.getByName(host);
+            try (java.net.Socket socket = new java.net.Socket()) {
+                socket.connect(new java.net.InetSocketAddress(address, port), 5_000);
+                return;
+            } catch (java.io.IOException e) {
+                failed = "no connection to " + host + ":" + port + " (" + e.getMessage() + ")";
+                check = "check that the server runs and listens there";
+            }
+        } catch (java.net.UnknownHostException e) {
+            failed = "the host '" + host + "' does not resolve (DNS)";
+            check = "check the host name in 'endpoint' (a compose service name resolves only inside its network)";
+        }
+        String line = "dspark-vllm: endpoint " + uri.getScheme() + "://" + uri.getRawAuthority() + ": " + failed
+                + "; " + check + "; requests are held and retried until 'request.retry.deadline', then become "
+                + "error rows";
+        System.err.println(line);
+        org.slf4j.LoggerFactory.getLogger(RequestStep.class).warn(line);
     }
 
     @Override
