@@ -346,6 +346,7 @@ public final class Requester implements AutoCloseable {
         // Changed by one callback at a time (each step hands over to the next), read by close().
         volatile int attempts;
         volatile Result result = Result.NONE;
+        volatile String why = ""; // why it gave up, where the failure does not say
         volatile Attempt current;
 
         Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {
@@ -449,7 +450,12 @@ public final class Requester implements AutoCloseable {
             // (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would
             // open the gate after one short probe step every time)
             double delay = retryDelay(attempts, r.retryAfterS, spec, ThreadLocalRandom.current());
-            if (delay >= (deadlineNs - System.nanoTime()) / 1e9) { // (in seconds: a huge wait overflows nanoseconds)
+            double leftS = (deadlineNs - System.nanoTime()) / 1e9;
+            if (delay >= leftS) { // (in seconds: a huge wait overflows nanoseconds)
+                boolean asked = r.retryAfterS != null && delay == Math.min(r.retryAfterS, spec.maxRetryAfterS);
+                why = ": the " + (asked ? "Retry-After" : "backoff") + " wait of "
+                        + (Double.isFinite(delay) ? Text.oneDecimal(delay) : "inf")
+                        + " s ends past the deadline, " + Text.oneDecimal(Math.max(0.0, leftS)) + " s away";
                 finish();
                 return;
             }
@@ -484,7 +490,8 @@ public final class Requester implements AutoCloseable {
             String text = f == null ? null : f.text();
             double elapsedS = (System.nanoTime() - startNs) / 1e9;
             if (f != null && (f.retryable || attempts == 0)) {
-                text = text + " (gave up after " + attempts + " attempts in " + Text.oneDecimal(elapsedS) + " s)";
+                text = text + " (gave up after " + attempts + (attempts == 1 ? " attempt" : " attempts") + " in "
+                        + Text.oneDecimal(elapsedS) + " s" + why + ")";
             }
             future.complete(new Outcome(r.body, r.status, (System.nanoTime() - startNs) / 1e6, attempts, text,
                     f == null ? null : f.kind, System.currentTimeMillis()));

@@ -128,8 +128,10 @@ public final class RequesterTests {
         }
     }
 
+    /** " (gave up after N attempts in T s)", with why when the next wait would end past the deadline. */
     static String gaveUp(int attempts) {
-        return " \\(gave up after " + attempts + " attempts in \\d+\\.\\d s\\)";
+        return " \\(gave up after " + attempts + (attempts == 1 ? " attempt" : " attempts") + " in \\d+\\.\\d s"
+                + "(: the (Retry-After|backoff) wait of \\d+\\.\\d s ends past the deadline, \\d+\\.\\d s away)?\\)";
     }
 
     static void sleep(long ms) throws InterruptedException {
@@ -1296,6 +1298,30 @@ public final class RequesterTests {
                 check(o.ok(), "ok: " + o.error);
                 equal(2, o.attempts, "attempts");
                 check(web.count("GET", "/health") >= 1, "probed /health");
+            }
+        }
+    }
+
+    static void test77GivenUpForARetryAfterPastTheDeadlineSaysSo() throws Exception {
+        // Before: "status: HTTP 429: slow down (gave up after 1 attempts in 0.0 s)", with no word of why.
+        try (Web web = new Web((x, s) -> respond(x, 429, "{\"error\":{\"message\":\"slow down\"}}", "Retry-After",
+                "30"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 10.0);
+            sp.put("max_retry_after_s", 60.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 429: slow down \\(gave up after 1 attempt in \\d+\\.\\d s: the Retry-After wait "
+                        + "of 30\\.0 s ends past the deadline, \\d+\\.\\d s away\\)", o.error, "error");
+                equal(1, o.attempts, "attempts");
+            }
+            sp.put("max_retry_after_s", 0.01);
+            sp.put("backoff_initial_s", 40.0);
+            sp.put("backoff_max_s", 40.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 429: slow down \\(gave up after 1 attempt in \\d+\\.\\d s: the backoff wait "
+                        + "of \\d+\\.\\d s ends past the deadline, \\d+\\.\\d s away\\)", o.error, "error");
             }
         }
     }
