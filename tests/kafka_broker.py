@@ -135,3 +135,18 @@ class Broker:
         finally:
             consumer.close()
         return records
+
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's end (high watermark): the offset the next record will get."""
+        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka.admin import AdminClient
+
+        partitions = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30).topics[topic]
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"dspark-test-ends-{topic}"})
+        try:
+            return {
+                p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in partitions.partitions
+            }
+        finally:
+            consumer.close()

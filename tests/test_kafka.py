@@ -14,6 +14,9 @@ Two Flink jobs:
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -149,3 +152,80 @@ def test_kafka_metadata_columns_beside_the_parsed_ones(format_job):
         i = int(row["k"].split("-")[1])
         when = datetime.fromtimestamp((T0_MS + 1000 * i) / 1000, UTC)
         assert row["ts"].startswith(when.strftime("%Y-%m-%d %H:%M:%S")), row["ts"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The README's recipe: prompts topic -> enriched answers topic, exactly once
+# ------------------------------------------------------------------------------------------------------------
+
+PROMPTS = 60
+README_BROKER = "127.0.0.1:9092"
+README_ENDPOINT = "http://127.0.0.1:8000"
+
+
+def readme_recipe() -> str:
+    """The SQL of the README's Kafka recipe, as written there (between its kafka-recipe markers)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- kafka-recipe:start -->\s*```sql\n(.*?)```\s*<!-- kafka-recipe:end -->", text, re.S)
+    assert block, "README.md has no kafka-recipe block"
+    return block.group(1)
+
+
+@pytest.fixture(scope="module")
+def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
+    from connector.simulator import testing
+
+    root = tmp_path_factory.mktemp("kafka-recipe")
+    kafka.create_topic("prompts", partitions=2)
+    kafka.create_topic("answers", partitions=2)
+    prompts = [f"Write a function that returns {n}; answer in JSON." for n in range(PROMPTS)]
+    kafka.produce("prompts", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
+    sql = readme_recipe()
+    jars = ";".join(f"file://{jar}" for jar in flink_kafka_jars)  # as the README's command gives them
+    # Where this run's broker and simulator are: the only change to the recipe.
+    assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
+    with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
+        script = root / "kafka-answers.sql"
+        script.write_text(sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url))
+        # The README's command: `dspark-vllm sql kafka-answers.sql --set "pipeline.jars=..."`.
+        command = [
+            str(Path(sys.executable).parent / "dspark-vllm"),
+            "sql",
+            str(script),
+            "--set",
+            f"pipeline.jars={jars}",
+        ]
+        run = subprocess.run(
+            [*command, "--log", str(root / "flink.log")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        stats = sim.stats()
+    assert run.returncode == 0, run.stderr[-4000:]
+    committed = kafka.consume("answers", expect=PROMPTS, isolation="read_committed")
+    everything = kafka.consume("answers", expect=PROMPTS, isolation="read_uncommitted")
+    return {"prompts": prompts, "committed": committed, "everything": everything, "stats": stats, "run": run}
+
+
+def test_recipe_every_prompt_answered_exactly_once_read_committed(recipe_job):
+    answers = [json.loads(m.value()) for m in recipe_job["committed"]]
+    assert sorted(a["prompt"] for a in answers) == sorted(recipe_job["prompts"])
+    assert len({a["request_id"] for a in answers}) == PROMPTS
+    for a in answers:
+        assert a["error"] is None, a["error"]
+        assert a["id"].startswith("chatcmpl-") and a["model"] and a["completion_tokens"] > 0
+    assert recipe_job["stats"]["requests /v1/chat/completions"] == PROMPTS
+
+
+def test_recipe_writes_in_transactions(recipe_job, kafka):
+    """The answers were written in Kafka transactions: each partition's commit markers take offsets of their own,
+    so its end lies past its records (a plain write ends right after them); a read_uncommitted reader sees the
+    same records, none aborted in a run without failures; a record's key is its request id."""
+    committed = sorted((m.key(), m.value()) for m in recipe_job["committed"])
+    assert sorted((m.key(), m.value()) for m in recipe_job["everything"]) == committed
+    assert all(json.loads(v)["request_id"] == k.decode() for k, v in committed)
+    for partition, end in kafka.end_offsets("answers").items():
+        records = sum(m.partition() == partition for m in recipe_job["committed"])
+        assert end > records > 0, (partition, end, records)
