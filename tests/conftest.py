@@ -132,3 +132,35 @@ def gpu_backend(request: pytest.FixtureRequest) -> Iterator[Any]:
     """The gpu backend, real where it can run and emulated everywhere (in both of the GPU reader's ways)."""
     with _backend_for(request.param) as name:
         yield name
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One real Kafka broker (KRaft, deploy/kafka/start.sh) on a free 127.0.0.1 port for the whole run, stopped
+    by its pid at the end. Skips, with the reason, where Java, the jars (Maven, the first time) or the Python
+    client are missing; a broker that has what it needs and does not start fails the tests."""
+    from tests.kafka_broker import Broker, Unavailable, maven_set
+
+    if shutil.which("java") is None:
+        pytest.skip("the kafka tests need Java 17 ('java' on PATH) for the broker")
+    pytest.importorskip("confluent_kafka", reason="the kafka tests need confluent-kafka (the dev extra)")
+    try:
+        maven_set("kafka-broker")
+    except Unavailable as exc:
+        pytest.skip(f"no Kafka broker: {exc}")
+    broker = Broker.start(tmp_path_factory.mktemp("kafka"))
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+@pytest.fixture(scope="session")
+def flink_kafka_jars() -> list[Path]:
+    """Flink's Kafka SQL connector and zstd-jni (deploy/maven/flink-kafka.pom.xml), for a job's classpath."""
+    from tests.kafka_broker import Unavailable, flink_kafka_jars
+
+    try:
+        return flink_kafka_jars()
+    except Unavailable as exc:
+        pytest.skip(f"no Flink Kafka connector: {exc}")

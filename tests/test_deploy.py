@@ -661,7 +661,9 @@ def test_job_accepts_the_arguments_submit_passes() -> None:
 # --------------------------------------------------------------------------------------------
 
 DOCKERFILES = sorted(p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile")
-SHELL_SCRIPTS = sorted((REPO / "docker").rglob("*.sh")) + [REPO / ".ci" / "run"]
+SHELL_SCRIPTS = (
+    sorted((REPO / "docker").rglob("*.sh")) + sorted((REPO / "deploy" / "kafka").glob("*.sh")) + [REPO / ".ci" / "run"]
+)
 
 
 @pytest.mark.parametrize("dockerfile", DOCKERFILES, ids=lambda p: str(p.relative_to(REPO)))

@@ -276,6 +276,22 @@ def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
     assert "prompt_tokens" in made["columns"] and json.loads(made["document"])["columns"]
 
 
+def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
+    """Kafka's `partition`, `offset`, `timestamp` beside the parsed columns (docs/flink.md): they were refused."""
+    from connector.flink.planner import format_plan
+
+    made = format_plan(
+        format_declared(
+            {"on-error": "skip"},
+            column("id", "STRING", "VARCHAR"),
+            column("offset", "BIGINT", "BIGINT", kind="metadata", key="offset"),
+            column("t", "TIMESTAMP_LTZ(3)", "TIMESTAMP_WITH_LOCAL_TIME_ZONE", kind="metadata", key="timestamp"),
+            column("n", "BIGINT", "BIGINT", kind="computed"),
+        )
+    )
+    assert made["on_error"] == "skip" and "id" in made["columns"]
+
+
 @pytest.mark.parametrize(
     "options,columns,message",
     [
@@ -284,7 +300,7 @@ def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
         ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
         ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
         ({"on-error": "skip"}, [column("created", "STRING", "VARCHAR")], "declare it TIMESTAMP(3)"),
-        ({"on-error": "fail"}, [column("n", "INT", kind="metadata", key="offset")], "no metadata or computed"),
+        ({"on-error": "fail"}, [column("e", "STRING", kind="metadata", key="error.reason")], "no metadata of its own"),
     ],
 )
 def test_the_format_says_what_is_wrong(options, columns, message):

@@ -21,6 +21,7 @@ from connector.flink.pyflink_fixes import quiet_loopback_exit
 
 __all__ = [
     "JAR_DIR",
+    "add_jars",
     "connector_jar",
     "local_environment",
     "register",
@@ -64,15 +65,22 @@ def _ship_package(t_env: TableEnvironment) -> None:
     _shipped[id(t_env)] = str(staging)
 
 
+def add_jars(t_env: TableEnvironment, *jars: str | Path) -> TableEnvironment:
+    """Add jars to `t_env` and its jobs (another connector, such as Flink's Kafka SQL connector), each once."""
+    added = _added.setdefault(id(t_env), set())
+    for jar in map(str, jars):
+        if jar not in added:
+            # ADD JAR, not 'pipeline.jars': Flink looks factories up in the environment's own class loader, made
+            # when the environment was created; ADD JAR extends it (and ships the jar with the job).
+            t_env.execute_sql("ADD JAR " + "'" + jar.replace("'", "''") + "'")
+            added.add(jar)
+    return t_env
+
+
 def use_connector(t_env: TableEnvironment) -> TableEnvironment:
     """Let `t_env` use 'dspark-vllm' tables: the connector jar added to it, this Python for planning them."""
     config = t_env.get_config()
-    jar = str(connector_jar())
-    if jar not in _added.setdefault(id(t_env), set()):
-        # ADD JAR, not 'pipeline.jars': Flink looks factories up in the environment's own class loader, made
-        # when the environment was created; ADD JAR extends it (and ships the jar with the job).
-        t_env.execute_sql("ADD JAR " + "'" + jar.replace("'", "''") + "'")
-        _added[id(t_env)].add(jar)
+    add_jars(t_env, connector_jar())
     if not config.get("python.client.executable", ""):
         config.set("python.client.executable", sys.executable)
     _ship_package(t_env)

@@ -53,7 +53,7 @@ from typing import Any
 from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
-from connector.flink.metadata import metadata_for
+from connector.flink.metadata import METADATA, metadata_for
 from connector.options import (
     API_KEY,
     API_KEY_ENV,
@@ -457,12 +457,15 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     made = set(flat)
     names = []
+    table_keys = {m.key for m in METADATA}
     for column in declared["columns"]:
-        if column["kind"] != "physical":
+        if column["kind"] == "metadata" and column.get("key") in table_keys:
             raise OptionsError(
-                f"Column '{column['name']}': 'format' = 'dspark-vllm' has no metadata or computed columns of its "
-                "own; declare the profile's columns (a 'dspark-vllm' table has metadata columns)."
+                f"Column '{column['name']}': 'format' = 'dspark-vllm' has no metadata of its own ('{column['key']}' "
+                "is a 'dspark-vllm' table's); a rejected body's reason is the column `error_reason STRING`."
             )
+        if column["kind"] != "physical":
+            continue  # the connector's metadata (Kafka's offset, ...), which Flink checks, or an expression
         names.append(column["name"])
         _format_column(column["name"], column["type"], flat, column["name"])
     if on_error == "column" and FORMAT_ERROR_COLUMNS[0] not in names:

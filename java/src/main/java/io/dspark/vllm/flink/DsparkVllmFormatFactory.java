@@ -5,6 +5,7 @@ import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.Projection;
 import org.apache.flink.table.connector.format.DecodingFormat;
@@ -71,7 +72,7 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
         JsonNode plan =
                 PythonPlanner.formatPlan(
                         context.getObjectIdentifier(), context.getCatalogTable(), given,
-                        context.getConfiguration().toMap());
+                        context.getConfiguration().toMap(), keyOnlyColumns(context.getCatalogTable()));
         int version = plan.path("version").asInt(-1);
         if (version != TablePlan.VERSION) {
             throw new IllegalArgumentException(
@@ -79,6 +80,28 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
                             + TablePlan.VERSION + ": use the jar of the installed package");
         }
         return new Format(plan.get("document").asText(), plan.get("on_error").asText());
+    }
+
+    /**
+     * The physical columns the Kafka connectors read from a record's key and not from its value, so that the
+     * value's format makes none of them: 'key.fields' (kafka) or the primary key (upsert-kafka) with
+     * 'value.fields-include' = 'EXCEPT_KEY'. With 'ALL' (the default) the value holds them too.
+     */
+    static Set<String> keyOnlyColumns(ResolvedCatalogTable table) {
+        Map<String, String> options = table.getOptions();
+        if (!"EXCEPT_KEY".equalsIgnoreCase(options.getOrDefault("value.fields-include", "ALL").trim())) {
+            return Set.of();
+        }
+        Set<String> names = new java.util.HashSet<>();
+        String keyFields = options.get("key.fields");
+        if (keyFields != null) {
+            for (String name : keyFields.split(";")) {
+                names.add(name.trim());
+            }
+        } else {
+            table.getResolvedSchema().getPrimaryKey().ifPresent(key -> names.addAll(key.getColumns()));
+        }
+        return names;
     }
 
     private static final class Format implements ProjectableDecodingFormat<DeserializationSchema<RowData>> {

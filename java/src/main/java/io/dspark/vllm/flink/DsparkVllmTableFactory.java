@@ -56,6 +56,7 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
                         context.getObjectIdentifier(),
                         context.getCatalogTable(),
                         context.getConfiguration().toMap());
-        return new DsparkVllmTableSource(plan, context.getPhysicalRowDataType(), context.getConfiguration().toMap());
+        return new DsparkVllmTableSource(
+                plan, context.getPhysicalRowDataType(), context.getConfiguration().toMap(), context.getClassLoader());
     }
 }

@@ -14,6 +14,7 @@ import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
+import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableDescriptor;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.data.GenericRowData;
@@ -73,8 +74,13 @@ final class Pipeline {
             TablePlan plan,
             List<String> physicalNames,
             List<String> metadataKeys,
-            DataType produced) {
-        StreamTableEnvironment t = StreamTableEnvironment.create(env);
+            DataType produced,
+            ClassLoader classLoader) {
+        // In the session's class loader: a 'prompts.source.*' connector from a jar the session added (ADD JAR,
+        // 'pipeline.jars') is found; in a class loader of its own it was not ("Could not find any factory for
+        // identifier 'kafka'").
+        StreamTableEnvironment t = StreamTableEnvironment.create(
+                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
         Map<String, String> settings = new LinkedHashMap<>(config);
         settings.putAll(plan.settings());
         t.getConfig().addConfiguration(Configuration.fromMap(settings));

@@ -77,9 +77,17 @@ final class PythonPlanner {
      */
     static JsonNode formatPlan(
             ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> formatOptions,
-            Map<String, String> config) {
+            Map<String, String> config, java.util.Set<String> notInValue) {
         ObjectNode request = declaredTable(identifier, table, config);
         request.remove("options");
+        // Columns the connector fills from elsewhere (a Kafka record's key) are not the format's to make.
+        java.util.Iterator<JsonNode> columns = request.get("columns").elements();
+        while (columns.hasNext()) {
+            JsonNode column = columns.next();
+            if ("physical".equals(column.get("kind").asText()) && notInValue.contains(column.get("name").asText())) {
+                columns.remove();
+            }
+        }
         ObjectNode format = request.putObject("format");
         formatOptions.forEach(format::put);
         return ask(identifier, request, config, FORMAT);

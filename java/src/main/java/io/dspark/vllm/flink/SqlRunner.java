@@ -1,6 +1,7 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.configuration.Configuration;
+import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableEnvironment;
 import org.apache.flink.table.api.TableResult;
@@ -66,8 +67,22 @@ public final class SqlRunner {
             System.exit(2);
             return;
         }
+        // Jars in 'pipeline.jars' join the session as ADD JAR does (the SQL Client's -j): Flink finds the factories
+        // in them (another connector, such as Kafka's) and ships them with the jobs. Given only as the option, they
+        // were shipped but their connectors were not found ("Could not find any factory for identifier 'kafka'").
+        List<String> jars = config.getOptional(PipelineOptions.JARS).orElse(List.of());
+        config.removeConfig(PipelineOptions.JARS);
         TableEnvironment t =
                 TableEnvironment.create(EnvironmentSettings.newInstance().inStreamingMode().withConfiguration(config).build());
+        for (String jar : jars) {
+            try {
+                t.executeSql("ADD JAR '" + jar.replace("'", "''") + "'");
+            } catch (RuntimeException e) {
+                System.err.println("SqlRunner: cannot add the jar " + jar + " ('pipeline.jars'): "
+                        + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+                System.exit(2);
+            }
+        }
         List<TableResult> jobs = new ArrayList<>();
         List<Integer> jobStatements = new ArrayList<>();
         List<String> statements = statements(script);

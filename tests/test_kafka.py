@@ -1,0 +1,231 @@
+"""Kafka, for real (issue 28): a KRaft broker started by deploy/kafka/start.sh (the session fixture `kafka`) and
+Flink's Kafka SQL connector from Maven Central (deploy/maven/flink-kafka.pom.xml) on the job's classpath.
+
+Two Flink jobs:
+- raw response bodies in a topic of two partitions read with 'format' = 'dspark-vllm' through the Kafka
+  connector (valid, malformed, tombstones, a body over the parser's size limit; keys, partitions, offsets and
+  timestamps beside the parsed columns), on a PyFlink mini-cluster: every record one row or one error row,
+  the same as `parse_batch`;
+- the README's Kafka recipe as written (prompts topic -> 'dspark-vllm' table through 'prompts.source.*' ->
+  answers topic with 'sink.delivery-guarantee' = 'exactly-once'), through `dspark-vllm sql`, against the
+  simulator: a `read_committed` consumer sees every prompt's answer exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from connector.decode import parse_batch
+from connector.decode.strict import MAX_BODY_BYTES
+from tests.test_flink_format import COLUMNS
+from tests.test_flink_replay import BAD, good_body, quoted, read_json_dir
+
+pytest.importorskip("pyflink")
+
+pytestmark = [pytest.mark.kafka, pytest.mark.flink, pytest.mark.slow]
+
+ROOT = Path(__file__).resolve().parent.parent
+T0_MS = 1_700_000_000_000
+TOMBSTONE = "not a body: got NoneType (give bytes or str)"
+# The body over the parser's limit goes as one record compressed (zstd: a few KB on the wire, so the broker's
+# limits of 1 MB a record and 100 MB a request hold; librdkafka checks the uncompressed size against this).
+# Uncompressed, Kafka 4.4's broker fails a produce request over 256 MiB (a NullPointerException in its log).
+BIG_PRODUCER = {"message.max.bytes": 300_000_000, "compression.type": "zstd"}
+
+
+def _records() -> list[dict]:
+    """25 good bodies, the malformed ones of test_flink_replay between them, two tombstones and a body one byte
+    over the 256 MiB the parser reads; keys `req-<i>`, partition i % 2, timestamp T0 + i seconds."""
+    values: list[bytes | None] = [json.dumps(good_body(i)).encode() for i in range(25)]
+    for i, (bad, _) in enumerate(BAD):
+        values.insert(3 * i + 1, bad)
+    values.insert(7, None)
+    values.append(None)
+    big = b'{"id": "big", "object": "chat.completion", "model": "'
+    values.insert(12, big + b"x" * (MAX_BODY_BYTES + 1 - len(big) - 2) + b'"}')
+    return [
+        {"key": f"req-{i}".encode(), "value": v, "partition": i % 2, "timestamp": T0_MS + 1000 * i}
+        for i, v in enumerate(values)
+    ]
+
+
+@pytest.fixture(scope="module")
+def format_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
+    from connector.flink import add_jars, local_environment
+
+    records = _records()
+    # Kept for ever: the records' timestamps are of 2023, past the broker's default retention of 7 days (their
+    # segments were deleted before the job read them).
+    kafka.create_topic("bodies", partitions=2, **{"retention.ms": "-1"})
+    kafka.produce("bodies", records, **BIG_PRODUCER)
+    values = [r["value"] for r in records]
+    expected = parse_batch(values, "coder", backend="cpu", columns=COLUMNS, inline_errors=True).table.to_pylist()
+    sizes = [None if v is None else len(v) for v in values]
+    del records, values
+
+    out = tmp_path_factory.mktemp("kafka-format") / "out"
+    env, t_env = local_environment()
+    add_jars(t_env, *flink_kafka_jars)
+    t_env.get_config().set("table.local-time-zone", "UTC")
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE captured (
+            k STRING,
+            id STRING, model STRING, created TIMESTAMP(3),
+            usage ROW<prompt_tokens INT, total_tokens BIGINT>, choice_finish_reasons ARRAY<STRING>,
+            `language` STRING, code_blocks BIGINT,
+            error_reason STRING, error_field STRING,
+            `partition` INT METADATA VIRTUAL,
+            `offset` BIGINT METADATA VIRTUAL,
+            `timestamp` TIMESTAMP_LTZ(3) METADATA VIRTUAL
+        ) WITH (
+            'connector' = 'kafka', 'topic' = 'bodies', 'properties.bootstrap.servers' = '{kafka.bootstrap}',
+            'properties.group.id' = 'format-test', 'scan.startup.mode' = 'earliest-offset',
+            'scan.bounded.mode' = 'latest-offset',
+            'key.format' = 'raw', 'key.fields' = 'k', 'value.fields-include' = 'EXCEPT_KEY',
+            'value.format' = 'dspark-vllm', 'value.dspark-vllm.profile' = 'coder'
+        )""")
+    columns = (
+        "k STRING, p INT, o BIGINT, ts STRING, id STRING, model STRING, created STRING, prompt_tokens INT, "
+        "total_tokens BIGINT, reasons ARRAY<STRING>, lang STRING, code_blocks BIGINT, error_reason STRING, "
+        "error_field STRING"
+    )
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE sink ({quoted(columns)}) WITH "
+        f"('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json')"
+    )
+    t_env.execute_sql("""
+        INSERT INTO sink SELECT k, `partition`, `offset`, CAST(`timestamp` AS STRING), id, model,
+            CAST(created AS STRING), usage.prompt_tokens, usage.total_tokens, choice_finish_reasons, `language`,
+            code_blocks, error_reason, error_field
+        FROM captured""").wait()
+    return {"rows": read_json_dir(out), "expected": expected, "sizes": sizes}
+
+
+def test_every_record_is_one_row_or_one_error_row(format_job):
+    rows, expected = format_job["rows"], format_job["expected"]
+    by_key = {}
+    for row in rows:
+        assert row["k"] not in by_key, f"record {row['k']} came out twice"
+        by_key[row["k"]] = row
+    assert sorted(by_key) == sorted(f"req-{i}" for i in range(len(expected)))
+    for i, want in enumerate(expected):
+        row = by_key[f"req-{i}"]
+        assert (row["error_reason"], row["error_field"]) == (want["error_reason"], want["error_field"]), i
+        assert (row["id"], row["model"], row["prompt_tokens"], row["total_tokens"]) == (
+            want["id"],
+            want["model"],
+            want["prompt_tokens"],
+            want["total_tokens"],
+        )
+        assert row["reasons"] == want["choice_finish_reasons"]
+        assert (row["lang"], row["code_blocks"]) == (want["language"], want["code_blocks"])
+        if want["created"] is not None:
+            assert row["created"].startswith(want["created"].strftime("%Y-%m-%d %H:%M:%S"))
+
+
+def test_tombstones_and_the_body_over_the_limit_are_error_rows(format_job):
+    rows = {r["k"]: r for r in format_job["rows"]}
+    tombstones = [f"req-{i}" for i, size in enumerate(format_job["sizes"]) if size is None]
+    (big,) = [f"req-{i}" for i, size in enumerate(format_job["sizes"]) if size and size > MAX_BODY_BYTES]
+    assert len(tombstones) == 2
+    assert all(rows[k]["error_reason"] == TOMBSTONE and rows[k]["id"] is None for k in tombstones)
+    assert rows[big]["error_reason"] == f"body too large: over {MAX_BODY_BYTES} bytes" and rows[big]["id"] is None
+    assert sum(r["error_reason"] is None for r in rows.values()) == 25
+
+
+def test_kafka_metadata_columns_beside_the_parsed_ones(format_job):
+    rows = format_job["rows"]
+    for p in (0, 1):
+        keys = [int(r["k"].split("-")[1]) for r in sorted(rows, key=lambda r: r["o"]) if r["p"] == p]
+        assert keys == [i for i in range(len(format_job["expected"])) if i % 2 == p]  # written in order
+        assert [r["o"] for r in rows if r["p"] == p] and sorted(r["o"] for r in rows if r["p"] == p) == list(
+            range(len(keys))
+        )
+    for row in rows:
+        i = int(row["k"].split("-")[1])
+        when = datetime.fromtimestamp((T0_MS + 1000 * i) / 1000, UTC)
+        assert row["ts"].startswith(when.strftime("%Y-%m-%d %H:%M:%S")), row["ts"]
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The README's recipe: prompts topic -> enriched answers topic, exactly once
+# ------------------------------------------------------------------------------------------------------------
+
+PROMPTS = 60
+README_BROKER = "127.0.0.1:9092"
+README_ENDPOINT = "http://127.0.0.1:8000"
+
+
+def readme_recipe() -> str:
+    """The SQL of the README's Kafka recipe, as written there (between its kafka-recipe markers)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    block = re.search(r"<!-- kafka-recipe:start -->\s*```sql\n(.*?)```\s*<!-- kafka-recipe:end -->", text, re.S)
+    assert block, "README.md has no kafka-recipe block"
+    return block.group(1)
+
+
+@pytest.fixture(scope="module")
+def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
+    from connector.simulator import testing
+
+    root = tmp_path_factory.mktemp("kafka-recipe")
+    kafka.create_topic("prompts", partitions=2)
+    kafka.create_topic("answers", partitions=2)
+    prompts = [f"Write a function that returns {n}; answer in JSON." for n in range(PROMPTS)]
+    kafka.produce("prompts", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
+    sql = readme_recipe()
+    jars = ";".join(f"file://{jar}" for jar in flink_kafka_jars)  # as the README's command gives them
+    # Where this run's broker and simulator are: the only change to the recipe.
+    assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
+    with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
+        script = root / "kafka-answers.sql"
+        script.write_text(sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url))
+        # The README's command: `dspark-vllm sql kafka-answers.sql --set "pipeline.jars=..."`.
+        command = [
+            str(Path(sys.executable).parent / "dspark-vllm"),
+            "sql",
+            str(script),
+            "--set",
+            f"pipeline.jars={jars}",
+        ]
+        run = subprocess.run(
+            [*command, "--log", str(root / "flink.log")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            cwd=ROOT,
+        )
+        stats = sim.stats()
+    assert run.returncode == 0, run.stderr[-4000:]
+    committed = kafka.consume("answers", expect=PROMPTS, isolation="read_committed")
+    everything = kafka.consume("answers", expect=PROMPTS, isolation="read_uncommitted")
+    return {"prompts": prompts, "committed": committed, "everything": everything, "stats": stats, "run": run}
+
+
+def test_recipe_every_prompt_answered_exactly_once_read_committed(recipe_job):
+    answers = [json.loads(m.value()) for m in recipe_job["committed"]]
+    assert sorted(a["prompt"] for a in answers) == sorted(recipe_job["prompts"])
+    assert len({a["request_id"] for a in answers}) == PROMPTS
+    for a in answers:
+        assert a["error"] is None, a["error"]
+        assert a["id"].startswith("chatcmpl-") and a["model"] and a["completion_tokens"] > 0
+    assert recipe_job["stats"]["requests /v1/chat/completions"] == PROMPTS
+
+
+def test_recipe_writes_in_transactions(recipe_job, kafka):
+    """The answers were written in Kafka transactions: each partition's commit markers take offsets of their own,
+    so its end lies past its records (a plain write ends right after them); a read_uncommitted reader sees the
+    same records, none aborted in a run without failures; a record's key is its request id."""
+    committed = sorted((m.key(), m.value()) for m in recipe_job["committed"])
+    assert sorted((m.key(), m.value()) for m in recipe_job["everything"]) == committed
+    assert all(json.loads(v)["request_id"] == k.decode() for k, v in committed)
+    for partition, end in kafka.end_offsets("answers").items():
+        records = sum(m.partition() == partition for m in recipe_job["committed"])
+        assert end > records > 0, (partition, end, records)
