@@ -121,7 +121,7 @@ public final class SqlRunner {
             }
         }
         // One line: Flink's messages hold line breaks (the lists of options and keys).
-        System.err.println("SqlRunner: statement " + n + " failed: " + message.toString().strip().replaceAll("\\s*\\R\\s*", " "));
+        System.err.println("SqlRunner: statement " + n + " failed: " + PythonPlanner.oneLine(message.toString()));
         if (Boolean.getBoolean("dspark.verbose")) {
             e.printStackTrace();
         } else {
