@@ -1,6 +1,8 @@
-"""The Java request step (java/src/main/java/io/dspark/vllm/request) against real servers: compiles it and its
-tests (java/src/test/java) with the installed JDK against PyFlink's jars, runs the tests' runner, and reads
-its verdict. The runner's own output (PASS/FAIL per test) is shown when it fails."""
+"""The Java request step (java/src/main/java/io/dspark/vllm/request) against real servers: its JUnit 5 tests
+(java/src/test/java/.../RequesterTests.java) compiled with the installed JDK against PyFlink's jars and run by
+JUnit's console launcher (from Maven Central, deploy/maven/junit.pom.xml); the verdicts are read from JUnit's XML
+report and its counts printed. The launcher's own output (a tree of the tests, the failures' traces) is shown
+when one fails."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ import pytest
 from tests.java import NEEDS_JDK, build_jar
 
 ROOT = Path(__file__).resolve().parents[1]
-RUNNER = ROOT / "java" / "src" / "test" / "java" / "io" / "dspark" / "vllm" / "request" / "RequesterTests.java"
+TESTS = ROOT / "java" / "src" / "test" / "java" / "io" / "dspark" / "vllm" / "request" / "RequesterTests.java"
 
 pytestmark = [
     pytest.mark.slow,
@@ -21,12 +23,11 @@ pytestmark = [
 
 
 def test_java_requester() -> None:
-    expected = len(re.findall(r"^\s*static void test\w+\(\)", RUNNER.read_text(), re.MULTILINE))
-    assert expected >= 30
-    result = build_jar().java_tests()
-    lines = result.stdout.strip().splitlines()
-    report = result.stdout + result.stderr[-4000:]
-    assert lines, report
-    assert lines[-1] == f"{expected} passed, 0 failed", report
-    assert result.returncode == 0, report
-    assert sum(line.startswith("PASS ") for line in lines) == expected, report
+    expected = re.findall(r"^\s*@Test\s+void (test\w+)\(\)", TESTS.read_text(), re.MULTILINE)
+    assert len(expected) >= 70
+    report = build_jar().junit_tests("io.dspark.vllm.request.RequesterTests")
+    print(report.summary())
+    shown = report.output[-8000:]
+    assert report.verdicts == {f"io.dspark.vllm.request.RequesterTests.{name}": "passed" for name in expected}, shown
+    assert (report.tests, report.failures, report.errors, report.skipped) == (len(expected), 0, 0, 0), shown
+    assert report.returncode == 0, shown

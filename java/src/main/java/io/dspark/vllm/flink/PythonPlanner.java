@@ -110,10 +110,17 @@ final class PythonPlanner {
             CACHE.put(key, new Cached(answer, now + CACHE_MILLIS));
         }
         if (answer.has("error")) {
-            throw new ValidationException(
-                    "Table '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText());
+            // One line: the SQL Client and the Gateway show the message as it is, and some of the planner's, in
+            // Flink's wording, list options or columns a line each.
+            throw new ValidationException(oneLine(
+                    "Table '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText()));
         }
         return answer;
+    }
+
+    /** {@code text} on one line: its line breaks, and the blanks around them, become one space. */
+    static String oneLine(String text) {
+        return text.strip().replaceAll("\\s*\\R\\s*", " ");
     }
 
     private static String digest(String text) {

@@ -147,7 +147,7 @@ public final class SqlRunner {
             e.printStackTrace();
         }
         System.err.println("SqlRunner: statement " + n + " (" + first + ") failed: "
-                + text.strip().replaceAll("\\s*\\R\\s*", " "));
+                + PythonPlanner.oneLine(text));
         System.exit(1);
     }
 
