@@ -7,6 +7,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.catalog.Column;
 import org.apache.flink.table.catalog.ObjectIdentifier;
+import org.apache.flink.table.catalog.ResolvedCatalogModel;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.ResolvedSchema;
 import org.apache.flink.table.types.logical.LogicalType;
@@ -85,6 +86,31 @@ final class PythonPlanner {
         return ask(identifier, request, config, FORMAT);
     }
 
+    /**
+     * The plan of a model with {@code 'provider' = 'dspark-vllm'}: its options, INPUT and OUTPUT columns; the answer
+     * is {@code connector.flink.planner.model_plan}'s.
+     */
+    static JsonNode planModel(ObjectIdentifier identifier, ResolvedCatalogModel model, Map<String, String> config) {
+        ObjectNode question = JSON.createObjectNode();
+        question.put("model", identifier.getObjectName());
+        ObjectNode options = question.putObject("options");
+        model.getOptions().forEach(options::put);
+        question.set("input", columns(model.getResolvedInputSchema()));
+        question.set("output", columns(model.getResolvedOutputSchema()));
+        return ask(identifier, question, config, MODEL);
+    }
+
+    private static ArrayNode columns(ResolvedSchema schema) {
+        ArrayNode columns = JSON.createArrayNode();
+        for (Column column : schema.getColumns()) {
+            ObjectNode node = columns.addObject();
+            node.put("name", column.getName());
+            node.set("type", type(column.getDataType().getLogicalType()));
+        }
+        return columns;
+    }
+
+    static final String MODEL = "('provider' = 'dspark-vllm')";
     static final String CONNECTOR = "('connector' = 'dspark-vllm')";
     static final String FORMAT = "('format' = 'dspark-vllm')";
 
@@ -103,7 +129,7 @@ final class PythonPlanner {
         }
         if (answer.has("error")) {
             throw new ValidationException(
-                    "Table '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText());
+                    noun(what) + " '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText());
         }
         return answer;
     }
@@ -220,8 +246,12 @@ final class PythonPlanner {
         }
     }
 
+    private static String noun(String what) {
+        return MODEL.equals(what) ? "Model" : "Table";
+    }
+
     private static String hint(ObjectIdentifier identifier, String label, String python, String what) {
-        return "Table '" + identifier.asSummaryString() + "' " + label + " is planned by Python on "
+        return noun(label) + " '" + identifier.asSummaryString() + "' " + label + " is planned by Python on "
                 + "the client, and '" + python + " -m " + MODULE + "' failed: " + what + ". Set "
                 + "'python.client.executable' to a Python that has dspark-vllm installed.";
     }
