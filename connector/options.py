@@ -603,7 +603,9 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
 )
 
 # ---------------------------------------------------------------- CREATE MODEL ... WITH ('provider' = 'dspark-vllm')
-PROVIDER_OPTION: ConfigOption[str] = _option("provider", "string", "Must be 'dspark-vllm'.", required=True, group="Model")
+PROVIDER_OPTION: ConfigOption[str] = _option(
+    "provider", "string", "Must be 'dspark-vllm'.", required=True, group="Model"
+)
 PROMPT_TEMPLATE: ConfigOption[str | None] = _option(
     "prompt.template",
     "string",
@@ -1039,17 +1041,21 @@ def options_java() -> str:
 
 
 def update_docs(path: str) -> bool:
-    """Rewrite the block between `<!-- options:start -->` and `<!-- options:end -->` in `path`."""
+    """Rewrite the block between `<!-- options:start -->` and `<!-- options:end -->` in `path` (and the model's,
+    between `<!-- model-options:start -->` and `<!-- model-options:end -->`, where the file has them)."""
     from pathlib import Path
 
     doc = Path(path)
     text = doc.read_text(encoding="utf-8")
-    start, end = "<!-- options:start -->\n", "<!-- options:end -->"
-    if start not in text or end not in text:
-        raise OptionsError(f"{path}: add the markers {start.strip()} and {end} where the table belongs")
-    head, rest = text.split(start, 1)
-    tail = rest.split(end, 1)[1]
-    new = head + start + options_markdown() + end + tail
+    new = text
+    for name, table in (("options", options_markdown()), ("model-options", options_markdown(MODEL_OPTIONS))):
+        start, end = f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
+        if start not in new or end not in new:
+            if name == "options":
+                raise OptionsError(f"{path}: add the markers {start.strip()} and {end} where the table belongs")
+            continue
+        head, rest = new.split(start, 1)
+        new = head + start + table + end + rest.split(end, 1)[1]
     doc.write_text(new, encoding="utf-8")
     return new != text
 

@@ -142,3 +142,14 @@ def test_the_planner_answers_a_model_question_on_stdin():
     )
     assert done.returncode == 0
     assert "OUTPUT column 'bogus' is neither" in json.loads(done.stdout)["error"]
+
+
+def test_docs_list_the_model_options():
+    from pathlib import Path
+
+    from connector.options import MODEL_OPTIONS, options_markdown
+
+    doc = Path(__file__).resolve().parents[1] / "docs" / "flink.md"
+    text = doc.read_text()
+    block = text.split("<!-- model-options:start -->\n")[1].split("<!-- model-options:end -->")[0]
+    assert block == options_markdown(MODEL_OPTIONS), f"{doc} is stale: run python -m connector.options --update {doc}"

@@ -66,6 +66,7 @@ from connector.options import (
     MODEL,
     PARSE_BACKEND,
     PROFILE,
+    PROMPT_TEMPLATE,
     PROMPTS_COLUMN,
     PROMPTS_COUNT,
     PROMPTS_PATH,
@@ -74,11 +75,10 @@ from connector.options import (
     PROMPTS_TEMPLATE,
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
+    REQUEST_API,
     REQUEST_OUTPUT_MODE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
-    PROMPT_TEMPLATE,
-    REQUEST_API,
     SYSTEM_PROMPT,
     Options,
     validate,
@@ -533,9 +533,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     elif template is not None:
         prompt["template"] = _template(template, inputs)
     else:
-        texts = [
-            n for n in inputs if n not in ROW_BODY_OPTIONS and types[n].get("root") in ("VARCHAR", "CHAR")
-        ]
+        texts = [n for n in inputs if n not in ROW_BODY_OPTIONS and types[n].get("root") in ("VARCHAR", "CHAR")]
         if len(texts) != 1:
             raise OptionsError(
                 "The model needs 'prompt.template' to make a request of its INPUT columns "

@@ -55,6 +55,8 @@ public final class DsparkVllmModelFactory implements ModelProviderFactory {
         String input = model.getResolvedInputSchema().toPhysicalRowDataType().getLogicalType().asSerializableString();
         long timeoutMs = context.getConfiguration().get(ExecutionConfigOptions.TABLE_EXEC_ASYNC_ML_PREDICT_TIMEOUT)
                 .toMillis();
-        return new DsparkVllmModelProvider(plan.toString(), input, output, timeoutMs);
+        int capacity = context.getConfiguration()
+                .get(ExecutionConfigOptions.TABLE_EXEC_ASYNC_ML_PREDICT_MAX_CONCURRENT_OPERATIONS);
+        return new DsparkVllmModelProvider(plan.toString(), input, output, timeoutMs, capacity);
     }
 }
