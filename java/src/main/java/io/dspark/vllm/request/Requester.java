@@ -203,11 +203,36 @@ public final class Requester implements AutoCloseable {
                     + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
                     + "; it cannot be sent as UTF-8 JSON", start));
         }
+        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
+        return sendBody(spec.body(quoted).getBytes(StandardCharsets.UTF_8), requestId, start);
+    }
+
+    /**
+     * One request whose body the caller made (a model's row: its messages and options, as UTF-8 JSON); as
+     * {@link #send}, the future never completes exceptionally.
+     */
+    public CompletableFuture<Outcome> sendBody(byte[] content, String requestId) {
+        long start = System.nanoTime();
+        if (closed) {
+            return CompletableFuture.completedFuture(invalid("the request step was closed", start));
+        }
+        return sendBody(content, requestId, start);
+    }
+
+    /** Where {@code text} has a UTF-16 surrogate without its pair (it cannot be sent as UTF-8), or -1. */
+    public static int loneSurrogate(String text) {
+        return Text.loneSurrogate(text);
+    }
+
+    /** An error outcome of a request that was never sent ("request: " + why), for a caller's own checks. */
+    public static Outcome notSent(String why) {
+        return new Outcome(null, null, 0.0, 0, "request: " + why, "request", System.currentTimeMillis());
+    }
+
+    private CompletableFuture<Outcome> sendBody(byte[] content, String requestId, long start) {
         if (requestId == null || !headerValue(requestId)) {
             return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
         }
-        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
-        byte[] content = spec.body(quoted).getBytes(StandardCharsets.UTF_8);
         HttpHeaders h = new DefaultHttpHeaders(false).add(headers).set("x-request-id", requestId);
         Call call = new Call(content, h, requestId, start);
         active.add(call);
