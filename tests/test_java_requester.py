@@ -22,11 +22,16 @@ pytestmark = [
 ]
 
 
-def test_java_requester() -> None:
+def test_java_requester(capsys: pytest.CaptureFixture[str]) -> None:
     expected = re.findall(r"^\s*@Test\s+void (test\w+)\(\)", TESTS.read_text(), re.MULTILINE)
     assert len(expected) >= 70
+    try:
+        build_jar().junit_jars()
+    except SystemExit as exc:  # fetch.sh's one line: no mvn, or Maven Central out of reach
+        pytest.skip(str(exc))
     report = build_jar().junit_tests("io.dspark.vllm.request.RequesterTests")
-    print(report.summary())
+    with capsys.disabled():  # the counts in the run's log (CI's too), passed or not
+        print(f"\n{report.summary()} (RequesterTests)")
     shown = report.output[-8000:]
     assert report.verdicts == {f"io.dspark.vllm.request.RequesterTests.{name}": "passed" for name in expected}, shown
     assert (report.tests, report.failures, report.errors, report.skipped) == (len(expected), 0, 0, 0), shown
