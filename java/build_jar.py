@@ -130,7 +130,8 @@ def build() -> Path:
 
 
 TESTS = ROOT / "java" / "src" / "test" / "java"
-TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests",)  # the JUnit 5 tests of java/src/test
+# The JUnit 5 tests of java/src/test.
+TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests", "io.dspark.vllm.flink.ParseOperatorTest")
 
 
 def java() -> str:
@@ -143,13 +144,17 @@ def java() -> str:
 
 
 def junit_jars() -> list[Path]:
-    """JUnit 5's console launcher (standalone: the Jupiter API and engine inside), from Maven Central through
-    deploy/maven/fetch.sh (the set deploy/maven/junit.pom.xml, cached). Only the tests need it, never the jar."""
+    """JUnit 5's console launcher (standalone: the Jupiter API and engine inside) and Flink's operator test
+    harnesses, from Maven Central through deploy/maven/fetch.sh (the sets junit and flink-test-harness, cached).
+    Only the tests need them, never the jar."""
     fetch = ROOT / "deploy" / "maven" / "fetch.sh"
-    done = subprocess.run(["bash", str(fetch), "junit"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "fetch.sh junit failed")
-    return sorted(Path(done.stdout.strip()).glob("*.jar"))
+    jars = []
+    for name in ("junit", "flink-test-harness"):
+        done = subprocess.run(["bash", str(fetch), name], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"fetch.sh {name} failed")
+        jars += sorted(Path(done.stdout.strip()).glob("*.jar"))
+    return jars
 
 
 def _compile_tests(classes: Path, junit: bool) -> str:
@@ -204,7 +209,7 @@ def junit_tests(*classes: str, select: str | None = None, timeout_s: float = 900
         compiled.mkdir()
         classpath = _compile_tests(compiled, junit=True)
         launcher = [
-            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath,
+            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", f"-Ddspark.python={sys.executable}", "-cp", classpath,
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner", "--disable-ansi-colors",
             "--details=tree", f"--reports-dir={reports}",
         ]  # fmt: skip
