@@ -130,7 +130,8 @@ def build() -> Path:
 
 
 TESTS = ROOT / "java" / "src" / "test" / "java"
-TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests",)  # the JUnit 5 tests of java/src/test
+# The JUnit 5 tests of java/src/test.
+TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests", "io.dspark.vllm.flink.ParseOperatorTest")
 
 
 def java() -> str:
@@ -143,19 +144,26 @@ def java() -> str:
 
 
 def junit_jars() -> list[Path]:
-    """JUnit 5's console launcher (standalone: the Jupiter API and engine inside), from Maven Central through
-    deploy/maven/fetch.sh (the set deploy/maven/junit.pom.xml, cached). Only the tests need it, never the jar."""
+    """JUnit 5's console launcher (standalone: the Jupiter API and engine inside) and Flink's operator test
+    harnesses, from Maven Central through deploy/maven/fetch.sh (the sets junit and flink-test-harness, cached).
+    Only the tests need them, never the jar."""
     fetch = ROOT / "deploy" / "maven" / "fetch.sh"
-    done = subprocess.run(["bash", str(fetch), "junit"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "fetch.sh junit failed")
-    return sorted(Path(done.stdout.strip()).glob("*.jar"))
+    jars = []
+    for name in ("junit", "flink-test-harness"):
+        done = subprocess.run(["bash", str(fetch), name], capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"fetch.sh {name} failed")
+        jars += sorted(Path(done.stdout.strip()).glob("*.jar"))
+    return jars
 
 
-def _compile_tests(classes: Path) -> str:
-    """Compile the main classes and java/src/test (at the build's --release) into `classes`; the classpath."""
-    sources = sorted((SOURCES / "java").rglob("*.java")) + sorted(TESTS.rglob("*.java"))
-    classpath = os.pathsep.join([str(classes), *(str(j) for j in flink_jars()), *(str(j) for j in junit_jars())])
+def _compile_tests(classes: Path, junit: bool) -> str:
+    """Compile the main classes and java/src/test (at the build's --release) into `classes`; the classpath.
+    Without `junit`, the JUnit tests are left out (the programs of java/src/test need no Maven)."""
+    tests = [t for t in sorted(TESTS.rglob("*.java")) if junit or "org.junit" not in t.read_text()]
+    sources = sorted((SOURCES / "java").rglob("*.java")) + tests
+    jars = [*flink_jars(), *(junit_jars() if junit else [])]
+    classpath = os.pathsep.join([str(classes), *(str(j) for j in jars)])
     command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
     done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
     if done.returncode != 0:
@@ -168,7 +176,7 @@ def java_tests(*args: str, main: str, timeout_s: float = 300.0) -> subprocess.Co
     """Run `main`, a class of java/src/test that is a program (the contract's and the native core's checks, the
     benchmarks), with `args`, in a JVM with the jar's classes, Flink's jars and the native core."""
     with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
-        classpath = _compile_tests(Path(tmp))
+        classpath = _compile_tests(Path(tmp), junit=False)
         run = [java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath, main, *args]
         return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
 
@@ -199,9 +207,9 @@ def junit_tests(*classes: str, select: str | None = None, timeout_s: float = 900
     with tempfile.TemporaryDirectory(prefix="dspark-vllm-junit-") as tmp:
         compiled, reports = Path(tmp, "classes"), Path(tmp, "reports")
         compiled.mkdir()
-        classpath = _compile_tests(compiled)
+        classpath = _compile_tests(compiled, junit=True)
         launcher = [
-            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath,
+            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", f"-Ddspark.python={sys.executable}", "-cp", classpath,
             "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner", "--disable-ansi-colors",
             "--details=tree", f"--reports-dir={reports}",
         ]  # fmt: skip
