@@ -18,7 +18,8 @@ response, so no start-up counts.
 - llm-mix: `simulate --latency-ms 200 --fault slow=0.05 --slow-ms 10000` (most answers 200 ms, 5% 10 s more),
   `--prompts` prompts: first-to-last response of the table / of the client (1.00x: as fast as the client).
 - heavy-tail: the same with lognormal durations (`--latency-dist lognormal`, median and p99 below).
-- zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's.
+- zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's; the
+  same for ML_PREDICT with a 'dspark-vllm' model over a datagen table.
 - added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
   with the defaults and with a smaller 'parse.batch-size'.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
@@ -480,8 +481,8 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     from connector.simulator.testing import serve_simulator
 
     c = str(args.concurrency)
-    rates: dict[str, list[float]] = {"client": [], "table": []}
-    failed = {"client": "", "table": ""}
+    rates: dict[str, list[float]] = {"client": [], "table": [], "model": []}
+    failed = {"client": "", "table": "", "model": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
         for round_ in range(args.repeat):
@@ -497,9 +498,17 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             if error is None:
                 rates["table"].append(steady_rate(_received(out)))
             failed["table"] = error or failed["table"]
+            out = folder / f"zero-model-{round_}"
+            _, error = attempt("predict", sim.url, model, str(args.requests), c, str(out))
+            if error is None:
+                rates["model"].append(steady_rate(_received(out)))
+            failed["model"] = error or failed["model"]
     client = max(rates["client"]) if rates["client"] else None
     table = max(rates["table"]) if rates["table"] else None
+    model_rate = max(rates["model"]) if rates["model"] else None
     ratio = f"{table / client:.2f}x" if table is not None and client else ""
+    model_ratio = f"{model_rate / client:.2f}x" if model_rate is not None and client else ""
+    model_note = f"{model_rate / table:.2f}x the table" if model_rate is not None and table else failed["model"]
     return [
         Result(
             "zero-latency",
@@ -516,6 +525,14 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             ratio,
             "" if table is not None else failed["table"],
             ">= 0.80x",
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, 'dspark-vllm' model, steady, c={c}",
+            model_rate,
+            "rows/s",
+            model_ratio,
+            model_note,
         ),
     ]
 
