@@ -18,7 +18,8 @@ response, so no start-up counts.
 - llm-mix: `simulate --latency-ms 200 --fault slow=0.05 --slow-ms 10000` (most answers 200 ms, 5% 10 s more),
   `--prompts` prompts: first-to-last response of the table / of the client (1.00x: as fast as the client).
 - heavy-tail: the same with lognormal durations (`--latency-dist lognormal`, median and p99 below).
-- zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's.
+- zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's; the
+  same for ML_PREDICT with a 'dspark-vllm' model over a datagen table.
 - added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
   with the defaults and with a smaller 'parse.batch-size'.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
@@ -29,8 +30,8 @@ response, so no start-up counts.
   `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
   share of the rows) as a share of the 160/s it can serve, and the share of requests answered 429 after
   warm-up (the simulator's throttled counter, read while the job runs), for 'request.concurrency' = 'auto'
-  and a fixed 64. A table whose options are refused (a value this version does
-  not know) is a row saying so.
+  and a fixed 64, and for ML_PREDICT with a 'dspark-vllm' model and 'auto'. A table whose options are refused
+  (a value this version does not know) is a row saying so.
 """
 
 from __future__ import annotations
@@ -204,9 +205,11 @@ def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str,
     ).wait()
 
 
-def job_predict(endpoint: str, model: str, prompts: int, concurrency: int, output: str) -> None:
+def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, output: str) -> None:
     """ML_PREDICT with a 'dspark-vllm' model over a table of the client's prompts, as a user writes it: the async
-    operator unordered, as many rows in flight as 'request.concurrency' (ML_PREDICT's 'max-concurrent-operations')."""
+    operator unordered, as many rows in flight as 'request.concurrency' (ML_PREDICT's 'max-concurrent-operations';
+    with 'auto', its default maximum, 256)."""
+    capacity = "256" if concurrency == "auto" else concurrency
     t = _t_env(1)
     t.execute_sql(f"""CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{prompts}',
         'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompts - 1}')""")
@@ -224,7 +227,7 @@ def job_predict(endpoint: str, model: str, prompts: int, concurrency: int, outpu
     t.execute_sql(
         "INSERT INTO sink_out SELECT CAST(n AS STRING), CAST(`request.received-at` AS STRING), CAST(NOW() AS STRING), "
         "`error.reason` FROM ML_PREDICT(TABLE prompts, MODEL answerer, DESCRIPTOR(prompt), MAP['async', 'true', "
-        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{concurrency}'])"
+        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{capacity}'])"
     ).wait()
 
 
@@ -480,8 +483,8 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     from connector.simulator.testing import serve_simulator
 
     c = str(args.concurrency)
-    rates: dict[str, list[float]] = {"client": [], "table": []}
-    failed = {"client": "", "table": ""}
+    rates: dict[str, list[float]] = {"client": [], "table": [], "model": []}
+    failed = {"client": "", "table": "", "model": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
         for round_ in range(args.repeat):
@@ -497,9 +500,17 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             if error is None:
                 rates["table"].append(steady_rate(_received(out)))
             failed["table"] = error or failed["table"]
+            out = folder / f"zero-model-{round_}"
+            _, error = attempt("predict", sim.url, model, str(args.requests), c, str(out))
+            if error is None:
+                rates["model"].append(steady_rate(_received(out)))
+            failed["model"] = error or failed["model"]
     client = max(rates["client"]) if rates["client"] else None
     table = max(rates["table"]) if rates["table"] else None
+    model_rate = max(rates["model"]) if rates["model"] else None
     ratio = f"{table / client:.2f}x" if table is not None and client else ""
+    model_ratio = f"{model_rate / client:.2f}x" if model_rate is not None and client else ""
+    model_note = f"{model_rate / table:.2f}x the table" if model_rate is not None and table else failed["model"]
     return [
         Result(
             "zero-latency",
@@ -516,6 +527,14 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             ratio,
             "" if table is not None else failed["table"],
             ">= 0.80x",
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, 'dspark-vllm' model, steady, c={c}",
+            model_rate,
+            "rows/s",
+            model_ratio,
+            model_note,
         ),
     ]
 
@@ -625,19 +644,25 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
     capacity, latency_ms = 16, 100.0
     ceiling = capacity * 1000.0 / latency_ms
     results = []
-    for concurrency in ("auto", "64"):
+    for path, concurrency in (("table", "auto"), ("table", "64"), ("ML_PREDICT", "auto")):
         options: dict[str, Any] = {"capacity": capacity, "latency_ms": latency_ms, "retry_after_s": 1.0}
         with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
-            out = folder / f"adaptive-{concurrency}"
+            out = folder / f"adaptive-{path}-{concurrency}"
             with _MetricsSampler(sim) as sampler:
-                _, error = attempt(
-                    "request", sim.url, _model(sim.url), str(args.adaptive_prompts), str(args.rate), str(out),
-                    _concurrency_option(concurrency),
-                )  # fmt: skip
-        name = f"capacity {capacity} x {latency_ms:g} ms ({ceiling:g}/s), c={concurrency}: rows/s of capacity"
+                if path == "table":
+                    _, error = attempt(
+                        "request", sim.url, _model(sim.url), str(args.adaptive_prompts), str(args.rate), str(out),
+                        _concurrency_option(concurrency),
+                    )  # fmt: skip
+                else:
+                    _, error = attempt(
+                        "predict", sim.url, _model(sim.url), str(args.adaptive_prompts), concurrency, str(out)
+                    )
+        who = "" if path == "table" else "ML_PREDICT, "
+        name = f"{who}capacity {capacity} x {latency_ms:g} ms ({ceiling:g}/s), c={concurrency}: rows/s of capacity"
         if error is not None:
             goal = ">= 0.90" if concurrency == "auto" else ""
-            results.append(Result("adaptive", name, None, "", "", f"the table failed: {error}", goal))
+            results.append(Result("adaptive", name, None, "", "", f"the {path} failed: {error}", goal))
             continue
         rows = _sink_rows(out)
         times = sorted(r for r, _, _ in rows)
@@ -653,7 +678,7 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
         )
         auto = concurrency == "auto"
         results.append(Result("adaptive", name, rate / ceiling, "", "", note, ">= 0.90" if auto else ""))
-        name = f"capacity {capacity}, c={concurrency}: share of requests answered 429"
+        name = f"{who}capacity {capacity}, c={concurrency}: share of requests answered 429"
         results.append(Result("adaptive", name, share, "%", goal="< 1%" if auto else ""))
     return results
 
@@ -697,7 +722,7 @@ def main() -> int:
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
             "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
-            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
+            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
         }
         jobs[kind]()
         return 0

@@ -268,11 +268,15 @@ CREATE VIEW chats AS SELECT user_id,
   FROM questions;
 CREATE MODEL answerer
   INPUT (messages ARRAY<ROW<`role` STRING, content STRING>>)
-  OUTPUT (id STRING, content STRING, completion_tokens BIGINT, `request.prompt` STRING, `error.reason` STRING)
-  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '5');
-CREATE TABLE answers (user_id STRING, id STRING, content STRING, tokens BIGINT, prompt STRING, reason STRING)
+  OUTPUT (id STRING, content STRING, completion_tokens BIGINT, n_choices BIGINT, choice_contents ARRAY<STRING>,
+          `request.prompt` STRING, `error.reason` STRING)
+  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '5',
+        'request.n' = '2');
+CREATE TABLE answers (user_id STRING, id STRING, content STRING, tokens BIGINT, n BIGINT, choices ARRAY<STRING>,
+                      prompt STRING, reason STRING)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
-INSERT INTO answers SELECT user_id, id, content, completion_tokens, `request.prompt`, `error.reason`
+INSERT INTO answers SELECT user_id, id, content, completion_tokens, n_choices, choice_contents, `request.prompt`,
+                           `error.reason`
   FROM ML_PREDICT(TABLE chats, MODEL answerer, DESCRIPTOR(messages),
                   MAP['async', 'true', 'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '16']);
 """
@@ -305,4 +309,30 @@ def test_a_sql_file_through_dspark_vllm_sql(tmp_path):
         assert sent[0] == {"role": "system", "content": "You answer in one word."}
         assert sent[1]["role"] == "user" and sent[1]["content"].startswith("What is ")
         if row["reason"] is None:
-            assert row["id"].startswith("chatcmpl-") and 1 <= row["tokens"] <= 5
+            assert row["id"].startswith("chatcmpl-") and 1 <= row["tokens"] <= 10  # 5 a choice
+            # 'request.n' = '2': one row whose list columns hold both choices, as in a table
+            assert row["n"] == 2 and len(row["choices"]) == 2 and row["choices"][0] == row["content"]
+
+
+def test_fail_job_fails_the_job_on_a_failed_request():
+    """'request.on-failure' = 'fail-job': a request that failed for good fails the job (which restarts from its
+    checkpoint by its restart strategy; none here), instead of giving an error row."""
+    from connector.flink import local_environment
+
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=2, faults={"500": 1.0}) as sim:
+        _, t_env = local_environment()
+        t_env.execute_sql(
+            "CREATE TEMPORARY TABLE qs (q STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '3', "
+            "'fields.q.length' = '8')"
+        )
+        t_env.execute_sql(
+            "CREATE TEMPORARY MODEL strict INPUT (q STRING) OUTPUT (id STRING, `error.reason` STRING) WITH ("
+            f"'provider' = 'dspark-vllm', 'endpoint' = '{sim.url}', 'model' = 'm', 'request.retry.max-attempts' = '1', "
+            "'request.on-failure' = 'fail-job')"
+        )
+        t_env.execute_sql("CREATE TEMPORARY TABLE out_rows (id STRING, reason STRING) WITH ('connector' = 'blackhole')")
+        result = t_env.execute_sql(
+            "INSERT INTO out_rows SELECT id, `error.reason` FROM ML_PREDICT(TABLE qs, MODEL strict, DESCRIPTOR(q))"
+        )
+        with pytest.raises(Exception, match="failed for good \\('request.on-failure' = 'fail-job'\\)"):
+            result.wait()
