@@ -102,10 +102,10 @@ def test_the_readme_recipe_through_the_sql_client(cluster):
     assert "[ERROR]" not in output, output[-4000:]
     rows = tableau_rows(output)
     assert rows, output[-4000:]
-    # One row per window: the model, requests, errors, mean completion tokens; every prompt counted once.
-    assert {r[1] for r in rows} == {"Qwen/Qwen2.5-Coder-7B-Instruct"} and {r[0] for r in rows} == {"+I"}
-    assert sum(int(r[2]) for r in rows) == PROMPTS, rows
-    assert sum(int(r[3]) for r in rows) == 0, rows
+    # One row per window: window_start, model, responses, errors, mean completion tokens; every prompt once.
+    assert {r[2] for r in rows} == {"Qwen/Qwen2.5-Coder-7B-Instruct"} and {r[0] for r in rows} == {"+I"}
+    assert sum(int(r[3]) for r in rows) == PROMPTS, rows
+    assert sum(int(r[4]) for r in rows) == 0, rows
     assert cluster["sim"].stats()["requests /v1/chat/completions"] - before == PROMPTS
     assert run.returncode == 0, output[-4000:]
 
@@ -237,9 +237,9 @@ def test_the_readme_recipe_through_the_gateways_rest_api(cluster, gateway):
             assert done == [{"kind": "INSERT", "fields": ["OK"]}], (statement, done)
         rows = gateway.results(session, gateway.execute(session, query))
         assert rows and {r["kind"] for r in rows} == {"INSERT"}, rows
-        assert {r["fields"][0] for r in rows} == {"Qwen/Qwen2.5-Coder-7B-Instruct"}
-        assert sum(r["fields"][1] for r in rows) == PROMPTS, rows
-        assert sum(r["fields"][2] for r in rows) == 0, rows
+        assert {r["fields"][1] for r in rows} == {"Qwen/Qwen2.5-Coder-7B-Instruct"}
+        assert sum(r["fields"][2] for r in rows) == PROMPTS, rows
+        assert sum(r["fields"][3] for r in rows) == 0, rows
         assert cluster["sim"].stats()["requests /v1/chat/completions"] - before == PROMPTS
 
         # A DDL error: the operation fails, the Gateway answers with Flink's exception and our one-line message.
