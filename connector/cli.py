@@ -187,6 +187,8 @@ class _Output:
         if not path:
             raise OptionsError(f"{what}: give a file name")
         if path == "-":
+            if kinds[0] == "parquet" and os.isatty(1):
+                raise OptionsError(f"{what} -: stdout is a terminal and Parquet is binary: redirect it, or give a file")
             path = "/dev/fd/1"
         elif path.endswith("/"):
             raise OptionsError(f"{what} {path}: is a folder name; give a file name")

@@ -66,6 +66,20 @@ def test_dash_is_stdout_for_either_output(tmp_path: Path, bodies: Path):
     assert pq.read_table(io.BytesIO(proc.stdout)).column("id").to_pylist() == ["a"]
     proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", "--errors", "-", cwd=work)
     assert proc.returncode == 2 and "is the --output file" in one_line(proc.stderr)
+    # Parquet is not written to a terminal.
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", cwd=work, stdout=terminal,
+                   stderr=subprocess.PIPE, capture_output=False)  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).endswith(
+        "--output -: stdout is a terminal and Parquet is binary: redirect it, or give a file"
+    )
 
 
 @pytest.mark.parametrize("name", ["/dev/stdout", "-"])
