@@ -553,4 +553,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m connector.cli`: run the module's importable copy, so that `Terminated` raised by a subcommand
+    # (which imports it from connector.cli) is the class `main` catches, not a twin from __main__.
+    from connector.cli import main as _main
+
+    sys.exit(_main())
