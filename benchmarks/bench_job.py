@@ -22,6 +22,9 @@ response, so no start-up counts.
 - added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
   with the defaults and with a smaller 'parse.batch-size'.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
+- ml-predict: the llm-mix through `ML_PREDICT` with a 'dspark-vllm' model over a table of the same prompts
+  (`--prompts`, 'request.concurrency' and ML_PREDICT's 'max-concurrent-operations' = `--concurrency`): first-to-last
+  response of the model / of the client.
 - adaptive: a server that serves 16 completions at once (100 ms each; 429 with Retry-After 1 beyond,
   `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
   share of the rows) as a share of the 160/s it can serve, and the share of requests answered 429 after
@@ -198,6 +201,30 @@ def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str,
     )
     t.execute_sql(
         "INSERT INTO sink_out SELECT rid, CAST(received AS STRING), CAST(NOW() AS STRING), error FROM responses"
+    ).wait()
+
+
+def job_predict(endpoint: str, model: str, prompts: int, concurrency: int, output: str) -> None:
+    """ML_PREDICT with a 'dspark-vllm' model over a table of the client's prompts, as a user writes it: the async
+    operator unordered, as many rows in flight as 'request.concurrency' (ML_PREDICT's 'max-concurrent-operations')."""
+    t = _t_env(1)
+    t.execute_sql(f"""CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{prompts}',
+        'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompts - 1}')""")
+    t.execute_sql(
+        "CREATE VIEW prompts AS SELECT n, 'Request ' || CAST(n AS STRING) || ': answer briefly.' AS prompt FROM numbers"
+    )
+    t.execute_sql(f"""CREATE MODEL answerer INPUT (prompt STRING)
+        OUTPUT (id STRING, `request.received-at` TIMESTAMP_LTZ(3), `error.reason` STRING)
+        WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'profile' = '{PROFILE}',
+              'request.concurrency' = '{concurrency}')""")
+    t.execute_sql(
+        f"CREATE TABLE sink_out (rid STRING, received STRING, at_sink STRING, error STRING) WITH "
+        f"('connector' = 'filesystem', 'path' = '{output}', 'format' = 'csv')"
+    )
+    t.execute_sql(
+        "INSERT INTO sink_out SELECT CAST(n AS STRING), CAST(`request.received-at` AS STRING), CAST(NOW() AS STRING), "
+        "`error.reason` FROM ML_PREDICT(TABLE prompts, MODEL answerer, DESCRIPTOR(prompt), MAP['async', 'true', "
+        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{concurrency}'])"
     ).wait()
 
 
@@ -401,6 +428,43 @@ def mix_section(
     return results
 
 
+def predict_section(args: argparse.Namespace, folder: Path) -> list[Result]:
+    """ML_PREDICT with a 'dspark-vllm' model under the LLM-like mix, against the client alone at the same
+    concurrency: first-to-last response of each, against a fresh simulator of the same seed for each run."""
+    from connector.simulator.testing import serve_simulator
+
+    options = {"latency_ms": 200.0, "faults": {"slow": 0.05}, "slow_ms": 10_000.0}
+    c = str(args.concurrency)
+    spans: dict[str, list[float]] = {"client": [], "model": []}
+    notes = {"client": "", "model": ""}
+    failed: str | None = None
+    for round_ in range(args.repeat):
+        for path in ("client", "model"):
+            with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
+                out = folder / f"ml-predict-{path}-{round_}"
+                _, error = attempt(path if path == "client" else "predict", sim.url, _model(sim.url),
+                                   str(args.prompts), c, str(out))  # fmt: skip
+                if error is not None:
+                    failed = f"{path} failed: {error}"
+                elif path == "client":
+                    stamps = _client_stamps(out)
+                    spans[path].append(_span([t for t, _ in stamps]))
+                    notes[path] = f"{len(stamps)} responses, {sum(1 for _, st in stamps if st != 200)} not 200"
+                else:
+                    rows = _sink_rows(out)
+                    spans[path].append(_span([r for r, _, _ in rows]))
+                    notes[path] = f"{len(rows)} rows, {sum(1 for *_, e in rows if e)} error rows"
+    label = f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last"
+    client = min(spans["client"]) if spans["client"] else None
+    model = min(spans["model"]) if spans["model"] else None
+    ratio = f"{model / client:.2f}x" if model is not None and client else ""
+    return [
+        Result("ml-predict", f"{label}: client alone (aiohttp), c={c}", client, "s", "", notes["client"]),
+        Result("ml-predict", f"{label}: ML_PREDICT, 'dspark-vllm' model, c={c}", model, "s", ratio,
+               notes["model"] if model is not None else (failed or ""), "<= 1.15x"),
+    ]  # fmt: skip
+
+
 def llm_mix_section(args: argparse.Namespace, folder: Path) -> list[Result]:
     options = {"latency_ms": 200.0, "faults": {"slow": 0.05}, "slow_ms": 10_000.0}
     return mix_section(args, folder, "llm-mix", f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last", options)
@@ -601,6 +665,7 @@ REQUEST_SECTIONS = {
     "added-latency": added_latency_section,
     "hol": hol_section,
     "adaptive": adaptive_section,
+    "ml-predict": predict_section,
 }
 
 
@@ -632,6 +697,7 @@ def main() -> int:
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
             "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
+            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
         }
         jobs[kind]()
         return 0
@@ -690,7 +756,8 @@ def main() -> int:
         print(f"{r.section:<13} {r.path:<78} {_format(r.value, r.unit):>10} {r.ratio:>7} {r.goal:>9}  {r.note}")
     print(
         "ratios: replay rows/s against 'parse_batch alone'; llm-mix and heavy-tail: the table's first-to-last "
-        "response time / the client's (lower is better); zero-latency: the table's steady rows/s / the client's; "
+        "response time / the client's (lower is better), ml-predict the same for ML_PREDICT; zero-latency: the "
+        "table's steady rows/s / the client's; "
         "adaptive: rows/s delivered after warm-up / the server's capacity; goal: the bar of issue 16, or of issue "
         "18 for zero-latency and added-latency (the parse step in the JVM); replay notes: the ratio to Flink's json "
         "format of the same parallelism"

@@ -9,7 +9,8 @@ dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
 Exit status: 0 done (rejected bodies are error rows, not a failure); 1 the work failed while running (a
 file could not be read or written, a server could not be reached); 2 a usage error, found before any work
 (arguments, profile, input and output paths, backend); 130 interrupted, 143 (129) terminated by SIGTERM
-(SIGHUP), temporary files removed. Every error is one line on stderr.
+(SIGHUP), temporary files removed; 141 the pipe it wrote to was closed (as `cmd | head`), quietly. Every
+error is one line on stderr (--verbose: with where it came from). An output named `-` is stdout.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import base64
 import contextlib
+import difflib
 import importlib
 import json
 import logging
@@ -26,14 +28,16 @@ import stat
 import sys
 import tempfile
 import time
+import traceback
 from collections.abc import Iterator
 from typing import IO, Any
 
 from connector.errors import BackendUnavailable, DsparkError, OptionsError, ProfileError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "main"]
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_USAGE", "Terminated", "main"]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell shows for a reader that went away (`yes | head`)
 # Raised for these, the fix is in how the command was called.
 _USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 
@@ -52,7 +56,7 @@ class _Failed(DsparkError):
     """The work failed while running (exit 1)."""
 
 
-class _Terminated(BaseException):
+class Terminated(BaseException):
     """SIGTERM or SIGHUP: the command stops as on Ctrl-C, its temporary files removed (exit 128 + signal)."""
 
     def __init__(self, signum: int) -> None:
@@ -62,10 +66,10 @@ class _Terminated(BaseException):
 
 @contextlib.contextmanager
 def _stopped_by_signals() -> Iterator[None]:
-    """While inside, SIGTERM and SIGHUP raise `_Terminated` (where Python can take signals: the main thread)."""
+    """While inside, SIGTERM and SIGHUP raise `Terminated` (where Python can take signals: the main thread)."""
 
     def stop(signum: int, frame: Any) -> None:
-        raise _Terminated(signum)
+        raise Terminated(signum)
 
     previous = {}
     with contextlib.suppress(ValueError):  # not the main thread: left as they are
@@ -144,48 +148,72 @@ def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
         yield batch
 
 
-def _in_place(path: str) -> tuple[str, bool]:
-    """The file `path` names once its symbolic links are followed, and whether it is to be written in place:
-    a path that leads through /proc (/dev/stdout is a link to /proc/self/fd/1, a descriptor of this
-    process: replacing the link would replace the system's /dev/stdout, and a file the shell opened for it
-    would stay empty). Devices and pipes are written in place too, as `_Output` finds from their mode."""
+def _in_place(path: str) -> tuple[str, bool, int | None]:
+    """The file `path` names once its symbolic links are followed, whether it is to be written in place, and
+    the descriptor of this process it names, if it names one. In place: a path that leads through /proc
+    (/dev/stdout is a link to /proc/self/fd/1, a descriptor of this process: replacing the link would replace
+    the system's /dev/stdout, and a file the shell opened for it would stay empty). Devices and pipes are
+    written in place too, as `_Output` finds from their mode."""
+    own = ("/proc/self/fd/", f"/proc/{os.getpid()}/fd/", "/dev/fd/")
     hop = os.path.abspath(path)
     for _ in range(40):
+        for prefix in own:
+            if hop.startswith(prefix) and hop[len(prefix) :].isdigit():
+                return hop, True, int(hop[len(prefix) :])
         if hop.startswith("/proc/"):
-            return hop, True
+            return hop, True, None
         try:
             hop = os.path.join(os.path.dirname(hop), os.readlink(hop))
         except OSError:  # not a link (or not there)
             break
     real = os.path.realpath(path)
-    return real, real.startswith("/proc/")
+    return real, real.startswith("/proc/"), None
+
+
+# The names an output of each kind may have; `-` and streams (/dev/stdout, a pipe) take any kind.
+_SUFFIXES = {"parquet": (".parquet",), "ndjson": (".ndjson", ".jsonl")}
 
 
 class _Output:
     """A file written whole or not at all: a temporary file beside it, renamed over it at the end, with the
     mode a new file gets (or the one it had). A symbolic link stays: the file it names is the one written. A
-    stream or device (/dev/stdout, a pipe) is written in place. Opening it checks the path, before any work."""
+    stream or device (`-` for stdout, /dev/stdout, a pipe) is written in place, after what it holds (a
+    descriptor of this process is written through a copy of it, at its offset, as the shell would). Opening it
+    checks the path and that its name is one of `kinds` (the first is the kind a stream gets), before any work.
+    """
 
-    def __init__(self, path: str, what: str) -> None:
+    def __init__(self, path: str, what: str, kinds: tuple[str, ...] = ("parquet",)) -> None:
         self.path, self.what = path, what
         if not path:
             raise OptionsError(f"{what}: give a file name")
-        if path.endswith("/"):
+        if path == "-":
+            path = "/dev/fd/1"
+        elif path.endswith("/"):
             raise OptionsError(f"{what} {path}: is a folder name; give a file name")
-        target, in_place = _in_place(path)
+        target, in_place, descriptor = _in_place(path)
         try:
-            mode = os.stat(target).st_mode
+            mode = os.fstat(descriptor).st_mode if descriptor is not None else os.stat(target).st_mode
         except FileNotFoundError:
             mode = None
         except OSError as exc:
-            raise OptionsError(f"{what} {path}: {exc.strerror}") from None
+            raise OptionsError(f"{what} {self.path}: {exc.strerror}") from None
         if mode is not None and stat.S_ISDIR(mode):
             raise OptionsError(f"{what} {path}: is a directory; give a file name")
         self.direct = in_place or (mode is not None and not stat.S_ISREG(mode))
         self.target = target
+        self.kind = kinds[0]
+        if not self.direct:
+            named = [kind for kind in kinds if path.lower().endswith(_SUFFIXES[kind])]
+            if not named:
+                names = " or ".join(suffix for kind in kinds for suffix in _SUFFIXES[kind])
+                raise OptionsError(f"{what} {path}: give a name ending in {names} (or - for stdout)")
+            self.kind = named[0]
         try:
-            if self.direct:
-                self.file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - closed in close()/discard()
+            if descriptor is not None:
+                self.file: IO[bytes] = os.fdopen(os.dup(descriptor), "wb")
+                self.temp = None
+            elif self.direct:
+                self.file = open(path, "ab")  # noqa: SIM115 - closed in close()/discard()
                 self.temp = None
             else:
                 folder, name = os.path.split(target)
@@ -194,12 +222,14 @@ class _Output:
                 # mkstemp makes it 0600: give it the mode the file has, or the one a new file gets.
                 os.fchmod(handle, stat.S_IMODE(mode) if mode is not None else 0o666 & ~_umask())
         except OSError as exc:
-            raise OptionsError(f"{what} {path}: cannot write there: {exc.strerror}") from None
+            raise OptionsError(f"{what} {self.path}: cannot write there: {exc.strerror}") from None
 
     def finish(self) -> None:
         """Everything written (ENOSPC shows here at the latest); `commit` then puts the file in place."""
         try:
             self.file.close()
+        except BrokenPipeError:
+            raise
         except OSError as exc:
             raise _Failed(f"{self.what} {self.path}: cannot write: {exc.strerror}") from None
 
@@ -274,7 +304,7 @@ class _ErrorsWriter:
     def __init__(self, output: _Output) -> None:
         self.output = output
         self.parquet: Any = None
-        if output.path.endswith(".parquet"):
+        if output.kind == "parquet":
             import pyarrow.parquet as pq
 
             from connector.decode.batch import ERRORS_SCHEMA
@@ -305,11 +335,6 @@ class _ErrorsWriter:
 
 
 def _parse(args: argparse.Namespace) -> int:
-    with _stopped_by_signals():
-        return _parse_files(args)
-
-
-def _parse_files(args: argparse.Namespace) -> int:
     # numpy, which pyarrow loads, starts OpenBLAS's threads, one per core, and they spin a while: CPU time
     # that this command, with no linear algebra in it, would only lose (0.1 s of 0.6 s on 2 cores).
     if "numpy" not in sys.modules:
@@ -337,7 +362,7 @@ def _parse_files(args: argparse.Namespace) -> int:
         backend = select_backend(args.backend)[0].name
         outputs.append(_Output(args.output, "--output"))
         if args.errors is not None:
-            outputs.append(_Output(args.errors, "--errors"))
+            outputs.append(_Output(args.errors, "--errors", ("ndjson", "parquet")))
         rows_writer = _RowGroups(pq.ParquetWriter(outputs[0].file, schema))
         errors_writer = _ErrorsWriter(outputs[1]) if args.errors is not None else None
         started = time.perf_counter()
@@ -349,11 +374,14 @@ def _parse_files(args: argparse.Namespace) -> int:
             size += sum(map(len, batch))
             parsed += result.table.num_rows
             rejected += result.errors.num_rows
-            backend = result.backend + (f" (fallback: {result.fallback_reason})" if result.fallback_reason else "")
+            # The fallback's reason was said once, in the WARNING line; here it is the fact.
+            backend = result.backend + (" (no GPU)" if result.fallback_reason else "")
             try:
                 rows_writer.write(result.table)
                 if errors_writer is not None:
                     errors_writer.write(result.errors)
+            except BrokenPipeError:
+                raise
             except OSError as exc:
                 raise _Failed(f"cannot write the output: {exc.strerror or exc}") from None
         seconds = time.perf_counter() - started
@@ -361,6 +389,8 @@ def _parse_files(args: argparse.Namespace) -> int:
             rows_writer.close()
             if errors_writer is not None:
                 errors_writer.close()
+        except BrokenPipeError:
+            raise
         except OSError as exc:
             raise _Failed(f"cannot write the output: {exc.strerror or exc}") from None
         for output in outputs:
@@ -391,13 +421,49 @@ def _bench(args: argparse.Namespace) -> int:
     return run_parse_benchmark(args)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with one-line usage errors (exit 2) that name the nearest options to a misspelt one."""
+
+    verbose = False  # set by main: then the usage follows the line
+    argv: list[str] = []  # set by main
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        known = [o for action in self._actions for o in action.option_strings if o.startswith("--")]
+        if message.startswith("the following arguments are required: "):
+            # A misspelt required option shows as a missing one: name the misspelling, it is the cause.
+            unknown = [a for a in self.argv if a.startswith("--") and a.split("=", 1)[0] not in known]
+            if unknown:
+                message = f"unrecognized arguments: {' '.join(unknown)}"
+        if message.startswith("unrecognized arguments: "):
+            for given in message.split(": ", 1)[1].split():
+                if given.startswith("--"):
+                    near = difflib.get_close_matches(given.split("=", 1)[0], known, n=3, cutoff=0.6)
+                    if near:
+                        message += f"; did you mean {' or '.join(near)}?"
+                        break
+        if self.verbose:
+            self.print_usage(sys.stderr)
+        self.exit(EXIT_USAGE, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def _subcommand_parser(parser: argparse.ArgumentParser, args: argparse.Namespace) -> argparse.ArgumentParser:
+    """The parser of the subcommand `args` are for (bench's own subcommand too), whose options they take."""
+    for name in ("command", "bench"):
+        subparsers = parser._subparsers
+        chosen = getattr(args, name, None)
+        if subparsers is None or chosen is None:
+            break
+        parser = subparsers._group_actions[0].choices[chosen]  # type: ignore[attr-defined,index]
+    return parser
+
+
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; of the delegated subcommands only `command`'s module is imported (for `parse`,
     importing the simulator, the HTTP client and PyFlink would take longer than parsing a small file)."""
     common = argparse.ArgumentParser(add_help=False)
     # SUPPRESS: given after the subcommand, -v must not be reset by the subcommand's default.
     common.add_argument("-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help="log at INFO")
-    parser = argparse.ArgumentParser(
+    parser: argparse.ArgumentParser = _Parser(
         prog="dspark-vllm",
         description=__doc__.split("\n\n")[0],
         epilog=__doc__.split("\n\n")[2],
@@ -408,12 +474,12 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     p = sub.add_parser("parse", parents=[common], help="parse raw response bodies (one per line) into Parquet")
     p.add_argument("input", help="file with one response body per line, or - for stdin")
     p.add_argument("--profile", default="openai", help="built-in profile name or profile file (default: openai)")
-    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"])
-    p.add_argument("--output", required=True, help="Parquet file for the parsed rows")
+    p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="default auto: gpu if usable")
+    p.add_argument("--output", required=True, help="Parquet file (.parquet) for the parsed rows; - for stdout")
     p.add_argument(
         "--errors",
-        help="file for rejected lines: NDJSON (line, reason, field, body or body_base64), or Parquet if it "
-        "ends with .parquet (body as bytes)",
+        help="file for rejected lines: NDJSON (.ndjson or .jsonl: line, reason, field, body or body_base64), or "
+        "Parquet (.parquet: body as bytes); - for stdout (NDJSON)",
     )
     p.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per batch (default 10000)")
     p.set_defaults(func=_parse)
@@ -443,26 +509,45 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    _Parser.verbose = "-v" in argv or "--verbose" in argv
+    _Parser.argv = argv
     parser = _parser(next((a for a in argv if not a.startswith("-")), None))
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand's parser, which knows the options that were meant
+        _subcommand_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
+    name = f"dspark-vllm {args.command}"
+
+    def failed(exc: BaseException, code: int, text: str | None = None) -> int:
+        if verbose:
+            traceback.print_exception(exc)
+        print(f"{name}: {text or exc}", file=sys.stderr)
+        return code
+
     try:
-        if args.func is None:
-            return int(importlib.import_module(args.module).run(args))
-        return int(args.func(args))
+        with _stopped_by_signals():
+            command = importlib.import_module(args.module).run if args.func is None else args.func
+            code = int(command(args))
+            sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
+            return code
+    except BrokenPipeError:
+        # The reader went away (`dspark-vllm schema ... | head`): end quietly, as a Unix tool killed by SIGPIPE,
+        # and point stdout at /dev/null so that the flush at exit has nowhere to fail.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE_CLOSED
     except _USAGE_ERRORS as exc:
-        print(f"dspark-vllm {args.command}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return failed(exc, EXIT_USAGE)
     except DsparkError as exc:
-        print(f"dspark-vllm {args.command}: {exc}", file=sys.stderr)
-        return EXIT_FAILED
-    except KeyboardInterrupt:
-        print(f"dspark-vllm {args.command}: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except _Terminated as exc:
-        print(f"dspark-vllm {args.command}: terminated ({signal.Signals(exc.signum).name})", file=sys.stderr)
-        return 128 + exc.signum
+        return failed(exc, EXIT_FAILED)
+    except KeyboardInterrupt as exc:
+        return failed(exc, EXIT_INTERRUPTED, "interrupted")
+    except Terminated as exc:
+        return failed(exc, 128 + exc.signum, f"terminated ({signal.Signals(exc.signum).name})")
+    except Exception as exc:  # a defect of ours: still one line, and --verbose shows where
+        hint = "" if verbose else " (--verbose shows where)"
+        return failed(exc, EXIT_FAILED, f"{type(exc).__name__}: {exc}{hint}")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ rules across options as small named functions whose messages name the keys and t
 
 from __future__ import annotations
 
+import difflib
 import ipaddress
 import math
 import re
@@ -27,9 +28,11 @@ __all__ = [
     "OPTIONS",
     "ConfigOption",
     "Options",
+    "MODEL_OPTIONS",
     "options_markdown",
     "parse_duration",
     "validate",
+    "validate_model",
 ]
 
 CONNECTOR = "dspark-vllm"
@@ -600,6 +603,38 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     ARROW_BATCH_OPTION,
 )
 
+# ---------------------------------------------------------------- CREATE MODEL ... WITH ('provider' = 'dspark-vllm')
+PROVIDER_OPTION: ConfigOption[str] = _option(
+    "provider", "string", "Must be 'dspark-vllm'.", required=True, group="Model"
+)
+PROMPT_TEMPLATE: ConfigOption[str | None] = _option(
+    "prompt.template",
+    "string",
+    "The user message of each request, made from the row: '{column}' is replaced by that INPUT column's value "
+    "('{{' and '}}' for braces). Unset: the one STRING INPUT column that is not a request body option.",
+    group="Model",
+)
+SYSTEM_PROMPT: ConfigOption[str | None] = _option(
+    "system-prompt", "string", "A system message sent before the user message of each request.", group="Model"
+)
+MODEL_ONLY: tuple[ConfigOption[Any], ...] = (PROVIDER_OPTION, PROMPT_TEMPLATE, SYSTEM_PROMPT)
+# The table's options a model takes, with the same keys and defaults: what a request is and how it is sent. Not
+# the prompt sources (the rows of ML_PREDICT's input are the prompts), replay, the output mode and the queue
+# (ML_PREDICT's own 'output-mode' and 'max-concurrent-operations'), nor the Python operators' settings.
+_NOT_FOR_MODELS = (MODE, REQUEST_OUTPUT_MODE, REQUEST_QUEUE_SIZE, PARSE_GPU_DEVICE)
+MODEL_OPTIONS: tuple[ConfigOption[Any], ...] = (
+    PROVIDER_OPTION,
+    *(
+        o
+        for o in OPTIONS
+        if o.group in ("General", "Request", "Request body", "Retry", "Parse")
+        and not o.required
+        and o not in _NOT_FOR_MODELS
+    ),
+    PROMPT_TEMPLATE,
+    SYSTEM_PROMPT,
+)
+
 _BY_KEY = {o.key: o for o in OPTIONS if not o.prefix}
 _PREFIXES = tuple(o for o in OPTIONS if o.prefix)
 REQUEST_ONLY = tuple(o for o in OPTIONS if o.group in ("Prompts", "Request", "Request body", "Retry"))
@@ -884,11 +919,18 @@ def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
     unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS)
     if unknown:
+        # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
+        # usual cause, and the list hid the one meant).
         supported = sorted({*(o.key + ("*" if o.prefix else "") for o in OPTIONS), *_FRAMEWORK_KEYS})
+        named = []
+        for key in unknown:
+            near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
+            named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
         raise OptionsError(
             f"Unsupported options found for '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(supported)
+            "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
+            f"Supported options: {len(supported)} keys, in the README's table of options "
+            "(connector.options.OPTIONS)."
         )
     missing = sorted(o.key for o in OPTIONS if o.required and o.key not in raw)
     if missing:
@@ -904,11 +946,45 @@ def validate(raw: Mapping[str, str]) -> Options:
     return options
 
 
-def options_markdown() -> str:
-    """The options table as Markdown (the README's 'Table options' section is generated from this)."""
+# The rules across options that hold for a model too (a model has no prompt source, replay or Python operator).
+MODEL_RULES: tuple[Rule, ...] = (
+    rule_mode_request_needs_endpoint_and_model,
+    rule_one_api_key,
+    rule_endpoint_is_url,
+    rule_concurrency_bounds,
+    rule_request_params_are_valid,
+    rule_attempt_fits_deadline,
+    rule_tls_files,
+)
+
+
+def validate_model(raw: Mapping[str, str]) -> Options:
+    """Check a model's WITH options (`CREATE MODEL ... WITH ('provider' = 'dspark-vllm', ...)`) as `validate` checks
+    a table's: the same keys and defaults for what they share, Flink's wording for unknown keys."""
+    known = {o.key: o for o in MODEL_OPTIONS}
+    unknown = sorted(k for k in raw if k not in known)
+    if unknown:
+        raise OptionsError(
+            f"Unsupported options found for model provider '{CONNECTOR}'.\n\n"
+            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
+            "Supported options:\n\n" + "\n".join(sorted(known))
+        )
+    if raw.get("provider") != CONNECTOR:
+        raise OptionsError(f"Option 'provider' must be '{CONNECTOR}', got '{raw.get('provider')}'.")
+    values = {o.key: o.default for o in (*OPTIONS, *MODEL_ONLY) if not o.prefix}
+    values.update({k: known[k].parse(v) for k, v in raw.items()})
+    options = Options(parsed=values, given=frozenset(raw), raw=dict(raw))
+    for rule in MODEL_RULES:
+        rule(options)
+    return options
+
+
+def options_markdown(options: tuple[ConfigOption[Any], ...] | None = None) -> str:
+    """The options table as Markdown (the README's 'Table options' section is generated from this; with
+    `MODEL_OPTIONS`, docs/flink.md's model options)."""
     lines = ["| Key | Required | Default | Type | Description |", "|---|---|---|---|---|"]
     group = None
-    for o in OPTIONS:
+    for o in OPTIONS if options is None else options:
         if o.group != group:
             group = o.group
             lines.append(f"| **{group}** | | | | |")
@@ -958,22 +1034,36 @@ def options_java() -> str:
             f"            ConfigOptions.key({literal(o.key)}).stringType().noDefaultValue()"
             f".withDescription({literal(o.description)}){end}"
         )
+    lines += [
+        "    )));",
+        "",
+        "    /** The keys of a model ('provider' = 'dspark-vllm'): connector.options.MODEL_OPTIONS. */",
+        "    static final Set<String> MODEL_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+    ]
+    model = [o.key for o in MODEL_OPTIONS]
+    for start in range(0, len(model), 4):
+        end = "" if start + 4 >= len(model) else ","
+        lines.append("            " + ", ".join(literal(k) for k in model[start : start + 4]) + end)
     lines += ["    )));", "}", ""]
     return "\n".join(lines)
 
 
 def update_docs(path: str) -> bool:
-    """Rewrite the block between `<!-- options:start -->` and `<!-- options:end -->` in `path`."""
+    """Rewrite the block between `<!-- options:start -->` and `<!-- options:end -->` in `path` (and the model's,
+    between `<!-- model-options:start -->` and `<!-- model-options:end -->`, where the file has them)."""
     from pathlib import Path
 
     doc = Path(path)
     text = doc.read_text(encoding="utf-8")
-    start, end = "<!-- options:start -->\n", "<!-- options:end -->"
-    if start not in text or end not in text:
-        raise OptionsError(f"{path}: add the markers {start.strip()} and {end} where the table belongs")
-    head, rest = text.split(start, 1)
-    tail = rest.split(end, 1)[1]
-    new = head + start + options_markdown() + end + tail
+    new = text
+    for name, table in (("options", options_markdown()), ("model-options", options_markdown(MODEL_OPTIONS))):
+        start, end = f"<!-- {name}:start -->\n", f"<!-- {name}:end -->"
+        if start not in new or end not in new:
+            if name == "options":
+                raise OptionsError(f"{path}: add the markers {start.strip()} and {end} where the table belongs")
+            continue
+        head, rest = new.split(start, 1)
+        new = head + start + table + end + rest.split(end, 1)[1]
     doc.write_text(new, encoding="utf-8")
     return new != text
 

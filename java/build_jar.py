@@ -2,7 +2,8 @@
 
 The package build runs this (java/backend.py); in a checkout, `python java/build_jar.py` rebuilds it. The
 classes compile against the Flink jars that the `apache-flink-libraries` wheel carries (pyflink/lib, /opt),
-which the build installs: no Maven repository is needed.
+which the build installs: no Maven repository is needed. The tests of java/src/test run on JUnit 5, which
+`junit_tests` fetches from Maven Central (deploy/maven/junit.pom.xml); the jar never needs it.
 """
 
 from __future__ import annotations
@@ -10,12 +11,15 @@ from __future__ import annotations
 import importlib.util
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
+from xml.etree import ElementTree
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "java" / "src" / "main"
@@ -126,7 +130,8 @@ def build() -> Path:
 
 
 TESTS = ROOT / "java" / "src" / "test" / "java"
-TEST_MAIN = "io.dspark.vllm.request.RequesterTests"
+# The JUnit 5 tests of java/src/test.
+TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests", "io.dspark.vllm.flink.ParseOperatorTest")
 
 
 def java() -> str:
@@ -138,21 +143,98 @@ def java() -> str:
     return found
 
 
-def java_tests(*select: str, timeout_s: float = 300.0, main: str = TEST_MAIN) -> subprocess.CompletedProcess[str]:
-    """Compile the main classes and java/src/test (at the build's --release) into a temporary folder and run
-    the tests' runner (`python java/build_jar.py test [name]`); its last line is "N passed, M failed". `main`:
-    another class of java/src/test to run with `select` as its arguments (the contract's check)."""
-    sources = sorted((SOURCES / "java").rglob("*.java")) + sorted(TESTS.rglob("*.java"))
-    with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
-        classes = Path(tmp)
-        classpath = os.pathsep.join([str(classes), *(str(j) for j in flink_jars())])
-        command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
-        done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
+def junit_jars() -> list[Path]:
+    """JUnit 5's console launcher (standalone: the Jupiter API and engine inside) and Flink's operator test
+    harnesses, from Maven Central through deploy/maven/fetch.sh (the sets junit and flink-test-harness, cached).
+    Only the tests need them, never the jar."""
+    fetch = ROOT / "deploy" / "maven" / "fetch.sh"
+    jars = []
+    for name in ("junit", "flink-test-harness"):
+        done = subprocess.run(["bash", str(fetch), name], capture_output=True, text=True)
         if done.returncode != 0:
-            raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
-        native_files()
-        run = [java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath, main, *select]
+            raise SystemExit(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else f"fetch.sh {name} failed")
+        jars += sorted(Path(done.stdout.strip()).glob("*.jar"))
+    return jars
+
+
+def _compile_tests(classes: Path, junit: bool) -> str:
+    """Compile the main classes and java/src/test (at the build's --release) into `classes`; the classpath.
+    Without `junit`, the JUnit tests are left out (the programs of java/src/test need no Maven)."""
+    tests = [t for t in sorted(TESTS.rglob("*.java")) if junit or "org.junit" not in t.read_text()]
+    sources = sorted((SOURCES / "java").rglob("*.java")) + tests
+    jars = [*flink_jars(), *(junit_jars() if junit else [])]
+    classpath = os.pathsep.join([str(classes), *(str(j) for j in jars)])
+    command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
+    done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
+    if done.returncode != 0:
+        raise SystemExit(f"dspark-vllm: javac failed:\n{done.stdout}{done.stderr}")
+    native_files()
+    return classpath
+
+
+def java_tests(*args: str, main: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
+    """Run `main`, a class of java/src/test that is a program (the contract's and the native core's checks, the
+    benchmarks), with `args`, in a JVM with the jar's classes, Flink's jars and the native core."""
+    with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
+        classpath = _compile_tests(Path(tmp), junit=False)
+        run = [java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath, main, *args]
         return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
+
+
+@dataclass
+class JUnitReport:
+    """What JUnit's console launcher ran: its XML report's counts, each test's verdict, and its output."""
+
+    tests: int
+    failures: int
+    errors: int
+    skipped: int
+    verdicts: dict[str, str]  # "Class.method" -> "passed", "failed", "error" or "skipped"
+    output: str
+    returncode: int
+
+    def summary(self) -> str:
+        passed = self.tests - self.failures - self.errors - self.skipped
+        return (
+            f"JUnit: {self.tests} tests, {passed} passed, {self.failures} failed, {self.errors} errors, "
+            f"{self.skipped} skipped"
+        )
+
+
+def junit_tests(*classes: str, select: str | None = None, timeout_s: float = 900.0) -> JUnitReport:
+    """Run JUnit 5 tests of java/src/test (`classes`, default all of TEST_CLASSES; `select`: only the methods
+    whose name contains it) with the console launcher, and read its XML report (`python java/build_jar.py test`)."""
+    with tempfile.TemporaryDirectory(prefix="dspark-vllm-junit-") as tmp:
+        compiled, reports = Path(tmp, "classes"), Path(tmp, "reports")
+        compiled.mkdir()
+        classpath = _compile_tests(compiled, junit=True)
+        launcher = [
+            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", f"-Ddspark.python={sys.executable}", "-cp", classpath,
+            "org.junit.platform.console.ConsoleLauncher", "execute", "--disable-banner", "--disable-ansi-colors",
+            "--details=tree", f"--reports-dir={reports}",
+        ]  # fmt: skip
+        if select:
+            launcher.append(f"--include-methodname=.*{re.escape(select)}.*")
+        launcher += [f"--select-class={c}" for c in classes or TEST_CLASSES]
+        done = subprocess.run(launcher, capture_output=True, text=True, timeout=timeout_s)
+        xml_report = reports / "TEST-junit-jupiter.xml"
+        if not xml_report.is_file():
+            raise SystemExit(f"dspark-vllm: JUnit wrote no report:\n{done.stdout[-4000:]}{done.stderr[-4000:]}")
+        suite = ElementTree.parse(xml_report).getroot()
+        verdicts = {}
+        for case in suite.iter("testcase"):
+            found = [tag for tag in ("failure", "error", "skipped") if case.find(tag) is not None]
+            name = (case.get("name") or "").removesuffix("()")  # Jupiter names a method test01Foo()
+            verdicts[f"{case.get('classname')}.{name}"] = found[0] if found else "passed"
+    return JUnitReport(
+        tests=int(suite.get("tests", 0)),
+        failures=int(suite.get("failures", 0)),
+        errors=int(suite.get("errors", 0)),
+        skipped=int(suite.get("skipped", 0)),
+        verdicts=verdicts,
+        output=done.stdout + done.stderr,
+        returncode=done.returncode,
+    )
 
 
 if __name__ == "__main__":
@@ -161,9 +243,9 @@ if __name__ == "__main__":
         print(result.stdout, end="")
         print(result.stderr, end="", file=sys.stderr)
         sys.exit(result.returncode)
-    if sys.argv[1:2] == ["test"]:
-        result = java_tests(*sys.argv[2:3])
-        print(result.stdout, end="")
-        print(result.stderr, end="", file=sys.stderr)
-        sys.exit(result.returncode)
+    if sys.argv[1:2] == ["test"]:  # the JUnit tests; `test NAME`: those whose method name contains NAME
+        report = junit_tests(select=sys.argv[2] if len(sys.argv) > 2 else None)
+        print(report.output, end="")
+        print(report.summary())
+        sys.exit(0 if report.returncode == 0 and report.tests > 0 else 1)
     print(build(), file=sys.stderr)

@@ -6,6 +6,10 @@
 #   jobs/standalone_cluster.sh start | stop | status
 #   jobs/standalone_cluster.sh submit [features.py args...]
 #   jobs/standalone_cluster.sh submit-sql FILE.sql          the SQL runner of the connector jar (no Python program)
+#   jobs/standalone_cluster.sh sql-client [-f FILE.sql ...]  Flink's SQL Client (the wheel's bin/sql-client.sh) on
+#                                                           the cluster, with the connector jar (-j)
+#   jobs/standalone_cluster.sh sql-gateway [PORT]           Flink's SQL Gateway on the cluster, in the foreground,
+#                                                           its REST endpoint on 127.0.0.1:PORT (default 8083)
 #   jobs/standalone_cluster.sh drain JOB_ID                 stop a job with a final savepoint, draining it
 #   jobs/standalone_cluster.sh suspend JOB_ID               stop a job with a savepoint, not draining it (its
 #                                                           path is printed); DSPARK_FROM_SAVEPOINT=PATH submit
@@ -149,6 +153,37 @@ submit_sql() {
         -C "file://$(ls "$flink_home"/opt/flink-python-*.jar)" -c io.dspark.vllm.flink.SqlRunner "$jar" "$@"
 }
 
+sql_opt_dir() {
+    # The wheel's bin/sql-client.sh and bin/sql-gateway.sh look for flink-sql-gateway in opt/, which the wheel
+    # lacks: an opt/ of the cluster's own with the wheel's jars and that one, from Maven Central (the set
+    # deploy/maven/flink-sql-gateway.pom.xml, at the wheel's Flink version). The wheel is left as installed.
+    local gateway
+    gateway="$(bash "$repo/deploy/maven/fetch.sh" flink-sql-gateway)"
+    mkdir -p "$dir/opt"
+    rm -f "$dir"/opt/*.jar
+    ln -s "$flink_home"/opt/*.jar "$gateway"/*.jar "$dir/opt/"
+    export FLINK_OPT_DIR="$dir/opt"
+}
+
+sql_client() {
+    [ -f "$FLINK_CONF_DIR/config.yaml" ] || { echo "cluster: not started (no $FLINK_CONF_DIR)" >&2; exit 1; }
+    sql_opt_dir
+    local jar
+    jar="$("$python" -m connector.cli sql --jar)"
+    exec "$flink_home/bin/sql-client.sh" -j "$jar" "$@"
+}
+
+sql_gateway() {
+    # In the foreground (exec: this process becomes the Gateway's JVM), so that whoever started it stops it by
+    # its pid. A session adds the connector jar itself with ADD JAR (the Gateway finds a table's factory in the
+    # session's class loader, which 'pipeline.jars' does not extend).
+    [ -f "$FLINK_CONF_DIR/config.yaml" ] || { echo "cluster: not started (no $FLINK_CONF_DIR)" >&2; exit 1; }
+    sql_opt_dir
+    exec "$flink_home/bin/sql-gateway.sh" start-foreground \
+        -Dsql-gateway.endpoint.rest.address=127.0.0.1 -Dsql-gateway.endpoint.rest.bind-address=127.0.0.1 \
+        -Dsql-gateway.endpoint.rest.port="${1:-8083}"
+}
+
 descendants() {
     local child
     for child in $(pgrep -P "$1" 2>/dev/null); do
@@ -182,6 +217,8 @@ case "$command" in
     status) echo "FLINK_HOME=$flink_home conf=$FLINK_CONF_DIR rest=$(rest_url)" ;;
     submit) submit "$@" ;;
     submit-sql) submit_sql "$@" ;;
+    sql-client) sql_client "$@" ;;
+    sql-gateway) sql_gateway "$@" ;;
     drain)
         # MAX_WATERMARK first (every window fires), then a savepoint that commits the sinks' files.
         "$flink_home/bin/flink" stop -m "localhost:$(cat "$dir/rest.port")" --drain \
@@ -200,7 +237,7 @@ case "$command" in
         submit "$@"
         ;;
     *)
-        sed -n '2,24p' "$0" >&2
+        sed -n '2,28p' "$0" >&2
         exit 2
         ;;
 esac

@@ -6,8 +6,12 @@ wheel (a build requirement: its package ships simdjson's amalgamation), so nothi
 is needed. simdjson's On-Demand API picks its kernel when it is compiled, so on x86-64 the library is built
 twice, for Haswell-class CPUs (AVX2) and for any x86-64; connector/decode/native.py loads the one the CPU
 runs. libstdc++ is linked statically: the library needs only the C library, in any wheel and image.
-RE2 (content patterns, native/dspark_extract.cpp) is vendored in native/third_party/re2 and compiled once for
-both variants, into object files cached under native/build/ (compiled again only when its sources change).
+RE2 (content patterns, native/dspark_extract.cpp) comes from a package registry when the core is built: the
+npm package `re2` 1.19.0 carries RE2's release 2023-03-01 (the last without abseil) under `vendor/`; its
+tarball, pinned by sha256, is fetched once into the cache (DSPARK_VLLM_CACHE, else ~/.cache/dspark-vllm),
+unpacked there, and compiled once for both variants into object files under native/build/.
+`python native/build_native.py --re2-dir` prints the folder of RE2's sources (fetching them if needed);
+`--re2-archive DIR` puts the pinned tarball into DIR (the image build's context: docker/standin/build.sh).
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tarfile
+import tempfile
+import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -30,9 +37,21 @@ SOURCES = [
 ]
 HEADERS = sorted((ROOT / "native").glob("*.h"))
 OUT = ROOT / "connector" / "_native"
-RE2_DIR = ROOT / "native" / "third_party" / "re2"
-RE2_SOURCES = sorted([*(RE2_DIR / "re2").glob("*.cc"), *(RE2_DIR / "util").glob("*.cc")])
-RE2_HEADERS = sorted([*(RE2_DIR / "re2").glob("*.h"), *(RE2_DIR / "util").glob("*.h")])
+# RE2 2023-03-01 as the npm package `re2` 1.19.0 (node-re2) ships it under vendor/: every file the library
+# needs is byte for byte the tag 2023-03-01 of github.com/google/re2. BSD-3-Clause (vendor/LICENSE).
+RE2_RELEASE = "2023-03-01"
+RE2_PATH = "re2/-/re2-1.19.0.tgz"  # under the npm registry: DSPARK_VLLM_NPM_REGISTRY (a mirror), else npm's own
+RE2_SHA256 = "0c808d5787308d423ab28eb197c62a0d4b26e4315cd2f9bb4a56d3bf533a8113"
+# What the library is made of (RE2's Makefile, OFILES): not its tests, fuzzers, benchmarks or PCRE shim.
+RE2_FILES = [
+    *(f"re2/{name}.cc" for name in [
+        "bitmap256", "bitstate", "compile", "dfa", "filtered_re2", "mimics_pcre", "nfa", "onepass", "parse",
+        "perl_groups", "prefilter", "prefilter_tree", "prog", "re2", "regexp", "set", "simplify", "stringpiece",
+        "tostring", "unicode_casefold", "unicode_groups",
+    ]),
+    "util/rune.cc",
+    "util/strutil.cc",
+]  # fmt: skip
 BUILD = ROOT / "native" / "build"
 # What the libraries export: the C ABI (dspark_core.h), nothing of RE2, simdjson or the C++ library.
 EXPORTS = "{ global: dspark_*; local: *; };\n"
@@ -68,6 +87,83 @@ def compiler() -> str:
     return found
 
 
+def cache_dir() -> Path:
+    """Where downloads are kept between builds: DSPARK_VLLM_CACHE, else $XDG_CACHE_HOME or ~/.cache, /dspark-vllm."""
+    if os.environ.get("DSPARK_VLLM_CACHE"):
+        return Path(os.environ["DSPARK_VLLM_CACHE"])
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "dspark-vllm"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def re2_archive() -> Path:
+    """The pinned RE2 tarball in the cache, fetched from the npm registry if it is not there (or not it)."""
+    cache = cache_dir()
+    registry = os.environ.get("DSPARK_VLLM_NPM_REGISTRY") or "https://registry.npmjs.org"
+    url = f"{registry.rstrip('/')}/{RE2_PATH}"
+    target = cache / RE2_PATH.rsplit("/", 1)[1]
+    if target.is_file() and _sha256(target) == RE2_SHA256:
+        return target
+    partial = None
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        handle, partial = tempfile.mkstemp(dir=cache, prefix=f"{target.name}.")
+        with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
+            shutil.copyfileobj(response, out)
+        got = _sha256(Path(partial))
+        if got != RE2_SHA256:
+            raise OSError(f"its sha256 is {got}, not the pinned {RE2_SHA256}")
+        os.chmod(partial, 0o644)  # (mkstemp's 0600: an image build's context copies it as it is)
+        os.replace(partial, target)
+        partial = None
+    except OSError as exc:
+        reason = str(getattr(exc, "reason", None) or exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise SystemExit(
+            f"dspark-vllm: RE2 {RE2_RELEASE} could not be fetched from {url} ({reason}); put that file "
+            f"(sha256 {RE2_SHA256}) into {cache} or set DSPARK_VLLM_CACHE to a folder that has it"
+        ) from None
+    finally:
+        if partial is not None and os.path.exists(partial):
+            os.unlink(partial)
+    return target
+
+
+def re2_dir() -> Path:
+    """RE2's sources, unpacked from the pinned tarball into the cache once (a folder named by its hash)."""
+    folder = cache_dir() / f"re2-{RE2_RELEASE}-{RE2_SHA256[:12]}"
+    if (folder / "LICENSE").is_file():
+        return folder
+    archive = re2_archive()
+    wanted = ("package/vendor/re2/", "package/vendor/util/")
+    unpacking = tempfile.TemporaryDirectory(dir=archive.parent, ignore_cleanup_errors=True)
+    with tarfile.open(archive) as tar, unpacking as partial:
+        for member in tar.getmembers():
+            name = member.name
+            relative = name.removeprefix("package/vendor/")
+            flat = name.startswith(wanted) and "/" not in relative.split("/", 1)[1]
+            if member.isfile() and (relative == "LICENSE" or relative in RE2_FILES or (flat and name.endswith(".h"))):
+                out = Path(partial) / relative
+                out.parent.mkdir(parents=True, exist_ok=True)
+                source = tar.extractfile(member)
+                assert source is not None
+                out.write_bytes(source.read())
+        missing = [f for f in RE2_FILES if not (Path(partial) / f).is_file()]
+        if missing:
+            raise SystemExit(f"dspark-vllm: {archive} does not hold RE2's {', '.join(missing)}")
+        try:
+            os.replace(partial, folder)
+        except OSError:  # another build unpacked it first
+            if not (folder / "LICENSE").is_file():
+                raise
+    return folder
+
+
 def re2_objects(cxx: str, extra: list[str]) -> list[Path]:
     """RE2's object files, compiled (two at a time) where missing or older than their sources.
 
@@ -76,18 +172,15 @@ def re2_objects(cxx: str, extra: list[str]) -> list[Path]:
     compiler and flags keeps objects of other flags (DSPARK_CXXFLAGS) from being mixed in.
     """
     command = [cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-pthread", "-DNDEBUG", *extra]
-    command.append(f"-I{RE2_DIR}")
+    re2 = re2_dir()
+    command.append(f"-I{re2}")
     real = Path(cxx).resolve()
     key = hashlib.sha256("\0".join([*command, str(real), str(real.stat().st_mtime_ns)]).encode()).hexdigest()
     folder = BUILD / f"re2-{key[:12]}"
     folder.mkdir(parents=True, exist_ok=True)
-    headers = max(p.stat().st_mtime for p in RE2_HEADERS)
-    objects = {source: folder / f"{source.parent.name}-{source.stem}.o" for source in RE2_SOURCES}
-    todo = [
-        (source, target)
-        for source, target in objects.items()
-        if not target.is_file() or target.stat().st_mtime < max(headers, source.stat().st_mtime)
-    ]
+    # The sources are the pinned release's (the folder is named by its hash): an object once made stays.
+    objects = {re2 / f: folder / f"{Path(f).parent.name}-{Path(f).stem}.o" for f in RE2_FILES}
+    todo = [(source, target) for source, target in objects.items() if not target.is_file()]
 
     def one(item: tuple[Path, Path]) -> None:
         source, target = item
@@ -105,7 +198,6 @@ def re2_objects(cxx: str, extra: list[str]) -> list[Path]:
 def build(force: bool = False) -> list[Path]:
     simdjson = simdjson_dir()
     inputs = [*SOURCES, *HEADERS, simdjson / "simdjson.cpp", simdjson / "simdjson.h", Path(__file__)]
-    inputs += [*RE2_SOURCES, *RE2_HEADERS]
     newest = max(p.stat().st_mtime for p in inputs)
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "__init__.py").touch()
@@ -130,7 +222,7 @@ def build(force: bool = False) -> list[Path]:
             target = OUT / name
             command = [
                 cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread", "-DNDEBUG", *flags,
-                *extra, f"-I{simdjson}", f"-I{RE2_DIR}", *map(str, SOURCES), str(simdjson / "simdjson.cpp"),
+                *extra, f"-I{simdjson}", f"-I{re2_dir()}", *map(str, SOURCES), str(simdjson / "simdjson.cpp"),
                 *map(str, re2), "-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL",
                 f"-Wl,--version-script={exports}", "-o", f"{target}.tmp",
             ]  # fmt: skip
@@ -141,9 +233,18 @@ def build(force: bool = False) -> list[Path]:
 
         with ThreadPoolExecutor(max_workers=2) as pool:
             list(pool.map(one, todo.items()))
+    # RE2's licence (BSD-3-Clause) goes with the libraries that carry its code.
+    notice = OUT / "LICENSE-re2"
+    if not notice.is_file():
+        shutil.copyfile(re2_dir() / "LICENSE", notice)
     return [OUT / name for name in wanted]
 
 
 if __name__ == "__main__":
-    for path in build(force="--force" in sys.argv):
-        print(path, file=sys.stderr)
+    if sys.argv[1:2] == ["--re2-dir"]:
+        print(re2_dir())
+    elif sys.argv[1:2] == ["--re2-archive"] and len(sys.argv) == 3:
+        shutil.copy2(re2_archive(), sys.argv[2])
+    else:
+        for path in build(force="--force" in sys.argv):
+            print(path, file=sys.stderr)

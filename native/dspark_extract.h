@@ -1,6 +1,6 @@
 // Content properties read from free text with their `x-extract` patterns (RE2): connector/decode/extract.py
 // in C++, for one text at a time, so that a caller without Python (the JVM) gets the same columns, value for
-// value and message for message. RE2 is vendored (native/third_party/re2) and compiled with the options
+// value and message for message. RE2 (release 2023-03-01, fetched by native/build_native.py) is compiled with the options
 // pyarrow and google-re2 use (UTF-8; `.` matching newlines comes from the "(?s)" the pattern starts with).
 // Internal to the core (not part of its C ABI); nothing here throws but std::bad_alloc.
 #ifndef DSPARK_EXTRACT_H

@@ -102,11 +102,24 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert by_path["dspark-vllm cpu (native core), batch 100"]["rows"] == 300
     assert by_path["dspark-vllm gpu, one 1 MB batch"]["rows"] == by_path["dspark-vllm gpu, one 1 MB batch"]["bodies"]
     assert "its reads alone" in by_path["dspark-vllm cpu, one 1 MB batch"]["note"]
-    printed = capsys.readouterr().out
-    assert "x today" in printed and "read " in printed and "content " in printed
+    captured = capsys.readouterr()
+    printed = captured.out
+    assert "read " in printed and "content " in printed
     assert by_path["dspark-vllm cpu, the orjson script's columns"]["versus"] == "orjson + pyarrow.Table.from_pylist"
-    assert "goals (issue 17)" in printed and "(goal 8x, " in printed and "(goal 3x, " in printed
-    assert "(not a goal) dspark-vllm cpu, the orjson script's columns vs json.loads + pandas" in printed
+    # Each row names its baseline, and its ratio is to that one (a row's ratio was to the orjson script under a
+    # column headed "x today"); no words of the tracker ("goals (issue 17)", "goal 8x, not met").
+    assert "x today" not in printed and "goal" not in printed and "issue" not in printed
+    rows = {line.split("  ")[0]: line for line in printed.splitlines()}
+    same = rows["dspark-vllm cpu, the orjson script's columns"]
+    assert "orjson + pyarrow.Table.from_pylist" in same
+    orjson_rate = 300 / by_path["orjson + pyarrow.Table.from_pylist"]["seconds"]
+    ours_rate = 300 / by_path["dspark-vllm cpu, the orjson script's columns"]["seconds"]
+    assert same.endswith(f"{ours_rate / orjson_rate:.1f}x")
+    assert by_path["dspark-vllm cpu, the orjson script's columns"]["ratio"] == pytest.approx(ours_rate / orjson_rate)
+    assert rows["json.loads + pandas, all free-text content"].rstrip().endswith("(a baseline)")
+    assert "json.loads + pandas, all free-text content" in rows["dspark-vllm cpu, all free-text content"]
+    # 300 bodies take milliseconds of CPU: said, once, on stderr.
+    assert captured.err.count("WARNING: too short to trust: every row took under 0.5 s of CPU") == 1
 
 
 def test_bench_parse_cli_times_whole_processes(tmp_path: Path):

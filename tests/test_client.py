@@ -36,7 +36,13 @@ from connector.simulator.testing import serve_simulator
 CREATED = 1_760_000_555
 # Retries without the gate, at once (the gate has its own tests).
 FAST = {"backoff_initial_s": 0.001, "backoff_max_s": 0.002, "hold_while_down": False}
-GAVE_UP = r" \(gave up after {} attempts in \d+\.\d s\)$"
+
+
+def gave_up(attempts: int) -> str:
+    """The end of a given-up request's error; with why, when the next wait would end past the deadline."""
+    plural = "attempt" if attempts == 1 else "attempts"
+    why = r"(: the (Retry-After|backoff) wait of \d+\.\d s ends past the deadline, \d+\.\d s away)?"
+    return rf" \(gave up after {attempts} {plural} in \d+\.\d s{why}\)$"
 
 
 def chat(text: str = "hi", **extra: object) -> dict[str, object]:
@@ -165,7 +171,7 @@ def test_backoff_uses_the_jitter_rng(sim) -> None:  # type: ignore[no-untyped-de
 def test_retries_stop_at_max_attempts(sim) -> None:  # type: ignore[no-untyped-def]
     (outcome,) = run(send_all(sim.url, [chat()], headers={"x-dspark-fault": "503"}, max_attempts=3, **FAST))
     assert (outcome.status, outcome.attempts, outcome.error_kind) == (503, 3, "status")
-    assert re.fullmatch("status: HTTP 503: Service Unavailable" + GAVE_UP.format(3), outcome.error)
+    assert re.fullmatch("status: HTTP 503: Service Unavailable" + gave_up(3), outcome.error)
     assert json.loads(outcome.body)["error"]["code"] == 503
 
 
@@ -215,7 +221,7 @@ def test_broken_connections_are_retried(sim, fault: str) -> None:  # type: ignor
         "reset": "the (server closed the connection|connection broke): .+",
         "cut": "the response body broke off: .+",
     }[fault]
-    assert re.fullmatch("stream: " + message + GAVE_UP.format(2), always.error)
+    assert re.fullmatch("stream: " + message + gave_up(2), always.error)
 
 
 def test_a_hang_times_out_and_is_retried(sim) -> None:  # type: ignore[no-untyped-def]
@@ -225,7 +231,7 @@ def test_a_hang_times_out_and_is_retried(sim) -> None:  # type: ignore[no-untype
         send_all(sim.url, [chat()], headers={"x-dspark-fault": "hang"}, timeout_s=0.2, max_attempts=2, **FAST)
     )[0]
     assert (always.status, always.attempts, always.error_kind) == (None, 2, "timeout")
-    assert re.fullmatch(r"timeout: no complete response within 0\.2 s" + GAVE_UP.format(2), always.error)
+    assert re.fullmatch(r"timeout: no complete response within 0\.2 s" + gave_up(2), always.error)
 
 
 def test_connect_errors_are_retried() -> None:
@@ -235,7 +241,7 @@ def test_connect_errors_are_retried() -> None:
     (outcome,) = run(send_all(f"http://127.0.0.1:{port}", [chat()], max_attempts=3, **FAST))
     assert (outcome.status, outcome.attempts, outcome.error_kind) == (None, 3, "connect")
     assert re.fullmatch(
-        rf"connect: cannot connect to the server: 127\.0\.0\.1:{port}: \[Errno 111\] .+" + GAVE_UP.format(3),
+        rf"connect: cannot connect to the server: 127\.0\.0\.1:{port}: \[Errno 111\] .+" + gave_up(3),
         outcome.error,
     )
 
@@ -538,7 +544,7 @@ def test_the_deadline_bounds_a_request_while_the_server_stays_down() -> None:
     assert probes >= 2
     for o in outcomes:
         assert re.fullmatch(
-            rf"connect: cannot connect to the server: 127\.0\.0\.1:{port}: .+" + GAVE_UP.format(o.attempts), o.error
+            rf"connect: cannot connect to the server: 127\.0\.0\.1:{port}: .+" + gave_up(o.attempts), o.error
         )
 
 
@@ -549,7 +555,7 @@ def test_without_the_gate_each_request_retries_until_its_deadline() -> None:
     options = {"deadline_s": 0.3, "backoff_initial_s": 0.01, "backoff_max_s": 0.02, "hold_while_down": False}
     (outcome,) = run(send_all(f"http://127.0.0.1:{port}", [chat()], **options))
     assert outcome.error_kind == "connect" and outcome.attempts > 3
-    assert re.fullmatch(r"connect: .+" + GAVE_UP.format(outcome.attempts), outcome.error)
+    assert re.fullmatch(r"connect: .+" + gave_up(outcome.attempts), outcome.error)
 
 
 # --- every failure says its kind ---
@@ -806,6 +812,29 @@ def test_backoff_never_overflows_and_the_gate_reopens_after_a_long_outage() -> N
         return opened, gate.probes
 
     assert run(go()) == (True, 1101)
+
+
+def test_a_request_given_up_for_a_wait_past_its_deadline_says_so() -> None:
+    # Before: "status: HTTP 429: slow down (gave up after 1 attempts in 0.0 s)", with no word of why.
+    async def go(**options: object) -> connector.client.Outcome:
+        answer = http(429, b'{"error":{"message":"slow down"}}', b"retry-after: 30\r\n")
+        async with raw_server(lambda head, body: answer) as (url, seen):
+            (outcome,) = await send_all(url, [chat()], hold_while_down=False, deadline_s=10.0, **options)
+            return outcome
+
+    outcome = run(go(max_retry_after_s=60.0))
+    assert outcome.attempts == 1
+    assert re.fullmatch(
+        r"status: HTTP 429: slow down \(gave up after 1 attempt in \d+\.\d s: the Retry-After wait of 30\.0 s ends past the "
+        r"deadline, \d+\.\d s away\)",
+        outcome.error,
+    )
+    outcome = run(go(max_retry_after_s=0.01, backoff_initial_s=40.0, backoff_max_s=40.0))
+    assert re.fullmatch(
+        r"status: HTTP 429: slow down \(gave up after 1 attempt in \d+\.\d s: the backoff wait of \d+\.\d s ends past the "
+        r"deadline, \d+\.\d s away\)",
+        outcome.error,
+    )
 
 
 @pytest.mark.parametrize("retry_after", ["0", "-10", "Wed, 21 Oct 2015 07:28:00 GMT", "0.0001"])

@@ -480,11 +480,14 @@ def test_text_extraction_vl(backend: str):
 # -- backends ------------------------------------------------------------------------------------------------
 
 
-def test_unknown_backend_is_a_clear_error():
-    from connector.errors import BackendUnavailable
+def test_unknown_backend_is_a_usage_error():
+    """A name that is no backend is a mistake in the call (OptionsError: exit 2 on the command line), not a
+    backend missing here (it was BackendUnavailable)."""
+    from connector.errors import BackendUnavailable, OptionsError
 
-    with pytest.raises(BackendUnavailable, match="unknown parse backend 'tpu': use one of auto, cpu, gpu"):
+    with pytest.raises(OptionsError, match="unknown parse backend 'tpu': use one of auto, cpu, gpu"):
         parse_batch([], backend="tpu")
+    assert not issubclass(OptionsError, BackendUnavailable)
 
 
 def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
@@ -501,8 +504,10 @@ def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
         result.fallback_reason
         and "('parse.backend' = 'cpu' in a table, --backend cpu on the command line)" in result.fallback_reason
     )
-    warnings = [r for r in caplog.records if "parse backend 'auto' uses the CPU" in r.getMessage()]
+    warnings = [r.getMessage() for r in caplog.records if "parse backend 'auto' uses the CPU" in r.getMessage()]
     assert len(warnings) == 1
+    # One short line, not the install advice (that is in fallback_reason).
+    assert "\n" not in warnings[0] and len(warnings[0]) < 100 and "install" not in warnings[0], warnings[0]
 
 
 def test_arrow_tables_equal_across_backends(gpu_backend: str):

@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from connector.cli import main
-from connector.errors import SchemaDiscoveryError
+from connector.errors import OptionsError, SchemaDiscoveryError
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
 from connector.schema.discovery import DiscoveredSchema, SchemaCache, discover_schema
@@ -125,7 +125,7 @@ def test_errors_are_one_clear_line() -> None:
         ),
     ):
         discover_schema(sim.url)
-    with pytest.raises(SchemaDiscoveryError, match="must start with http:// or https://"):
+    with pytest.raises(OptionsError, match="must start with http:// or https://"):
         discover_schema("localhost:8000")
 
 
@@ -199,7 +199,7 @@ def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
 
 def test_cli_simulate_rejects_a_bad_profile(capsys) -> None:  # type: ignore[no-untyped-def]
     assert main(["simulate", "--profile", "nope", "--port", "0"]) == 2
-    assert capsys.readouterr().err.startswith("error: unknown profile 'nope'")
+    assert capsys.readouterr().err.startswith("dspark-vllm simulate: unknown profile 'nope'")
 
 
 def test_an_api_key_only_when_asked_for(monkeypatch, capsys) -> None:  # type: ignore[no-untyped-def]

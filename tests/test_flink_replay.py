@@ -237,7 +237,8 @@ def test_declared_schema_is_kept(job):
         (
             "id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x', "
             "'parse.bakend' = 'cpu'",
-            "Unsupported options found for 'dspark-vllm'.\n\nUnsupported options:\n\nparse.bakend",
+            # On one line, as the SQL Client shows it (tests/test_flink_gateway.py).
+            "Unsupported options found for 'dspark-vllm'. Unsupported options: parse.bakend Supported options: ",
         ),
         (
             "usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x'",

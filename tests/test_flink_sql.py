@@ -222,6 +222,7 @@ def test_request_function_from_sql(job):
 
 
 def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
+    import os
     import sys
 
     bad = tmp_path / "bad.sql"
@@ -232,12 +233,18 @@ def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
 
     def sql(*args: str) -> subprocess.CompletedProcess:
         command = [sys.executable, "-m", "connector.cli", "sql", *args]
-        return subprocess.run(command, capture_output=True, text=True, timeout=300)
+        # Its temporary folder: the log a failed run keeps (and names) stays with the test's files.
+        env = {**os.environ, "TMPDIR": str(tmp_path)}
+        return subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
 
     run = sql(str(bad))
     assert run.returncode == 1, run.stderr
-    assert "SqlRunner: statement 2 failed: " in run.stderr
-    assert "Unsupported options found for 'dspark-vllm'." in run.stderr and "parse.bakend" in run.stderr
+    # One line, the statement's beginning and the key meant in it (~60 keys and two more lines before).
+    assert run.stderr.count("\n") == 1 and run.stderr.startswith(
+        "dspark-vllm sql: statement 2 (SELECT * FROM t) failed: "
+    )
+    assert "Unsupported options found for 'dspark-vllm'." in run.stderr
+    assert "parse.bakend (did you mean parse.backend" in run.stderr and "replay.monitor-interval" not in run.stderr
     assert "\tat org.apache" not in run.stderr  # no Java stack trace unless asked for
     missing = sql(str(tmp_path / "none.sql"))
     assert (missing.returncode, missing.stderr.strip()) == (

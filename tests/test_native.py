@@ -209,8 +209,13 @@ def test_a_wrong_type_in_a_column_not_read_does_not_reject():
 
 
 def test_columns_are_checked():
-    with pytest.raises(ValueError, match="give each once"):
+    """A column the profile does not have is named as unknown, with the nearest ones (it was "columns ['nope']:
+    give each once", as for a repeated one)."""
+    with pytest.raises(ValueError, match="^unknown column 'nope' in profile 'openai' ") as info:
         parse_batch([], "openai", "cpu", columns=["model", "nope"])
+    assert "model, " in str(info.value)
+    with pytest.raises(ValueError, match="unknown column 'langauge' in profile 'coder'; did you mean 'language'"):
+        parse_batch([], "coder", "cpu", columns=["langauge"])
     with pytest.raises(ValueError, match="give each once"):
         parse_batch([], "openai", "cpu", columns=["model", "model"])
 
@@ -316,6 +321,102 @@ def test_a_build_without_a_compiler_says_so_in_one_line(tmp_path):
     ]
 
 
+def _re2_fetch(tmp_path, registry: str):
+    """native/build_native.py --re2-dir with an empty cache in tmp_path and `registry` as the npm registry."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "native" / "build_native.py"
+    env = dict(os.environ, DSPARK_VLLM_CACHE=str(tmp_path / "cache"), DSPARK_VLLM_NPM_REGISTRY=registry)
+    return subprocess.run([sys.executable, str(script), "--re2-dir"], env=env, capture_output=True, text=True)
+
+
+@pytest.fixture
+def npm_registry():
+    """A registry on 127.0.0.1 serving one file for RE2's tarball: yields (url, set the bytes served)."""
+    import http.server
+    import threading
+
+    served = {"body": b""}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802
+            body = served["body"]
+            self.send_response(200 if self.path == "/re2/-/re2-1.19.0.tgz" else 404)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}", lambda body: served.update(body=body)
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def test_re2_that_cannot_be_fetched_is_one_line(tmp_path, npm_registry):
+    """RE2 comes from the npm registry when the core is built: unreachable, or not the pinned bytes, is one line
+    saying where to put the file, and nothing half-fetched is left in the cache."""
+    import socket
+
+    from tests.java import build_script
+
+    build_native = build_script(Path(__file__).resolve().parents[1] / "native" / "build_native.py")
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        closed = f"http://127.0.0.1:{s.getsockname()[1]}"
+    done = _re2_fetch(tmp_path, closed)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert line == (
+        f"dspark-vllm: RE2 2023-03-01 could not be fetched from {closed}/re2/-/re2-1.19.0.tgz ([Errno 111] Connection "
+        f"refused); put that file (sha256 {build_native.RE2_SHA256}) into {tmp_path / 'cache'} or set "
+        "DSPARK_VLLM_CACHE to a folder that has it"
+    )
+    url, serve = npm_registry
+    serve(b"not the tarball")
+    done = _re2_fetch(tmp_path, url)
+    assert done.returncode == 1
+    (line,) = done.stderr.splitlines()
+    assert (
+        "(its sha256 is 22ef63b24d68f7b83395814f738f168eaa55129cdaf62183c7e07d14748881e8, " in line
+        and f"not the pinned {build_native.RE2_SHA256}); put that file" in line
+    )
+    assert list((tmp_path / "cache").iterdir()) == []
+
+
+def test_re2_is_fetched_once_then_built_from_the_cache(tmp_path, npm_registry):
+    """The pinned tarball, served by a registry: fetched and unpacked into the cache; then, with no registry, the
+    cache alone gives RE2's sources (a rebuild, or an image build without a network)."""
+    from tests.java import build_script
+
+    build_native = build_script(Path(__file__).resolve().parents[1] / "native" / "build_native.py")
+    try:
+        archive = build_native.re2_archive()  # the one this checkout's build fetched
+    except SystemExit as exc:
+        pytest.skip(f"the RE2 tarball is not at hand: {exc}")
+    url, serve = npm_registry
+    serve(archive.read_bytes())
+    done = _re2_fetch(tmp_path, url)
+    assert done.returncode == 0, done.stderr
+    folder = Path(done.stdout.strip())
+    assert folder.parent == tmp_path / "cache"
+    assert all((folder / f).is_file() for f in build_native.RE2_FILES)
+    assert (folder / "re2" / "re2.h").is_file() and (folder / "LICENSE").read_text().startswith("// Copyright")
+    assert not (folder / "re2" / "testing").exists() and not (folder / "util" / "pcre.cc").exists()
+    serve(b"")  # the registry gone: the cache is enough
+    assert _re2_fetch(tmp_path, "http://127.0.0.1:9").stdout == done.stdout
+
+
 def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
     """DSPARK_OUTPUT_TOO_LARGE (a string column past 2 GiB; here past a small limit) -> halves, same result."""
     from connector.decode.batch import plan_for as plan_of
@@ -391,7 +492,10 @@ def test_auto_falls_back_once_whatever_stops_the_gpu_backend(monkeypatch, caplog
             again, _ = select_backend("auto")
         assert isinstance(chosen, NativeBackend) and again is chosen
         assert reason == "the GPU backend failed to start (RuntimeError('cudaErrorDevicesUnavailable'))"
-        assert [r.getMessage() for r in caplog.records] == [f"parse backend 'auto' uses the CPU: {reason}"]
+        # One short line: the reason's first clause (the whole reason is `fallback_reason`).
+        assert [r.getMessage() for r in caplog.records] == [
+            "parse backend 'auto' uses the CPU: the GPU backend failed to start"
+        ]
     finally:
         backends._auto.cache_clear()
 

@@ -49,7 +49,7 @@ def check(tmp_path_factory: pytest.TempPathFactory) -> Path:
     command = [
         # DSPARK_CHECK_GROUPS: every match, group and count of dspark_match.h's shortcuts against RE2's own.
         cxx, "-std=c++17", "-O1", "-pthread", "-DDSPARK_CHECK_GROUPS", f"-I{ROOT / 'native'}",
-        f"-I{build_native.RE2_DIR}", f"-I{simdjson}", str(ROOT / "native" / "tests" / "extract_check.cpp"),
+        f"-I{build_native.re2_dir()}", f"-I{simdjson}", str(ROOT / "native" / "tests" / "extract_check.cpp"),
         str(ROOT / "native" / "dspark_extract.cpp"), str(ROOT / "native" / "dspark_match.cpp"),
         str(ROOT / "native" / "dspark_json.cpp"),
         str(simdjson / "simdjson.cpp"), *map(str, re2), "-o", str(target),
@@ -574,7 +574,7 @@ def test_bad_patterns_are_refused(check: Path, tmp_path: Path) -> None:
 
 @pytest.mark.xfail(
     strict=True,
-    reason="RE2 2023-03-01 (vendored) has Unicode 15.0's tables, like pyarrow's RE2; google-re2 (all and last "
+    reason="RE2 2023-03-01 (the core's) has Unicode 15.0's tables, like pyarrow's RE2; google-re2 (all and last "
     "matches) has newer ones: U+2EBF0 (CJK Extension I, Unicode 15.1) is a letter only there",
 )
 def test_unicode_classes_newer_than_15_0_in_all_and_last(check: Path, tmp_path: Path) -> None:

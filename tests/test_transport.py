@@ -115,7 +115,8 @@ def test_a_broken_answer_is_an_outcome_of_its_kind(answer: str) -> None:
     # Retried only when a broken connection may have been the cause.
     attempts = 3 if kind == "stream" else 1
     assert outcome.attempts == attempts
-    assert re.fullmatch(rf"{kind}: {message}( \(gave up after {attempts} attempts in \d+\.\d s\))?", outcome.error)
+    plural = "attempt" if attempts == 1 else "attempts"
+    assert re.fullmatch(rf"{kind}: {message}( \(gave up after {attempts} {plural} in \d+\.\d s\))?", outcome.error)
 
 
 # --- interim responses ---

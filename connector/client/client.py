@@ -276,6 +276,7 @@ class VllmClient:
         attempts = 0
         waited = 0.0
         result = _Attempt()
+        why = ""  # why it gave up, where the error does not say
         while True:
             if self.gate is not None and not self.gate.is_open:
                 before = time.monotonic()
@@ -313,6 +314,10 @@ class VllmClient:
                 attempts, result.retry_after, cfg.backoff_initial_s, cfg.backoff_max_s, cfg.max_retry_after_s, self._rng
             )
             if time.monotonic() + delay >= deadline:
+                asked = result.retry_after is not None and delay == min(result.retry_after, cfg.max_retry_after_s)
+                left = max(0.0, deadline - time.monotonic())
+                waits = "Retry-After" if asked else "backoff"
+                why = f": the {waits} wait of {delay:.1f} s ends past the deadline, {left:.1f} s away"
                 break
             logger.debug(
                 "request %s: attempt %d failed (%s); retrying in %.3f s", request_id, attempts, result.error, delay
@@ -323,7 +328,7 @@ class VllmClient:
         text = None if error is None else str(error)
         if error is not None and (error.retryable or attempts == 0):
             elapsed = time.monotonic() - start
-            text = f"{text} (gave up after {attempts} attempts in {elapsed:.1f} s)"
+            text = f"{text} (gave up after {attempts} attempt{'' if attempts == 1 else 's'} in {elapsed:.1f} s{why})"
         latency_ms = (time.monotonic() - start) * 1000.0
         kind = None if error is None else error.kind
         return Outcome(

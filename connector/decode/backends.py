@@ -18,6 +18,7 @@ says so (one WARNING per process).
 from __future__ import annotations
 
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from functools import cache
@@ -31,7 +32,7 @@ from connector.decode.content import parse_contents
 from connector.decode.isolate import joined, read_isolating
 from connector.decode.reading import USE_CPU, BatchReader, ReadFailed
 from connector.decode.strict import screen
-from connector.errors import BackendUnavailable
+from connector.errors import BackendUnavailable, OptionsError
 
 if TYPE_CHECKING:
     from connector.decode.batch import Plan
@@ -256,7 +257,8 @@ def _auto() -> tuple[Backend, str | None]:
         return _gpu(), None
     except Exception as exc:  # not there (BackendUnavailable), or a device that fails to start: the CPU, said once
         reason = str(exc) if isinstance(exc, BackendUnavailable) else f"the GPU backend failed to start ({exc!r})"
-        log.warning("parse backend 'auto' uses the CPU: %s", reason)
+        # One short line: the first clause of the reason (the whole one is in `fallback_reason`).
+        log.warning("parse backend 'auto' uses the CPU: %s", re.split(r" \(|: |; ", reason, maxsplit=1)[0])
         return _cpu(), reason
 
 
@@ -264,12 +266,14 @@ def select_backend(backend: str | Backend) -> tuple[Backend, str | None]:
     """The backend object for `backend` ("auto", "cpu", "gpu", or a backend object, returned as it is) and,
     for "auto" on the CPU, why the GPU was not used.
 
-    "auto" falls back to the CPU with one WARNING per process; "gpu" raises `BackendUnavailable` instead.
+    "auto" falls back to the CPU with one short WARNING line per process (the whole reason is the second item
+    returned); "gpu" raises `BackendUnavailable` instead; a name that is no backend raises `OptionsError`.
     """
     if not isinstance(backend, str):
         return backend, None
     if backend not in BACKENDS:
-        raise BackendUnavailable(f"unknown parse backend {backend!r}: use one of {', '.join(BACKENDS)}")
+        # A name that is no backend is a mistake in the call, not something missing on this machine.
+        raise OptionsError(f"unknown parse backend {backend!r}: use one of {', '.join(BACKENDS)}")
     if backend == "cpu":
         return _cpu(), None
     if backend == "gpu":

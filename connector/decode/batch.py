@@ -17,6 +17,7 @@ Then the contents the backend did not decide are parsed a second time (`content`
 
 from __future__ import annotations
 
+import difflib
 import itertools
 import logging
 import re
@@ -116,10 +117,15 @@ def plan_for(profile: Profile, columns: Sequence[str] | None = None) -> Plan:
     available = full.names[1:]
     names = tuple(available) if columns is None else tuple(columns)
     unknown = [n for n in names if n not in available or n == "line"]
-    if unknown or len(set(names)) != len(names):
+    if unknown:
+        near = difflib.get_close_matches(unknown[0], available, n=3)
+        hint = f"; did you mean {' or '.join(repr(n) for n in near)}?" if near else ""
         raise ValueError(
-            f"columns {unknown or sorted(names)}: give each once, from {', '.join(available)} (profile {profile.name})"
+            f"unknown column {unknown[0]!r} in profile {profile.name!r}{hint} (its columns: {', '.join(available)})"
         )
+    if len(set(names)) != len(names):
+        twice = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"columns {twice}: give each once")
     content_names = {p.name for p in profile.content_properties} | {"content_error"}
     wants_content = bool(profile.content_properties) and any(n in content_names for n in names)
     read = tuple(c for c in every if c.name in names or (wants_content and c.name == "content"))

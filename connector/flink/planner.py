@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from connector.client.params import REQUEST_PARAMS
 from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
@@ -65,6 +66,7 @@ from connector.options import (
     MODEL,
     PARSE_BACKEND,
     PROFILE,
+    PROMPT_TEMPLATE,
     PROMPTS_COLUMN,
     PROMPTS_COUNT,
     PROMPTS_PATH,
@@ -73,17 +75,20 @@ from connector.options import (
     PROMPTS_TEMPLATE,
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
+    REQUEST_API,
     REQUEST_OUTPUT_MODE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
+    SYSTEM_PROMPT,
     Options,
     validate,
+    validate_model,
 )
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
-__all__ = ["INTERNAL_COLUMNS", "TablePlan", "format_plan", "plan", "request_id_of", "sql_literal"]
+__all__ = ["INTERNAL_COLUMNS", "TablePlan", "format_plan", "model_plan", "plan", "request_id_of", "sql_literal"]
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
 INTERNAL_COLUMNS = PARSE_INTERNAL
@@ -397,10 +402,16 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
         return {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
     if backend == "auto" and gpu_backend_here():
         return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is"}
-    columns = body_columns(profile)
     # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
     # says it) and counted in gpuFallbackBatches.
     fallback = "no GPU backend (pylibcudf and an NVIDIA GPU) where the query was planned" if backend == "auto" else None
+    return _core_parse(options, profile, require_created, fallback)
+
+
+def _core_parse(options: Options, profile: Profile, require_created: bool, fallback: str | None) -> dict[str, Any]:
+    """The native core's part of a plan: its plan document for every body column, the columns it makes, the
+    batching."""
+    columns = body_columns(profile)
     made = [c.name for c in columns]
     if profile.content_properties:
         made += [p.name for p in profile.content_properties] + ["content_error"]
@@ -412,6 +423,167 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
         "batch_ms": 5 if options.get(MODE) == "request" else 50,
         "auto_fallback": fallback,
+    }
+
+
+# -- CREATE MODEL ... WITH ('provider' = 'dspark-vllm') ---------------------------------------------------------
+
+# Request body options an INPUT column may set per row (vLLM's names): those sent under their own name.
+# 'logprobs' is not one: a chat request sends it as two fields (connector.client.params.body_defaults).
+ROW_BODY_OPTIONS = ("model", *(name for name in REQUEST_PARAMS if name != "logprobs"))
+_ROW_BODY_ROOTS = {
+    "int": ("BIGINT", "INTEGER", "SMALLINT", "TINYINT"),
+    "float": ("DOUBLE", "FLOAT", "DECIMAL", "BIGINT", "INTEGER", "SMALLINT", "TINYINT"),
+    "list[str]": ("ARRAY",),
+}
+
+
+def _is_messages(ftype: Mapping[str, Any]) -> bool:
+    """ARRAY<ROW<role STRING, content STRING>>: the chat messages of a request, as they are."""
+    sql = str(ftype["sql"]).replace("VARCHAR(2147483647)", "STRING").replace(" NOT NULL", "")
+    return re.fullmatch(r"ARRAY<ROW<`?role`? STRING, `?content`? STRING>>", sql) is not None
+
+
+def _template(text: str, inputs: Sequence[str]) -> list[list[Any]]:
+    """'prompt.template' as [literal, INPUT column index or None] parts; a name that is no INPUT column refused."""
+    import string
+
+    parts: list[list[Any]] = []
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as exc:
+        raise OptionsError(
+            f"Option 'prompt.template' cannot be read ({exc}): name INPUT columns as '{{column}}', write braces as "
+            "'{{' and '}}'."
+        ) from None
+    for literal, name, spec, conversion in parsed:
+        if literal and parts and parts[-1][1] is None:
+            parts[-1][0] += literal  # '{{' and '}}' end a literal part of their own
+        elif literal:
+            parts.append([literal, None])
+        if name is None:
+            continue
+        if spec or conversion:
+            raise OptionsError(
+                f"Option 'prompt.template' has '{{{name}{'!' + conversion if conversion else ''}"
+                f"{':' + spec if spec else ''}}}': name an INPUT column only, as '{{column}}'."
+            )
+        if name not in inputs:
+            raise OptionsError(
+                f"Option 'prompt.template' names '{{{name}}}', which is not an INPUT column of the model; its INPUT "
+                f"columns: {', '.join(inputs) or '(none)'}."
+            )
+        parts.append(["", inputs.index(name)])
+    return parts
+
+
+def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
+    """The plan of a model with 'provider' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmModelFactory`).
+
+    `declared`: `{"model": NAME, "options": {...}, "input": [columns], "output": [columns]}` (columns as a table's:
+    name and type). The same planning as a table's: the options (`validate_model`: the table's keys and
+    defaults), the request step's settings (`client_spec`), the native core's document, and each OUTPUT column's
+    layout (`from`), a column of the profile or a metadata key of the registry. The prompt: `prompt`, how each
+    request's messages are made from the INPUT row (see docs/flink.md).
+    """
+    name = str(declared["model"])
+    options = validate_model(declared["options"])
+    if options.get(PARSE_BACKEND) == "gpu":
+        raise OptionsError(
+            "Option 'parse.backend' = 'gpu' is not available for a model: a model parses in the TaskManager's JVM "
+            "with the native core; remove it or set 'cpu'."
+        )
+    profile = load_profile(options.get(PROFILE))
+    flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    metadata = {m.key: m for m in metadata_for("request")}
+
+    inputs = [str(c["name"]) for c in declared["input"]]
+    types = {str(c["name"]): c["type"] for c in declared["input"]}
+    chat = options.get(REQUEST_API) != "completions"
+    messages = [n for n in inputs if _is_messages(types[n])]
+    body_columns_ = []
+    for column in inputs:
+        if column not in ROW_BODY_OPTIONS:
+            continue
+        kind = "string" if column == "model" else REQUEST_PARAMS[column].type
+        root = types[column].get("root")
+        allowed = ("VARCHAR", "CHAR") if kind == "string" else _ROW_BODY_ROOTS.get(kind, ())
+        if root not in allowed:
+            raise OptionsError(
+                f"INPUT column '{column}' sets the request's '{column}' for its row: declare it "
+                f"{'STRING' if kind == 'string' else {'int': 'BIGINT', 'float': 'DOUBLE'}.get(kind, 'ARRAY<STRING>')}."
+            )
+        body_columns_.append([column, inputs.index(column), kind])
+    template = options.get(PROMPT_TEMPLATE)
+    system = options.get(SYSTEM_PROMPT)
+    prompt: dict[str, Any] = {"chat": chat, "system": system, "template": None, "messages": None, "column": None}
+    if len(messages) > 1:
+        raise OptionsError(f"INPUT columns {', '.join(messages)} are all chat messages: declare one.")
+    if messages:
+        if not chat:
+            raise OptionsError(
+                f"INPUT column '{messages[0]}' holds chat messages, which 'request.api' = 'completions' cannot send."
+            )
+        if template is not None or system is not None:
+            raise OptionsError(
+                f"INPUT column '{messages[0]}' holds the chat messages, sent as they are: remove 'prompt.template' "
+                "and 'system-prompt' (or put the system message in the column)."
+            )
+        prompt["messages"] = inputs.index(messages[0])
+    elif template is not None:
+        prompt["template"] = _template(template, inputs)
+    else:
+        texts = [n for n in inputs if n not in ROW_BODY_OPTIONS and types[n].get("root") in ("VARCHAR", "CHAR")]
+        if len(texts) != 1:
+            raise OptionsError(
+                "The model needs 'prompt.template' to make a request of its INPUT columns "
+                f"({', '.join(inputs)}): e.g. 'Review this {{{inputs[0] if inputs else 'column'}}}'. Without it, "
+                "the INPUT has one STRING column (the prompt) or one ARRAY<ROW<role STRING, content STRING>> "
+                "(the chat messages)."
+            )
+        prompt["column"] = inputs.index(texts[0])
+    if system is not None and not chat:
+        raise OptionsError("Option 'system-prompt' needs 'request.api' = 'chat'; remove it or put it in the template.")
+
+    outputs = []
+    for column in declared["output"]:
+        cname = str(column["name"])
+        if cname in metadata:
+            m = metadata[cname]
+            root = column["type"].get("root")
+            want = _sql_root(m.type)
+            if root != want:
+                raise OptionsError(f"OUTPUT column '{cname}' is the metadata key '{cname}': declare it {m.type}.")
+            outputs.append({"name": cname, "from": {"column": m.column}})
+            continue
+        if cname not in flat and column["type"].get("root") != "ROW":
+            raise OptionsError(
+                f"OUTPUT column '{cname}' is neither a column of profile '{profile.name}' nor a metadata key. "
+                f"Columns: {', '.join(flat)}. Metadata keys: {', '.join(metadata)}."
+            )
+        _, _, layout = _column_sql(cname, column["type"], flat, cname)
+        if layout is None:
+            raise OptionsError(
+                f"OUTPUT column '{cname}' cannot be made as declared ({column['type']['sql']}): declare it "
+                f"{flat.get(cname, 'a ROW of nullable fields')}, nullable."
+            )
+        if cname == "model" and options.get(MODEL) and layout == {"column": "model"}:
+            layout = {**layout, "default": str(options.get(MODEL))}
+        outputs.append({"name": cname, "from": layout})
+
+    api_key = _api_key(options)
+    return {
+        "version": PLAN_VERSION,
+        "model": name,
+        "request": {
+            "client": client_spec(options, profile, api_key),
+            "columns": [list(c) for c in REQUEST_COLUMNS],
+            "on_failure": options.get(RETRY_ON_FAILURE),
+        },
+        "prompt": prompt,
+        "body_columns": body_columns_,
+        "outputs": outputs,
+        "native": _core_parse(options, profile, False, None),
     }
 
 
@@ -516,6 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         answer: dict[str, Any]
         if "parse_function" in declared:
             answer = parse_function_payload(declared["parse_function"])
+        elif "model" in declared:
+            answer = model_plan(declared)
         else:
             answer = format_plan(declared) if "format" in declared else plan(declared)
     except DsparkError as exc:

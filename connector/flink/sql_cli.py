@@ -9,8 +9,10 @@ SQL Client's path without its prompt. `jar` prints the connector jar's path (`sq
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -29,7 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--set", action="append", default=[], metavar="KEY=VALUE", help="a Flink option for the session"
     )
     parser.add_argument("--jar", action="store_true", help="print the connector jar's path and exit")
-    parser.add_argument("--log", help="Flink's log file (default: a temporary file, named on failure)")
+    parser.add_argument(
+        "--log", help="Flink's log file (default: a temporary file, kept and named only when the run failed)"
+    )
 
 
 def _pyflink_home() -> Path:
@@ -47,7 +51,7 @@ def _jvm_options(home: Path) -> list[str]:
     return ["--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED"]
 
 
-def java_command(sql_file: str, settings: list[str], log_file: str) -> list[str]:
+def java_command(sql_file: str, settings: list[str], log_file: str, verbose: bool = False) -> list[str]:
     from connector.flink.env import connector_jar
 
     home = _pyflink_home()
@@ -58,6 +62,7 @@ def java_command(sql_file: str, settings: list[str], log_file: str) -> list[str]
         "java",
         *_jvm_options(home),
         f"-Dlog.file={log_file}",
+        *(["-Ddspark.verbose=true"] if verbose else []),
         f"-Dlog4j.configurationFile={home / 'conf' / 'log4j-cli.properties'}",
         "-cp",
         classpath,
@@ -81,12 +86,70 @@ def run(args: argparse.Namespace) -> int:
     bad = [s for s in args.set if "=" not in s]
     if bad:
         raise OptionsError(f"--set expects KEY=VALUE, got '{bad[0]}'")
-    log_file = args.log or tempfile.mkstemp(prefix="dspark-vllm-sql-", suffix=".log")[1]
+    temporary = args.log is None
+    if temporary:
+        handle, log_file = tempfile.mkstemp(prefix="dspark-vllm-sql-", suffix=".log")
+        os.close(handle)
+    else:
+        log_file = args.log
+    keep_log = False
     try:
-        done = subprocess.run(java_command(args.file, args.set, log_file))
+        returncode, failure = _run_runner(java_command(args.file, args.set, log_file, getattr(args, "verbose", False)))
+        if returncode not in (0, 2, 130, 143, 129):
+            keep_log = _has_text(log_file)
+            where = f"; Flink's log: {log_file}" if keep_log else ""
+            failure = failure or f"the SQL runner ended with status {returncode}"
+            print(f"dspark-vllm sql: {failure}{where}", file=sys.stderr)
+    finally:
+        if temporary and not keep_log:
+            with contextlib.suppress(OSError):
+                os.unlink(log_file)
+    # The runner exits 1 when a statement or a job failed and 2 for its own usage errors: the CLI's scheme.
+    return {0: 0, 2: 2, 130: 130, 143: 143, 129: 129}.get(returncode, 1)
+
+
+def _has_text(path: str) -> bool:
+    try:
+        return os.path.getsize(path) > 0
+    except OSError:
+        return False
+
+
+def _run_runner(command: list[str]) -> tuple[int, str | None]:
+    """Run the SQL runner; its stderr lines pass through as `dspark-vllm sql:` lines, but the one saying which
+    statement failed, which is returned for the caller to complete (and print once). A signal that stops this
+    process (SIGINT, or SIGTERM/SIGHUP raised as `Terminated` by `connector.cli`) is passed on to the JVM, which is
+    waited for."""
+    try:
+        proc = subprocess.Popen(command, stderr=subprocess.PIPE)
     except FileNotFoundError as exc:
         raise DsparkError("dspark-vllm sql needs Java 11+ ('java' on PATH)") from exc
-    if done.returncode != 0:
-        print(f"dspark-vllm sql: Flink's log is {log_file}", file=sys.stderr)
-    # The runner exits 1 when a statement or a job failed and 2 for its own usage errors: the CLI's scheme.
-    return {0: 0, 2: 2, 130: 130}.get(done.returncode, 1)
+    failure = None
+    try:
+        assert proc.stderr is not None
+        for raw in proc.stderr:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if line.startswith(_PREFIX):
+                line = line[len(_PREFIX) :]
+                if line.startswith("statement ") and " failed: " in line:
+                    failure = line
+                    continue
+                line = f"dspark-vllm sql: {line}"
+            print(line, file=sys.stderr, flush=True)
+        return proc.wait(), failure
+    except BaseException as exc:
+        signum = getattr(exc, "signum", signal.SIGINT if isinstance(exc, KeyboardInterrupt) else signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(signum)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        raise
+    finally:
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+_PREFIX = "SqlRunner: "

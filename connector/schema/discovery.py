@@ -37,6 +37,7 @@ from connector.errors import (
     ClientError,
     ConnectError,
     DsparkError,
+    OptionsError,
     ProfileError,
     SchemaDiscoveryError,
     TLSError,
@@ -203,11 +204,13 @@ def discover_schema(
 
     `profile`: the model profile to apply (default: the one the server names, else the one whose model
     patterns match the served model). `client_options` are `ClientConfig`'s (api_key, verify, ca_bundle,
-    client_cert, client_key, ...). Raises SchemaDiscoveryError with a one-line message saying what to do.
+    client_cert, client_key, ...). Raises SchemaDiscoveryError with a one-line message saying what to do
+    (OptionsError for an endpoint that is no http(s) URL).
     """
     root = _root(endpoint)
     if not root.startswith(("http://", "https://")):
-        raise SchemaDiscoveryError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
+        # A mistake in the call (exit 2 on the command line), found before anything is asked of the server.
+        raise OptionsError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
     config = ClientConfig(root, timeout_s=timeout_s, **client_options)
     return run_blocking(_discover_with(config, _profile(profile), probe))
 

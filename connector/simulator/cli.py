@@ -10,7 +10,7 @@ import signal
 import socket
 import sys
 
-from connector.errors import DsparkError
+from connector.errors import DsparkError, OptionsError
 from connector.simulator.server import FAULT_KINDS, LATENCY_DISTS, Simulator, SimulatorConfig, parse_fault
 
 __all__ = ["add_arguments", "config_from_args", "config_to_args", "run"]
@@ -151,7 +151,8 @@ def config_to_args(config: SimulatorConfig) -> list[str]:
     return args
 
 
-async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool, announce: bool) -> None:
+async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool, announce: bool) -> int:
+    """Serve until SIGINT, SIGTERM or SIGHUP, then close; returns the signal that stopped it."""
     sim = Simulator(config)
     bound_host, bound_port = await sim.start(host, port, reuse_port=reuse_port)
     if announce:
@@ -164,12 +165,18 @@ async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool
             f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults}{extra})",
             flush=True,
         )
-    stop = asyncio.Event()
+    stopped: asyncio.Future[int] = asyncio.get_running_loop().create_future()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+
+    def stop(signum: int) -> None:
+        if not stopped.done():
+            stopped.set_result(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
+    signum = await stopped
     await sim.close()
+    return signum
 
 
 def _worker(config: SimulatorConfig, host: str, port: int) -> None:
@@ -177,37 +184,43 @@ def _worker(config: SimulatorConfig, host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve until a signal stops it, then end as `dspark-vllm` ends on that signal (`connector.cli.main` says
+    so and exits 130 on SIGINT, 143 on SIGTERM, 129 on SIGHUP); a bad profile or fault is a usage error."""
+    from connector.cli import Terminated
+
     try:
         config = config_from_args(args)
         Simulator(config)  # profiles load here: a bad one fails before any port is bound
     except DsparkError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        raise OptionsError(str(exc)) from None
     if args.workers <= 1:
-        asyncio.run(_serve(config, args.host, args.port, reuse_port=False, announce=True))
-        return 0
-    port = args.port
-    if port == 0:
-        with socket.socket() as s:
-            s.bind((args.host, 0))
-            port = s.getsockname()[1]
-    ctx = multiprocessing.get_context("fork")
-    workers = [
-        ctx.Process(target=_worker, args=(config, args.host, port), daemon=True) for _ in range(args.workers - 1)
-    ]
-    for w in workers:
-        w.start()
-    try:
-        asyncio.run(_serve(config, args.host, port, reuse_port=True, announce=True))
-    finally:
+        signum = asyncio.run(_serve(config, args.host, args.port, reuse_port=False, announce=True))
+    else:
+        port = args.port
+        if port == 0:
+            with socket.socket() as s:
+                s.bind((args.host, 0))
+                port = s.getsockname()[1]
+        ctx = multiprocessing.get_context("fork")
+        workers = [
+            ctx.Process(target=_worker, args=(config, args.host, port), daemon=True) for _ in range(args.workers - 1)
+        ]
         for w in workers:
-            if w.pid is not None:
-                os.kill(w.pid, signal.SIGTERM)
-            w.join(5)
-    return 0
+            w.start()
+        try:
+            signum = asyncio.run(_serve(config, args.host, port, reuse_port=True, announce=True))
+        finally:
+            for w in workers:
+                if w.pid is not None:
+                    os.kill(w.pid, signal.SIGTERM)
+                w.join(5)
+    if signum == signal.SIGINT:
+        raise KeyboardInterrupt
+    raise Terminated(signum)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="dspark-vllm simulate", description=__doc__)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
+    """`python -m connector.simulator ARGS`: `dspark-vllm simulate ARGS`, exit status and messages included."""
+    from connector.cli import main as cli_main
+
+    return cli_main(["simulate", *(sys.argv[1:] if argv is None else argv)])

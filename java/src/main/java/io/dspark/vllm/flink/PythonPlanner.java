@@ -7,6 +7,7 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.Obje
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.catalog.Column;
 import org.apache.flink.table.catalog.ObjectIdentifier;
+import org.apache.flink.table.catalog.ResolvedCatalogModel;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.ResolvedSchema;
 import org.apache.flink.table.types.logical.LogicalType;
@@ -93,6 +94,31 @@ final class PythonPlanner {
         return ask(identifier, request, config, FORMAT);
     }
 
+    /**
+     * The plan of a model with {@code 'provider' = 'dspark-vllm'}: its options, INPUT and OUTPUT columns; the answer
+     * is {@code connector.flink.planner.model_plan}'s.
+     */
+    static JsonNode planModel(ObjectIdentifier identifier, ResolvedCatalogModel model, Map<String, String> config) {
+        ObjectNode question = JSON.createObjectNode();
+        question.put("model", identifier.getObjectName());
+        ObjectNode options = question.putObject("options");
+        model.getOptions().forEach(options::put);
+        question.set("input", columns(model.getResolvedInputSchema()));
+        question.set("output", columns(model.getResolvedOutputSchema()));
+        return ask(identifier, question, config, MODEL);
+    }
+
+    private static ArrayNode columns(ResolvedSchema schema) {
+        ArrayNode columns = JSON.createArrayNode();
+        for (Column column : schema.getColumns()) {
+            ObjectNode node = columns.addObject();
+            node.put("name", column.getName());
+            node.set("type", type(column.getDataType().getLogicalType()));
+        }
+        return columns;
+    }
+
+    static final String MODEL = "('provider' = 'dspark-vllm')";
     static final String CONNECTOR = "('connector' = 'dspark-vllm')";
     static final String FORMAT = "('format' = 'dspark-vllm')";
 
@@ -110,10 +136,17 @@ final class PythonPlanner {
             CACHE.put(key, new Cached(answer, now + CACHE_MILLIS));
         }
         if (answer.has("error")) {
-            throw new ValidationException(
-                    "Table '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText());
+            // One line: the SQL Client and the Gateway show the message as it is, and some of the planner's, in
+            // Flink's wording, list options or columns a line each.
+            throw new ValidationException(oneLine(
+                    noun(what) + " '" + identifier.asSummaryString() + "' " + what + ": " + answer.get("error").asText()));
         }
         return answer;
+    }
+
+    /** {@code text} on one line: its line breaks, and the blanks around them, become one space. */
+    static String oneLine(String text) {
+        return text.strip().replaceAll("\\s*\\R\\s*", " ");
     }
 
     private static String digest(String text) {
@@ -228,8 +261,12 @@ final class PythonPlanner {
         }
     }
 
+    private static String noun(String what) {
+        return MODEL.equals(what) ? "Model" : "Table";
+    }
+
     private static String hint(ObjectIdentifier identifier, String label, String python, String what) {
-        return "Table '" + identifier.asSummaryString() + "' " + label + " is planned by Python on "
+        return noun(label) + " '" + identifier.asSummaryString() + "' " + label + " is planned by Python on "
                 + "the client, and '" + python + " -m " + MODULE + "' failed: " + what + ". Set "
                 + "'python.client.executable' to a Python that has dspark-vllm installed.";
     }

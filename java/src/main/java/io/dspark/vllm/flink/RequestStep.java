@@ -8,9 +8,6 @@ import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.metrics.Counter;
-import org.apache.flink.metrics.MeterView;
-import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.streaming.api.functions.async.ResultFuture;
@@ -62,13 +59,7 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     private final boolean failJob;
 
     private transient Requester requester;
-    private transient Counter requests;
-    private transient Counter responses;
-    private transient Counter failed;
-    private transient Counter retries;
-    private transient Counter bytes;
-    private transient MeterView responseRate;
-    private transient Recent latencies;
+    private transient RequestMetrics metrics;
 
     RequestStep(JsonNode request) {
         List<String> columns = new java.util.ArrayList<>();
@@ -92,27 +83,50 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
         requester = new Requester(spec);
-        MetricGroup group = getRuntimeContext().getMetricGroup().addGroup("dspark");
-        requests = group.counter("numRequests");
-        responses = group.counter("numResponses");
-        failed = group.counter("numRequestsFailed");
-        retries = group.counter("numRetries");
-        bytes = group.counter("numBytesIn");
-        responseRate = group.meter("numResponsesPerSecond", new MeterView(responses, 60));
-        latencies = new Recent(1000);
-        group.gauge("inFlight", () -> requester.inFlight());
-        group.gauge("concurrencyLimit", () -> requester.concurrencyLimit());
-        group.gauge("numThrottled", () -> requester.throttled());
-        group.gauge("latencyMsP50", () -> latencies.percentile(50));
-        group.gauge("latencyMsP95", () -> latencies.percentile(95));
-        group.gauge("latencyMsP99", () -> latencies.percentile(99));
+        metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requester);
+        if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
+            Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
+            check.setDaemon(true);
+            check.start();
+        }
+    }
+
+    /**
+     * Says at once, in one line on stderr (the console of a local job; a TaskManager's .out file on a cluster) and
+     * in the log, when the endpoint's host does not resolve or takes no connection: requests are otherwise held and
+     * retried quietly until 'request.retry.deadline' (5 min by default), which looks like a job doing nothing.
+     */
+    static void reportUnreachable(String url) {
+        java.net.URI uri = java.net.URI.create(url);
+        String host = uri.getHost();
+        int port = uri.getPort() >= 0 ? uri.getPort() : ("https".equals(uri.getScheme()) ? 443 : 80);
+        String failed;
+        String check;
+        try {
+            java.net.InetAddress address = java.net.InetAddress.getByName(host);
+            try (java.net.Socket socket = new java.net.Socket()) {
+                socket.connect(new java.net.InetSocketAddress(address, port), 5_000);
+                return;
+            } catch (java.io.IOException e) {
+                failed = "no connection to " + host + ":" + port + " (" + e.getMessage() + ")";
+                check = "check that the server runs and listens there";
+            }
+        } catch (java.net.UnknownHostException e) {
+            failed = "the host '" + host + "' does not resolve (DNS)";
+            check = "check the host name in 'endpoint' (a compose service name resolves only inside its network)";
+        }
+        String line = "dspark-vllm: endpoint " + uri.getScheme() + "://" + uri.getRawAuthority() + ": " + failed
+                + "; " + check + "; requests are held and retried until 'request.retry.deadline', then become "
+                + "error rows";
+        System.err.println(line);
+        org.slf4j.LoggerFactory.getLogger(RequestStep.class).warn(line);
     }
 
     @Override
     public void asyncInvoke(Row prompt, ResultFuture<Row> result) {
         String text = (String) prompt.getField(0);
         String id = (String) prompt.getField(1);
-        requests.inc();
+        metrics.sent();
         requester.send(text == null ? "" : text, id).whenComplete((outcome, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
                 outcome = new Outcome(null, null, 0.0, 0, "request: internal error (" + bug + ")", "request",
@@ -123,19 +137,12 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     }
 
     private void complete(Row prompt, String text, String id, Outcome outcome, ResultFuture<Row> result) {
-        if (outcome.ok()) {
-            responses.inc();
-        } else {
-            failed.inc();
-            if (failJob) {
-                result.completeExceptionally(new RuntimeException(
-                        "request " + id + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error));
-                return;
-            }
+        metrics.ended(outcome);
+        if (!outcome.ok() && failJob) {
+            result.completeExceptionally(new RuntimeException(
+                    "request " + id + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error));
+            return;
         }
-        retries.inc(Math.max(0, outcome.attempts - 1));
-        bytes.inc(outcome.body == null ? 0 : outcome.body.length);
-        latencies.add(outcome.latencyMs);
         Row row = Row.of(
                 text, id, outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
                 outcome.attempts, outcome.error, outcome.receivedAtMs);
@@ -148,7 +155,6 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         Outcome outcome = new Outcome(null, null, 0.0, 0,
                 "timeout: the request step did not answer within the operator's timeout", "timeout",
                 System.currentTimeMillis());
-        failed.inc();
         complete(prompt, (String) prompt.getField(0), (String) prompt.getField(1), outcome, result);
     }
 

@@ -27,7 +27,8 @@ import java.util.regex.Pattern;
  * </pre>
  *
  * {@code SET 'key' = 'value';} statements and {@code key=value} arguments configure the session. Results of queries
- * are printed; the runner waits for the jobs it submitted and exits 1 with a one-line message if a statement fails.
+ * are printed; the runner waits for the jobs it submitted and exits 1 with a one-line message if a statement fails
+ * (with {@code -Ddspark.verbose=true}, after its stack trace).
  */
 public final class SqlRunner {
 
@@ -78,7 +79,7 @@ public final class SqlRunner {
                 t.executeSql("ADD JAR '" + jar.replace("'", "''") + "'");
             } catch (RuntimeException e) {
                 System.err.println("SqlRunner: cannot add the jar " + jar + " ('pipeline.jars'): "
-                        + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+                        + PythonPlanner.oneLine(String.valueOf(e.getMessage())));
                 System.exit(2);
             }
         }
@@ -135,16 +136,74 @@ public final class SqlRunner {
                 message.append(" <- ").append(cause.getMessage());
             }
         }
-        // One line: Flink's messages hold line breaks (the lists of options and keys).
-        System.err.println("SqlRunner: statement " + n + " failed: " + message.toString().strip().replaceAll("\\s*\\R\\s*", " "));
+        String text = nearestOptions(message.toString());
+        // One line, the statement's beginning in it: Flink's messages hold line breaks (the lists of options
+        // and keys). -Ddspark.verbose=true adds the stack trace (`dspark-vllm sql --verbose` sets it).
+        String first = statement.strip().split("\\R", 2)[0].strip();
+        if (first.length() > 60) {
+            first = first.substring(0, 60).strip() + " ...";
+        }
         if (Boolean.getBoolean("dspark.verbose")) {
             e.printStackTrace();
-        } else {
-            System.err.println("SqlRunner: (-Ddspark.verbose=true prints the stack trace)");
         }
-        String first = statement.strip().split("\n")[0];
-        System.err.println("  " + (first.length() > 200 ? first.substring(0, 200) + " ..." : first));
+        System.err.println("SqlRunner: statement " + n + " (" + first + ") failed: "
+                + PythonPlanner.oneLine(text));
         System.exit(1);
+    }
+
+    private static final Pattern UNSUPPORTED = Pattern.compile(
+            "Unsupported options:\\s*\\R\\s*\\R(.*?)\\R\\s*\\RSupported options:\\s*\\R\\s*\\R(.*?)(?=\\R\\s*\\R|\\z)",
+            Pattern.DOTALL);
+
+    /**
+     * Flink's "Unsupported options: ... Supported options: ..." (FactoryUtil's wording, of any connector) with the
+     * nearest supported keys beside each unsupported one instead of the whole list (~60 keys hid the one meant).
+     */
+    static String nearestOptions(String message) {
+        Matcher m = UNSUPPORTED.matcher(message);
+        if (!m.find()) {
+            return message;
+        }
+        List<String> supported = List.of(m.group(2).strip().split("\\s*\\R\\s*"));
+        StringBuilder out = new StringBuilder("Unsupported options:\n\n");
+        for (String key : m.group(1).strip().split("\\s*\\R\\s*")) {
+            out.append(key);
+            List<String> near = new ArrayList<>();
+            int limit = Math.max(2, key.length() / 4);
+            for (int d = 0; d <= limit && near.size() < 3; d++) {
+                for (String candidate : supported) {
+                    if (near.size() < 3 && distance(key, candidate) == d) {
+                        near.add(candidate);
+                    }
+                }
+            }
+            if (!near.isEmpty()) {
+                out.append(" (did you mean ").append(String.join(" or ", near)).append("?)");
+            }
+            out.append('\n');
+        }
+        out.append("\n(").append(supported.size()).append(" options are supported)");
+        return message.substring(0, m.start()) + out + message.substring(m.end());
+    }
+
+    /** Levenshtein distance (edits that turn a into b). */
+    static int distance(String a, String b) {
+        int[] previous = new int[b.length() + 1];
+        int[] current = new int[b.length() + 1];
+        for (int j = 0; j <= b.length(); j++) {
+            previous[j] = j;
+        }
+        for (int i = 1; i <= a.length(); i++) {
+            current[0] = i;
+            for (int j = 1; j <= b.length(); j++) {
+                int swap = a.charAt(i - 1) == b.charAt(j - 1) ? 0 : 1;
+                current[j] = Math.min(Math.min(current[j - 1] + 1, previous[j] + 1), previous[j - 1] + swap);
+            }
+            int[] t = previous;
+            previous = current;
+            current = t;
+        }
+        return previous[b.length()];
     }
 
     private static boolean identifierPart(char c) {

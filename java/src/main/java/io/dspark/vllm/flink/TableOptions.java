@@ -74,4 +74,19 @@ final class TableOptions {
             ConfigOptions.key("python.fn-execution.bundle.time").stringType().noDefaultValue().withDescription("Flink: longest time a Python bundle of this table's functions stays open (default: 1 s in replay mode, 20 ms in request mode)."),
             ConfigOptions.key("python.fn-execution.arrow.batch.size").stringType().noDefaultValue().withDescription("Flink: rows per Arrow batch of this table's parse function (default: parse.batch-size).")
     )));
+
+    /** The keys of a model ('provider' = 'dspark-vllm'): connector.options.MODEL_OPTIONS. */
+    static final Set<String> MODEL_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
+            "provider", "profile", "model", "endpoint",
+            "api-key", "api-key.env", "api-key.file", "request.api",
+            "request.timeout", "request.connect-timeout", "request.concurrency", "request.concurrency.min",
+            "request.concurrency.max", "request.rate-limit", "request.max-body-size", "request.structured-output",
+            "request.tls-verify", "request.tls-ca-bundle", "request.tls-client-cert", "request.tls-client-key",
+            "request.n", "request.max-tokens", "request.min-tokens", "request.temperature",
+            "request.top-p", "request.top-k", "request.min-p", "request.presence-penalty",
+            "request.frequency-penalty", "request.repetition-penalty", "request.seed", "request.stop",
+            "request.logprobs", "request.retry.deadline", "request.retry.max-attempts", "request.retry.initial-backoff",
+            "request.retry.max-backoff", "request.retry.max-retry-after", "request.retry.hold-while-down", "request.on-failure",
+            "parse.backend", "parse.batch-size", "prompt.template", "system-prompt"
+    )));
 }

@@ -203,11 +203,36 @@ public final class Requester implements AutoCloseable {
                     + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
                     + "; it cannot be sent as UTF-8 JSON", start));
         }
+        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
+        return sendBody(spec.body(quoted).getBytes(StandardCharsets.UTF_8), requestId, start);
+    }
+
+    /**
+     * One request whose body the caller made (a model's row: its messages and options, as UTF-8 JSON); as
+     * {@link #send}, the future never completes exceptionally.
+     */
+    public CompletableFuture<Outcome> sendBody(byte[] content, String requestId) {
+        long start = System.nanoTime();
+        if (closed) {
+            return CompletableFuture.completedFuture(invalid("the request step was closed", start));
+        }
+        return sendBody(content, requestId, start);
+    }
+
+    /** Where {@code text} has a UTF-16 surrogate without its pair (it cannot be sent as UTF-8), or -1. */
+    public static int loneSurrogate(String text) {
+        return Text.loneSurrogate(text);
+    }
+
+    /** An error outcome of a request that was never sent ("request: " + why), for a caller's own checks. */
+    public static Outcome notSent(String why) {
+        return new Outcome(null, null, 0.0, 0, "request: " + why, "request", System.currentTimeMillis());
+    }
+
+    private CompletableFuture<Outcome> sendBody(byte[] content, String requestId, long start) {
         if (requestId == null || !headerValue(requestId)) {
             return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
         }
-        String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
-        byte[] content = spec.body(quoted).getBytes(StandardCharsets.UTF_8);
         HttpHeaders h = new DefaultHttpHeaders(false).add(headers).set("x-request-id", requestId);
         Call call = new Call(content, h, requestId, start);
         active.add(call);
@@ -346,6 +371,7 @@ public final class Requester implements AutoCloseable {
         // Changed by one callback at a time (each step hands over to the next), read by close().
         volatile int attempts;
         volatile Result result = Result.NONE;
+        volatile String why = ""; // why it gave up, where the failure does not say
         volatile Attempt current;
 
         Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {
@@ -449,7 +475,12 @@ public final class Requester implements AutoCloseable {
             // (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would
             // open the gate after one short probe step every time)
             double delay = retryDelay(attempts, r.retryAfterS, spec, ThreadLocalRandom.current());
-            if (delay >= (deadlineNs - System.nanoTime()) / 1e9) { // (in seconds: a huge wait overflows nanoseconds)
+            double leftS = (deadlineNs - System.nanoTime()) / 1e9;
+            if (delay >= leftS) { // (in seconds: a huge wait overflows nanoseconds)
+                boolean asked = r.retryAfterS != null && delay == Math.min(r.retryAfterS, spec.maxRetryAfterS);
+                why = ": the " + (asked ? "Retry-After" : "backoff") + " wait of "
+                        + (Double.isFinite(delay) ? Text.oneDecimal(delay) : "inf")
+                        + " s ends past the deadline, " + Text.oneDecimal(Math.max(0.0, leftS)) + " s away";
                 finish();
                 return;
             }
@@ -484,7 +515,8 @@ public final class Requester implements AutoCloseable {
             String text = f == null ? null : f.text();
             double elapsedS = (System.nanoTime() - startNs) / 1e9;
             if (f != null && (f.retryable || attempts == 0)) {
-                text = text + " (gave up after " + attempts + " attempts in " + Text.oneDecimal(elapsedS) + " s)";
+                text = text + " (gave up after " + attempts + (attempts == 1 ? " attempt" : " attempts") + " in "
+                        + Text.oneDecimal(elapsedS) + " s" + why + ")";
             }
             future.complete(new Outcome(r.body, r.status, (System.nanoTime() - startNs) / 1e6, attempts, text,
                     f == null ? null : f.kind, System.currentTimeMillis()));

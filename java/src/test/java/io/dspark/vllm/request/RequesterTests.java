@@ -4,9 +4,6 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 
 import java.io.OutputStream;
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
-import java.lang.reflect.Modifier;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -32,6 +29,13 @@ import java.util.concurrent.atomic.AtomicInteger;
 import java.util.regex.Pattern;
 import javax.net.ssl.SSLContext;
 
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeAll;
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+
 import static io.dspark.vllm.request.Servers.OK_BODY;
 import static io.dspark.vllm.request.Servers.Raw;
 import static io.dspark.vllm.request.Servers.Web;
@@ -40,64 +44,30 @@ import static io.dspark.vllm.request.Servers.respond;
 import static io.dspark.vllm.request.Servers.spec;
 
 /**
- * The Requester against real servers on 127.0.0.1. No JUnit here (no Maven in this build): every static
- * method named test* runs, in name order; the last line is "N passed, M failed", the exit status 1 on a
- * failure. {@code java ... RequesterTests [name-substring]} runs some of them.
+ * The Requester against real servers on 127.0.0.1, as JUnit 5 tests (the console launcher from Maven Central runs
+ * them: java/build_jar.py {@code junit_tests}, tests/test_java_requester.py). Each test has 60 s; they run in name
+ * order. {@code DSPARK_VLLM_TRACE=1} prints the adaptive limit's changes after each test.
  */
+@TestMethodOrder(MethodOrderer.MethodName.class)
+@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
 public final class RequesterTests {
-    private RequesterTests() {}
+    // The adaptive limit's changes, kept in memory (printing them as they come would slow what they trace) and
+    // printed after each test.
+    private static final java.util.Queue<String> TRACED = new java.util.concurrent.ConcurrentLinkedQueue<>();
 
-    public static void main(String[] args) throws Exception {
-        List<Method> tests = new ArrayList<>();
-        for (Method m : RequesterTests.class.getDeclaredMethods()) {
-            if (m.getName().startsWith("test") && Modifier.isStatic(m.getModifiers())
-                    && (args.length == 0 || m.getName().contains(args[0]))) {
-                tests.add(m);
-            }
-        }
-        tests.sort(Comparator.comparing(Method::getName));
-        // The adaptive limit's changes, kept in memory (printing them as they come would slow what they trace)
-        // and printed after each test.
-        java.util.Queue<String> traced = new java.util.concurrent.ConcurrentLinkedQueue<>();
+    @BeforeAll
+    static void trace() {
         if (System.getenv("DSPARK_VLLM_TRACE") != null) {
             long t0 = System.nanoTime();
-            Slots.trace = m -> traced.add(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9, m));
+            Slots.trace = m -> TRACED.add(String.format("  %6.2f s  limit %s", (System.nanoTime() - t0) / 1e9, m));
         }
-        int passed = 0;
-        int failed = 0;
-        for (Method m : tests) {
-            Throwable[] error = new Throwable[1];
-            long start = System.nanoTime();
-            Thread t = new Thread(() -> {
-                try {
-                    m.invoke(null);
-                } catch (InvocationTargetException e) {
-                    error[0] = e.getCause();
-                } catch (Throwable e) {
-                    error[0] = e;
-                }
-            }, m.getName());
-            t.setDaemon(true);
-            t.start();
-            t.join(60_000);
-            for (String line = traced.poll(); line != null; line = traced.poll()) {
-                System.out.println(line);
-            }
-            String took = String.format(" (%.1f s)", (System.nanoTime() - start) / 1e9);
-            if (t.isAlive()) {
-                error[0] = new AssertionError("did not end within 60 s");
-            }
-            if (error[0] == null) {
-                passed++;
-                System.out.println("PASS " + m.getName() + took);
-            } else {
-                failed++;
-                System.out.println("FAIL " + m.getName() + ": " + error[0] + took);
-                error[0].printStackTrace(System.out);
-            }
+    }
+
+    @AfterEach
+    void printTrace() {
+        for (String line = TRACED.poll(); line != null; line = TRACED.poll()) {
+            System.out.println(line);
         }
-        System.out.println(passed + " passed, " + failed + " failed");
-        System.exit(failed == 0 ? 0 : 1);
     }
 
     // --- helpers ------------------------------------------------------------------------
@@ -128,8 +98,10 @@ public final class RequesterTests {
         }
     }
 
+    /** " (gave up after N attempts in T s)", with why when the next wait would end past the deadline. */
     static String gaveUp(int attempts) {
-        return " \\(gave up after " + attempts + " attempts in \\d+\\.\\d s\\)";
+        return " \\(gave up after " + attempts + (attempts == 1 ? " attempt" : " attempts") + " in \\d+\\.\\d s"
+                + "(: the (Retry-After|backoff) wait of \\d+\\.\\d s ends past the deadline, \\d+\\.\\d s away)?\\)";
     }
 
     static void sleep(long ms) throws InterruptedException {
@@ -148,7 +120,8 @@ public final class RequesterTests {
 
     // --- the tests ----------------------------------------------------------------------
 
-    static void test01SuccessBodyAndHeaders() throws Exception {
+    @Test
+    void test01SuccessBodyAndHeaders() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
                 Requester r = new Requester(of(spec(web.base)))) {
             String prompt = "say \"hi\"\n\ttab \\ ünïcødé 😀 \u0001";
@@ -176,7 +149,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test02LoneSurrogateIsARequestError() throws Exception {
+    @Test
+    void test02LoneSurrogateIsARequestError() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
                 Requester r = new Requester(of(spec(web.base)))) {
             Outcome o = get(r.send("bad \ud800 here", "req-2"));
@@ -190,7 +164,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test03NotFoundIsNotRetried() throws Exception {
+    @Test
+    void test03NotFoundIsNotRetried() throws Exception {
         String error = "{\"error\":{\"message\":\"The model `x` does not exist.\",\"type\":\"NotFoundError\","
                 + "\"code\":404}}";
         try (Web web = new Web((x, s) -> respond(x, 404, error));
@@ -205,7 +180,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test04ServiceUnavailableRetriedThenOk() throws Exception {
+    @Test
+    void test04ServiceUnavailableRetriedThenOk() throws Exception {
         AtomicInteger n = new AtomicInteger();
         try (Web web = new Web((x, s) -> {
             if (n.incrementAndGet() <= 2) {
@@ -226,7 +202,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test05RetryAfterHonouredAndCapped() throws Exception {
+    @Test
+    void test05RetryAfterHonouredAndCapped() throws Exception {
         AtomicInteger n = new AtomicInteger();
         try (Web web = new Web((x, s) -> {
             int i = n.incrementAndGet();
@@ -266,7 +243,8 @@ public final class RequesterTests {
         equal(null, Text.parseRetryAfter("", now), "empty");
     }
 
-    static void test06MaxAttempts() throws Exception {
+    @Test
+    void test06MaxAttempts() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 502, "bad gateway"))) {
             ObjectNode sp = spec(web.base);
             sp.put("max_attempts", 3);
@@ -280,7 +258,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test07RequestDeadline() throws Exception {
+    @Test
+    void test07RequestDeadline() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 429, "{\"error\":\"too many\"}", "Retry-After", "0.2"))) {
             ObjectNode sp = spec(web.base);
             sp.put("deadline_s", 1.0);
@@ -293,7 +272,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test08DeadlinePassedBeforeASlot() throws Exception {
+    @Test
+    void test08DeadlinePassedBeforeASlot() throws Exception {
         // A slot holder always ends by its own deadline, so what makes a request miss its deadline before
         // a slot is the wait in front of the slots: here the rate limit's (2/s: the second start is 0.5 s out).
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
@@ -329,7 +309,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test09AttemptTimeout() throws Exception {
+    @Test
+    void test09AttemptTimeout() throws Exception {
         try (Web web = new Web((x, s) -> {
             sleep(3000);
             respond(x, 200, OK_BODY);
@@ -347,7 +328,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test10SlowBodyKeepsTheStatus() throws Exception {
+    @Test
+    void test10SlowBodyKeepsTheStatus() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
             out.write("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 100\r\n\r\n{\"id\""
                     .getBytes(StandardCharsets.US_ASCII));
@@ -366,7 +348,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test11ConnectRefused() throws Exception {
+    @Test
+    void test11ConnectRefused() throws Exception {
         int port = Servers.freePort();
         ObjectNode sp = spec("http://127.0.0.1:" + port);
         sp.put("max_attempts", 2);
@@ -380,7 +363,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test12HoldWhileDownThenServerComesBack() throws Exception {
+    @Test
+    void test12HoldWhileDownThenServerComesBack() throws Exception {
         int port = Servers.freePort();
         ObjectNode sp = spec("http://127.0.0.1:" + port);
         sp.put("hold_while_down", true);
@@ -408,7 +392,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test13GateTimesOutWithItsReason() throws Exception {
+    @Test
+    void test13GateTimesOutWithItsReason() throws Exception {
         int port = Servers.freePort();
         ObjectNode sp = spec("http://127.0.0.1:" + port);
         sp.put("hold_while_down", true);
@@ -421,7 +406,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test14GateClosedBy503OpensOnHealth() throws Exception {
+    @Test
+    void test14GateClosedBy503OpensOnHealth() throws Exception {
         AtomicInteger n = new AtomicInteger();
         try (Web web = new Web((x, s) -> {
             if (n.incrementAndGet() == 1) {
@@ -443,7 +429,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test15ResetMidBody() throws Exception {
+    @Test
+    void test15ResetMidBody() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
             out.write("HTTP/1.1 200 OK\r\ncontent-length: 1000\r\n\r\n{\"id\":".getBytes(StandardCharsets.US_ASCII));
             out.flush();
@@ -464,7 +451,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test16ClosedBeforeTheHead() throws Exception {
+    @Test
+    void test16ClosedBeforeTheHead() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> s.close())) {
             ObjectNode sp = spec(raw.base);
             sp.put("max_attempts", 1);
@@ -476,7 +464,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test17NotHttp() throws Exception {
+    @Test
+    void test17NotHttp() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
             out.write("SSH-2.0-OpenSSH_9.2\r\n\r\n".getBytes(StandardCharsets.US_ASCII));
             out.flush();
@@ -492,7 +481,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test18BodyOverTheLimitAnnounced() throws Exception {
+    @Test
+    void test18BodyOverTheLimitAnnounced() throws Exception {
         String big = "x".repeat(2048);
         try (Web web = new Web((x, s) -> respond(x, 200, big))) {
             ObjectNode sp = spec(web.base);
@@ -507,7 +497,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test19BodyOverTheLimitStreamed() throws Exception {
+    @Test
+    void test19BodyOverTheLimitStreamed() throws Exception {
         try (Web web = new Web((x, s) -> {
             x.sendResponseHeaders(200, 0); // chunked: no length announced
             try (OutputStream out = x.getResponseBody()) {
@@ -532,7 +523,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test20RedirectNotFollowed() throws Exception {
+    @Test
+    void test20RedirectNotFollowed() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 307, "", "Location", "http://elsewhere:8000/v1/completions"))) {
             try (Requester r = new Requester(of(spec(web.base)))) {
                 Outcome o = get(r.send("p", "id"));
@@ -544,7 +536,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test21RateLimitSpacesStarts() throws Exception {
+    @Test
+    void test21RateLimitSpacesStarts() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
             ObjectNode sp = spec(web.base);
             sp.put("rate_limit", 20.0);
@@ -565,7 +558,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test22ConcurrencyNeverAboveTheLimit() throws Exception {
+    @Test
+    void test22ConcurrencyNeverAboveTheLimit() throws Exception {
         try (Web web = new Web((x, s) -> {
             sleep(60);
             respond(x, 200, OK_BODY);
@@ -608,7 +602,8 @@ public final class RequesterTests {
         });
     }
 
-    static void test23AdaptiveLowersUnder429AndRaisesAfter() throws Exception {
+    @Test
+    void test23AdaptiveLowersUnder429AndRaisesAfter() throws Exception {
         int[] capacity = {4};
         AtomicInteger rejected = new AtomicInteger();
         try (Web web = limited(capacity, 25, "0.05", rejected)) {
@@ -653,7 +648,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test23bAdaptiveHoldsBackWhenTheServerQueues() throws Exception {
+    @Test
+    void test23bAdaptiveHoldsBackWhenTheServerQueues() throws Exception {
         // A server that queues rather than refusing: 2 at once, 50 ms each; the rest wait inside it. Nothing is
         // throttled, so only the latency signal keeps the limit from climbing to its max of 32 (at a limit of
         // 8 the answers take 4x as long as at 2).
@@ -690,7 +686,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test24FixedAboveCapacityGetsThrough() throws Exception {
+    @Test
+    void test24FixedAboveCapacityGetsThrough() throws Exception {
         int[] capacity = {4};
         AtomicInteger rejected = new AtomicInteger();
         try (Web web = limited(capacity, 20, "0.1", rejected)) {
@@ -711,7 +708,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test25CloseEndsQueuedRequests() throws Exception {
+    @Test
+    void test25CloseEndsQueuedRequests() throws Exception {
         CountDownLatch release = new CountDownLatch(1);
         try (Web web = new Web((x, s) -> {
             release.await(20, TimeUnit.SECONDS);
@@ -738,7 +736,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test26Formatting() throws Exception {
+    @Test
+    void test26Formatting() throws Exception {
         equal("0.3", Text.g(0.3), "0.3");
         equal("60", Text.g(60.0), "60");
         equal("0.25", Text.g(0.25), "0.25");
@@ -761,7 +760,8 @@ public final class RequesterTests {
                 "flat vLLM error: the text");
     }
 
-    static void test27SecretsNeverShown() throws Exception {
+    @Test
+    void test27SecretsNeverShown() throws Exception {
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
                 Requester r = new Requester(of(spec(web.base)))) {
             check(!r.toString().contains(Servers.SECRET), "toString: " + r);
@@ -802,7 +802,8 @@ public final class RequesterTests {
         return sp;
     }
 
-    static void test30TlsWithCaBundle() throws Exception {
+    @Test
+    void test30TlsWithCaBundle() throws Exception {
         Path dir = tls();
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
                 false)) {
@@ -819,7 +820,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test31TlsDefaultTrustRejectsSelfSigned() throws Exception {
+    @Test
+    void test31TlsDefaultTrustRejectsSelfSigned() throws Exception {
         Path dir = tls();
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"),
                 false)) {
@@ -834,7 +836,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test32TlsVerifyOffTrustsAnyCertAndName() throws Exception {
+    @Test
+    void test32TlsVerifyOffTrustsAnyCertAndName() throws Exception {
         Path dir = tls();
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "other"),
                 false)) {
@@ -856,7 +859,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test33TlsBadFilesNameTheOption() throws Exception {
+    @Test
+    void test33TlsBadFilesNameTheOption() throws Exception {
         Path dir = tls();
         Path junk = dir.resolve("junk.pem");
         Files.writeString(junk, "not a certificate\n");
@@ -888,7 +892,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test34TlsClientCertificate() throws Exception {
+    @Test
+    void test34TlsClientCertificate() throws Exception {
         Path dir = tls();
         SSLContext tls = Servers.serverTls(dir, "server", "client", "rsaclient");
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, tls, true)) {
@@ -955,7 +960,8 @@ public final class RequesterTests {
         }
     };
 
-    static void test35ConnectionsKeptAliveAndReused() throws Exception {
+    @Test
+    void test35ConnectionsKeptAliveAndReused() throws Exception {
         try (Raw raw = new Raw(KEEP_ALIVE); Requester r = new Requester(of(spec(raw.base)))) {
             for (int i = 0; i < 5; i++) {
                 Outcome o = get(r.send("p", "id-" + i));
@@ -965,7 +971,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test36ConnectionTheServerClosedIsNotUsed() throws Exception {
+    @Test
+    void test36ConnectionTheServerClosedIsNotUsed() throws Exception {
         // The server closes each connection 100 ms after its answer (a keep-alive timeout): the next request,
         // later, goes on a new connection, and nothing fails.
         try (Raw raw = new Raw((s, in, out) -> {
@@ -984,7 +991,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test42RetryAfterZeroWaitsTheBackoff() throws Exception {
+    @Test
+    void test42RetryAfterZeroWaitsTheBackoff() throws Exception {
         // Retry-After: 0 (or negative, or a date past) on every 429 retried at once: thousands of requests a second.
         AtomicInteger n = new AtomicInteger();
         try (Web web = new Web((x, s) -> {
@@ -1010,7 +1018,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test37ConnectionIdleTooLongIsNotReused() throws Exception {
+    @Test
+    void test37ConnectionIdleTooLongIsNotReused() throws Exception {
         try (Raw raw = new Raw(KEEP_ALIVE); Requester r = new Requester(of(spec(raw.base)))) {
             check(get(r.send("p", "a")).ok(), "first");
             sleep(TimeUnit.NANOSECONDS.toMillis(Transport.IDLE_REUSE_NS) + 300);
@@ -1021,7 +1030,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test38InterimAnswersSkipped() throws Exception {
+    @Test
+    void test38InterimAnswersSkipped() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nlink: </style.css>\r\n\r\n")
                             .getBytes(StandardCharsets.ISO_8859_1));
@@ -1035,7 +1045,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test39ChunkedAndCloseDelimitedBodies() throws Exception {
+    @Test
+    void test39ChunkedAndCloseDelimitedBodies() throws Exception {
         StringBuilder big = new StringBuilder("{\"text\":\"");
         while (big.length() < 3_000_000) {
             big.append("0123456789abcdef");
@@ -1071,7 +1082,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test40PromptRateLetsDueRecordsGoAtOnce() throws Exception {
+    @Test
+    void test40PromptRateLetsDueRecordsGoAtOnce() throws Exception {
         long[] now = {1_000_000_000L};
         io.dspark.vllm.flink.PacedRate.Limiter<?> limiter =
                 new io.dspark.vllm.flink.PacedRate.Limiter<>(10.0, () -> now[0]); // one record per 100 ms
@@ -1098,7 +1110,8 @@ public final class RequesterTests {
         check(System.nanoTime() - t0 >= 190_000_000L, "100/s over 4 instances: 25/s each, 5 records >= 200 ms");
     }
 
-    static void test41HeadersThatCannotBeSent() throws Exception {
+    @Test
+    void test41HeadersThatCannotBeSent() throws Exception {
         String[][] refused = {{"host", "example.org"}, {"Content-Length", "3"}, {"x-api-key", "sk-1\r\nx: y"},
             {"bad name", "v"}, {"x-key", "caf\u00e9\u2603"}};
         for (String[] h : refused) {
@@ -1135,7 +1148,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test43A408IsRetriedOnANewConnectionAfterItsRetryAfter() throws Exception {
+    @Test
+    void test43A408IsRetriedOnANewConnectionAfterItsRetryAfter() throws Exception {
         // A server that closes a kept-alive connection as a request goes out on it answers 408 to a request it
         // never read (HTTP lets the client repeat it). Before: the 408 was the request's error.
         List<Long> at = Collections.synchronizedList(new ArrayList<>());
@@ -1163,7 +1177,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test44BackoffNeverOverflows() throws Exception {
+    @Test
+    void test44BackoffNeverOverflows() throws Exception {
         // connector.client.retry.backoff_delay: the exponent stops at 62. Before: 0 x 2^2000 = 0 x infinity was
         // NaN, and an attempt below 1 made the step smaller than the first.
         Random random = new Random(0);
@@ -1180,7 +1195,8 @@ public final class RequesterTests {
         check(first >= 0.5 && first <= 1.0, "attempt 0 waits the first step: " + first);
     }
 
-    static void test45GateProbesOnAfterAProbeThrows() throws Exception {
+    @Test
+    void test45GateProbesOnAfterAProbeThrows() throws Exception {
         // Before: a probe that threw ended the probing, and the gate stayed closed for good. And 1,100 steps of
         // backoff (from 0 s) must not stop it either.
         AtomicInteger calls = new AtomicInteger();
@@ -1203,7 +1219,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test46A503WaitsItsRetryAfterEvenWhenHealthAnswers() throws Exception {
+    @Test
+    void test46A503WaitsItsRetryAfterEvenWhenHealthAnswers() throws Exception {
         // Before: a 503 closed the gate, the request skipped its Retry-After and backoff, and /health reopened
         // the gate after the first probe step: a POST every probe step.
         try (Web web = new Web((x, s) -> respond(x, 503, "{\"error\":{\"message\":\"overloaded\"}}", "Retry-After",
@@ -1251,7 +1268,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test47GateStepGrowsWhileOnlyProbesGetThrough() throws Exception {
+    @Test
+    void test47GateStepGrowsWhileOnlyProbesGetThrough() throws Exception {
         // Before: every close started the probes again at the first (shortest) step, so a gateway that answers
         // /health but 503 to every completion had the gate reopened after the shortest step each time.
         RecordingTimer timer = new RecordingTimer();
@@ -1275,7 +1293,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test48HealthWithALargeBodyOpensTheGate() throws Exception {
+    @Test
+    void test48HealthWithALargeBodyOpensTheGate() throws Exception {
         // The probe asks for a status below 500 (as connector.client.VllmClient._probe, which reads no body).
         // Before: a /health body over the probe's 64 KiB limit (a gateway's page) was a failed probe, and the
         // gate never opened again.
@@ -1300,7 +1319,33 @@ public final class RequesterTests {
         }
     }
 
-    static void test49AHostileErrorAnswerIsThatRequestsOutcome() throws Exception {
+    @Test
+    void test77GivenUpForARetryAfterPastTheDeadlineSaysSo() throws Exception {
+        // Before: "status: HTTP 429: slow down (gave up after 1 attempts in 0.0 s)", with no word of why.
+        try (Web web = new Web((x, s) -> respond(x, 429, "{\"error\":{\"message\":\"slow down\"}}", "Retry-After",
+                "30"))) {
+            ObjectNode sp = spec(web.base);
+            sp.put("deadline_s", 10.0);
+            sp.put("max_retry_after_s", 60.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 429: slow down \\(gave up after 1 attempt in \\d+\\.\\d s: the Retry-After wait "
+                        + "of 30\\.0 s ends past the deadline, \\d+\\.\\d s away\\)", o.error, "error");
+                equal(1, o.attempts, "attempts");
+            }
+            sp.put("max_retry_after_s", 0.01);
+            sp.put("backoff_initial_s", 40.0);
+            sp.put("backoff_max_s", 40.0);
+            try (Requester r = new Requester(of(sp))) {
+                Outcome o = get(r.send("p", "id"));
+                matches("status: HTTP 429: slow down \\(gave up after 1 attempt in \\d+\\.\\d s: the backoff wait "
+                        + "of \\d+\\.\\d s ends past the deadline, \\d+\\.\\d s away\\)", o.error, "error");
+            }
+        }
+    }
+
+    @Test
+    void test49AHostileErrorAnswerIsThatRequestsOutcome() throws Exception {
         // connector.client.retry.parse_retry_after never raises. Before: a Retry-After of thousands of digits
         // overflowed the stack of the regular expression, on the event loop: that request never ended.
         long now = System.currentTimeMillis();
@@ -1356,7 +1401,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test50ARetryAfterPastTheDeadlineEndsTheRequest() throws Exception {
+    @Test
+    void test50ARetryAfterPastTheDeadlineEndsTheRequest() throws Exception {
         // With 'max_retry_after_s' set beyond any wait, a Retry-After of 1e30 s ends the request at once, as in
         // Python (monotonic() + delay >= deadline). Before: the wait overflowed a long of nanoseconds, passed the
         // deadline check, and the request was never heard of again.
@@ -1372,7 +1418,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test51AnAttemptCutByTheDeadlineKeepsTheErrorBefore() throws Exception {
+    @Test
+    void test51AnAttemptCutByTheDeadlineKeepsTheErrorBefore() throws Exception {
         // connector.client.VllmClient.send: "The deadline, not the server, cut this attempt short: the error that
         // led to it says more." Before: the request ended as a timeout of the cut attempt.
         AtomicInteger n = new AtomicInteger();
@@ -1401,7 +1448,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test52AnErrorBodyOverOneMiBIsNotParsed() throws Exception {
+    @Test
+    void test52AnErrorBodyOverOneMiBIsNotParsed() throws Exception {
         // connector.client.client._error_message parses at most 1 MiB; a larger body's message is its first bytes.
         String head = "{\"error\":{\"message\":\"m\"},\"pad\":\"";
         int limit = 1 << 20;
@@ -1415,7 +1463,8 @@ public final class RequesterTests {
                 "nested beyond the parser's limit");
     }
 
-    static void test53AnErrorWithALoneSurrogateIsValidText() throws Exception {
+    @Test
+    void test53AnErrorWithALoneSurrogateIsValidText() throws Exception {
         // As connector.client.outcome.valid_text: a lone surrogate (a JSON escape in an error body) becomes the
         // text of its escape, a pair stays the character (tests/test_client.py has the same case): the error rows
         // of both request steps say the same, and what the server sent.
@@ -1488,29 +1537,35 @@ public final class RequesterTests {
         }
     }
 
-    static void test54BytesAfterTheBodyDoNotHarmTheNextRequest() throws Exception {
+    @Test
+    void test54BytesAfterTheBodyDoNotHarmTheNextRequest() throws Exception {
         secondUnharmed("HTTP/1.1 200 OK\r\ncontent-length: " + OK_BODY.length() + "\r\n\r\n" + OK_BODY + "garbage",
                 "bytes after a Content-Length body");
     }
 
-    static void test55A204WithABodyDoesNotHarmTheNextRequest() throws Exception {
+    @Test
+    void test55A204WithABodyDoesNotHarmTheNextRequest() throws Exception {
         secondUnharmed("HTTP/1.1 204 No Content\r\ncontent-length: 2\r\n\r\n{}", "a 204 with a body");
     }
 
-    static void test56A304WithABodyDoesNotHarmTheNextRequest() throws Exception {
+    @Test
+    void test56A304WithABodyDoesNotHarmTheNextRequest() throws Exception {
         secondUnharmed("HTTP/1.1 304 Not Modified\r\ncontent-length: 2\r\n\r\nab", "a 304 with a body");
     }
 
-    static void test57AnInterimWithABodyDoesNotHarmTheNextRequest() throws Exception {
+    @Test
+    void test57AnInterimWithABodyDoesNotHarmTheNextRequest() throws Exception {
         secondUnharmed("HTTP/1.1 100 Continue\r\ncontent-length: 2\r\n\r\nHTTP/1.1 200 OK\r\ncontent-length: "
                 + OK_BODY.length() + "\r\n\r\n" + OK_BODY, "an interim answer with a body");
     }
 
-    static void test58PartialUnsolicitedBytesWhileIdleDoNotHarmTheNextRequest() throws Exception {
+    @Test
+    void test58PartialUnsolicitedBytesWhileIdleDoNotHarmTheNextRequest() throws Exception {
         unsolicitedWhileIdle("HTTP/1.1 500 Intern"); // part of a status line
     }
 
-    static void test59AWholeUnsolicitedAnswerWhileIdleIsNotTakenForTheNext() throws Exception {
+    @Test
+    void test59AWholeUnsolicitedAnswerWhileIdleIsNotTakenForTheNext() throws Exception {
         unsolicitedWhileIdle("HTTP/1.1 503 Busy\r\ncontent-length: 0\r\n\r\n");
     }
 
@@ -1537,7 +1592,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test60ResponseBeforeTheRequestIsRead() throws Exception {
+    @Test
+    void test60ResponseBeforeTheRequestIsRead() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(OK_BODY));
                     out.flush();
@@ -1567,7 +1623,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test63SlowlorisHeadIsCutAtTheAttemptTimeout() throws Exception {
+    @Test
+    void test63SlowlorisHeadIsCutAtTheAttemptTimeout() throws Exception {
         // one byte every 50 ms, forever: first the head, then (second server) the body
         String[] scripts = {"HTTP/1.1 200 OK\r\nx-slow: " + "a".repeat(100000),
             "HTTP/1.1 200 OK\r\ncontent-length: 100000\r\n\r\n" + "a".repeat(100000),
@@ -1594,7 +1651,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test64HugeHeadsAreRefusedNotBuffered() throws Exception {
+    @Test
+    void test64HugeHeadsAreRefusedNotBuffered() throws Exception {
         String[] heads = {"HTTP/1.1 200 OK\r\nx-big: " + "a".repeat(1 << 20) + "\r\ncontent-length: 2\r\n\r\n{}",
             "HTTP/1.1 200 OK\r\n" + "x-a: b\r\n".repeat(100_000) + "content-length: 2\r\n\r\n{}",
             "HTTP/1.1 200 " + "O".repeat(1 << 20) + "\r\ncontent-length: 2\r\n\r\n{}",
@@ -1609,7 +1667,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test65ManyRequestsAgainstAServerThatNeverAnswers() throws Exception {
+    @Test
+    void test65ManyRequestsAgainstAServerThatNeverAnswers() throws Exception {
         try (Raw raw = new Raw((s, in, out) -> sleep(60_000));
                 Requester r = new Requester(of(spec(raw.base).put("timeout_s", 0.5).put("deadline_s", 1.5)))) {
             long t0 = System.nanoTime();
@@ -1634,7 +1693,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test66TlsToAPlainServerAndPlainToATlsServer() throws Exception {
+    @Test
+    void test66TlsToAPlainServerAndPlainToATlsServer() throws Exception {
         // https:// against a plain HTTP server that answers at once
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(OK_BODY));
@@ -1669,7 +1729,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test67ResetOnAReusedConnectionMidBody() throws Exception {
+    @Test
+    void test67ResetOnAReusedConnectionMidBody() throws Exception {
         AtomicInteger n = new AtomicInteger();
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(OK_BODY));
@@ -1690,7 +1751,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test68GzipBodyNotAskedFor() throws Exception {
+    @Test
+    void test68GzipBodyNotAskedFor() throws Exception {
         java.io.ByteArrayOutputStream z = new java.io.ByteArrayOutputStream();
         try (java.util.zip.GZIPOutputStream g = new java.util.zip.GZIPOutputStream(z)) {
             g.write(OK_BODY.getBytes(StandardCharsets.UTF_8));
@@ -1709,7 +1771,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test69OneXxFloodThenAnswer() throws Exception {
+    @Test
+    void test69OneXxFloodThenAnswer() throws Exception {
         String flood = "HTTP/1.1 103 Early Hints\r\nlink: </a>\r\n\r\n".repeat(20000);
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(latin1(flood));
@@ -1730,7 +1793,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test70TlsToAPlainServerKeepsTheErrorShort() throws Exception {
+    @Test
+    void test70TlsToAPlainServerKeepsTheErrorShort() throws Exception {
         String big = "x".repeat(200_000);
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(big));
@@ -1792,7 +1856,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test71ContentEncodings() throws Exception {
+    @Test
+    void test71ContentEncodings() throws Exception {
         byte[] ok = OK_BODY.getBytes(StandardCharsets.UTF_8);
         for (Object[] c : new Object[][] {{"gzip", gzip(ok)}, {"x-gzip", gzip(ok)}, {"deflate", deflate(ok, false)},
                 {"deflate", deflate(ok, true)}, {"identity", ok}, {"GZIP ", gzip(ok)}}) {
@@ -1831,7 +1896,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test72StatusOutsideThreeDigitsIsAProtocolError() throws Exception {
+    @Test
+    void test72StatusOutsideThreeDigitsIsAProtocolError() throws Exception {
         for (String status : new String[] {"0", "99", "1000", "65536"}) {
             Outcome o = once("HTTP/1.1 " + status + " X\r\ncontent-length: 2\r\n\r\n{}", 0);
             System.out.println("  " + status + ": " + show(o));
@@ -1841,7 +1907,8 @@ public final class RequesterTests {
         equal(999, once("HTTP/1.1 999 X\r\ncontent-length: 2\r\n\r\n{}", 0).status, "999 is a status");
     }
 
-    static void test73AnAnswerThatIsNotHttpIsNotRetried() throws Exception {
+    @Test
+    void test73AnAnswerThatIsNotHttpIsNotRetried() throws Exception {
         // The Python client's table (docs/client-and-simulator.md): protocol errors are not retried.
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(latin1("HTTP/1.1 200 OK\r\nno-colon-here\r\ncontent-length: 2\r\n\r\n{}"));
@@ -1855,7 +1922,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test74ConnectionCloseIsHonouredAndErrorsDoNotSpoilReuse() throws Exception {
+    @Test
+    void test74ConnectionCloseIsHonouredAndErrorsDoNotSpoilReuse() throws Exception {
         // "connection: close" from a server that then keeps the socket open: not reused, the next one is fine
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(ok(OK_BODY, "connection", "close"));
@@ -1889,7 +1957,8 @@ public final class RequesterTests {
         }
     }
 
-    static void test75ContentLengthWithChunkedIsAProtocolError() throws Exception {
+    @Test
+    void test75ContentLengthWithChunkedIsAProtocolError() throws Exception {
         // RFC 9112 6.1: a response with both may be an attempt at request smuggling or response splitting; the
         // Python client (llhttp) refuses it. Netty dropped the Content-Length, read the chunks and kept the
         // connection for the next request.
@@ -1900,7 +1969,8 @@ public final class RequesterTests {
         check(o.error.contains("Content-Length and Transfer-Encoding"), o.error);
     }
 
-    static void test76RetryAfterInEveryHttpDateForm() throws Exception {
+    @Test
+    void test76RetryAfterInEveryHttpDateForm() throws Exception {
         // RFC 9110 5.6.7: a recipient takes the two obsolete forms too, as the Python client does (its figures,
         // from connector.client.retry.parse_retry_after with the same now; they were null here: the backoff).
         long now = 1796256000000L; // 2026-12-03T00:00:00Z

@@ -1,0 +1,365 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.RequestSpec;
+import io.dspark.vllm.request.Requester;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import org.apache.flink.table.data.ArrayData;
+import org.apache.flink.table.data.DecimalData;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.data.binary.BinaryRowData;
+import org.apache.flink.table.functions.AsyncPredictFunction;
+import org.apache.flink.table.functions.FunctionContext;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.RowType;
+
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.Collections;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.UUID;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * {@code ML_PREDICT} with a 'dspark-vllm' model: one input row (the model's INPUT columns) in, one row of its
+ * OUTPUT columns out, through the table's request step ({@link Requester}) and parse step ({@link ParseBatch}).
+ * Flink runs it in its async operator ({@code AsyncWaitOperator}): the rows in flight are in its checkpoint state.
+ *
+ * <p>The request of a row: the plan's request body (model, options, response_format, as the table sends them)
+ * with the row's messages (the template over the INPUT columns, the system prompt, or a messages column) and the
+ * row's own body options (INPUT columns named like them). The responses are parsed by a thread of the function's
+ * own, a batch at a time: the bodies that arrived while the previous batch was parsed go in one call of the
+ * native core. Every row gives exactly one output row: a failed request or a rejected body is a row with
+ * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a failed request fails the job).
+ *
+ * <p>Public: Flink's generated code calls it from another class loader.
+ */
+public final class ModelPredictFunction extends AsyncPredictFunction {
+    private static final long serialVersionUID = 1L;
+    private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ModelPredictFunction.class);
+    private static final ObjectMapper JSON = new ObjectMapper();
+    // A request ends this long before ML_PREDICT's timeout, which would fail the job.
+    private static final long TIMEOUT_MARGIN_MS = 5_000;
+
+    private final String planJson;
+    private final String inputType;
+    private final String outputType;
+    private final long operatorTimeoutMs;
+
+    private transient Requester requester;
+    private transient RequestMetrics metrics;
+    private transient ParseBatch parse;
+    private transient Prompt prompt;
+    private transient boolean failJob;
+    private transient int batchSize;
+    private transient LinkedBlockingQueue<Done> done;
+    private transient Thread parser;
+    private transient volatile boolean closing;
+    private transient boolean said;
+
+    ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
+        this.planJson = planJson;
+        this.inputType = inputType;
+        this.outputType = outputType;
+        this.operatorTimeoutMs = operatorTimeoutMs;
+    }
+
+    /** A request that ended, waiting for the parse thread. */
+    private static final class Done {
+        final String prompt;
+        final String id;
+        final Outcome outcome;
+        final CompletableFuture<Collection<RowData>> result;
+
+        Done(String prompt, String id, Outcome outcome, CompletableFuture<Collection<RowData>> result) {
+            this.prompt = prompt;
+            this.id = id;
+            this.outcome = outcome;
+            this.result = result;
+        }
+    }
+
+    @Override
+    public void open(FunctionContext context) throws Exception {
+        JsonNode plan = JSON.readTree(planJson);
+        if (plan.path("version").asInt(-1) != TablePlan.VERSION) {
+            throw new IllegalArgumentException("dspark-vllm: the model's plan is of version " + plan.path("version")
+                    + ", this jar reads version " + TablePlan.VERSION
+                    + ": install the same dspark-vllm on the client and the TaskManagers");
+        }
+        JsonNode request = plan.get("request");
+        ObjectNode client = request.get("client").deepCopy();
+        double deadlineS = Math.max(0.001, (operatorTimeoutMs - TIMEOUT_MARGIN_MS) / 1000.0);
+        if (client.get("deadline_s").asDouble() > deadlineS) {
+            LOG.info("dspark-vllm: model requests end within ML_PREDICT's timeout of {} ms: 'request.retry.deadline' "
+                    + "is {} s here (set ML_PREDICT's 'timeout' higher for a longer one)", operatorTimeoutMs, deadlineS);
+            client.put("deadline_s", deadlineS);
+            client.put("timeout_s", Math.min(client.get("timeout_s").asDouble(), deadlineS));
+        }
+        RequestSpec spec = RequestSpec.fromJson(client);
+        failJob = "fail-job".equals(request.get("on_failure").asText());
+        prompt = new Prompt(plan, spec, (RowType) TablePlan.dataType(inputType).getLogicalType());
+
+        // The row the request step makes (contract.REQUEST_COLUMNS) is the parse step's input, as in a table.
+        Map<String, String> requestColumns = new LinkedHashMap<>();
+        request.get("columns").forEach(pair -> requestColumns.put(pair.get(0).asText(), pair.get(1).asText()));
+        if (!new ArrayList<>(requestColumns.keySet()).equals(RequestStep.COLUMNS)
+                || !new ArrayList<>(requestColumns.values()).equals(RequestStep.TYPES)) {
+            throw new IllegalArgumentException("dspark-vllm: the plan's request columns " + requestColumns
+                    + " are not this jar's: install the same dspark-vllm on the client and the TaskManagers");
+        }
+        RowType requestRow = (RowType) TablePlan.row(requestColumns).getLogicalType();
+        RowType out = (RowType) TablePlan.dataType(outputType).getLogicalType();
+        List<JsonNode> layouts = new ArrayList<>();
+        plan.get("outputs").forEach(o -> layouts.add(o.get("from")));
+        JsonNode jvm = plan.get("native");
+        java.util.Set<String> made = new java.util.LinkedHashSet<>();
+        jvm.get("columns").forEach(n -> made.add(n.asText()));
+        RowShape shape = RowShape.declared(out, layouts, requestRow, made);
+        if (shape == null) {
+            throw new IllegalStateException("dspark-vllm: the model's OUTPUT columns have no layout; please report it");
+        }
+        parse = new ParseBatch(jvm.get("document").asText(), shape, RequestStep.COLUMNS.indexOf("_body"), -1,
+                RequestStep.COLUMNS.indexOf("_request_error"), false, null);
+        parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
+        batchSize = jvm.get("batch_size").asInt();
+
+        requester = new Requester(spec);
+        metrics = new RequestMetrics(context.getMetricGroup(), requester);
+        done = new LinkedBlockingQueue<>();
+        closing = false;
+        parser = new Thread(this::parseLoop, "dspark-vllm model parse " + plan.get("model").asText());
+        parser.setDaemon(true);
+        parser.start();
+    }
+
+    @Override
+    public CompletableFuture<Collection<RowData>> asyncPredict(RowData input) {
+        if (!said) { // which of Flink's operators calls the model: said once, for whoever runs the job
+            said = true;
+            for (StackTraceElement frame : Thread.currentThread().getStackTrace()) {
+                if (frame.getClassName().endsWith("Operator")) {
+                    LOG.info("dspark-vllm: ML_PREDICT runs the model in {}", frame.getClassName());
+                    break;
+                }
+            }
+        }
+        CompletableFuture<Collection<RowData>> result = new CompletableFuture<>();
+        String id = UUID.randomUUID().toString();
+        metrics.sent();
+        Prompt.Request r = prompt.of(input);
+        CompletableFuture<Outcome> sent = r.problem != null
+                ? CompletableFuture.completedFuture(Requester.notSent(r.problem))
+                : requester.sendBody(r.body, id);
+        sent.whenComplete((outcome, bug) -> {
+            if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
+                outcome = Requester.notSent("internal error (" + bug + ")");
+            }
+            done.add(new Done(r.text, id, outcome, result));
+        });
+        return result;
+    }
+
+    /** The parse thread: what has ended since the last batch, parsed in one call; never the requests' threads. */
+    private void parseLoop() {
+        List<Done> batch = new ArrayList<>();
+        List<RowData> rows = new ArrayList<>();
+        List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>();
+        while (!closing) {
+            try {
+                Done first = done.poll(200, TimeUnit.MILLISECONDS);
+                if (first == null) {
+                    continue;
+                }
+                batch.add(first);
+                done.drainTo(batch, Math.max(0, batchSize - 1));
+                for (Done d : batch) {
+                    metrics.ended(d.outcome);
+                    if (!d.outcome.ok() && failJob) {
+                        d.result.completeExceptionally(new RuntimeException("request " + d.id
+                                + " failed for good ('request.on-failure' = 'fail-job'): " + d.outcome.error));
+                        continue;
+                    }
+                    Outcome o = d.outcome;
+                    rows.add(GenericRowData.of(
+                            d.prompt == null ? null : StringData.fromString(d.prompt), StringData.fromString(d.id),
+                            o.body == null ? new byte[0] : o.body, o.status, o.latencyMs, o.attempts,
+                            o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs));
+                    futures.add(d.result);
+                }
+                int[] at = {0};
+                try {
+                    parse.parse(rows, row -> futures.get(at[0]++)
+                            .complete(Collections.singletonList(((BinaryRowData) row).copy())));
+                } catch (RuntimeException e) { // ParseBatch turns a core failure into error rows; anything else:
+                    for (int i = at[0]; i < futures.size(); i++) {
+                        futures.get(i).completeExceptionally(e);
+                    }
+                }
+            } catch (InterruptedException e) {
+                return;
+            } finally {
+                batch.clear();
+                rows.clear();
+                futures.clear();
+            }
+        }
+    }
+
+    @Override
+    public void close() throws Exception {
+        closing = true;
+        if (requester != null) {
+            requester.close();
+        }
+        if (parser != null) {
+            parser.interrupt();
+            parser.join(10_000);
+        }
+    }
+
+    /** How a row becomes a request body: the plan's "prompt" and "body_columns" over the INPUT row. */
+    static final class Prompt {
+        final ObjectNode base;
+        final boolean chat;
+        final String system;
+        final List<Object[]> template = new ArrayList<>(); // {literal, null} or {"", column index}
+        final int messages;
+        final int column;
+        final List<Object[]> options = new ArrayList<>(); // {body key, column index, kind}
+        final RowData.FieldGetter[] getters;
+        final List<String> names;
+
+        Prompt(JsonNode plan, RequestSpec spec, RowType input) throws Exception {
+            JsonNode p = plan.get("prompt");
+            chat = p.get("chat").asBoolean();
+            base = (ObjectNode) JSON.readTree(spec.body("\"\""));
+            base.remove(chat ? "messages" : "prompt");
+            system = p.get("system").isNull() ? null : p.get("system").asText();
+            if (p.get("template").isArray()) {
+                for (JsonNode part : p.get("template")) {
+                    template.add(new Object[] {part.get(0).asText(), part.get(1).isNull() ? null : part.get(1).asInt()});
+                }
+            }
+            messages = p.get("messages").isNull() ? -1 : p.get("messages").asInt();
+            column = p.get("column").isNull() ? -1 : p.get("column").asInt();
+            for (JsonNode o : plan.get("body_columns")) {
+                options.add(new Object[] {o.get(0).asText(), o.get(1).asInt(), o.get(2).asText()});
+            }
+            getters = new RowData.FieldGetter[input.getFieldCount()];
+            for (int i = 0; i < getters.length; i++) {
+                getters[i] = RowData.createFieldGetter(input.getTypeAt(i), i);
+            }
+            names = input.getFieldNames();
+        }
+
+        static final class Request {
+            String text; // what request.prompt shows: the user message, or the messages as JSON
+            byte[] body;
+            String problem; // why the row cannot be sent
+        }
+
+        Request of(RowData row) {
+            Request r = new Request();
+            try {
+                ObjectNode body = base.deepCopy();
+                if (messages >= 0) {
+                    ArrayData list = row.isNullAt(messages) ? null : row.getArray(messages);
+                    if (list == null) {
+                        r.problem = "INPUT column '" + names.get(messages) + "' (the messages) is NULL";
+                        return r;
+                    }
+                    ArrayNode array = JSON.createArrayNode();
+                    for (int i = 0; i < list.size(); i++) {
+                        RowData m = list.isNullAt(i) ? null : list.getRow(i, 2);
+                        ObjectNode node = array.addObject();
+                        node.put("role", m == null || m.isNullAt(0) ? null : m.getString(0).toString());
+                        node.put("content", m == null || m.isNullAt(1) ? null : m.getString(1).toString());
+                    }
+                    body.set("messages", array);
+                    r.text = array.toString();
+                } else {
+                    String text;
+                    if (column >= 0) {
+                        Object v = getters[column].getFieldOrNull(row);
+                        if (v == null) {
+                            r.problem = "the prompt is NULL (INPUT column '" + names.get(column) + "')";
+                            return r;
+                        }
+                        text = v.toString();
+                    } else {
+                        StringBuilder b = new StringBuilder();
+                        for (Object[] part : template) {
+                            b.append((String) part[0]);
+                            if (part[1] != null) {
+                                int index = (Integer) part[1];
+                                Object v = getters[index].getFieldOrNull(row);
+                                if (v == null) {
+                                    r.problem = "INPUT column '" + names.get(index) + "' of 'prompt.template' is NULL";
+                                    return r;
+                                }
+                                b.append(v);
+                            }
+                        }
+                        text = b.toString();
+                    }
+                    r.text = text;
+                    if (chat) {
+                        ArrayNode array = body.putArray("messages");
+                        if (system != null) {
+                            array.addObject().put("role", "system").put("content", system);
+                        }
+                        array.addObject().put("role", "user").put("content", text);
+                    } else {
+                        body.put("prompt", text);
+                    }
+                }
+                for (Object[] o : options) {
+                    int index = (Integer) o[1];
+                    Object v = getters[index].getFieldOrNull(row);
+                    if (v == null) {
+                        continue; // the model's option, if it has one
+                    }
+                    String key = (String) o[0];
+                    switch ((String) o[2]) {
+                        case "int":
+                            body.put(key, ((Number) v).longValue());
+                            break;
+                        case "float":
+                            body.put(key, v instanceof DecimalData
+                                    ? ((DecimalData) v).toBigDecimal().doubleValue() : ((Number) v).doubleValue());
+                            break;
+                        case "list[str]": {
+                            ArrayData list = (ArrayData) v;
+                            ArrayNode array = body.putArray(key);
+                            for (int i = 0; i < list.size(); i++) {
+                                array.add(list.isNullAt(i) ? null : list.getString(i).toString());
+                            }
+                            break;
+                        }
+                        default:
+                            body.put(key, v.toString());
+                    }
+                }
+                if (Requester.loneSurrogate(r.text) >= 0) {
+                    r.problem = "the prompt is not valid Unicode: a lone surrogate; it cannot be sent as UTF-8 JSON";
+                    return r;
+                }
+                r.body = JSON.writeValueAsBytes(body);
+            } catch (Exception e) { // a row we cannot make a request of is an error row, never the job's failure
+                r.problem = "the row cannot be made a request (" + e.getMessage() + ")";
+            }
+            return r;
+        }
+    }
+}

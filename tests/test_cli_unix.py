@@ -1,0 +1,356 @@
+"""The command line keeps Unix conventions (issue 30): `-` is stdout, streams are appended to, a closed pipe
+ends quietly, every subcommand exits as the README says on every signal, errors are one line (argparse's too),
+an output's name matches its format, a misspelt option gets the nearest names, `sql` leaves no log behind but
+the one it names on failure. Real processes, real servers on 127.0.0.1, real signals."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from connector.simulator.testing import serve_simulator
+from tests.bodies import chat, encode
+
+CLI = [sys.executable, "-m", "connector.cli"]
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run(*args: str, cwd: Path | None = None, **kwargs) -> subprocess.CompletedProcess[bytes]:  # type: ignore[no-untyped-def]
+    kwargs.setdefault("capture_output", True)
+    return subprocess.run([*CLI, *args], cwd=cwd, timeout=120, env=_env(), **kwargs)
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+    return env
+
+
+def one_line(err: bytes | str) -> str:
+    text = err.decode() if isinstance(err, bytes) else err
+    assert "Traceback" not in text and text.count("\n") == 1, text
+    return text.strip()
+
+
+@pytest.fixture
+def bodies(tmp_path: Path) -> Path:
+    source = tmp_path / "in.ndjson"
+    source.write_bytes(encode(chat(id="a")) + b"\n" + b"garbage\n")
+    return source
+
+
+# -- outputs: `-`, streams, names -------------------------------------------------------------------------------
+
+
+def test_dash_is_stdout_for_either_output(tmp_path: Path, bodies: Path):
+    """`--errors -` wrote a file named '-'."""
+    work = tmp_path / "work"
+    work.mkdir()
+    proc = run("parse", str(bodies), "--backend", "cpu", "--output", "o.parquet", "--errors", "-", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert [json.loads(line)["body"] for line in proc.stdout.decode().splitlines()] == ["garbage"]
+    assert sorted(p.name for p in work.iterdir()) == ["o.parquet"]
+    proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert pq.read_table(io.BytesIO(proc.stdout)).column("id").to_pylist() == ["a"]
+    proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", "--errors", "-", cwd=work)
+    assert proc.returncode == 2 and "is the --output file" in one_line(proc.stderr)
+
+
+@pytest.mark.parametrize("name", ["/dev/stdout", "-"])
+def test_a_stream_is_appended_to_never_truncated(tmp_path: Path, bodies: Path, name: str):
+    """`{ echo before; dspark-vllm parse ... --errors /dev/stdout; echo after; } > f`: what the shell wrote
+    before was overwritten (/dev/stdout was opened anew, truncating the file)."""
+    captured = tmp_path / "captured"
+    with captured.open("wb") as stdout:
+        stdout.write(b"before\n")
+        stdout.flush()
+        proc = run(
+            "parse", str(bodies), "--backend", "cpu", "--output", str(tmp_path / "o.parquet"), "--errors", name,
+            stdout=stdout, stderr=subprocess.PIPE, capture_output=False,
+        )  # fmt: skip
+        stdout.write(b"after\n")
+    assert proc.returncode == 0, proc.stderr
+    lines = captured.read_bytes().decode().splitlines()
+    assert lines[0] == "before" and lines[-1] == "after" and len(lines) == 3, lines
+    assert json.loads(lines[1])["body"] == "garbage"
+
+
+@pytest.mark.parametrize(
+    "flag,name,message",
+    [
+        ("--output", "r.csv", "--output r.csv: give a name ending in .parquet (or - for stdout)"),
+        ("--output", "r", "--output r: give a name ending in .parquet (or - for stdout)"),
+        ("--errors", "e.txt", "--errors e.txt: give a name ending in .ndjson or .jsonl or .parquet (or - for stdout)"),
+    ],
+)
+def test_an_outputs_name_must_match_its_format(tmp_path: Path, bodies: Path, flag: str, name: str, message: str):
+    """`parse --output r.csv` silently wrote Parquet into r.csv."""
+    paths = {"--output": "o.parquet", "--errors": "e.ndjson", flag: name}
+    proc = run("parse", str(bodies), "--backend", "cpu", "--output", paths["--output"], "--errors", paths["--errors"],
+               cwd=tmp_path)  # fmt: skip
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == f"dspark-vllm parse: {message}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.ndjson"]
+    for errors in ("e.jsonl", "e.PARQUET"):
+        assert run("parse", str(bodies), "--backend", "cpu", "--output", "o.parquet", "--errors", errors,
+                   cwd=tmp_path).returncode == 0  # fmt: skip
+    assert pq.read_table(tmp_path / "e.PARQUET").column("line").to_pylist() == [2]
+
+
+# -- a closed pipe ------------------------------------------------------------------------------------------------
+
+
+def closed_pipe() -> int:
+    """The write end of a pipe whose read end is closed: a reader that went away (`| head`)."""
+    read, write = os.pipe()
+    os.close(read)
+    return write
+
+
+def test_a_closed_pipe_ends_quietly(tmp_path: Path, bodies: Path):
+    """`dspark-vllm schema ... | head -8` ended in a BrokenPipeError traceback; so did `parse --errors -`. Now
+    nothing is said, the status is a SIGPIPE death's (141), and no temporary file stays."""
+    bodies.write_bytes(b"garbage\n" * 50_000)
+    write = closed_pipe()
+    try:
+        proc = run("parse", str(bodies), "--backend", "cpu", "--output", "o.parquet", "--errors", "-",
+                   cwd=tmp_path, stdout=write, stderr=subprocess.PIPE, capture_output=False)  # fmt: skip
+        assert (proc.returncode, proc.stderr) == (141, b"")
+        assert sorted(p.name for p in tmp_path.iterdir()) == ["in.ndjson"]
+        with serve_simulator(profiles=("coder",)) as sim:
+            proc = run("schema", "--endpoint", sim.url, stdout=write, stderr=subprocess.PIPE, capture_output=False)
+        assert proc.returncode == 141 and b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
+    finally:
+        os.close(write)
+
+
+# -- exit status per subcommand and signal ------------------------------------------------------------------------
+
+
+def stop_with(proc: subprocess.Popen[bytes], signum: int, expected_line: str) -> None:
+    proc.send_signal(signum)
+    try:
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 128 + signum, err
+    assert one_line(err[err.rfind(b"dspark-vllm ") :]) == expected_line, err
+
+
+SIGNALS = [
+    (signal.SIGINT, "interrupted"),
+    (signal.SIGTERM, "terminated (SIGTERM)"),
+    (signal.SIGHUP, "terminated (SIGHUP)"),
+]
+
+
+@pytest.mark.parametrize("signum,said", SIGNALS)
+def test_simulate_exits_as_the_readme_says_on_each_signal(signum: int, said: str):
+    """`simulate` exited 0 on SIGINT and SIGTERM (the README promises 130 and 143), and died on SIGHUP."""
+    proc = subprocess.Popen([*CLI, "simulate", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            env=_env())  # fmt: skip
+    try:
+        assert proc.stdout is not None
+        assert b"listening on http://127.0.0.1:" in proc.stdout.readline()
+        stop_with(proc, signum, f"dspark-vllm simulate: {said}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[str]:
+    """A server on 127.0.0.1 that takes connections and never answers (requests wait on it)."""
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+@pytest.mark.parametrize("signum,said", SIGNALS)
+def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
+    tmp_path: Path, silent_server: str, signum: int, said: str
+):
+    """`schema` waiting for a server, `parse` reading a stdin that stays open: 130, 143, 129, one line each."""
+    proc = subprocess.Popen([*CLI, "schema", "--endpoint", silent_server, "--timeout", "60"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
+    try:
+        _wait_until(lambda: _has_connected(proc.pid))
+        stop_with(proc, signum, f"dspark-vllm schema: {said}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    proc = subprocess.Popen([*CLI, "parse", "-", "--backend", "cpu", "--output", str(tmp_path / "o.parquet")],
+                            stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
+    try:
+        assert proc.stdin is not None
+        proc.stdin.write(encode(chat()) + b"\n")
+        proc.stdin.flush()
+        _wait_until(lambda: bool(list(tmp_path.glob(".*.partial"))))
+        proc.send_signal(signum)
+        err = proc.stderr.read() if proc.stderr else b""
+        assert proc.wait(timeout=60) == 128 + signum, err
+        assert one_line(err) == f"dspark-vllm parse: {said}"
+        assert list(tmp_path.iterdir()) == []
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        if proc.stdin is not None:
+            proc.stdin.close()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,said", SIGNALS[:2])
+def test_bench_exits_as_the_readme_says_on_a_signal(signum: int, said: str):
+    proc = subprocess.Popen([*CLI, "bench", "parse", "--no-flink", "--bodies", "20000", "--repeat", "50"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
+    try:
+        assert proc.stderr is not None
+        while b"measured " not in proc.stderr.readline():  # it is measuring
+            assert proc.poll() is None
+        stop_with(proc, signum, f"dspark-vllm bench: {said}")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+def _has_connected(pid: int) -> bool:
+    """Whether process `pid` holds a TCP socket (it is waiting on the server, past its imports)."""
+    try:
+        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
+    except OSError:
+        return False
+
+
+def _wait_until(condition, limit_s: float = 60) -> None:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + limit_s
+    while not condition():
+        assert time.monotonic() < deadline, "the command did not get there"
+        time.sleep(0.05)
+
+
+# -- usage errors: one line, exit 2, the nearest names ----------------------------------------------------------
+
+
+def test_usage_errors_are_one_line_with_the_nearest_names(tmp_path: Path, bodies: Path):
+    """argparse's usage errors were five lines; a misspelt option got no "did you mean"."""
+    proc = run("parse")
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == (
+        "dspark-vllm parse: the following arguments are required: input, --output (see dspark-vllm parse --help)"
+    )
+    proc = run("parse", str(bodies), "--otput", "o.parquet")
+    assert proc.returncode == 2
+    assert "unrecognized arguments: --otput; did you mean --output?" in one_line(proc.stderr)
+    proc = run("simulate", "--lateny-ms", "5")
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).startswith(
+        "dspark-vllm simulate: unrecognized arguments: --lateny-ms 5; did you mean --latency-ms"
+    )
+    proc = run("bench", "parse", "--bodys", "5")
+    assert proc.returncode == 2 and "did you mean --bodies" in one_line(proc.stderr)
+    proc = run("pars")
+    assert proc.returncode == 2 and "invalid choice: 'pars'" in one_line(proc.stderr)
+    # --verbose: the usage too
+    proc = run("parse", "--verbose")
+    assert proc.returncode == 2 and b"usage: dspark-vllm parse" in proc.stderr
+
+
+def test_an_endpoint_that_is_no_url_is_a_usage_error():
+    """`schema --endpoint localhost:18765` exited 1 (a failure while running); the README says usage errors exit 2."""
+    proc = run("schema", "--endpoint", "localhost:18765")
+    assert proc.returncode == 2
+    assert one_line(proc.stderr) == (
+        "dspark-vllm schema: the endpoint must start with http:// or https://, got 'localhost:18765'"
+    )
+
+
+def test_the_gpu_fallback_is_one_short_line_and_a_fact_in_the_summary(tmp_path: Path, bodies: Path):
+    """With 'auto' and no GPU: a long warning to install the GPU extra, repeated in the summary line."""
+    from connector.decode.backends import select_backend
+    from connector.errors import BackendUnavailable
+
+    try:
+        select_backend("gpu")
+    except BackendUnavailable:
+        pass
+    else:
+        pytest.skip("a GPU is usable here: 'auto' does not fall back")
+    proc = run("parse", str(bodies), "--output", str(tmp_path / "o.parquet"))
+    assert proc.returncode == 0, proc.stderr
+    warning, summary = proc.stderr.decode().splitlines()
+    assert warning.startswith("WARNING parse backend 'auto' uses the CPU: ") and len(warning) < 100, warning
+    assert summary.startswith("parsed 1, rejected 1, backend cpu (no GPU), "), summary
+
+
+# -- sql: one line, no log left behind ----------------------------------------------------------------------------
+
+
+def sql_logs(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.glob("dspark-vllm-sql-*.log"))
+
+
+@pytest.mark.flink
+def test_sql_leaves_no_log_unless_it_names_it_and_says_one_line(tmp_path: Path):
+    """`sql` left a ~120 KB log in the temp folder after every run, failed or not (its help says "named on
+    failure"), pointed at an empty log on a syntax error, and a failure was four lines that suggested
+    -Ddspark.verbose=true, which the command cannot pass."""
+    pytest.importorskip("pyflink")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**_env(), "TMPDIR": str(temp)}
+    ok = tmp_path / "ok.sql"
+    ok.write_text("SELECT 1 AS x;\n")
+    proc = subprocess.run([*CLI, "sql", str(ok)], capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 0, proc.stderr
+    assert sql_logs(temp) == []
+    bad = tmp_path / "bad.sql"
+    bad.write_text("SELECT 1 AS x;\nSELEC 2;\n")
+    proc = subprocess.run([*CLI, "sql", str(bad)], capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 1
+    line = one_line(proc.stderr)
+    assert line.startswith("dspark-vllm sql: statement 2 (SELEC 2) failed: "), line
+    assert "dspark.verbose" not in line
+    logs = sql_logs(temp)
+    if "Flink's log: " in line:
+        named = Path(line.rsplit("Flink's log: ", 1)[1])
+        assert logs == [named.name] and named.stat().st_size > 0
+    else:
+        assert logs == []
+    failing = tmp_path / "runs.sql"
+    failing.write_text(
+        "CREATE TABLE g (x INT) WITH ('connector' = 'datagen', 'rows-per-second' = '10');\n"
+        "CREATE TABLE b (x INT) WITH ('connector' = 'blackhole');\n"
+        "INSERT INTO b SELECT x FROM g;\n"
+    )
+    for log in temp.iterdir():
+        log.unlink()
+    proc = subprocess.Popen([*CLI, "sql", str(failing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    try:
+        assert proc.stderr is not None
+        line_seen = proc.stderr.readline()
+        assert b"dspark-vllm sql: statement 3 submitted job " in line_seen, line_seen
+        stop_with(proc, signal.SIGTERM, "dspark-vllm sql: terminated (SIGTERM)")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert sql_logs(temp) == []
