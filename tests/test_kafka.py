@@ -166,12 +166,27 @@ README_BROKER = "127.0.0.1:9092"
 README_ENDPOINT = "http://127.0.0.1:8000"
 
 
-def readme_recipe() -> str:
-    """The SQL of the README's Kafka recipe, as written there (between its kafka-recipe markers)."""
+def readme_recipe(name: str = "kafka-recipe") -> str:
+    """The SQL of one of the README's Kafka recipes, as written there (between its `name` markers)."""
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    block = re.search(r"<!-- kafka-recipe:start -->\s*```sql\n(.*?)```\s*<!-- kafka-recipe:end -->", text, re.S)
-    assert block, "README.md has no kafka-recipe block"
+    block = re.search(rf"<!-- {name}:start -->\s*```sql\n(.*?)```\s*<!-- {name}:end -->", text, re.S)
+    assert block, f"README.md has no {name} block"
     return block.group(1)
+
+
+def run_readme_sql(sql: str, script: Path, jars: list[Path]) -> subprocess.CompletedProcess:
+    """The README's command: `dspark-vllm sql FILE --set "pipeline.jars=..."` (Flink's log beside the script)."""
+    script.write_text(sql)
+    command = [
+        str(Path(sys.executable).parent / "dspark-vllm"),
+        "sql",
+        str(script),
+        "--set",
+        "pipeline.jars=" + ";".join(f"file://{jar}" for jar in jars),  # as the README's command gives them
+        "--log",
+        str(script.with_suffix(".log")),
+    ]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
 @pytest.fixture(scope="module")
@@ -184,27 +199,11 @@ def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
     prompts = [f"Write a function that returns {n}; answer in JSON." for n in range(PROMPTS)]
     kafka.produce("prompts", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
     sql = readme_recipe()
-    jars = ";".join(f"file://{jar}" for jar in flink_kafka_jars)  # as the README's command gives them
     # Where this run's broker and simulator are: the only change to the recipe.
     assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
     with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
-        script = root / "kafka-answers.sql"
-        script.write_text(sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url))
-        # The README's command: `dspark-vllm sql kafka-answers.sql --set "pipeline.jars=..."`.
-        command = [
-            str(Path(sys.executable).parent / "dspark-vllm"),
-            "sql",
-            str(script),
-            "--set",
-            f"pipeline.jars={jars}",
-        ]
-        run = subprocess.run(
-            [*command, "--log", str(root / "flink.log")],
-            capture_output=True,
-            text=True,
-            timeout=600,
-            cwd=ROOT,
-        )
+        sql = sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
+        run = run_readme_sql(sql, root / "kafka-answers.sql", flink_kafka_jars)
         stats = sim.stats()
     assert run.returncode == 0, run.stderr[-4000:]
     committed = kafka.consume("answers", expect=PROMPTS, isolation="read_committed")
@@ -232,6 +231,53 @@ def test_recipe_writes_in_transactions(recipe_job, kafka):
     for partition, end in kafka.end_offsets("answers").items():
         records = sum(m.partition() == partition for m in recipe_job["committed"])
         assert end > records > 0, (partition, end, records)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The README's ML_PREDICT recipe: keyed questions -> answers beside the rows that asked, exactly once
+# ------------------------------------------------------------------------------------------------------------
+
+USERS = 7
+
+
+def test_enrich_recipe_answers_every_question_beside_its_row_once(kafka, flink_kafka_jars, tmp_path):
+    """ML_PREDICT over a Kafka topic (issues 27 and 28): every question's answer is committed once, with the
+    columns of the row that asked (the key, the question, the record's timestamp); two users asking the same
+    question get an answer each."""
+    from connector.simulator import testing
+
+    kafka.create_topic("questions", partitions=2)
+    kafka.create_topic("enriched", partitions=2)
+    asked = [
+        (f"user-{n % USERS}", f"Write a function that returns {n // 2}; answer in JSON.", 1_700_000_000_000 + n)
+        for n in range(PROMPTS)
+    ]  # every question asked twice, by two users
+    kafka.produce(
+        "questions",
+        [
+            {"key": user.encode(), "value": json.dumps({"question": q}).encode(), "timestamp": ts}
+            for user, q, ts in asked
+        ],
+    )
+    sql = readme_recipe("kafka-enrich-recipe")
+    assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
+    with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
+        sql = sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
+        run = run_readme_sql(sql, tmp_path / "kafka-enrich.sql", flink_kafka_jars)
+        stats = sim.stats()
+    assert run.returncode == 0, run.stderr[-4000:]
+    committed = kafka.consume("enriched", expect=PROMPTS, isolation="read_committed")
+    rows = [json.loads(m.value()) for m in committed]
+    assert all(m.key().decode() == row["user_id"] for m, row in zip(committed, rows, strict=True))
+    assert sorted((r["user_id"], r["question"]) for r in rows) == sorted((u, q) for u, q, _ in asked)
+    when = {(u, q): ts for u, q, ts in asked}
+    for row in rows:
+        assert row["error"] is None, row["error"]
+        assert row["completion_tokens"] > 0 and row["latency_ms"] > 0
+        # The record's Kafka timestamp, carried through ML_PREDICT (TIMESTAMP_LTZ as text, in the session zone).
+        assert row["asked_at"] is not None
+    assert len({r["asked_at"] for r in rows}) == len(when)
+    assert stats["requests /v1/chat/completions"] == PROMPTS
 
 
 # ------------------------------------------------------------------------------------------------------------
