@@ -231,6 +231,34 @@ def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, outpu
     ).wait()
 
 
+def job_openai(endpoint: str, model: str, prompts: int, concurrency: str, output: str) -> None:
+    """The same rows through Flink's own 'openai' model provider (flink-model-openai, from Maven Central through
+    deploy/maven): one STRING in, one STRING out, ML_PREDICT's async options as `job_predict` gives ours. It has
+    no 'request.received-at': each row's time is NOW() at the sink, for this path and ours alike."""
+    from tests.maven import use_openai_model
+
+    t = _t_env(1)
+    use_openai_model(t)
+    t.execute_sql(f"""CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{prompts}',
+        'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompts - 1}')""")
+    t.execute_sql(
+        "CREATE VIEW prompts AS SELECT n, 'Request ' || CAST(n AS STRING) || ': answer briefly.' AS prompt FROM numbers"
+    )
+    t.execute_sql(f"""CREATE MODEL answerer INPUT (prompt STRING) OUTPUT (answer STRING)
+        WITH ('provider' = 'openai', 'endpoint' = '{endpoint}/v1/chat/completions', 'model' = '{model}',
+              'api-key' = 'not-checked')""")
+    t.execute_sql(
+        f"CREATE TABLE sink_out (rid STRING, received STRING, at_sink STRING, error STRING) WITH "
+        f"('connector' = 'filesystem', 'path' = '{output}', 'format' = 'csv')"
+    )
+    t.execute_sql(
+        "INSERT INTO sink_out SELECT CAST(n AS STRING), CAST(NOW() AS STRING), CAST(NOW() AS STRING), "
+        "CASE WHEN answer IS NULL THEN 'no answer' ELSE '' END "
+        "FROM ML_PREDICT(TABLE prompts, MODEL answerer, DESCRIPTOR(prompt), MAP['async', 'true', "
+        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{concurrency}'])"
+    ).wait()
+
+
 def _sink_rows(output: Path) -> list[tuple[float, float, str]]:
     """(received, at the sink, error) of each row, seconds since the epoch, from the request job's sink."""
     from datetime import datetime
@@ -432,39 +460,53 @@ def mix_section(
 
 
 def predict_section(args: argparse.Namespace, folder: Path) -> list[Result]:
-    """ML_PREDICT with a 'dspark-vllm' model under the LLM-like mix, against the client alone at the same
-    concurrency: first-to-last response of each, against a fresh simulator of the same seed for each run."""
+    """ML_PREDICT with a 'dspark-vllm' model under the LLM-like mix, against the client alone and against Flink's
+    own 'openai' model provider at the same concurrency: first-to-last response of each, against a fresh simulator
+    of the same seed for each run. The model against the client: its 'request.received-at' stamps; the model
+    against Flink's provider: both rows' NOW() at the sink (Flink's provider gives no time of its own)."""
     from connector.simulator.testing import serve_simulator
 
     options = {"latency_ms": 200.0, "faults": {"slow": 0.05}, "slow_ms": 10_000.0}
     c = str(args.concurrency)
-    spans: dict[str, list[float]] = {"client": [], "model": []}
-    notes = {"client": "", "model": ""}
-    failed: str | None = None
+    spans: dict[str, list[float]] = {"client": [], "model": [], "model-sink": [], "openai": []}
+    notes = {"client": "", "model": "", "openai": ""}
+    failed: dict[str, str] = {}
     for round_ in range(args.repeat):
-        for path in ("client", "model"):
+        for path in ("client", "model", "openai"):
             with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
                 out = folder / f"ml-predict-{path}-{round_}"
-                _, error = attempt(path if path == "client" else "predict", sim.url, _model(sim.url),
-                                   str(args.prompts), c, str(out))  # fmt: skip
+                job = {"client": "client", "model": "predict", "openai": "openai"}[path]
+                _, error = attempt(job, sim.url, _model(sim.url), str(args.prompts), c, str(out))
                 if error is not None:
-                    failed = f"{path} failed: {error}"
+                    failed[path] = f"{path} failed: {error}"
                 elif path == "client":
                     stamps = _client_stamps(out)
                     spans[path].append(_span([t for t, _ in stamps]))
                     notes[path] = f"{len(stamps)} responses, {sum(1 for _, st in stamps if st != 200)} not 200"
                 else:
                     rows = _sink_rows(out)
-                    spans[path].append(_span([r for r, _, _ in rows]))
+                    if path == "model":
+                        spans[path].append(_span([r for r, _, _ in rows]))
+                        spans["model-sink"].append(_span([s for _, s, _ in rows]))
+                    else:
+                        spans[path].append(_span([s for _, s, _ in rows]))
                     notes[path] = f"{len(rows)} rows, {sum(1 for *_, e in rows if e)} error rows"
     label = f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last"
     client = min(spans["client"]) if spans["client"] else None
     model = min(spans["model"]) if spans["model"] else None
+    model_sink = min(spans["model-sink"]) if spans["model-sink"] else None
+    openai = min(spans["openai"]) if spans["openai"] else None
     ratio = f"{model / client:.2f}x" if model is not None and client else ""
+    vs_openai = f"{model_sink / openai:.2f}x" if model_sink is not None and openai else ""
     return [
-        Result("ml-predict", f"{label}: client alone (aiohttp), c={c}", client, "s", "", notes["client"]),
+        Result("ml-predict", f"{label}: client alone (aiohttp), c={c}", client, "s", "",
+               notes["client"] or failed.get("client", "")),
         Result("ml-predict", f"{label}: ML_PREDICT, 'dspark-vllm' model, c={c}", model, "s", ratio,
-               notes["model"] if model is not None else (failed or ""), "<= 1.15x"),
+               notes["model"] if model is not None else failed.get("model", ""), "<= 1.15x"),
+        Result("ml-predict", f"{label}: ML_PREDICT, Flink's 'openai' model, at the sink, c={c}", openai, "s", "",
+               notes["openai"] if openai is not None else failed.get("openai", "")),
+        Result("ml-predict", f"{label}: ML_PREDICT, 'dspark-vllm' model, at the sink, c={c}", model_sink, "s",
+               vs_openai, "ratio: to Flink's 'openai' model" if vs_openai else failed.get("model", ""), "<= 1.00x"),
     ]  # fmt: skip
 
 
@@ -483,8 +525,8 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     from connector.simulator.testing import serve_simulator
 
     c = str(args.concurrency)
-    rates: dict[str, list[float]] = {"client": [], "table": [], "model": []}
-    failed = {"client": "", "table": "", "model": ""}
+    rates: dict[str, list[float]] = {"client": [], "table": [], "model": [], "model-sink": [], "openai": []}
+    failed = {"client": "", "table": "", "model": "", "openai": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
         for round_ in range(args.repeat):
@@ -504,13 +546,22 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             _, error = attempt("predict", sim.url, model, str(args.requests), c, str(out))
             if error is None:
                 rates["model"].append(steady_rate(_received(out)))
+                rates["model-sink"].append(steady_rate([(s, s) for _, s in _received(out)]))
             failed["model"] = error or failed["model"]
+            out = folder / f"zero-openai-{round_}"
+            _, error = attempt("openai", sim.url, model, str(args.requests), c, str(out))
+            if error is None:
+                rates["openai"].append(steady_rate(_received(out)))
+            failed["openai"] = error or failed["openai"]
     client = max(rates["client"]) if rates["client"] else None
     table = max(rates["table"]) if rates["table"] else None
     model_rate = max(rates["model"]) if rates["model"] else None
     ratio = f"{table / client:.2f}x" if table is not None and client else ""
     model_ratio = f"{model_rate / client:.2f}x" if model_rate is not None and client else ""
     model_note = f"{model_rate / table:.2f}x the table" if model_rate is not None and table else failed["model"]
+    openai = max(rates["openai"]) if rates["openai"] else None
+    model_sink = max(rates["model-sink"]) if rates["model-sink"] else None
+    vs_openai = f"{model_sink / openai:.2f}x" if model_sink is not None and openai else ""
     return [
         Result(
             "zero-latency",
@@ -535,6 +586,22 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             "rows/s",
             model_ratio,
             model_note,
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, Flink's 'openai' model, at the sink, c={c}",
+            openai,
+            "rows/s",
+            note="" if openai is not None else failed["openai"],
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, 'dspark-vllm' model, at the sink, c={c}",
+            model_sink,
+            "rows/s",
+            vs_openai,
+            "ratio: to Flink's 'openai' model" if vs_openai else failed["model"],
+            ">= 1.00x",
         ),
     ]
 
@@ -603,18 +670,19 @@ def hol_section(args: argparse.Namespace, folder: Path) -> list[Result]:
 
 
 class _MetricsSampler:
-    """Reads the simulator's counters every `interval` s in a thread: (time, completion requests, throttled)."""
+    """Reads the simulator's counters every `interval` s in a thread: (time, completion requests, throttled,
+    completions being served)."""
 
     def __init__(self, sim: Any, interval: float = 0.25) -> None:
         self.sim, self.interval = sim, interval
-        self.samples: list[tuple[float, float, float]] = []
+        self.samples: list[tuple[float, float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
         stats = self.sim.stats()
         requests = stats.get("requests /v1/chat/completions", 0.0) + stats.get("requests /v1/completions", 0.0)
-        self.samples.append((time.time(), requests, stats.get("throttled", 0.0)))
+        self.samples.append((time.time(), requests, stats.get("throttled", 0.0), stats.get("serving", 0.0)))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -635,6 +703,11 @@ class _MetricsSampler:
         first = next((s for s in self.samples if s[0] >= start), self.samples[-1])
         last = self.samples[-1]
         return last[1] - first[1], last[2] - first[2]
+
+    def busy(self, start: float, end: float) -> float:
+        """The mean number of completions the server was serving, over the samples from `start` to `end`."""
+        serving = [s[3] for s in self.samples if start <= s[0] <= end]
+        return statistics.fmean(serving) if serving else 0.0
 
 
 def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
@@ -672,9 +745,10 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
         requests, throttled = sampler.since(warm)
         share = throttled / requests if requests else 0.0
         errors = sum(1 for *_, e in rows if e)
+        busy = sampler.busy(warm, times[-1])
         note = (
             f"{len(rows)} rows ({errors} error rows); after warm-up: {rate:.0f} rows/s, "
-            f"{throttled:.0f} of {requests:.0f} requests 429"
+            f"{throttled:.0f} of {requests:.0f} requests 429, {busy:.1f} of {capacity} slots busy on average"
         )
         auto = concurrency == "auto"
         results.append(Result("adaptive", name, rate / ceiling, "", "", note, ">= 0.90" if auto else ""))
@@ -723,6 +797,7 @@ def main() -> int:
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
             "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
             "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
+            "openai": lambda: job_openai(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
         }
         jobs[kind]()
         return 0
