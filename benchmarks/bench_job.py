@@ -25,7 +25,9 @@ response, so no start-up counts.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
 - ml-predict: the llm-mix through `ML_PREDICT` with a 'dspark-vllm' model over a table of the same prompts
   (`--prompts`, 'request.concurrency' and ML_PREDICT's 'max-concurrent-operations' = `--concurrency`): first-to-last
-  response of the model / of the client.
+  response of the model / of the client; and the same rows through Flink's own 'openai' model provider
+  (flink-model-openai from Maven Central, the same ML_PREDICT options): the model's time / Flink's, both timed
+  at the sink (NOW()), since Flink's provider gives no time of its own. zero-latency does the same in rows/s.
 - adaptive: a server that serves 16 completions at once (100 ms each; 429 with Retry-After 1 beyond,
   `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
   share of the rows) as a share of the 160/s it can serve, and the share of requests answered 429 after
@@ -491,6 +493,8 @@ def predict_section(args: argparse.Namespace, folder: Path) -> list[Result]:
                     else:
                         spans[path].append(_span([s for _, s, _ in rows]))
                     notes[path] = f"{len(rows)} rows, {sum(1 for *_, e in rows if e)} error rows"
+                if error is None:
+                    notes[path] += f", at most {sim.stats().get('in_flight_max', 0):.0f} requests at once"
     label = f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last"
     client = min(spans["client"]) if spans["client"] else None
     model = min(spans["model"]) if spans["model"] else None
@@ -856,8 +860,9 @@ def main() -> int:
         print(f"{r.section:<13} {r.path:<78} {_format(r.value, r.unit):>10} {r.ratio:>7} {r.goal:>9}  {r.note}")
     print(
         "ratios: replay rows/s against 'parse_batch alone'; llm-mix and heavy-tail: the table's first-to-last "
-        "response time / the client's (lower is better), ml-predict the same for ML_PREDICT; zero-latency: the "
-        "table's steady rows/s / the client's; "
+        "response time / the client's (lower is better), ml-predict the same for ML_PREDICT, and its 'at the sink' "
+        "row: the 'dspark-vllm' model's time / Flink's 'openai' model's; zero-latency: the table's steady rows/s / "
+        "the client's, its 'at the sink' row: the 'dspark-vllm' model's rows/s / Flink's 'openai' model's; "
         "adaptive: rows/s delivered after warm-up / the server's capacity; goal: the bar of issue 16, or of issue "
         "18 for zero-latency and added-latency (the parse step in the JVM); replay notes: the ratio to Flink's json "
         "format of the same parallelism"
