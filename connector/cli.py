@@ -187,6 +187,8 @@ class _Output:
         if not path:
             raise OptionsError(f"{what}: give a file name")
         if path == "-":
+            if kinds[0] == "parquet" and os.isatty(1):
+                raise OptionsError(f"{what} -: stdout is a terminal and Parquet is binary: redirect it, or give a file")
             path = "/dev/fd/1"
         elif path.endswith("/"):
             raise OptionsError(f"{what} {path}: is a folder name; give a file name")
@@ -551,4 +553,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # `python -m connector.cli`: run the module's importable copy, so that `Terminated` raised by a subcommand
+    # (which imports it from connector.cli) is the class `main` catches, not a twin from __main__.
+    from connector.cli import main as _main
+
+    sys.exit(_main())

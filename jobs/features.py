@@ -8,7 +8,7 @@
 A 'dspark-vllm' table (`responses`) is declared (a TableDescriptor) after `connector.flink.use_connector` adds
 the connector's jar; its rejected bodies and failed requests are rows of it too, with the metadata column
 `error_reason` set. All are windowed on `created` (tumbling
-1 minute by default, `--slide` for sliding windows): requests, errors and their rate, the share of
+10 seconds by default, `--window`; `--slide` for sliding windows): requests, errors and their rate, the share of
 finish_reason = 'length', prompt/completion tokens (sum, mean), latency (mean, max), time to first token and
 tokens/s where the server sends them, and content features of the profile (code blocks for coder, a boxed
 answer for math, risk levels and mean score for a profile with `risk_level`/`score`). Features go to JSON-lines
@@ -16,8 +16,12 @@ files under OUTPUT/features, one object per window and model with named fields (
 instead); error rows to JSON files under OUTPUT/errors. Files are committed at checkpoints, so they appear
 while an unbounded job runs. Without `--duration` the job runs until it is cancelled.
 
-At the end the job prints a summary table per model and window; `--report PATH` also writes an HTML page with
-charts of the windows. `--results-only` runs no job and does both from the files already in OUTPUT.
+At the end the job prints a summary table per model and window (the run's details first; a window the run
+covered only in part is marked), with the content features; `--report PATH` also writes an HTML page with
+charts of the windows, content features included. `--results-only` runs no job and does both from the files
+already in OUTPUT (the run's details are in OUTPUT/run.json). Two latencies, two clocks: `round trip ms` is
+the request's time measured by the job (send to last byte), `server ttft ms` the time to first token the
+server reports in the body's `metrics` (a simulator reports made-up figures).
 """
 
 from __future__ import annotations
@@ -26,11 +30,13 @@ import argparse
 import contextlib
 import html
 import json
+import math
 import os
 import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 # `python jobs/features.py` from a checkout: the package is one directory up.
@@ -55,6 +61,8 @@ FEATURE_COLUMNS = [
     ("latency_ms_max", "DOUBLE"),
     ("ttft_ms_mean", "DOUBLE"),
     ("tokens_per_second_mean", "DOUBLE"),
+    ("first_event", "STRING"),  # the window's earliest and latest `created`: a window the run covered in part
+    ("last_event", "STRING"),
 ]
 ERROR_COLUMNS = [
     ("source", "STRING"),
@@ -85,7 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--rate", type=int, default=50, help="prompts per second (request mode)")
     p.add_argument("--output", default="out", help="output directory (features/, errors/)")
     p.add_argument("--print", action="store_true", help="print features to stdout instead of files")
-    p.add_argument("--window", type=float, default=60.0, help="window size in seconds (default 60)")
+    p.add_argument(
+        "--window", type=float, default=10.0, help="window size in seconds (default 10: a 60 s run gives 6 windows)"
+    )
     p.add_argument("--slide", type=float, help="slide in seconds: sliding windows instead of tumbling")
     p.add_argument("--watermark-delay", type=float, default=5.0, help="out-of-orderness allowed, seconds")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="parse backend")
@@ -274,6 +284,8 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         "MAX(latency_ms)",
         "AVG(time_to_first_token_ms)",
         "AVG(tokens_per_second)",
+        "CAST(MIN(created) AS STRING)",
+        "CAST(MAX(created) AS STRING)",
         *content_sql,
     ]
     columns = FEATURE_COLUMNS + features
@@ -333,10 +345,11 @@ def read_results(output: Path) -> tuple[list[dict[str, object]], int]:
     for file in _part_files(output / "errors"):
         with open(file, "rb") as f:
             errors += sum(1 for line in f if line.strip())
+    mark_partial(rows)
     return rows, errors
 
 
-# (field, heading, format) of the summary table and the report's table.
+# (field, heading, format) of the summary table and the report's table; content features follow when present.
 SUMMARY_COLUMNS = [
     ("window_start", "window start", "{}"),
     ("window_end", "end", "{}"),
@@ -344,12 +357,53 @@ SUMMARY_COLUMNS = [
     ("requests", "requests", "{:d}"),
     ("errors", "errors", "{:d}"),
     ("error_rate", "error %", "{:.1%}"),
-    ("latency_ms_mean", "latency ms", "{:.0f}"),
+    ("latency_ms_mean", "round trip ms", "{:.0f}"),
     ("latency_ms_max", "max ms", "{:.0f}"),
-    ("ttft_ms_mean", "ttft ms", "{:.0f}"),
+    ("ttft_ms_mean", "server ttft ms", "{:.0f}"),
     ("tokens_per_second_mean", "tokens/s", "{:.1f}"),
     ("completion_tokens_mean", "out tokens", "{:.1f}"),
 ]
+# The profile's content features (`content_features`), as the summary and the report name them.
+CONTENT_COLUMNS = [
+    ("code_blocks_sum", "code blocks", "{:d}"),
+    ("with_code_share", "with code %", "{:.0%}"),
+    ("boxed_answer_share", "boxed answer %", "{:.0%}"),
+    ("risk_low", "risk low", "{:d}"),
+    ("risk_medium", "risk medium", "{:d}"),
+    ("risk_high", "risk high", "{:d}"),
+    ("score_mean", "score", "{:.2f}"),
+]
+RUN_FILE = "run.json"  # the run's details, beside features/ and errors/
+
+
+def columns_of(rows: list[dict[str, object]]) -> list[tuple[str, str, str]]:
+    """The summary's columns: the fixed ones, then the content features the rows hold."""
+    present = {key for r in rows for key, value in r.items() if value is not None}
+    return SUMMARY_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
+
+
+def _time(text: object) -> datetime | None:
+    try:
+        return datetime.fromisoformat(str(text))
+    except ValueError:
+        return None
+
+
+def mark_partial(rows: list[dict[str, object]]) -> None:
+    """Sets `partial` on the windows the run covered only in part: the one it started in and the one it ended in,
+    unless the run's first or last event lies within a twentieth of the window (at least 1 s) of the edge. The
+    second of two 1-minute windows of a 60 s run held 134 requests against 2,866 and looked like a drop."""
+    firsts = [t for r in rows if (t := _time(r.get("first_event"))) is not None]
+    lasts = [t for r in rows if (t := _time(r.get("last_event"))) is not None]
+    if not firsts or not lasts:  # results of a job that did not record them
+        return
+    run_first, run_last = min(firsts), max(lasts)
+    for r in rows:
+        start, end = _time(r.get("window_start")), _time(r.get("window_end"))
+        if start is None or end is None:
+            continue
+        slack = max(1.0, (end - start).total_seconds() / 20)
+        r["partial"] = (run_first - start).total_seconds() > slack or (end - run_last).total_seconds() > slack
 
 
 def _cell(row: dict[str, object], field: str, spec: str) -> str:
@@ -357,28 +411,80 @@ def _cell(row: dict[str, object], field: str, spec: str) -> str:
     if value is None:
         return "-"
     if field == "window_start":
-        return str(value)[:19]
+        return str(value)[:19] + (" *" if row.get("partial") else "")
     if field == "window_end":  # the date is the start's
         return str(value)[11:19]
-    return value if isinstance(value, str) else spec.format(value)
+    if isinstance(value, str):
+        return value
+    return spec.format(int(value) if spec == "{:d}" else value)  # type: ignore[call-overload]
 
 
 def summary_table(rows: list[dict[str, object]]) -> str:
     """One line per model and window, in time order within each model; columns aligned."""
+    columns = columns_of(rows)
     ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
-    table = [[heading for _, heading, _ in SUMMARY_COLUMNS]]
-    table += [[_cell(r, field, spec) for field, _, spec in SUMMARY_COLUMNS] for r in ordered]
-    widths = [max(len(line[i]) for line in table) for i in range(len(SUMMARY_COLUMNS))]
+    table = [[heading for _, heading, _ in columns]]
+    table += [[_cell(r, field, spec) for field, _, spec in columns] for r in ordered]
+    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     # Text columns left-aligned, numbers right-aligned.
     lines = [
         "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
         for line in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
+    if any(r.get("partial") for r in rows):
+        lines.append("* a window the run covered only in part: its counts are not a drop or a rise")
     return "\n".join(lines)
 
 
-def summary(output: Path, rows: list[dict[str, object]], errors: int, seconds: float | None) -> str:
+# (key, label) of the run's details, as run.json holds them.
+RUN_DETAILS = [
+    ("mode", "mode"),
+    ("profile", "profile"),
+    ("backend", "parse backend"),
+    ("endpoint", "endpoint"),
+    ("model", "model"),
+    ("replay", "replayed from"),
+    ("rate", "prompts/s"),
+    ("duration_s", "duration s"),
+    ("window_s", "window s"),
+    ("started", "started"),
+]
+
+
+def run_details(args: argparse.Namespace, endpoint: str | None, model: str | None) -> dict[str, object]:
+    details: dict[str, object] = {
+        "mode": "replay" if args.replay else "request",
+        "profile": args.profile,
+        "backend": args.backend,
+        "window_s": args.window,
+        "started": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
+    }
+    if args.replay:
+        details["replay"] = str(args.replay)
+    else:
+        details.update({"endpoint": endpoint, "model": model, "rate": args.rate, "duration_s": args.duration})
+    return {k: v for k, v in details.items() if v is not None}
+
+
+def read_run(output: Path) -> dict[str, object]:
+    try:
+        return dict(json.loads((output / RUN_FILE).read_text(encoding="utf-8")))
+    except (OSError, ValueError):
+        return {}
+
+
+def _run_line(run: dict[str, object]) -> str:
+    return ", ".join(f"{label} {run[key]}" for key, label in RUN_DETAILS if key in run)
+
+
+def summary(
+    output: Path,
+    rows: list[dict[str, object]],
+    errors: int,
+    seconds: float | None,
+    run: dict[str, object] | None = None,
+) -> str:
     took = "" if seconds is None else f" in {seconds:.1f} s"
     requests = sum(int(str(r["requests"])) for r in rows)
     models = sorted({str(r["model"]) for r in rows})
@@ -387,28 +493,66 @@ def summary(output: Path, rows: list[dict[str, object]], errors: int, seconds: f
         f"({errors} errors) for {', '.join(models) or 'no model'} -> {output / 'features'} "
         f"(errors: {output / 'errors'})"
     )
+    if run:
+        head += f"\nfeatures: run: {_run_line(run)}"
     return head + ("\n" + summary_table(rows) if rows else "")
 
 
-# The report's charts: (field, title, scale for display).
+# The report's charts: (field, title, scale for display, what an empty chart means).
 CHARTS = [
-    ("requests", "Requests per window", 1.0),
-    ("error_rate", "Error rate (%)", 100.0),
-    ("latency_ms_mean", "Latency, mean (ms)", 1.0),
-    ("tokens_per_second_mean", "Tokens per second, mean", 1.0),
+    ("requests", "Requests per window", 1.0, "no windows"),
+    ("error_rate", "Error rate (%)", 100.0, "no windows"),
+    ("latency_ms_mean", "Round trip, mean (ms, measured by the job)", 1.0, "no request latency (replayed bodies)"),
+    ("ttft_ms_mean", "Time to first token, mean (ms, reported by the server)", 1.0,
+     "the server reported none (vLLM: --enable-per-request-metrics)"),
+    ("tokens_per_second_mean", "Tokens per second, mean (reported by the server)", 1.0, "the server reported none"),
+]  # fmt: skip
+CONTENT_CHARTS = [
+    ("with_code_share", "Answers with code (%)", 100.0, "no answer held code"),
+    ("code_blocks_sum", "Code blocks per window", 1.0, "no answer held code"),
+    ("boxed_answer_share", "Answers with a boxed answer (%)", 100.0, "no boxed answer"),
+    ("risk_high", "High-risk answers per window", 1.0, "no risk levels"),
+    ("score_mean", "Score, mean", 1.0, "no scores"),
 ]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
 
 
-def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) -> str:
-    """An inline SVG line chart of `field` over the windows, one line per model (no script, no download)."""
-    width, height, left, right, top, bottom = 640, 240, 60, 20, 30, 40
+def charts_of(rows: list[dict[str, object]]) -> list[tuple[str, str, float, str]]:
+    """The charts of a report: the fixed ones, then those of the content features the rows have columns for."""
+    present = {key for r in rows for key in r}
+    return CHARTS + [c for c in CONTENT_CHARTS if c[0] in present]
+
+
+def _ticks(top: float) -> list[float]:
+    """0, a round step and its multiples up to the first at or above `top` (at most 5 ticks)."""
+    raw = top / 4
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
+    return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
+
+
+def _label(value: float) -> str:
+    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
+
+
+def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, empty: str) -> str:
+    """An inline SVG line chart of `field` over the windows, one line per model (no script, no download): a
+    y-axis with round ticks, the windows' start times on the x-axis, hollow points for partial windows, and a
+    word where there is nothing to draw."""
+    width, height, left, right, top, bottom = 640, 240, 64, 40, 34, 44
     starts = sorted({str(r["window_start"]) for r in rows})
     models = sorted({str(r["model"]) for r in rows})
     values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
     top_value = max(values, default=0.0) or 1.0
+    ticks = _ticks(top_value)
+    top_value = max(top_value, ticks[-1])
     position = {s: i for i, s in enumerate(starts)}
-    xs = [left + (width - left - right) * (i / max(1, len(starts) - 1)) for i in range(len(starts))]
+    plot = width - left - right
+    # One window: its point in the middle, not at both ends.
+    xs = [
+        left + plot * ((i + 0.5) / len(starts) if len(starts) == 1 else i / (len(starts) - 1))
+        for i in range(len(starts))
+    ]
 
     def y(v: float) -> float:
         return top + (height - top - bottom) * (1 - v / top_value)
@@ -416,64 +560,95 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float) 
     parts = [
         f'<svg class="chart" data-field="{field}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
-        f'<text x="{left}" y="18" font-weight="bold">{html.escape(title)}</text>',
-        f'<line x1="{left}" y1="{y(0):.1f}" x2="{width - right}" y2="{y(0):.1f}" stroke="#888"/>',
-        f'<line x1="{left}" y1="{y(top_value):.1f}" x2="{width - right}" y2="{y(top_value):.1f}" stroke="#ddd"/>',
-        f'<text x="{left - 6}" y="{y(0) + 4:.1f}" text-anchor="end">0</text>',
-        f'<text x="{left - 6}" y="{y(top_value) + 4:.1f}" text-anchor="end">{top_value:.4g}</text>',
+        f'<text x="{left}" y="20" font-weight="bold">{html.escape(title)}</text>',
     ]
-    if starts:
-        parts.append(f'<text x="{left}" y="{height - 12}">{html.escape(starts[0][11:19])}</text>')
+    for tick in ticks:
+        colour = "#888" if tick == 0 else "#e4e4e4"
         parts.append(
-            f'<text x="{width - right}" y="{height - 12}" text-anchor="end">{html.escape(starts[-1][11:19])}</text>'
+            f'<line x1="{left}" y1="{y(tick):.1f}" x2="{width - right}" y2="{y(tick):.1f}" stroke="{colour}"/>'
+        )
+        parts.append(
+            f'<text class="ytick" x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_label(tick)}</text>'
+        )
+    # At most 7 time labels, evenly picked, so that they do not overlap.
+    every = max(1, math.ceil(len(starts) / 7))
+    for i, start in enumerate(starts):
+        if i % every == 0:
+            label = html.escape(start[11:19])
+            parts.append(f'<text class="xtick" x="{xs[i]:.1f}" y="{height - 24}" text-anchor="middle">{label}</text>')
+    parts.append(
+        f'<text x="{left + plot / 2:.0f}" y="{height - 6}" text-anchor="middle" fill="#666">window start</text>'
+    )
+    if not values:
+        parts.append(
+            f'<text class="nodata" x="{left + plot / 2:.0f}" y="{(top + height - bottom) / 2:.0f}" '
+            f'text-anchor="middle" fill="#666">no data: {html.escape(empty)}</text>'
         )
     for i, model in enumerate(models):  # the same colour per model on every chart (the page's legend)
         colour = COLOURS[i % len(COLOURS)]
         points = sorted(
-            (position[str(r["window_start"])], y(float(str(r[field])) * scale))
+            (position[str(r["window_start"])], y(float(str(r[field])) * scale), bool(r.get("partial")))
             for r in rows
             if str(r["model"]) == model and r.get(field) is not None
         )
         # A line joins consecutive windows only: where a model has no row for a window, its line breaks.
-        runs: list[list[tuple[int, float]]] = []
+        runs: list[list[tuple[int, float, bool]]] = []
         for point in points:
             if runs and point[0] == runs[-1][-1][0] + 1:
                 runs[-1].append(point)
             else:
                 runs.append([point])
         for run in runs:
-            path = " ".join(f"{xs[i]:.1f},{py:.1f}" for i, py in run)
+            path = " ".join(f"{xs[i]:.1f},{py:.1f}" for i, py, _ in run)
             parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
-        parts += [f'<circle cx="{xs[i]:.1f}" cy="{py:.1f}" r="3" fill="{colour}"/>' for i, py in points]
+        parts += [
+            f'<circle class="{"partial" if partial else "full"}" cx="{xs[i]:.1f}" cy="{py:.1f}" r="4" '
+            f'fill="{"#fff" if partial else colour}" stroke="{colour}" stroke-width="2"/>'
+            for i, py, partial in points
+        ]
     parts.append("</svg>")
     return "\n".join(parts)
 
 
-def report_html(rows: list[dict[str, object]], errors: int, source: Path) -> str:
-    """A self-contained page: totals, one chart per feature in CHARTS, and the summary as a table."""
+def report_html(rows: list[dict[str, object]], errors: int, source: Path, run: dict[str, object] | None = None) -> str:
+    """A self-contained page: the run's details, totals, one chart per feature, and the summary as a table."""
+    columns = columns_of(rows)
     ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
     requests = sum(int(str(r["requests"])) for r in rows)
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in SUMMARY_COLUMNS)
+    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in columns)
     body = "".join(
-        "<tr>" + "".join(f"<td>{html.escape(_cell(r, f, spec))}</td>" for f, _, spec in SUMMARY_COLUMNS) + "</tr>"
+        f'<tr class="{"partial" if r.get("partial") else "full"}">'
+        + "".join(f"<td>{html.escape(_cell(r, f, spec))}</td>" for f, _, spec in columns)
+        + "</tr>"
         for r in ordered
     )
-    charts = "\n".join(_chart(rows, field, title, scale) for field, title, scale in CHARTS)
+    charts = "\n".join(_chart(rows, *chart) for chart in charts_of(rows))
     models = sorted({str(r["model"]) for r in rows})
     legend = " ".join(
         f'<span style="color: {COLOURS[i % len(COLOURS)]}">&#9632; {html.escape(model)}</span>'
         for i, model in enumerate(models)
+    )
+    if any(r.get("partial") for r in rows):
+        legend += " &nbsp; &#9675; a window the run covered only in part (marked * in the table)"
+    details = "".join(
+        f"<dt>{html.escape(label)}</dt><dd>{html.escape(str(run[key]))}</dd>"
+        for key, label in RUN_DETAILS
+        if run and key in run
     )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>dspark-vllm features</title>
 <style>
 body {{ font-family: sans-serif; margin: 24px; color: #222; }}
 .chart {{ border: 1px solid #ddd; margin: 8px 8px 0 0; font-size: 12px; }}
+#run {{ display: grid; grid-template-columns: max-content auto; gap: 2px 12px; font-size: 13px; }}
+#run dt {{ color: #666; }} #run dd {{ margin: 0; }}
 table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
 th:nth-child(-n+3), td:nth-child(-n+3) {{ text-align: left; }}
+tr.partial td {{ color: #777; font-style: italic; }}
 </style></head><body>
 <h1>dspark-vllm features</h1>
+<dl id="run">{details or "<dt>run</dt><dd>no details recorded</dd>"}</dl>
 <p id="totals">{len(rows)} windows, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
 <p id="legend">{legend}</p>
 {charts}
@@ -484,7 +659,7 @@ th:nth-child(-n+3), td:nth-child(-n+3) {{ text-align: left; }}
 
 def write_report(path: Path, output: Path, rows: list[dict[str, object]], errors: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(rows, errors, output / "features"), encoding="utf-8")
+    path.write_text(report_html(rows, errors, output / "features", read_run(output)), encoding="utf-8")
     print(f"features: report -> {path}", flush=True)
 
 
@@ -496,7 +671,7 @@ def finish(args: argparse.Namespace, seconds: float | None) -> None:
         return
     output = Path(args.output).resolve()
     rows, errors = read_results(output)
-    print(summary(output, rows, errors, seconds), flush=True)
+    print(summary(output, rows, errors, seconds, read_run(output)), flush=True)
     if args.report:
         write_report(Path(args.report).resolve(), output, rows, errors)
 
@@ -546,6 +721,11 @@ def main(argv: list[str] | None = None) -> int:
         if not args.replay:
             model = args.model or first_model(str(endpoint))
         statements = build(t_env, args, profile, endpoint, model)
+        if not args.print:
+            output = Path(args.output).resolve()
+            output.mkdir(parents=True, exist_ok=True)
+            details = json.dumps(run_details(args, endpoint, model), indent=1)
+            (output / RUN_FILE).write_text(details + "\n", encoding="utf-8")
         result = statements.execute()
         client = result.get_job_client()
         if client is not None:
@@ -555,7 +735,10 @@ def main(argv: list[str] | None = None) -> int:
         stop = None
         if client is not None and rest_port and args.progress > 0:
             progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))
-            stop = progress.every(args.progress, lambda s: print(f"features: {s.line()}", file=sys.stderr, flush=True))
+            stop = progress.every(
+                args.progress,
+                lambda s: progress.fresh and print(f"features: {s.line()}", file=sys.stderr, flush=True),
+            )
         try:
             result.wait()
         except Py4JJavaError as exc:
@@ -565,7 +748,9 @@ def main(argv: list[str] | None = None) -> int:
             print("features: the job was cancelled", flush=True)
         if stop is not None:
             stop.set()
-            print(f"features: {progress.snapshot().line()}", file=sys.stderr, flush=True)
+            final = progress.snapshot()
+            if progress.fresh:  # a local job's cluster is gone when it is over: the summary counts then
+                print(f"features: {final.line()}", file=sys.stderr, flush=True)
     finish(args, time.monotonic() - started)
     return 0
 

@@ -1147,8 +1147,12 @@ std::string_view unfenced(std::string_view s) {
 // each time would cost more than the body); their buffers grow to the largest body met. After a call that met
 // a large body they are let go, and the slow path's freed memory given back: otherwise a thread that once read
 // a 100 MiB body held 500 MB (simdjson's index, 4 bytes a byte, and its string buffer) for its lifetime.
+// The fuzz targets build with a smaller DSPARK_KEPT_BYTES, so that bodies a fuzzer makes reach the release.
+#ifndef DSPARK_KEPT_BYTES
+#define DSPARK_KEPT_BYTES (size_t{16} << 20)
+#endif
 struct Parsers {
-  static constexpr size_t kKept = size_t{16} << 20;  // a body up to this leaves the buffers as they are
+  static constexpr size_t kKept = DSPARK_KEPT_BYTES;  // a body up to this leaves the buffers as they are
   ondemand::parser body, content;
   std::string padded;          // a copy of a body without SIMDJSON_PADDING readable bytes after it
   std::string content_padded;  // a copy of a content (it lives in the body parser's string buffer)

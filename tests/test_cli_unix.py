@@ -66,6 +66,20 @@ def test_dash_is_stdout_for_either_output(tmp_path: Path, bodies: Path):
     assert pq.read_table(io.BytesIO(proc.stdout)).column("id").to_pylist() == ["a"]
     proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", "--errors", "-", cwd=work)
     assert proc.returncode == 2 and "is the --output file" in one_line(proc.stderr)
+    # Parquet is not written to a terminal.
+    import pty
+
+    controller, terminal = pty.openpty()
+    try:
+        proc = run("parse", str(bodies), "--backend", "cpu", "--output", "-", cwd=work, stdout=terminal,
+                   stderr=subprocess.PIPE, capture_output=False)  # fmt: skip
+    finally:
+        os.close(terminal)
+        os.close(controller)
+    assert proc.returncode == 2
+    assert one_line(proc.stderr).endswith(
+        "--output -: stdout is a terminal and Parquet is binary: redirect it, or give a file"
+    )
 
 
 @pytest.mark.parametrize("name", ["/dev/stdout", "-"])
@@ -217,7 +231,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum,said", SIGNALS[:2])
+@pytest.mark.parametrize("signum,said", SIGNALS)
 def test_bench_exits_as_the_readme_says_on_a_signal(signum: int, said: str):
     proc = subprocess.Popen([*CLI, "bench", "parse", "--no-flink", "--bodies", "20000", "--repeat", "50"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
@@ -312,7 +326,7 @@ def sql_logs(folder: Path) -> list[str]:
 def test_sql_leaves_no_log_unless_it_names_it_and_says_one_line(tmp_path: Path):
     """`sql` left a ~120 KB log in the temp folder after every run, failed or not (its help says "named on
     failure"), pointed at an empty log on a syntax error, and a failure was four lines that suggested
-    -Ddspark.verbose=true, which the command cannot pass."""
+    -Ddspark.verbose=true, which the command cannot pass. --verbose passes it: the stack trace comes too."""
     pytest.importorskip("pyflink")
     temp = tmp_path / "tmp"
     temp.mkdir()
@@ -335,20 +349,38 @@ def test_sql_leaves_no_log_unless_it_names_it_and_says_one_line(tmp_path: Path):
         assert logs == [named.name] and named.stat().st_size > 0
     else:
         assert logs == []
-    failing = tmp_path / "runs.sql"
-    failing.write_text(
+    for log in temp.iterdir():
+        log.unlink()
+    proc = subprocess.run([*CLI, "sql", str(bad), "--verbose"], capture_output=True, timeout=300, env=env)
+    assert proc.returncode == 1 and b"\tat org.apache.flink" in proc.stderr
+    assert proc.stderr.decode().splitlines()[-1].startswith("dspark-vllm sql: statement 2 (SELEC 2) failed: ")
+
+
+@pytest.mark.flink
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,said", SIGNALS)
+def test_sql_exits_as_the_readme_says_on_each_signal(tmp_path: Path, signum: int, said: str):
+    """A signal to `dspark-vllm sql` reaches the JVM it runs; the command exits 128 + the signal with one line
+    and leaves no temporary log."""
+    pytest.importorskip("pyflink")
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**_env(), "TMPDIR": str(temp)}
+    running = tmp_path / "runs.sql"
+    running.write_text(
         "CREATE TABLE g (x INT) WITH ('connector' = 'datagen', 'rows-per-second' = '10');\n"
         "CREATE TABLE b (x INT) WITH ('connector' = 'blackhole');\n"
         "INSERT INTO b SELECT x FROM g;\n"
     )
-    for log in temp.iterdir():
-        log.unlink()
-    proc = subprocess.Popen([*CLI, "sql", str(failing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen([*CLI, "sql", str(running)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
     try:
         assert proc.stderr is not None
-        line_seen = proc.stderr.readline()
-        assert b"dspark-vllm sql: statement 3 submitted job " in line_seen, line_seen
-        stop_with(proc, signal.SIGTERM, "dspark-vllm sql: terminated (SIGTERM)")
+        said_before = []
+        while not said_before or b" submitted job " not in said_before[-1]:
+            said_before.append(proc.stderr.readline())
+            assert said_before[-1], said_before  # it runs: the job was submitted
+        assert said_before[-1].startswith(b"dspark-vllm sql: statement 3 submitted job "), said_before
+        stop_with(proc, signum, f"dspark-vllm sql: {said}")
     finally:
         if proc.poll() is None:
             proc.kill()

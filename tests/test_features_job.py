@@ -17,21 +17,30 @@ import pytest
 from connector.profiles import load_profile
 from jobs import features
 
-# Two models, three 1-minute windows; the second model has no window at 12:01 and an error at 12:02.
+# Two models, three 1-minute windows; the second model has no window at 12:01 and an error at 12:02. The run
+# began at 12:00:40 and ended at 12:02:20: its first and last windows are partial. Coder content features.
 ROWS = [
     {"window_start": f"2026-11-30 12:0{i}:00.000", "window_end": f"2026-11-30 12:0{i + 1}:00.000",
      "model": "model-a", "profile": "coder", "requests": 100 + 10 * i, "errors": i, "error_rate": i / (100 + 10 * i),
-     "latency_ms_mean": 40.0 + i, "latency_ms_max": 90.5, "ttft_ms_mean": 12.25, "tokens_per_second_mean": 61.0 + i,
-     "completion_tokens_mean": 64.0}
+     "latency_ms_mean": 40.0 + i, "latency_ms_max": 90.5, "ttft_ms_mean": None, "tokens_per_second_mean": 61.0 + i,
+     "completion_tokens_mean": 64.0, "first_event": f"2026-11-30 12:0{i}:{40 if i == 0 else 0:02d}.000",
+     "last_event": f"2026-11-30 12:0{i}:{20 if i == 2 else 59:02d}.900", "code_blocks_sum": 50 + i,
+     "with_code_share": 0.5}
     for i in range(3)
 ] + [
     {"window_start": "2026-11-30 12:00:00.000", "window_end": "2026-11-30 12:01:00.000", "model": "model-b",
      "profile": "coder", "requests": 50, "errors": 0, "error_rate": 0.0, "latency_ms_mean": 80.0,
-     "latency_ms_max": 120.0, "ttft_ms_mean": None, "tokens_per_second_mean": 30.0, "completion_tokens_mean": 32.5},
+     "latency_ms_max": 120.0, "ttft_ms_mean": None, "tokens_per_second_mean": 30.0, "completion_tokens_mean": 32.5,
+     "first_event": "2026-11-30 12:00:41.000", "last_event": "2026-11-30 12:00:59.000", "code_blocks_sum": 10,
+     "with_code_share": 0.25},
     {"window_start": "2026-11-30 12:02:00.000", "window_end": "2026-11-30 12:03:00.000", "model": "model-b",
      "profile": "coder", "requests": 40, "errors": 4, "error_rate": 0.1, "latency_ms_mean": 95.0,
-     "latency_ms_max": 300.0, "ttft_ms_mean": None, "tokens_per_second_mean": 28.0, "completion_tokens_mean": 30.0},
+     "latency_ms_max": 300.0, "ttft_ms_mean": None, "tokens_per_second_mean": 28.0, "completion_tokens_mean": 30.0,
+     "first_event": "2026-11-30 12:02:00.500", "last_event": "2026-11-30 12:02:19.000", "code_blocks_sum": 8,
+     "with_code_share": 0.2},
 ]  # fmt: skip
+RUN = {"mode": "request", "profile": "coder", "backend": "auto", "endpoint": "http://127.0.0.1:8000",
+       "model": "model-a", "rate": 50, "duration_s": 100.0, "window_s": 60.0, "started": "2026-11-30 12:00:39 UTC"}  # fmt: skip
 
 
 @pytest.fixture
@@ -44,6 +53,7 @@ def results(tmp_path: Path) -> Path:
     (tmp_path / "features" / ".part-1-2.inprogress.x").write_text(json.dumps(ROWS[0]) + "\n")
     errors = [{"reason": "HTTP 500", "model": "model-a"}] * 3 + [{"reason": "not JSON", "model": "model-b"}] * 4
     (tmp_path / "errors" / "part-1-0").write_text("".join(json.dumps(e) + "\n" for e in errors))
+    (tmp_path / features.RUN_FILE).write_text(json.dumps(RUN))
     return tmp_path
 
 
@@ -60,20 +70,36 @@ def test_without_duration_the_job_sends_prompts_until_cancelled() -> None:
 
 
 def test_summary_has_a_line_per_model_and_window(results: Path) -> None:
+    """The run's details, the content features, partial windows marked, the two latencies named for what they
+    measure (the summary had "latency ms" beside "ttft ms", and no content feature)."""
     rows, errors = features.read_results(results)
     assert (len(rows), errors) == (5, 7)  # the in-progress part file is not read
-    text = features.summary(results, rows, errors, 12.34)
+    text = features.summary(results, rows, errors, 12.34, features.read_run(results))
     assert text.splitlines() == [
         f"features: done in 12.3 s: 5 windows, 420 requests (7 errors) for model-a, model-b -> {results / 'features'} "
         f"(errors: {results / 'errors'})",
-        "window start         end       model    requests  errors  error %  latency ms  max ms  ttft ms  tokens/s  out tokens",
-        "-------------------  --------  -------  --------  ------  -------  ----------  ------  -------  --------  ----------",
-        "2026-11-30 12:00:00  12:01:00  model-a       100       0     0.0%          40      90       12      61.0        64.0",
-        "2026-11-30 12:01:00  12:02:00  model-a       110       1     0.9%          41      90       12      62.0        64.0",
-        "2026-11-30 12:02:00  12:03:00  model-a       120       2     1.7%          42      90       12      63.0        64.0",
-        "2026-11-30 12:00:00  12:01:00  model-b        50       0     0.0%          80     120        -      30.0        32.5",
-        "2026-11-30 12:02:00  12:03:00  model-b        40       4    10.0%          95     300        -      28.0        30.0",
+        "features: run: mode request, profile coder, parse backend auto, endpoint http://127.0.0.1:8000, model model-a, "
+        "prompts/s 50, duration s 100.0, window s 60.0, started 2026-11-30 12:00:39 UTC",
+        "window start           end       model    requests  errors  error %  round trip ms  max ms  server ttft ms  tokens/s  out tokens  code blocks  with code %",
+        "---------------------  --------  -------  --------  ------  -------  -------------  ------  --------------  --------  ----------  -----------  -----------",
+        "2026-11-30 12:00:00 *  12:01:00  model-a       100       0     0.0%             40      90               -      61.0        64.0           50          50%",
+        "2026-11-30 12:01:00    12:02:00  model-a       110       1     0.9%             41      90               -      62.0        64.0           51          50%",
+        "2026-11-30 12:02:00 *  12:03:00  model-a       120       2     1.7%             42      90               -      63.0        64.0           52          50%",
+        "2026-11-30 12:00:00 *  12:01:00  model-b        50       0     0.0%             80     120               -      30.0        32.5           10          25%",
+        "2026-11-30 12:02:00 *  12:03:00  model-b        40       4    10.0%             95     300               -      28.0        30.0            8          20%",
+        "* a window the run covered only in part: its counts are not a drop or a rise",
     ]  # fmt: skip
+
+
+def test_a_run_that_fills_its_windows_has_none_partial() -> None:
+    rows = [
+        {"window_start": "2026-11-30 12:00:00.000", "window_end": "2026-11-30 12:00:10.000",
+         "first_event": "2026-11-30 12:00:00.300", "last_event": "2026-11-30 12:00:09.990"},
+        {"window_start": "2026-11-30 12:00:10.000", "window_end": "2026-11-30 12:00:20.000",
+         "first_event": "2026-11-30 12:00:10.010", "last_event": "2026-11-30 12:00:19.400"},
+    ]  # fmt: skip
+    features.mark_partial(rows)  # type: ignore[arg-type]
+    assert [r["partial"] for r in rows] == [False, False]
 
 
 def test_results_only_prints_the_summary_and_writes_the_report_without_a_job(results: Path) -> None:
@@ -90,7 +116,8 @@ def test_results_only_prints_the_summary_and_writes_the_report_without_a_job(res
     assert done.stdout.startswith("features: done: 5 windows, 420 requests (7 errors)")
     assert f"features: report -> {report}" in done.stdout
     page = report.read_text(encoding="utf-8")
-    assert page.count('<svg class="chart"') == len(features.CHARTS) == 4
+    # The five charts of every run, and two of the coder profile's content features.
+    assert page.count('<svg class="chart"') == len(features.CHARTS) + 2 == 7
     assert '<p id="totals">5 windows, 420 requests, 7 error rows' in page
 
 
@@ -101,13 +128,43 @@ def _chromium() -> str:
     pytest.skip("no headless browser: apt-get install chromium (.ci/run installs it)")
 
 
+def _chart_boxes(image) -> list[tuple[int, int, int, int]]:  # type: ignore[no-untyped-def]
+    """The charts' frames in a screenshot (1 px #ddd borders, 642 px wide), in reading order: (left, top, right,
+    bottom)."""
+    width, height = image.size
+    pixels = image.load()
+    border = (221, 221, 221)
+    edges = []  # (y, x) where a horizontal border of a frame starts
+    for y in range(height):
+        x = 0
+        while x < width:
+            if pixels[x, y] == border:
+                start = x
+                while x < width and pixels[x, y] == border:
+                    x += 1
+                if x - start >= 600:
+                    edges.append((y, start, x - 1))
+            else:
+                x += 1
+    boxes = []
+    for y, left, right in edges:  # a top edge is followed by the bottom edge of the same span
+        bottom = next((y2 for y2, l2, r2 in edges if y2 > y + 100 and (l2, r2) == (left, right)), None)
+        if bottom is not None and not any(b[0] == left and b[1] < y < b[3] + 2 for b in boxes):
+            boxes.append((left, y, right, bottom))
+    return sorted(boxes, key=lambda b: (b[1], b[0]))
+
+
 def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results: Path, tmp_path: Path) -> None:
+    """In headless Chromium: the run's details, seven charts (five of every run, two of the coder profile's
+    content features) with round y ticks and the windows' times on the x-axis, hollow points for the partial
+    windows, and a word on the chart that has no data (the report had two y labels, one time repeated at both
+    ends of a one-window axis, empty frames with no word, no run details and no content feature)."""
     from PIL import Image
 
     report = tmp_path / "report.html"
     features.write_report(report, results, *features.read_results(results))
     shot = tmp_path / "report.png"
-    width, height = 1400, 900
+    width, height = 1400, 1600
     browser = [_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"]
     done = subprocess.run(
         [*browser, f"--window-size={width},{height}", f"--screenshot={shot}", report.as_uri()],
@@ -120,17 +177,27 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
     dom = subprocess.run(
         [*browser, "--dump-dom", report.as_uri()], capture_output=True, text=True, timeout=120, check=False
     ).stdout
-    # What the browser built: four charts, each with model-a's line through its 3 windows and model-b's broken at
-    # 12:01, the window it has no row for (two pieces of one point each), and a dot per window and model.
-    assert dom.count('<svg class="chart"') == 4
-    assert dom.count('<polyline class="series"') == 4 * 3
-    assert dom.count("<circle ") == 4 * 5
+    # What the browser built: seven charts; on the six with data model-a's line runs through its 3 windows and
+    # model-b's is broken at 12:01, the window it has no row for (two pieces of one point each); a point per
+    # window and model, hollow for the four partial ones; the three windows' times under each chart.
+    assert dom.count('<svg class="chart"') == 7
+    assert dom.count('<polyline class="series"') == 6 * 3
+    assert dom.count('<circle class="partial"') == 6 * 4 and dom.count('<circle class="full"') == 6 * 1
+    assert dom.count('class="xtick"') == 7 * 3 and "12:01:00</text>" in dom
+    assert dom.count('class="ytick"') >= 7 * 3
+    assert dom.count('class="nodata"') == 1 and "no data: the server reported none" in dom
+    assert "<dt>parse backend</dt><dd>auto</dd>" in dom and "<dt>window s</dt><dd>60.0</dd>" in dom
+    assert 'data-field="with_code_share"' in dom and 'data-field="code_blocks_sum"' in dom
     image = Image.open(shot).convert("RGB")
     assert image.size == (width, height)
-    # The charts are 640 x 240 in a row of two from (24, ~158): each quadrant holds both models' colours.
+    # The seven frames, two a row, all on the page; each holds both models' colours but the one with no data.
+    boxes = _chart_boxes(image)
+    assert len(boxes) == 7, boxes
+    assert len({b[0] for b in boxes}) == 2 and boxes[-1][3] < height
     pixels = image.load()
     colours = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in features.COLOURS[:2]]
-    for left, top in [(24, 150), (690, 150), (24, 400), (690, 400)]:
-        seen = {pixels[x, y] for x in range(left, left + 640) for y in range(top, top + 250)}
+    fields = [field for field, *_ in features.charts_of(features.read_results(results)[0])]
+    for field, (left, top, right, bottom) in zip(fields, boxes, strict=True):
+        seen = {pixels[x, y] for x in range(left, right) for y in range(top, bottom)}
         for colour in colours:
-            assert colour in seen, (left, top, colour)
+            assert (colour in seen) == (field != "ttft_ms_mean"), (field, colour)

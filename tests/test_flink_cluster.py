@@ -91,7 +91,7 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         base = "http://127.0.0.1:" + (cluster / "rest.port").read_text().strip()
         submitted = script(
             "submit", "--replay", str(bodies), "--replay-monitor", "1", "--profile", "math",
-            "--output", str(out), "--model", "math-a", "--progress", "0", "--detached",
+            "--output", str(out), "--model", "math-a", "--progress", "0", "--detached", "--window", "60",
         )  # fmt: skip
         assert "Job has been submitted with JobID" in submitted
         job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("features: job "))

@@ -18,7 +18,9 @@ from connector.decode.native import NativePlan
 from connector.profiles import load_profile
 from connector.schema.columns import body_columns
 from connector.simulator.responses import make_corpus
+from tests.bodies import chat, choice, encode
 from tests.java import NEEDS_JDK, build_jar
+from tests.test_decode import PROFILES
 from tests.test_fuzz import mutate
 from tests.test_jsontestsuite import FILES, in_read_field
 
@@ -55,6 +57,17 @@ def _cases() -> dict[str, tuple[str, list[str], list[bytes]]]:
             make_corpus(200, "vl", seed=21, json_share=0.5),
         ),
     }
+    # Content properties named like the columns the core adds (verdict, reason, field): read as any other.
+    # Before: the JVM took the core's columns by name, so "reason" held the error's reason (null for a row) and
+    # "verdict" the core's int8 verdicts (found by native/fuzz/fuzz_plan.cpp).
+    named = ["verdict", "reason", "field", "content_verdict"]
+    good = json.dumps({n: f"{n}!" for n in named})
+    cases["content properties named like the core's columns"] = (
+        str(PROFILES / "core_names.yaml"),
+        [*named, "content_error"],
+        [encode(chat(choices=[choice(c)])) for c in (good, '{"verdict": 1}', "free text", "```json\n" + good + "```")]
+        + [b"not json", b'{"error": {"message": "x"}}'],
+    )
     # The plan's size limit holds in the JVM too (here a small one: the 256 MiB of a real plan are tested in
     # tests/test_native.py): the body over it is an error row with the core's reason, the others rows.
     cases[_SMALL_LIMIT_CASE] = ("openai", ["id", "model"], openai[:20] + [b'{"id": "' + b"x" * 5000 + b'"}'])
@@ -76,7 +89,7 @@ def _python(profile: str, columns: list[str], bodies: list[bytes]) -> list[dict[
         for name, value in values.items():
             if isinstance(value, datetime):
                 values[name] = int((value - datetime(1970, 1, 1, tzinfo=UTC)).total_seconds() * 1000)
-        values["reason"], values["field"] = row["error_reason"], row["error_field"]
+        values["error_reason"], values["error_field"] = row["error_reason"], row["error_field"]
         out.append(values)
     return out
 
@@ -109,18 +122,22 @@ def test_the_jvm_reads_what_python_reads(jvm, case: str):
     if case == _SMALL_LIMIT_CASE:
         too_large = [i for i, b in enumerate(bodies) if len(b) > _SMALL_LIMIT]
         assert too_large == [len(bodies) - 1]
-        expected[-1] = {**dict.fromkeys(columns), "reason": f"body too large: over {_SMALL_LIMIT} bytes", "field": None}
+        expected[-1] = {
+            **dict.fromkeys(columns),
+            "error_reason": f"body too large: over {_SMALL_LIMIT} bytes",
+            "error_field": None,
+        }
     got = jvm[case]
     assert len(got) == len(bodies)
     wrong = [(i, g, e) for i, (g, e) in enumerate(zip(got, expected, strict=True)) if g != e]
     assert not wrong, f"{len(wrong)} of {len(bodies)} differ; first: {wrong[0]}"
-    assert any(e["reason"] is None for e in expected) or case == "JSONTestSuite, whole"
+    assert any(e["error_reason"] is None for e in expected) or case == "JSONTestSuite, whole"
 
 
 def test_the_cases_hold_rows_and_error_rows():
     """A test that cannot fail is a defect: the corpora must have both kinds."""
     profile, columns, bodies = CASES["openai, every column, mutated"]
-    reasons = [e["reason"] for e in _python(profile, columns, bodies)]
+    reasons = [e["error_reason"] for e in _python(profile, columns, bodies)]
     assert any(r is None for r in reasons) and any(r is not None for r in reasons)
 
 
@@ -181,8 +198,8 @@ def test_a_body_the_core_cannot_read_costs_only_its_own_row(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     rows = [json.loads(line) for line in result.stdout.split("---\n")[0].splitlines()]
     assert [r["id"] for r in rows] == ["a", None, "b", "c"]
-    assert [r["reason"] is None for r in rows] == [True, False, True, True]
-    assert rows[1]["reason"].startswith("internal error (the native core could not read this body: ")
+    assert [r["error_reason"] is None for r in rows] == [True, False, True, True]
+    assert rows[1]["error_reason"].startswith("internal error (the native core could not read this body: ")
     assert rows[1]["choice_contents"] is None and rows[1]["n_choices"] is None
 
 

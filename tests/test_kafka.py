@@ -14,9 +14,12 @@ Two Flink jobs:
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+import time
+from collections import Counter
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -229,3 +232,93 @@ def test_recipe_writes_in_transactions(recipe_job, kafka):
     for partition, end in kafka.end_offsets("answers").items():
         records = sum(m.partition() == partition for m in recipe_job["committed"])
         assert end > records > 0, (partition, end, records)
+
+
+# ------------------------------------------------------------------------------------------------------------
+# The recipe on a standalone cluster whose TaskManager is killed mid-run
+# ------------------------------------------------------------------------------------------------------------
+
+FAILOVER_PROMPTS = 300
+
+
+@pytest.mark.cluster
+def test_recipe_answers_each_prompt_once_when_the_taskmanager_dies(kafka, flink_kafka_jars, tmp_path):
+    """The README's recipe through `flink run -c SqlRunner` on jobs/standalone_cluster.sh (4 requests in flight,
+    200 ms each, so that the run outlasts a checkpoint): after a checkpoint completed while answers were being
+    written, the TaskManager is SIGKILLed and a new one started; the job restarts from the checkpoint (Kafka's
+    source offsets, the requests in flight, the open transactions aborted) and a read_committed reader sees
+    every prompt's answer exactly once."""
+    from connector.simulator.testing import serve_simulator
+    from tests.cluster import rest, wait_for, wait_for_job_end
+    from tests.test_flink_failover import cluster_script
+
+    prompts = [f"Failover prompt {n}: answer briefly." for n in range(FAILOVER_PROMPTS)]
+    kafka.create_topic("prompts-failover", partitions=2)
+    kafka.create_topic("answers-failover", partitions=2)
+    kafka.produce("prompts-failover", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
+    sql = (
+        readme_recipe()
+        .replace("'prompts'", "'prompts-failover'")
+        .replace("'answers'", "'answers-failover'")
+        .replace("'dspark-answers'", "'dspark-failover'")
+        .replace("'connector' = 'dspark-vllm',", "'connector' = 'dspark-vllm', 'request.concurrency' = '4',")
+    )
+    assert sql.count("failover") == 4 and "'request.concurrency' = '4'" in sql
+    jars = ";".join(f"file://{jar}" for jar in flink_kafka_jars)
+    script = cluster_script(tmp_path)
+    with serve_simulator(mode="process", profiles=("coder",), seed=11, latency_ms=200.0) as sim:
+        (tmp_path / "failover.sql").write_text(
+            sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
+        )
+        submit = None
+        try:
+            script("start")
+            base = "http://127.0.0.1:" + (tmp_path / "cluster" / "rest.port").read_text().strip()
+            # Attached, in the background: the client waits for the job through its restart.
+            submit = subprocess.Popen(
+                [str(ROOT / "jobs" / "standalone_cluster.sh"), "submit-sql", str(tmp_path / "failover.sql"),
+                 f"pipeline.jars={jars}"],
+                env={**os.environ, "DSPARK_PYTHON": sys.executable, "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster")},
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+            )  # fmt: skip
+
+            def running_job() -> str | None:
+                jobs = rest(base, "/jobs/overview")["jobs"]
+                return next((j["jid"] for j in jobs if j["state"] == "RUNNING"), None)
+
+            def sent() -> float:
+                return sim.stats().get("requests /v1/chat/completions", 0.0)
+
+            def last_checkpoint_triggered_ms(job: str) -> int:
+                latest = rest(base, f"/jobs/{job}/checkpoints")["latest"]["completed"]
+                return int(latest["trigger_timestamp"]) if latest else 0
+
+            job = wait_for("the job to run", running_job, timeout=180)
+            wait_for("the first requests", lambda: sent() >= 20, timeout=120)
+            flowing_since_ms = time.time() * 1000
+            wait_for("a checkpoint", lambda: last_checkpoint_triggered_ms(job) > flowing_since_ms, timeout=60)
+            sent_before_kill = sent()
+            assert "killed TaskManager" in script("kill-taskmanager")
+            script("start-taskmanager")
+            assert wait_for_job_end(base, job, timeout=300) == "FINISHED"
+            history = rest(base, f"/jobs/{job}/exceptions")["exceptionHistory"]["entries"]
+            output, _ = submit.communicate(timeout=120)
+            assert submit.returncode == 0, output[-3000:]
+            sent_total = sent()
+        finally:
+            if submit is not None and submit.poll() is None:
+                submit.kill()
+                submit.wait()
+            script("stop")
+
+    assert history, "no failure recorded: the TaskManager was not killed while the job ran"
+    assert 0 < sent_before_kill < FAILOVER_PROMPTS, sent_before_kill
+    answers = [json.loads(m.value()) for m in kafka.consume("answers-failover", expect=FAILOVER_PROMPTS)]
+    counts = Counter(a["prompt"] for a in answers)
+    assert set(counts) == set(prompts), f"{len(set(prompts) - set(counts))} prompts lost"
+    assert [p for p, n in counts.items() if n > 1] == []  # exactly once, to a read_committed reader
+    assert all(a["error"] is None for a in answers), [a["error"] for a in answers if a["error"]][:3]
+    print(
+        f"kafka failover: {FAILOVER_PROMPTS} prompts, {len(answers)} committed answers, {sent_total:.0f} requests "
+        f"({sent_before_kill:.0f} before the kill), {len(history)} failure(s)"
+    )

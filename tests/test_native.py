@@ -305,6 +305,26 @@ def test_iso_created_equals_the_exact_path(created: str):
     assert_matches_reference([body], str(PROFILES / "gateway_iso.yaml"), "cpu")
 
 
+def test_content_properties_named_like_the_cores_own_columns(tmp_path):
+    """Found by the plan fuzz target: a content property named like a column the core adds (verdict, reason,
+    field, content_verdict) is read as any other. Before: KeyError 'verdict' out of parse_batch
+    (the cpu backend looked the core's columns up by name; now by position, as dspark_core.h orders them)."""
+    names = ("verdict", "reason", "field", "content_verdict")  # (content_error: the profile refuses it)
+    profile = tmp_path / "why.yaml"
+    profile.write_text(
+        "name: why\nextends: openai\ncontent:\n  type: object\n  properties:\n"
+        + "".join(f"    {n}: {{type: string}}\n" for n in names)
+    )
+    good = json.dumps({n: f"{n}!" for n in names})
+    wrong = json.dumps({"verdict": 1, "reason": "r"})
+    bodies = [encode(chat(choices=[choice(c)])) for c in (good, wrong, "free text", "```json\n" + good + "\n```")]
+    bodies += [b"not json", b'{"error": {"message": "x"}}']
+    assert_matches_reference(bodies, str(profile), "cpu")
+    result = parse_batch(bodies, load_profile(str(profile)), backend="cpu")
+    assert result.table.column("reason").to_pylist()[:2] == ["reason!", "r"]
+    assert len(result.errors) == 2
+
+
 def test_a_build_without_a_compiler_says_so_in_one_line(tmp_path):
     """native/build_native.py (run by the build backend) when no C++ compiler is there: one line, no traceback."""
     import subprocess

@@ -112,10 +112,13 @@ class NativeBackend:
         except RuntimeError:  # a defect of ours (the core refused our plan): the batch takes the exact path
             log.exception("the native core could not read a batch; its %d bodies take the exact path", len(bodies.raw))
             return BodiesRead(np.zeros(0, np.int64), {c.name: pa.nulls(0, c.arrow_type) for c in plan.columns})
-        verdict = native.int8s(out.field("verdict"))
+        # The core's own columns follow the plan's columns and properties, by position (native/dspark_core.h): a
+        # property may have one of their names ("reason", "verdict", ...), so none is looked up by name.
+        own = len(plan.columns) + len(plan.properties)
+        verdict = native.int8s(out.field(own))
         ok = verdict == native.OK
-        # Explained (the plan's "explain"): every body is a row or an error row.
-        explained = out.type.get_field_index("reason") >= 0
+        # Explained (the plan's "explain"): every body is a row or an error row; the core adds reason and field.
+        explained = out.type.num_fields - own >= 3
         rejected = ~ok if explained else np.zeros(len(ok), bool)
         if len(bodies.not_bodies):
             ok[bodies.not_bodies] = False
@@ -123,28 +126,29 @@ class NativeBackend:
         every = bool(ok.all())
         keep = None if every else pa.array(ok)
 
-        def column(name: str) -> pa.Array:
-            array = out.field(name)
+        def column(index: int) -> pa.Array:
+            array = out.field(index)
             return array if keep is None else array.filter(keep)
 
-        read = BodiesRead(np.flatnonzero(ok), {c.name: column(c.name) for c in plan.columns})
+        read = BodiesRead(np.flatnonzero(ok), {c.name: column(i) for i, c in enumerate(plan.columns)})
         if rejected.any():
             mask = pa.array(rejected)
             read.rejected = np.flatnonzero(rejected)
-            read.reasons = out.field("reason").filter(mask).to_pylist()
-            read.fields = out.field("field").filter(mask).to_pylist()
+            read.reasons = out.field(own + 1).filter(mask).to_pylist()
+            read.fields = out.field(own + 2).filter(mask).to_pylist()
         if plan.properties:
-            content_verdict = native.int8s(out.field("content_verdict"))
+            content_at = own + (3 if explained else 1)  # content_verdict, then with "explain" content_error
+            content_verdict = native.int8s(out.field(content_at))
             decided = np.isin(content_verdict, (native.CONTENT_JSON, native.CONTENT_NULL))
             text = content_verdict == native.CONTENT_TEXT
             if explained:
                 # Free text: the core read it with the x-extract patterns (dspark_extract.cpp), or, without
                 # patterns, wrote the exact path's content_error.
                 decided |= text
-            read.content = {p.name: column(p.name) for p in plan.properties}
+            read.content = {p.name: column(len(plan.columns) + i) for i, p in enumerate(plan.properties)}
             read.content_decided = decided if every else decided[ok]
             read.content_text = text if every else text[ok]
-            read.content_errors = column("content_error") if explained else pa.nulls(len(read.positions), pa.string())
+            read.content_errors = column(content_at + 1) if explained else pa.nulls(len(read.positions), pa.string())
         read.timings["read_s"] = time.perf_counter() - started
         return read
 

@@ -1,8 +1,9 @@
 """Progress of a running job from Flink's REST API: bodies in, rows out, errors (pure code, urllib only).
 
 Our parse function reports the metrics `dspark.numRecordsIn`, `dspark.numRecordsOut`,
-`dspark.numRecordsInErrors` (bodies, rows, error rows); sinks report
-`numRecordsIn` on their writers. Summed over subtasks with the REST API's `agg=sum`.
+`dspark.numRecordsInErrors` (bodies, rows, error rows), summed over subtasks with the REST API's `agg=sum`;
+what was written out is the records the sink vertices read (the job's own `read-records` of each vertex whose
+name says it is a sink or a writer: the writers' operator metrics are named by Flink, not by the table).
 """
 
 from __future__ import annotations
@@ -47,16 +48,22 @@ class JobProgress:
         self.job_id = job_id
         self.sink_prefix = sink_prefix
         self.last = Snapshot()
+        self.fresh = False
 
     def _get(self, path: str) -> Any:
         with urllib.request.urlopen(self.rest_url + path, timeout=5) as response:
             return json.load(response)
 
     def snapshot(self) -> Snapshot:
+        """The counters now; when they cannot be read (the job is starting, or over and its mini-cluster gone),
+        the last ones read, and `fresh` is False."""
+        self.fresh = False
         try:
             job = self._get(f"/jobs/{self.job_id}")
             totals = {"bodies": 0, "rows": 0, "rejected": 0, "written": 0}
             for vertex in job["vertices"]:
+                if any(word in vertex["name"] for word in ("Sink", "Writer")):
+                    totals["written"] += int(vertex.get("metrics", {}).get("read-records", 0))
                 base = f"/jobs/{self.job_id}/vertices/{vertex['id']}/subtasks/metrics"
                 names = [m["id"] for m in self._get(base)]
                 wanted = {}
@@ -64,14 +71,13 @@ class JobProgress:
                     for metric, key in _PARSE_METRICS.items():
                         if name.endswith(f".dspark.{metric}"):
                             wanted[name] = key
-                    if name.startswith(self.sink_prefix) and name.endswith("Writer.numRecordsIn"):
-                        wanted[name] = "written"
                 if not wanted:
                     continue
                 query = urllib.parse.urlencode({"get": ",".join(wanted), "agg": "sum"})
                 for metric in self._get(f"{base}?{query}"):
                     totals[wanted[metric["id"]]] += int(float(metric.get("sum", 0)))
             self.last = Snapshot(**totals)
+            self.fresh = True
         except Exception:  # the job may be starting or finished: keep the last numbers
             pass
         return self.last

@@ -154,6 +154,16 @@ def config_to_args(config: SimulatorConfig) -> list[str]:
 async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool, announce: bool) -> int:
     """Serve until SIGINT, SIGTERM or SIGHUP, then close; returns the signal that stopped it."""
     sim = Simulator(config)
+    # The signals are taken before the server says it listens: a signal sent on that line stops it cleanly.
+    stopped: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+    loop = asyncio.get_running_loop()
+
+    def stop(signum: int) -> None:
+        if not stopped.done():
+            stopped.set_result(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+        loop.add_signal_handler(sig, stop, sig)
     bound_host, bound_port = await sim.start(host, port, reuse_port=reuse_port)
     if announce:
         faults = ", ".join(f"{k}={v:g}" for k, v in config.faults.items()) or "none"
@@ -165,15 +175,6 @@ async def _serve(config: SimulatorConfig, host: str, port: int, reuse_port: bool
             f"(models: {', '.join(f'{m} [{p.name}]' for m, p in sim.profiles.items())}; faults: {faults}{extra})",
             flush=True,
         )
-    stopped: asyncio.Future[int] = asyncio.get_running_loop().create_future()
-    loop = asyncio.get_running_loop()
-
-    def stop(signum: int) -> None:
-        if not stopped.done():
-            stopped.set_result(signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-        loop.add_signal_handler(sig, stop, sig)
     signum = await stopped
     await sim.close()
     return signum

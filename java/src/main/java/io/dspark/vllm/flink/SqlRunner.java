@@ -79,7 +79,7 @@ public final class SqlRunner {
                 t.executeSql("ADD JAR '" + jar.replace("'", "''") + "'");
             } catch (RuntimeException e) {
                 System.err.println("SqlRunner: cannot add the jar " + jar + " ('pipeline.jars'): "
-                        + String.valueOf(e.getMessage()).strip().replaceAll("\\s*\\R\\s*", " "));
+                        + PythonPlanner.oneLine(String.valueOf(e.getMessage())));
                 System.exit(2);
             }
         }

@@ -72,18 +72,30 @@ public final class ArrowColumn {
         }
     }
 
-    /** The result's columns by name, in its order ({@code bytes}: what the shim's columns() returned). */
-    static java.util.Map<String, ArrowColumn> all(byte[] bytes) {
+    /**
+     * The result's columns in its order, with their names ({@code bytes}: what the shim's columns() returned). A
+     * name may repeat: a plan's column or property may be named like one the core adds ("verdict", "reason").
+     */
+    static java.util.List<java.util.Map.Entry<String, ArrowColumn>> ordered(byte[] bytes) {
         ByteBuffer buffer = ByteBuffer.wrap(bytes).order(ByteOrder.LITTLE_ENDIAN);
         int n = buffer.getInt(0);
-        java.util.Map<String, ArrowColumn> columns = new java.util.LinkedHashMap<>();
+        java.util.List<java.util.Map.Entry<String, ArrowColumn>> columns = new java.util.ArrayList<>();
         int at = 4;
         for (int i = 0; i < n; i++) {
             int nameLength = buffer.getInt(at);
             String name = new String(bytes, at + 4, nameLength, StandardCharsets.UTF_8);
             ArrowColumn column = new ArrowColumn(bytes, buffer, at + 4 + nameLength);
-            columns.put(name, column);
+            columns.add(java.util.Map.entry(name, column));
             at = column.next;
+        }
+        return columns;
+    }
+
+    /** The result's columns by name, in its order (the last of a repeated name). */
+    static java.util.Map<String, ArrowColumn> all(byte[] bytes) {
+        java.util.Map<String, ArrowColumn> columns = new java.util.LinkedHashMap<>();
+        for (java.util.Map.Entry<String, ArrowColumn> e : ordered(bytes)) {
+            columns.put(e.getKey(), e.getValue());
         }
         return columns;
     }

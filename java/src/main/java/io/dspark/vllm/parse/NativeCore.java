@@ -121,8 +121,8 @@ public final class NativeCore {
         }
 
         /** Every column, copied out of native memory in one call (native/jni/dspark_jni.c says how). */
-        java.util.Map<String, ArrowColumn> columns() {
-            return ArrowColumn.all(NativeCore.columns(handle));
+        java.util.List<java.util.Map.Entry<String, ArrowColumn>> columns() {
+            return ArrowColumn.ordered(NativeCore.columns(handle));
         }
 
         @Override

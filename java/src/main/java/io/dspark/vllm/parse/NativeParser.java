@@ -23,14 +23,19 @@ import java.util.Map;
 public final class NativeParser {
 
     /** What the core adds beside the plan's columns: the verdict and, for bodies that are no row, why. */
-    public static final String VERDICT = "verdict";
-    public static final String REASON = "reason";
-    public static final String FIELD = "field";
+    // Keys of the core's own columns in a part: not their names in the result (a content property may be named
+    // "reason" or "verdict" too), found there by position (dspark_core.h: after the plan's columns and
+    // properties, verdict, reason, field, then with content content_verdict and content_error).
+    public static final String VERDICT = "\u0000verdict";
+    public static final String REASON = "\u0000reason";
+    public static final String FIELD = "\u0000field";
     /** Why a content is not what its properties say (a row, not an error row). */
     public static final String CONTENT_ERROR = "content_error";
 
     private final byte[] plan;
     private final Map<String, char[]> types = new LinkedHashMap<>(); // name -> {type, item type}
+    private final int planColumns; // the plan's columns and properties: the core's own columns follow them
+    private final boolean readsContent;
     /** Bodies given to the core in one call, at most (a larger body goes alone). */
     static final long CALL_BYTES = 64L << 20;
 
@@ -48,8 +53,7 @@ public final class NativeParser {
             if (content != null) {
                 content.get("properties").forEach(p -> properties.add(p.get("name").asText()));
             }
-            boolean readsContent =
-                    wanted.contains(CONTENT_ERROR) || wanted.stream().anyMatch(properties::contains);
+            readsContent = wanted.contains(CONTENT_ERROR) || wanted.stream().anyMatch(properties::contains);
             String contentColumn =
                     content == null ? null : root.get("columns").get(content.get("column").asInt()).get("name").asText();
             ArrayNode kept = json.createArrayNode();
@@ -80,6 +84,7 @@ public final class NativeParser {
             } else {
                 root.remove("content");
             }
+            planColumns = kept.size() + (readsContent ? properties.size() : 0);
             root.put("explain", true);
             // The plan's max_body_bytes stays: a longer body is an error row ("body too large"), as in Python.
             plan = json.writeValueAsBytes(root);
@@ -165,7 +170,7 @@ public final class NativeParser {
                         "native parser core: " + result.message + " (code " + result.code + ")");
             } else {
                 try {
-                    all = result.columns();
+                    all = byKey(result.columns());
                 } catch (IllegalStateException | OutOfMemoryError e) {
                     failed = e.getMessage();
                 }
@@ -194,6 +199,24 @@ public final class NativeParser {
             }
             parts.add(out);
         }
+    }
+
+    /** The result's columns by key: the plan's by name, the core's own by position (see VERDICT). */
+    private Map<String, ArrowColumn> byKey(List<Map.Entry<String, ArrowColumn>> ordered) {
+        Map<String, ArrowColumn> all = new HashMap<>();
+        if (ordered.size() != planColumns + (readsContent ? 5 : 3)) {
+            return all; // not this plan's result: the check of the types names what is missing
+        }
+        for (int i = 0; i < planColumns; i++) {
+            all.put(ordered.get(i).getKey(), ordered.get(i).getValue());
+        }
+        all.put(VERDICT, ordered.get(planColumns).getValue());
+        all.put(REASON, ordered.get(planColumns + 1).getValue());
+        all.put(FIELD, ordered.get(planColumns + 2).getValue());
+        if (readsContent) {
+            all.put(CONTENT_ERROR, ordered.get(planColumns + 4).getValue());
+        }
+        return all;
     }
 
     /** One body's columns, all null but its reason: an error row the core could not give (no verdict either). */

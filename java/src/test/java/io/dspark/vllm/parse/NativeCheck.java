@@ -16,7 +16,7 @@ import java.util.Map;
 /**
  * The JVM side of tests/test_java_native.py: reads a plan document, column names and bodies (one base64 line
  * each), parses them with {@link NativeParser} in batches of the given size, and prints one JSON line per body
- * with what the JVM read: every column's value (utf8 as text, lists as arrays), reason and field; a line
+ * with what the JVM read: every column's value (utf8 as text, lists as arrays), error_reason and error_field; a line
  * "---" ends each case.
  *
  * <pre>NativeCheck BATCH [PLAN_FILE COLUMNS(comma-separated) BODIES_FILE]...</pre>
@@ -58,8 +58,8 @@ public final class NativeCheck {
                     for (String name : columns) {
                         put(row, name, part.get(name), i);
                     }
-                    put(row, "reason", part.get(NativeParser.REASON), i);
-                    put(row, "field", part.get(NativeParser.FIELD), i);
+                    put(row, "error_reason", part.get(NativeParser.REASON), i);
+                    put(row, "error_field", part.get(NativeParser.FIELD), i);
                     out.append(json.writeValueAsString(row)).append('\n');
                 }
             }
