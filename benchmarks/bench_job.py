@@ -25,13 +25,16 @@ response, so no start-up counts.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
 - ml-predict: the llm-mix through `ML_PREDICT` with a 'dspark-vllm' model over a table of the same prompts
   (`--prompts`, 'request.concurrency' and ML_PREDICT's 'max-concurrent-operations' = `--concurrency`): first-to-last
-  response of the model / of the client.
+  response of the model / of the client; and the same rows through Flink's own 'openai' model provider
+  (flink-model-openai from Maven Central, the same ML_PREDICT options): the model's time / Flink's, both timed
+  at the sink (NOW()), since Flink's provider gives no time of its own. zero-latency does the same in rows/s.
 - adaptive: a server that serves 16 completions at once (100 ms each; 429 with Retry-After 1 beyond,
   `--capacity 16 --latency-ms 100 --retry-after 1`): rows/s delivered after warm-up (the first `--warmup`
   share of the rows) as a share of the 160/s it can serve, and the share of requests answered 429 after
   warm-up (the simulator's throttled counter, read while the job runs), for 'request.concurrency' = 'auto'
-  and a fixed 64, and for ML_PREDICT with a 'dspark-vllm' model and 'auto'. A table whose options are refused
-  (a value this version does not know) is a row saying so.
+  and a fixed 64, and for ML_PREDICT with a 'dspark-vllm' model and 'auto' (with 'max-concurrent-operations' 256,
+  and without it: Flink's default of 10 rows at once); the notes give the server's mean busy slots. A table
+  whose options are refused (a value this version does not know) is a row saying so.
 """
 
 from __future__ import annotations
@@ -205,11 +208,12 @@ def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str,
     ).wait()
 
 
-def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, output: str) -> None:
+def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, output: str, capacity: str = "") -> None:
     """ML_PREDICT with a 'dspark-vllm' model over a table of the client's prompts, as a user writes it: the async
     operator unordered, as many rows in flight as 'request.concurrency' (ML_PREDICT's 'max-concurrent-operations';
-    with 'auto', its default maximum, 256)."""
-    capacity = "256" if concurrency == "auto" else concurrency
+    with 'auto', its default maximum, 256); `capacity` 'default': no 'max-concurrent-operations' (Flink's 10)."""
+    capacity = capacity or ("256" if concurrency == "auto" else concurrency)
+    rows_at_once = "" if capacity == "default" else f", 'max-concurrent-operations', '{capacity}'"
     t = _t_env(1)
     t.execute_sql(f"""CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{prompts}',
         'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompts - 1}')""")
@@ -227,7 +231,35 @@ def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, outpu
     t.execute_sql(
         "INSERT INTO sink_out SELECT CAST(n AS STRING), CAST(`request.received-at` AS STRING), CAST(NOW() AS STRING), "
         "`error.reason` FROM ML_PREDICT(TABLE prompts, MODEL answerer, DESCRIPTOR(prompt), MAP['async', 'true', "
-        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{capacity}'])"
+        f"'output-mode', 'ALLOW_UNORDERED'{rows_at_once}])"
+    ).wait()
+
+
+def job_openai(endpoint: str, model: str, prompts: int, concurrency: str, output: str) -> None:
+    """The same rows through Flink's own 'openai' model provider (flink-model-openai, from Maven Central through
+    deploy/maven): one STRING in, one STRING out, ML_PREDICT's async options as `job_predict` gives ours. It has
+    no 'request.received-at': each row's time is NOW() at the sink, for this path and ours alike."""
+    from tests.maven import use_openai_model
+
+    t = _t_env(1)
+    use_openai_model(t)
+    t.execute_sql(f"""CREATE TABLE numbers (n BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '{prompts}',
+        'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompts - 1}')""")
+    t.execute_sql(
+        "CREATE VIEW prompts AS SELECT n, 'Request ' || CAST(n AS STRING) || ': answer briefly.' AS prompt FROM numbers"
+    )
+    t.execute_sql(f"""CREATE MODEL answerer INPUT (prompt STRING) OUTPUT (answer STRING)
+        WITH ('provider' = 'openai', 'endpoint' = '{endpoint}/v1/chat/completions', 'model' = '{model}',
+              'api-key' = 'not-checked')""")
+    t.execute_sql(
+        f"CREATE TABLE sink_out (rid STRING, received STRING, at_sink STRING, error STRING) WITH "
+        f"('connector' = 'filesystem', 'path' = '{output}', 'format' = 'csv')"
+    )
+    t.execute_sql(
+        "INSERT INTO sink_out SELECT CAST(n AS STRING), CAST(NOW() AS STRING), CAST(NOW() AS STRING), "
+        "CASE WHEN answer IS NULL THEN 'no answer' ELSE '' END "
+        "FROM ML_PREDICT(TABLE prompts, MODEL answerer, DESCRIPTOR(prompt), MAP['async', 'true', "
+        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{concurrency}'])"
     ).wait()
 
 
@@ -432,39 +464,55 @@ def mix_section(
 
 
 def predict_section(args: argparse.Namespace, folder: Path) -> list[Result]:
-    """ML_PREDICT with a 'dspark-vllm' model under the LLM-like mix, against the client alone at the same
-    concurrency: first-to-last response of each, against a fresh simulator of the same seed for each run."""
+    """ML_PREDICT with a 'dspark-vllm' model under the LLM-like mix, against the client alone and against Flink's
+    own 'openai' model provider at the same concurrency: first-to-last response of each, against a fresh simulator
+    of the same seed for each run. The model against the client: its 'request.received-at' stamps; the model
+    against Flink's provider: both rows' NOW() at the sink (Flink's provider gives no time of its own)."""
     from connector.simulator.testing import serve_simulator
 
     options = {"latency_ms": 200.0, "faults": {"slow": 0.05}, "slow_ms": 10_000.0}
     c = str(args.concurrency)
-    spans: dict[str, list[float]] = {"client": [], "model": []}
-    notes = {"client": "", "model": ""}
-    failed: str | None = None
+    spans: dict[str, list[float]] = {"client": [], "model": [], "model-sink": [], "openai": []}
+    notes = {"client": "", "model": "", "openai": ""}
+    failed: dict[str, str] = {}
     for round_ in range(args.repeat):
-        for path in ("client", "model"):
+        for path in ("client", "model", "openai"):
             with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
                 out = folder / f"ml-predict-{path}-{round_}"
-                _, error = attempt(path if path == "client" else "predict", sim.url, _model(sim.url),
-                                   str(args.prompts), c, str(out))  # fmt: skip
+                job = {"client": "client", "model": "predict", "openai": "openai"}[path]
+                _, error = attempt(job, sim.url, _model(sim.url), str(args.prompts), c, str(out))
                 if error is not None:
-                    failed = f"{path} failed: {error}"
+                    failed[path] = f"{path} failed: {error}"
                 elif path == "client":
                     stamps = _client_stamps(out)
                     spans[path].append(_span([t for t, _ in stamps]))
                     notes[path] = f"{len(stamps)} responses, {sum(1 for _, st in stamps if st != 200)} not 200"
                 else:
                     rows = _sink_rows(out)
-                    spans[path].append(_span([r for r, _, _ in rows]))
+                    if path == "model":
+                        spans[path].append(_span([r for r, _, _ in rows]))
+                        spans["model-sink"].append(_span([s for _, s, _ in rows]))
+                    else:
+                        spans[path].append(_span([s for _, s, _ in rows]))
                     notes[path] = f"{len(rows)} rows, {sum(1 for *_, e in rows if e)} error rows"
+                if error is None:
+                    notes[path] += f", at most {sim.stats().get('in_flight_max', 0):.0f} requests at once"
     label = f"{args.prompts} prompts, 200 ms + 5% 10 s, first->last"
     client = min(spans["client"]) if spans["client"] else None
     model = min(spans["model"]) if spans["model"] else None
+    model_sink = min(spans["model-sink"]) if spans["model-sink"] else None
+    openai = min(spans["openai"]) if spans["openai"] else None
     ratio = f"{model / client:.2f}x" if model is not None and client else ""
+    vs_openai = f"{model_sink / openai:.2f}x" if model_sink is not None and openai else ""
     return [
-        Result("ml-predict", f"{label}: client alone (aiohttp), c={c}", client, "s", "", notes["client"]),
+        Result("ml-predict", f"{label}: client alone (aiohttp), c={c}", client, "s", "",
+               notes["client"] or failed.get("client", "")),
         Result("ml-predict", f"{label}: ML_PREDICT, 'dspark-vllm' model, c={c}", model, "s", ratio,
-               notes["model"] if model is not None else (failed or ""), "<= 1.15x"),
+               notes["model"] if model is not None else failed.get("model", ""), "<= 1.15x"),
+        Result("ml-predict", f"{label}: ML_PREDICT, Flink's 'openai' model, at the sink, c={c}", openai, "s", "",
+               notes["openai"] if openai is not None else failed.get("openai", "")),
+        Result("ml-predict", f"{label}: ML_PREDICT, 'dspark-vllm' model, at the sink, c={c}", model_sink, "s",
+               vs_openai, "ratio: to Flink's 'openai' model" if vs_openai else failed.get("model", ""), "<= 1.00x"),
     ]  # fmt: skip
 
 
@@ -483,8 +531,8 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     from connector.simulator.testing import serve_simulator
 
     c = str(args.concurrency)
-    rates: dict[str, list[float]] = {"client": [], "table": [], "model": []}
-    failed = {"client": "", "table": "", "model": ""}
+    rates: dict[str, list[float]] = {"client": [], "table": [], "model": [], "model-sink": [], "openai": []}
+    failed = {"client": "", "table": "", "model": "", "openai": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
         for round_ in range(args.repeat):
@@ -504,13 +552,22 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             _, error = attempt("predict", sim.url, model, str(args.requests), c, str(out))
             if error is None:
                 rates["model"].append(steady_rate(_received(out)))
+                rates["model-sink"].append(steady_rate([(s, s) for _, s in _received(out)]))
             failed["model"] = error or failed["model"]
+            out = folder / f"zero-openai-{round_}"
+            _, error = attempt("openai", sim.url, model, str(args.requests), c, str(out))
+            if error is None:
+                rates["openai"].append(steady_rate(_received(out)))
+            failed["openai"] = error or failed["openai"]
     client = max(rates["client"]) if rates["client"] else None
     table = max(rates["table"]) if rates["table"] else None
     model_rate = max(rates["model"]) if rates["model"] else None
     ratio = f"{table / client:.2f}x" if table is not None and client else ""
     model_ratio = f"{model_rate / client:.2f}x" if model_rate is not None and client else ""
     model_note = f"{model_rate / table:.2f}x the table" if model_rate is not None and table else failed["model"]
+    openai = max(rates["openai"]) if rates["openai"] else None
+    model_sink = max(rates["model-sink"]) if rates["model-sink"] else None
+    vs_openai = f"{model_sink / openai:.2f}x" if model_sink is not None and openai else ""
     return [
         Result(
             "zero-latency",
@@ -535,6 +592,22 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             "rows/s",
             model_ratio,
             model_note,
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, Flink's 'openai' model, at the sink, c={c}",
+            openai,
+            "rows/s",
+            note="" if openai is not None else failed["openai"],
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, 'dspark-vllm' model, at the sink, c={c}",
+            model_sink,
+            "rows/s",
+            vs_openai,
+            "ratio: to Flink's 'openai' model" if vs_openai else failed["model"],
+            ">= 1.00x",
         ),
     ]
 
@@ -603,18 +676,19 @@ def hol_section(args: argparse.Namespace, folder: Path) -> list[Result]:
 
 
 class _MetricsSampler:
-    """Reads the simulator's counters every `interval` s in a thread: (time, completion requests, throttled)."""
+    """Reads the simulator's counters every `interval` s in a thread: (time, completion requests, throttled,
+    completions being served)."""
 
     def __init__(self, sim: Any, interval: float = 0.25) -> None:
         self.sim, self.interval = sim, interval
-        self.samples: list[tuple[float, float, float]] = []
+        self.samples: list[tuple[float, float, float, float]] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
     def sample(self) -> None:
         stats = self.sim.stats()
         requests = stats.get("requests /v1/chat/completions", 0.0) + stats.get("requests /v1/completions", 0.0)
-        self.samples.append((time.time(), requests, stats.get("throttled", 0.0)))
+        self.samples.append((time.time(), requests, stats.get("throttled", 0.0), stats.get("serving", 0.0)))
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -636,6 +710,11 @@ class _MetricsSampler:
         last = self.samples[-1]
         return last[1] - first[1], last[2] - first[2]
 
+    def busy(self, start: float, end: float) -> float:
+        """The mean number of completions the server was serving, over the samples from `start` to `end`."""
+        serving = [s[3] for s in self.samples if start <= s[0] <= end]
+        return statistics.fmean(serving) if serving else 0.0
+
 
 def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
     """A server with a capacity: rows/s after warm-up as a share of what it can serve, and the 429s' share."""
@@ -644,10 +723,11 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
     capacity, latency_ms = 16, 100.0
     ceiling = capacity * 1000.0 / latency_ms
     results = []
-    for path, concurrency in (("table", "auto"), ("table", "64"), ("ML_PREDICT", "auto")):
+    paths = (("table", "auto", ""), ("table", "64", ""), ("ML_PREDICT", "auto", ""), ("ML_PREDICT", "auto", "default"))
+    for path, concurrency, rows_at_once in paths:
         options: dict[str, Any] = {"capacity": capacity, "latency_ms": latency_ms, "retry_after_s": 1.0}
         with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, **options) as sim:
-            out = folder / f"adaptive-{path}-{concurrency}"
+            out = folder / f"adaptive-{path}-{concurrency}-{rows_at_once}"
             with _MetricsSampler(sim) as sampler:
                 if path == "table":
                     _, error = attempt(
@@ -656,12 +736,15 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
                     )  # fmt: skip
                 else:
                     _, error = attempt(
-                        "predict", sim.url, _model(sim.url), str(args.adaptive_prompts), concurrency, str(out)
-                    )
+                        "predict", sim.url, _model(sim.url), str(args.adaptive_prompts), concurrency, str(out),
+                        rows_at_once,
+                    )  # fmt: skip
         who = "" if path == "table" else "ML_PREDICT, "
+        if rows_at_once == "default":
+            who = "ML_PREDICT without 'max-concurrent-operations' (10), "
         name = f"{who}capacity {capacity} x {latency_ms:g} ms ({ceiling:g}/s), c={concurrency}: rows/s of capacity"
         if error is not None:
-            goal = ">= 0.90" if concurrency == "auto" else ""
+            goal = ">= 0.90" if concurrency == "auto" and not rows_at_once else ""
             results.append(Result("adaptive", name, None, "", "", f"the {path} failed: {error}", goal))
             continue
         rows = _sink_rows(out)
@@ -672,11 +755,12 @@ def adaptive_section(args: argparse.Namespace, folder: Path) -> list[Result]:
         requests, throttled = sampler.since(warm)
         share = throttled / requests if requests else 0.0
         errors = sum(1 for *_, e in rows if e)
+        busy = sampler.busy(warm, times[-1])
         note = (
             f"{len(rows)} rows ({errors} error rows); after warm-up: {rate:.0f} rows/s, "
-            f"{throttled:.0f} of {requests:.0f} requests 429"
+            f"{throttled:.0f} of {requests:.0f} requests 429, {busy:.1f} of {capacity} slots busy on average"
         )
-        auto = concurrency == "auto"
+        auto = concurrency == "auto" and not rows_at_once
         results.append(Result("adaptive", name, rate / ceiling, "", "", note, ">= 0.90" if auto else ""))
         name = f"{who}capacity {capacity}, c={concurrency}: share of requests answered 429"
         results.append(Result("adaptive", name, share, "%", goal="< 1%" if auto else ""))
@@ -722,7 +806,8 @@ def main() -> int:
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
             "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
-            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
+            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4], *rest[5:6]),
+            "openai": lambda: job_openai(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
         }
         jobs[kind]()
         return 0
@@ -781,8 +866,9 @@ def main() -> int:
         print(f"{r.section:<13} {r.path:<78} {_format(r.value, r.unit):>10} {r.ratio:>7} {r.goal:>9}  {r.note}")
     print(
         "ratios: replay rows/s against 'parse_batch alone'; llm-mix and heavy-tail: the table's first-to-last "
-        "response time / the client's (lower is better), ml-predict the same for ML_PREDICT; zero-latency: the "
-        "table's steady rows/s / the client's; "
+        "response time / the client's (lower is better), ml-predict the same for ML_PREDICT, and its 'at the sink' "
+        "row: the 'dspark-vllm' model's time / Flink's 'openai' model's; zero-latency: the table's steady rows/s / "
+        "the client's, its 'at the sink' row: the 'dspark-vllm' model's rows/s / Flink's 'openai' model's; "
         "adaptive: rows/s delivered after warm-up / the server's capacity; goal: the bar of issue 16, or of issue "
         "18 for zero-latency and added-latency (the parse step in the JVM); replay notes: the ratio to Flink's json "
         "format of the same parallelism"
