@@ -662,7 +662,7 @@ def test_job_accepts_the_arguments_submit_passes() -> None:
 
 DOCKERFILES = sorted(p for p in (REPO / "docker").rglob("*") if p.name == "Dockerfile" or p.suffix == ".Dockerfile")
 SHELL_SCRIPTS = (
-    sorted((REPO / "docker").rglob("*.sh")) + sorted((REPO / "deploy" / "kafka").glob("*.sh")) + [REPO / ".ci" / "run"]
+    sorted((REPO / "docker").rglob("*.sh")) + sorted((REPO / "deploy").rglob("*.sh")) + [REPO / ".ci" / "run"]
 )
 
 

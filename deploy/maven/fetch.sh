@@ -10,10 +10,11 @@
 # Environment: DSPARK_MAVEN_CACHE (default ~/.cache/dspark-vllm/maven).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
-name="${1:?usage: fetch.sh NAME (one of: $(cd "$here" && ls ./*.pom.xml | sed 's|./||; s|.pom.xml||' | tr '\n' ' '))}"
+sets() { local pom; for pom in "$here"/*.pom.xml; do printf '%s ' "$(basename "$pom" .pom.xml)"; done; }
+name="${1:?usage: fetch.sh NAME (one of: $(sets))}"
 pom="$here/$name.pom.xml"
 if [ ! -f "$pom" ]; then
-    echo "fetch.sh: no set named '$name' (one of: $(cd "$here" && ls ./*.pom.xml | sed 's|./||; s|.pom.xml||' | tr '\n' ' '))" >&2
+    echo "fetch.sh: no set named '$name' (one of: $(sets))" >&2
     exit 2
 fi
 cache="${DSPARK_MAVEN_CACHE:-$HOME/.cache/dspark-vllm/maven}"
