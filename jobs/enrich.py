@@ -6,7 +6,7 @@
 Each line of the prompts file is a row of the table `questions` (its text and its MD5 as a key); `ML_PREDICT`
 adds the model's OUTPUT columns beside them, and every row is written to a filesystem sink (CSV under OUTPUT,
 committed at checkpoints): key, response_id, model, http_status, attempts, error. The failover test
-(tests/test_flink_model_failover.py) kills the TaskManager mid-run and counts the keys.
+(tests/test_flink_failover.py, its `ml_predict` route) kills the TaskManager mid-run and counts the keys.
 """
 
 from __future__ import annotations

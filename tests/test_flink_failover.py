@@ -1,6 +1,7 @@
 """Failover on a standalone cluster: the TaskManager is killed mid-job, restarted, and no prompt is lost.
 
-`jobs/responses.py` sends a file of prompts to the simulator (request mode, checkpoints every 2 s,
+The first test runs over both routes from a prompt to a row: the 'dspark-vllm' table and ML_PREDICT with a
+'dspark-vllm' model (`jobs/enrich.py`, keyed by the MD5 of its line). `jobs/responses.py` sends a file of prompts to the simulator (request mode, checkpoints every 2 s,
 EXACTLY_ONCE) and writes one CSV row per request to a filesystem sink, whose files are committed at
 checkpoints. After a checkpoint has completed the TaskManager is SIGKILLed and a new one started; the job
 restarts from that checkpoint (fixed-delay restart strategy of jobs/standalone_cluster.sh). The requests in
@@ -67,7 +68,18 @@ def cluster_script(tmp_path: Path) -> Callable[..., str]:
     return script
 
 
-def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
+# The two routes from a prompt to a committed row, each a job of jobs/ with the same command line and the same
+# CSV row (request id, ..., http status, ..., error reason): the 'dspark-vllm' table (jobs/responses.py) and
+# ML_PREDICT with a 'dspark-vllm' model (jobs/enrich.py). (job, its name in "NAME: job ID", status, error).
+ROUTES = {
+    "table": ("responses.py", "responses", 4, 6),
+    "ml_predict": ("enrich.py", "enrich", 3, 5),
+}
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path, route):
+    job_file, name, status, error = ROUTES[route]
     prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
     (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "out"
@@ -81,8 +93,9 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
             submitted = script(
                 "submit", "--endpoint", sim.url, "--prompts", str(tmp_path / "prompts.txt"),
                 "--output", str(out), "--concurrency", "4", "--checkpoint-interval", "2", "--detached",
+                DSPARK_JOB=str(ROOT / "jobs" / job_file),
             )  # fmt: skip
-            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("responses: job "))
+            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith(f"{name}: job "))
 
             # Kill after a checkpoint triggered while requests were flowing, before the last prompt was sent.
             def sent() -> float:
@@ -110,18 +123,19 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path):
             script("stop")
 
     rows = committed_rows(out)
-    duplicates = assert_every_prompt_once(rows, prompts)
-    # The kill came mid-run, so some prompts were sent again after the restart (with the same request id).
+    duplicates = assert_every_prompt_once(rows, prompts, status, error)
+    # The kill came mid-run, so some prompts were sent again after the restart.
     assert 0 < sent_before_kill < PROMPTS, sent_before_kill
     print(
-        f"failover: {PROMPTS} prompts, {len(rows)} rows, {duplicates} duplicates, "
+        f"failover ({route}): {PROMPTS} prompts, {len(rows)} rows, {duplicates} duplicates, "
         f"{sent_total:.0f} requests ({sent_before_kill:.0f} before the kill, {committed_before_kill} rows committed), "
         f"{len(history)} failure(s)"
     )
 
 
-def assert_every_prompt_once(rows: list[list[str]], prompts: list[str]) -> int:
-    """Every prompt's request id in the committed rows exactly once, each a 200; the duplicates (0)."""
+def assert_every_prompt_once(rows: list[list[str]], prompts: list[str], status: int = 4, error: int = 6) -> int:
+    """Every prompt's key (the MD5 of its line) in the committed rows exactly once, each a 200 (column `status`)
+    with no error (column `error`); the duplicates (0)."""
     ids = Counter(r[0] for r in rows)
     expected = {request_id_of(p) for p in prompts}
     assert len(expected) == len(prompts)
@@ -130,7 +144,7 @@ def assert_every_prompt_once(rows: list[list[str]], prompts: list[str]) -> int:
     assert set(ids) == expected
     duplicates = sum(n - 1 for n in ids.values())
     assert duplicates == 0, [i for i, n in ids.items() if n > 1][:5]  # exactly once
-    assert all(r[6] == "" and r[4] == "200" for r in rows), [r for r in rows if r[6]][:3]
+    assert all(r[error] == "" and r[status] == "200" for r in rows), [r for r in rows if r[error]][:3]
     return duplicates
 
 
