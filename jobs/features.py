@@ -452,11 +452,21 @@ RUN_DETAILS = [
 ]
 
 
+def parse_backend(asked: str) -> str:
+    """The backend that parses, as a fact: 'auto' is decided as the planner decides it (on the planning machine,
+    `connector.flink.planner.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
+    from connector.flink.planner import gpu_backend_here
+
+    if asked != "auto":
+        return asked
+    return "gpu" if gpu_backend_here() else "cpu (no GPU)"
+
+
 def run_details(args: argparse.Namespace, endpoint: str | None, model: str | None) -> dict[str, object]:
     details: dict[str, object] = {
         "mode": "replay" if args.replay else "request",
         "profile": args.profile,
-        "backend": args.backend,
+        "backend": parse_backend(args.backend),
         "window_s": args.window,
         "started": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
     }

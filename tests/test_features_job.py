@@ -201,3 +201,19 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
         seen = {pixels[x, y] for x in range(left, right) for y in range(top, bottom)}
         for colour in colours:
             assert (colour in seen) == (field != "ttft_ms_mean"), (field, colour)
+
+
+def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
+    """Issue 30: with the default 'auto' on a machine without a GPU the run line said "parse backend auto", hiding
+    the fallback to the CPU; it says what parsed."""
+    import argparse
+
+    import connector.flink.planner
+
+    args = argparse.Namespace(replay=None, profile="coder", backend="auto", window=10.0, rate=50, duration=60.0)
+    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "cpu (no GPU)"
+    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: True)
+    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "gpu"
+    args.backend = "cpu"
+    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "cpu"
