@@ -131,7 +131,11 @@ def build() -> Path:
 
 TESTS = ROOT / "java" / "src" / "test" / "java"
 # The JUnit 5 tests of java/src/test.
-TEST_CLASSES = ("io.dspark.vllm.request.RequesterTests", "io.dspark.vllm.flink.ParseOperatorTest")
+TEST_CLASSES = (
+    "io.dspark.vllm.request.RequesterTests",
+    "io.dspark.vllm.flink.ParseOperatorTest",
+    "io.dspark.vllm.parse.NativeBoundaryTest",
+)
 
 
 def java() -> str:

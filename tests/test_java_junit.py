@@ -1,9 +1,10 @@
 """The Java side's JUnit 5 tests (java/build_jar.py TEST_CLASSES): the request step against real servers
-(java/src/test/java/.../request/RequesterTests.java) and the parse step in Flink's operator test harness
-(.../flink/ParseOperatorTest.java), compiled with the installed JDK against PyFlink's jars and run by JUnit's
-console launcher in one JVM (JUnit and the harness's test jars from Maven Central: deploy/maven/junit.pom.xml,
-flink-test-harness.pom.xml). The verdicts are read from JUnit's XML report and its counts printed; the
-launcher's own output (a tree of the tests, the failures' traces) is shown when one fails."""
+(java/src/test/java/.../request/RequesterTests.java), the parse step in Flink's operator test harness
+(.../flink/ParseOperatorTest.java) and the JNI boundary driven with hostile inputs (.../parse/NativeBoundaryTest.java),
+compiled with the installed JDK against PyFlink's jars and run by JUnit's console launcher in one JVM (JUnit and
+the harness's test jars from Maven Central: deploy/maven/junit.pom.xml, flink-test-harness.pom.xml). The verdicts
+are read from JUnit's XML report and its counts printed; the launcher's own output (a tree of the tests, the
+failures' traces) is shown when one fails."""
 
 from __future__ import annotations
 
@@ -32,6 +33,7 @@ def test_java_junit(capsys: pytest.CaptureFixture[str]) -> None:
             expected[f"{name}.{method}"] = "passed"
     assert sum(k.startswith("io.dspark.vllm.request.RequesterTests.") for k in expected) >= 70
     assert sum(k.startswith("io.dspark.vllm.flink.ParseOperatorTest.") for k in expected) >= 5
+    assert sum(k.startswith("io.dspark.vllm.parse.NativeBoundaryTest.") for k in expected) >= 5
     try:
         script.junit_jars()
     except SystemExit as exc:  # fetch.sh's one line: no mvn, or Maven Central out of reach

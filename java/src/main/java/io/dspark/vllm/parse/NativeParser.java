@@ -136,9 +136,13 @@ public final class NativeParser {
 
     /**
      * The columns of the bodies {@code bodies[from..to)} (null for a missing one, read as empty), in parts of
-     * consecutive bodies: one part, unless the columns of a part would outgrow Arrow's 2 GiB.
+     * consecutive bodies: one part, unless the columns of a part would outgrow Arrow's 2 GiB. Throws
+     * IndexOutOfBoundsException unless {@code 0 <= from <= to <= bodies.length} ({@code bodies} may be null when
+     * {@code from == to == 0}).
      */
     public List<Map<String, ArrowColumn>> parse(byte[][] bodies, int from, int to) {
+        // Checked here: a range with from > to reached the JNI shim as a negative count of bodies.
+        java.util.Objects.checkFromToIndex(from, to, bodies == null ? 0 : bodies.length);
         List<Map<String, ArrowColumn>> parts = new ArrayList<>();
         read(bodies, from, to, parts);
         return parts;

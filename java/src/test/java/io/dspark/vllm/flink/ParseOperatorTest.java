@@ -12,12 +12,11 @@ import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.table.types.logical.VarBinaryType;
 import org.apache.flink.table.types.logical.VarCharType;
 
-import java.io.ByteArrayOutputStream;
-import java.io.InputStream;
+import io.dspark.vllm.parse.PythonPlan;
+
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -32,7 +31,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
  * operator test harness (flink-streaming-java's test jar, deploy/maven/flink-test-harness.pom.xml): the bodies a
  * batch holds leave before the barrier, before the watermark, at the batch's time and at the end, so a checkpoint
  * never has a body in flight and the operator keeps no state. The plan is the Python planner's
- * ({@code connector.decode.native.NativePlan}, made by the Python named by {@code -Ddspark.python}).
+ * (io.dspark.vllm.parse.PythonPlan).
  */
 @Timeout(60)
 final class ParseOperatorTest {
@@ -44,22 +43,7 @@ final class ParseOperatorTest {
 
     @BeforeAll
     static void plan() throws Exception {
-        String python = System.getProperty("dspark.python", "python3");
-        Process p = new ProcessBuilder(python, "-c", String.join("\n",
-                "import sys",
-                "from connector.decode.native import NativePlan",
-                "from connector.profiles import load_profile",
-                "from connector.schema.columns import body_columns",
-                "p = load_profile('openai')",
-                "sys.stdout.buffer.write(NativePlan.of(body_columns(p), p.created_unit, p.content_properties).document)"))
-                .redirectErrorStream(true).start();
-        ByteArrayOutputStream out = new ByteArrayOutputStream();
-        try (InputStream in = p.getInputStream()) {
-            in.transferTo(out);
-        }
-        assertTrue(p.waitFor(60, TimeUnit.SECONDS));
-        plan = out.toString(StandardCharsets.UTF_8);
-        assertEquals(0, p.exitValue(), plan);
+        plan = PythonPlan.of("openai");
         input = RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH)}, new String[] {"_body"});
         shape = RowShape.flat(input, new int[0], List.of("id"), List.of(new VarCharType(VarCharType.MAX_LENGTH)));
     }
