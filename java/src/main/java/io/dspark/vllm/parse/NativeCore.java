@@ -113,6 +113,7 @@ public final class NativeCore {
         final long handle;
         final int code;
         final String message;
+        private boolean closed;
 
         Result(long handle, int code, String message) {
             this.handle = handle;
@@ -122,14 +123,19 @@ public final class NativeCore {
 
         /** Every column, copied out of native memory in one call (native/jni/dspark_jni.c says how). */
         java.util.List<java.util.Map.Entry<String, ArrowColumn>> columns() {
+            if (closed || handle == 0) { // the shim would read freed memory, or none
+                throw new IllegalStateException("the native core's result is closed or has no columns");
+            }
             return ArrowColumn.ordered(NativeCore.columns(handle));
         }
 
+        /** Frees the result; once (a second close does nothing). */
         @Override
         public void close() {
-            if (handle != 0) {
+            if (handle != 0 && !closed) {
                 release(handle);
             }
+            closed = true;
         }
     }
 

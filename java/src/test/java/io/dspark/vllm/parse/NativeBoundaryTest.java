@@ -331,6 +331,26 @@ final class NativeBoundaryTest {
         }
     }
 
+    /** A result closed twice, read after it is closed, and a refused one read: refused in Java, never freed twice. */
+    @Test
+    void resultsUsedAfterClose() {
+        byte[] plan = document.getBytes(StandardCharsets.UTF_8);
+        byte[][] bodies = {SEEDS[0], SEEDS[1]};
+        for (int i = 0; i < 200; i++) {
+            NativeCore.Result result = NativeCore.parse(plan, bodies, 0, bodies.length);
+            assertEquals(NativeCore.DONE, result.code, result.message);
+            assertEquals(bodies.length, result.columns().get(0).getValue().length);
+            result.close();
+            result.close();
+            assertThrows(IllegalStateException.class, result::columns);
+            try (NativeCore.Result refused = NativeCore.parse(new byte[] {'{'}, bodies, 0, bodies.length)) {
+                assertEquals(1, refused.code);
+                assertThrows(IllegalStateException.class, refused::columns);
+            }
+        }
+        assertEquals(outcome(plan, bodies), outcome(plan, bodies));
+    }
+
     @Test
     void severalThreadsAtOnce() throws Exception {
         Random random = new Random(SEED + 3);
