@@ -248,8 +248,11 @@ def test_enrich_recipe_answers_every_question_beside_its_row_once(kafka, flink_k
 
     kafka.create_topic("questions", partitions=2)
     kafka.create_topic("enriched", partitions=2)
+    # Timestamps of now: records older than the broker's retention (7 days) may be deleted before the job reads
+    # them (a run with timestamps of 2023 read no question).
+    now_ms = int(time.time() * 1000)
     asked = [
-        (f"user-{n % USERS}", f"Write a function that returns {n // 2}; answer in JSON.", 1_700_000_000_000 + n)
+        (f"user-{n % USERS}", f"Write a function that returns {n // 2}; answer in JSON.", now_ms + n)
         for n in range(PROMPTS)
     ]  # every question asked twice, by two users
     kafka.produce(

@@ -47,11 +47,12 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
             FactoryUtil.createTableFactoryHelper(this, context)
                     .validateExcept(TableOptions.PREFIXES.toArray(new String[0]));
         } catch (ValidationException e) {
-            // Flink's own wording, said of this table like the planner's messages, and on one line as they are (the
-            // SQL Client showed its list of options a line each: 65 lines for a misspelt option).
+            // Flink's own wording, said of this table like the planner's messages, the nearest keys beside a
+            // misspelt one (SqlRunner.nearestOptions), and on one line as they are (the SQL Client showed its list
+            // of options a line each: 65 lines for a misspelt option).
             throw new ValidationException(PythonPlanner.oneLine(
                     "Table '" + context.getObjectIdentifier().asSummaryString() + "' ('connector' = '"
-                            + IDENTIFIER + "'): " + e.getMessage()));
+                            + IDENTIFIER + "'): " + SqlRunner.nearestOptions(e.getMessage())));
         }
         TablePlan plan =
                 PythonPlanner.plan(
