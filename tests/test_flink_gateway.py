@@ -115,7 +115,8 @@ def test_the_readme_recipe_through_the_sql_client(cluster):
     [
         (
             "'parse.bakend' = 'cpu'",
-            "Unsupported options found for 'dspark-vllm'. Unsupported options: parse.bakend Supported options: ",
+            "Unsupported options found for 'dspark-vllm'. Unsupported options: parse.bakend (did you mean "
+            "parse.backend?) (",
         ),
         (
             "'profile' = 'no-such-profile'",

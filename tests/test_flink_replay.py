@@ -238,7 +238,8 @@ def test_declared_schema_is_kept(job):
             "id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x', "
             "'parse.bakend' = 'cpu'",
             # On one line, as the SQL Client shows it (tests/test_flink_gateway.py).
-            "Unsupported options found for 'dspark-vllm'. Unsupported options: parse.bakend Supported options: ",
+            "Unsupported options found for 'dspark-vllm'. Unsupported options: parse.bakend (did you mean "
+            "parse.backend?) (",
         ),
         (
             "usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x'",
