@@ -250,9 +250,10 @@ def test_the_unbounded_job_runs_until_cancelled(cluster: Cluster) -> None:
     # The summary: one line per model and window, under a header.
     header = next(line for line in log.splitlines() if line.startswith("window start"))
     assert header.split()[:5] == ["window", "start", "end", "model", "requests"]
-    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d  \d\d:\d\d:\d\d  Qwen/", log, re.M), log[-2000:]
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: \*)? +\d\d:\d\d:\d\d +Qwen/", log, re.M), log[-2000:]
     report = (cluster.results / "report.html").read_text(encoding="utf-8")
-    assert report.count('<svg class="chart"') == 4
+    # The job's charts (jobs/features.py CHARTS, 5) and the coder profile's two content features.
+    assert report.count('<svg class="chart"') == 7
 
 
 def test_failover_after_docker_kill_loses_no_prompt(cluster: Cluster) -> None:
