@@ -12,7 +12,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,6 +20,7 @@ import pytest
 
 from connector.simulator.testing import serve_simulator
 from tests.bodies import chat, encode
+from tests.cluster import wait_for
 
 CLI = [sys.executable, "-m", "connector.cli"]
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,7 +204,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
     proc = subprocess.Popen([*CLI, "schema", "--endpoint", silent_server, "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
-        _wait_until(lambda: _has_connected(proc.pid))
+        wait_for("the command to connect", lambda: _has_connected(proc.pid), timeout=60, every=0.05)
         stop_with(proc, signum, f"dspark-vllm schema: {said}")
     finally:
         if proc.poll() is None:
@@ -216,7 +216,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
         assert proc.stdin is not None
         proc.stdin.write(encode(chat()) + b"\n")
         proc.stdin.flush()
-        _wait_until(lambda: bool(list(tmp_path.glob(".*.partial"))))
+        wait_for("a partial output", lambda: list(tmp_path.glob(".*.partial")), timeout=60, every=0.05)
         proc.send_signal(signum)
         err = proc.stderr.read() if proc.stderr else b""
         assert proc.wait(timeout=60) == 128 + signum, err
@@ -252,13 +252,6 @@ def _has_connected(pid: int) -> bool:
         return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
     except OSError:
         return False
-
-
-def _wait_until(condition, limit_s: float = 60) -> None:  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + limit_s
-    while not condition():
-        assert time.monotonic() < deadline, "the command did not get there"
-        time.sleep(0.05)
 
 
 # -- usage errors: one line, exit 2, the nearest names ----------------------------------------------------------
