@@ -195,7 +195,17 @@ def re2_objects(cxx: str, extra: list[str]) -> list[Path]:
     return list(objects.values())
 
 
+def require_current_contract() -> None:
+    """The files generated from native/contract.py (the core's codes, versions and kinds for C, Python and Java)
+    must match it: a build from a stale one stops with one line saying how to regenerate them."""
+    spec = importlib.util.spec_from_file_location("dspark_native_contract", ROOT / "native" / "contract.py")
+    contract = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(contract)
+    contract.require_current()
+
+
 def build(force: bool = False) -> list[Path]:
+    require_current_contract()
     simdjson = simdjson_dir()
     inputs = [*SOURCES, *HEADERS, simdjson / "simdjson.cpp", simdjson / "simdjson.h", Path(__file__)]
     newest = max(p.stat().st_mtime for p in inputs)

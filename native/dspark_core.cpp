@@ -37,10 +37,10 @@ constexpr int kMaxEntries = 16;  // trie nodes one value can stand for (paths th
 constexpr int64_t kMsMin = -62135596800000LL, kMsMax = 253402300799999LL;  // years 1..9999
 constexpr int64_t kStringMax = 2147483647LL;
 
-enum Kind : uint8_t {
-  K_STRING, K_INTEGER, K_NUMBER, K_BOOLEAN, K_ANY, K_LENGTH, K_TIMESTAMP, K_JSON, K_ARRAY,
-  K_PROBE_ERROR, K_PROBE_OBJECT
-};
+// The kinds a plan names (dspark_contract.h, declared in native/contract.py), then the core's own probes.
+#define DSPARK_KIND_ENUM(name, KIND) K_##KIND,
+enum Kind : uint8_t { DSPARK_KINDS(DSPARK_KIND_ENUM) K_PROBE_ERROR, K_PROBE_OBJECT };
+#undef DSPARK_KIND_ENUM
 enum Unit : uint8_t { U_SECONDS, U_MILLIS, U_ISO };
 
 struct Val {
@@ -908,9 +908,9 @@ bool extract_mode(std::string_view s, dspark::ExtractMode& mode) {
 }
 
 bool kind_of(std::string_view s, Kind& kind) {
-  static const std::pair<const char*, Kind> names[] = {
-      {"string", K_STRING}, {"integer", K_INTEGER}, {"number", K_NUMBER}, {"boolean", K_BOOLEAN},
-      {"any", K_ANY}, {"length", K_LENGTH}, {"timestamp", K_TIMESTAMP}, {"json", K_JSON}, {"array", K_ARRAY}};
+#define DSPARK_KIND_NAME(name, KIND) {name, K_##KIND},
+  static const std::pair<const char*, Kind> names[] = {DSPARK_KINDS(DSPARK_KIND_NAME)};
+#undef DSPARK_KIND_NAME
   for (auto& [name, k] : names)
     if (s == name) {
       kind = k;

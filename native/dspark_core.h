@@ -23,10 +23,8 @@
 extern "C" {
 #endif
 
-/* The version of this ABI (the function below, the verdict codes and the columns of the result); the plan
- * has its own version (2: "explain"; a plan of version 1 is refused). */
-#define DSPARK_ABI_VERSION 2
-#define DSPARK_PLAN_VERSION 2
+/* The versions, return codes, verdicts and plan kinds: declared once in native/contract.py. */
+#include "dspark_contract.h"
 
 #ifndef ARROW_C_DATA_INTERFACE
 #define ARROW_C_DATA_INTERFACE
@@ -57,42 +55,6 @@ struct ArrowArray {
   void* private_data;
 };
 #endif
-
-/* A body's verdict (column "verdict", int8). With "explain", the category of the body's error (its reason is
- * in column "reason"); without it, why the fast pass left the body to the caller's exact path. */
-enum {
-  DSPARK_OK = 0,
-  DSPARK_NOT_JSON = 1,        /* the grammar, UTF-8, escapes, literals, numbers, trailing data, empty */
-  DSPARK_NOT_OBJECT = 2,      /* one JSON value, but not an object */
-  DSPARK_TOO_DEEP = 3,        /* more than 64 levels of arrays and objects */
-  DSPARK_BYTE_ORDER_MARK = 4, /* starts with U+FEFF */
-  DSPARK_WRONG_TYPE = 5,      /* a value on a column's path is not of the column's type */
-  DSPARK_ERROR_RESPONSE = 6,  /* `error` not null, or `"object": "error"` */
-  DSPARK_OUT_OF_RANGE = 7,    /* an integer beyond 64 bits, a timestamp outside years 1..9999 */
-  DSPARK_REPEATED_NAME = 8,   /* without explain: a name the plan reads appears twice in one object */
-  DSPARK_TOO_LARGE = 9,       /* longer than the plan's max_body_bytes: refused by size, never read */
-  DSPARK_UNSUPPORTED = 10     /* without explain: a form the fast pass leaves (e.g. `5.0` as an int) */
-};
-
-/* A content's verdict (column "content_verdict", int8), for bodies that are DSPARK_OK. */
-enum {
-  DSPARK_CONTENT_JSON = 0,      /* starts like JSON: read into the content columns (and content_error) */
-  DSPARK_CONTENT_NULL = 1,      /* no content (also a body that is not a row): every column null, no error */
-  DSPARK_CONTENT_TEXT = 2,      /* does not start like JSON (after one optional ```json fence): free text, for
-                                   the caller's x-extract patterns; content_error is what the reference says
-                                   of it when no pattern reads it */
-  DSPARK_CONTENT_DEFERRED = 3   /* without explain: starts like JSON, left to the reference */
-};
-
-/* Return codes of dspark_parse. On anything but DSPARK_DONE, `out` and `out_schema` are left untouched
- * and `error` holds a message. */
-enum {
-  DSPARK_DONE = 0,
-  DSPARK_BAD_PLAN = 1,
-  DSPARK_BAD_INPUT = 2,      /* offsets not increasing or beyond data_len */
-  DSPARK_OUTPUT_TOO_LARGE = 3, /* a string column over 2^31 - 1 bytes: give fewer bodies at a time */
-  DSPARK_INTERNAL = 4        /* out of memory, or a defect */
-};
 
 #if defined(__GNUC__)
 #define DSPARK_API __attribute__((visibility("default")))

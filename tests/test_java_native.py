@@ -215,21 +215,3 @@ def test_the_format_says_of_a_null_message_what_parse_batch_says(tmp_path):
     result = build_jar().java_tests(str(plan), "column", main="io.dspark.vllm.flink.FormatNullCheck")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == expected.to_pylist()
-
-
-def test_the_jvm_side_declares_the_cores_codes_as_its_header_does():
-    """NativeCore.java repeats the return codes and the ABI version of native/dspark_core.h (the one declaration
-    of the C ABI); the JVM side branches on them, so a renumbering in the header must fail here."""
-    import re
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    header = (root / "native" / "dspark_core.h").read_text()
-    java = (root / "java/src/main/java/io/dspark/vllm/parse/NativeCore.java").read_text()
-    declared = dict(re.findall(r"static final int (\w+) = (\d+);", java))
-    declared.pop("ABI_VERSION", None)
-    assert declared, "no codes found in NativeCore.java"
-    for name, value in declared.items():
-        assert re.search(rf"\bDSPARK_{name} = {value}\b", header), f"NativeCore.{name} = {value} is not the header's"
-    (abi,) = re.findall(r"#define DSPARK_ABI_VERSION (\d+)", header)
-    assert f"public static final int ABI_VERSION = {abi};" in java

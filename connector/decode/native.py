@@ -24,19 +24,37 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+# The versions and codes of the core's C ABI: declared once in native/contract.py, generated for each side.
+from connector.decode._core_contract import (
+    ABI_VERSION,
+    CONTENT_DEFERRED,
+    CONTENT_JSON,
+    CONTENT_NULL,
+    CONTENT_TEXT,
+    OK,
+    PLAN_VERSION,
+)
+from connector.decode._core_contract import DONE as _DONE
+from connector.decode._core_contract import OUTPUT_TOO_LARGE as _OUTPUT_TOO_LARGE
 from connector.decode.strict import MAX_BODY_BYTES
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 
-__all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "bools", "int8s", "library_path", "read"]
+__all__ = [
+    "ABI_VERSION",
+    "CONTENT_DEFERRED",
+    "CONTENT_JSON",
+    "CONTENT_NULL",
+    "CONTENT_TEXT",
+    "OK",
+    "NativePlan",
+    "bools",
+    "int8s",
+    "library_path",
+    "read",
+]
 
-ABI_VERSION = 2
-PLAN_VERSION = 2
-OK = 0
-# content_verdict: read into the columns / no content / free text / left to the exact path
-CONTENT_JSON, CONTENT_NULL, CONTENT_TEXT, CONTENT_DEFERRED = 0, 1, 2, 3
-_DONE, _OUTPUT_TOO_LARGE = 0, 3
 _DIR = Path(__file__).resolve().parent.parent / "_native"
 # The data of a batch whose bodies are all empty: the core refuses a NULL pointer for n > 0 bodies (with
 # data_len 0 it reads no byte of it; a body shorter than SIMDJSON_PADDING before the end is copied).

@@ -22,12 +22,8 @@ import java.util.Set;
  */
 public final class NativeCore {
 
-    /** The core's ABI (dspark_core.h, DSPARK_ABI_VERSION); the shim checks it on load. */
-    public static final int ABI_VERSION = 2;
-
-    static final int DONE = 0;
-    static final int OUTPUT_TOO_LARGE = 3;
-    static final int INTERNAL = 4;
+    // The core's ABI version and return codes: CoreContract, generated from native/contract.py (the shim checks
+    // the version on load).
     private static final String RESOURCES = "/io/dspark/vllm/native/linux-x86_64/";
     private static final String SHIM = "libdspark-jni.so";
 
@@ -86,8 +82,8 @@ public final class NativeCore {
             System.err.println("dspark-vllm: " + why);
             System.exit(1);
         }
-        System.out.println("dspark-vllm: the native parser core loads here (" + coreName() + ", ABI " + ABI_VERSION
-                + ")");
+        System.out.println("dspark-vllm: the native parser core loads here (" + coreName() + ", ABI "
+                + CoreContract.ABI_VERSION + ")");
     }
 
     /** The core's result for {@code bodies[from..to)}; the caller closes it. Throws IllegalStateException on a defect. */
@@ -105,7 +101,7 @@ public final class NativeCore {
             }
             return new Result(0, (int) -handle, new String(error, 0, end, StandardCharsets.UTF_8));
         }
-        return new Result(handle, DONE, null);
+        return new Result(handle, CoreContract.DONE, null);
     }
 
     /** What one call gave: a struct array to read (then close), or a code and its message. */

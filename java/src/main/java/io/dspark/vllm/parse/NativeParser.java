@@ -97,22 +97,11 @@ public final class NativeParser {
     }
 
     private static char leafOf(String kind) {
-        switch (kind) {
-            case "string":
-            case "any":
-            case "json":
-                return 'u';
-            case "integer":
-            case "length":
-            case "timestamp":
-                return 'l';
-            case "number":
-                return 'g';
-            case "boolean":
-                return 'b';
-            default:
-                throw new IllegalArgumentException("no column kind '" + kind + "' in the native core");
+        Character format = "array".equals(kind) ? null : CoreContract.KINDS.get(kind);
+        if (format == null) {
+            throw new IllegalArgumentException("no column kind '" + kind + "' in the native core");
         }
+        return format;
     }
 
     private static char[] typeOfProperty(JsonNode property) {
@@ -167,9 +156,9 @@ public final class NativeParser {
             // not cost its batch (Python's parse_batch gives such a batch to its exact path).
             String failed = null;
             Map<String, ArrowColumn> all = null;
-            if (result.code == NativeCore.OUTPUT_TOO_LARGE || result.code == NativeCore.INTERNAL) {
+            if (result.code == CoreContract.OUTPUT_TOO_LARGE || result.code == CoreContract.INTERNAL) {
                 failed = result.message;
-            } else if (result.code != NativeCore.DONE) {
+            } else if (result.code != CoreContract.DONE) {
                 throw new IllegalStateException(
                         "native parser core: " + result.message + " (code " + result.code + ")");
             } else {
@@ -197,7 +186,7 @@ public final class NativeParser {
                     throw new IllegalStateException(
                             "the native core's result has no column '" + name + "' of type " + expected[0]
                                     + ": it is not of ABI "
-                                    + NativeCore.ABI_VERSION);
+                                    + CoreContract.ABI_VERSION);
                 }
                 out.put(name, column);
             }

@@ -317,7 +317,7 @@ final class NativeBoundaryTest {
     /** A plan's outcome: "done" and the columns' names and lengths, or its code and message (one line). */
     private static String outcome(byte[] plan, byte[][] bodies) {
         try (NativeCore.Result result = NativeCore.parse(plan, bodies, 0, bodies.length)) {
-            if (result.code != NativeCore.DONE) {
+            if (result.code != CoreContract.DONE) {
                 assertEquals(1, result.code, "a bad plan is DSPARK_BAD_PLAN: " + result.message);
                 assertTrue(!result.message.isEmpty() && !result.message.contains("\n"), result.message);
                 return result.code + " " + result.message;
@@ -338,7 +338,7 @@ final class NativeBoundaryTest {
         byte[][] bodies = {SEEDS[0], SEEDS[1]};
         for (int i = 0; i < 200; i++) {
             NativeCore.Result result = NativeCore.parse(plan, bodies, 0, bodies.length);
-            assertEquals(NativeCore.DONE, result.code, result.message);
+            assertEquals(CoreContract.DONE, result.code, result.message);
             assertEquals(bodies.length, result.columns().get(0).getValue().length);
             result.close();
             result.close();
