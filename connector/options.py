@@ -720,6 +720,10 @@ class Options:
         # Unset, it follows parse.batch-size, but never past the bundle (which caps it anyway).
         return self.get(ARROW_BATCH_OPTION) or min(self.batch_size, self.bundle_size)
 
+    def without_secrets(self) -> dict[str, str]:
+        """The options as given, less the secret ones (the API key): for a place that needs none of them."""
+        return {k: v for k, v in self.raw.items() if (o := _option_of(k)) is None or not o.secret}
+
     def public(self) -> dict[str, str]:
         """The options as given, secrets masked: for logs and plans."""
         return {k: ("******" if (o := _option_of(k)) is not None and o.secret else v) for k, v in self.raw.items()}

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import copy
 import fnmatch
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Literal
@@ -224,6 +224,13 @@ class Profile:
     columns: tuple[Mapping[str, Any], ...]
     content_schema: Mapping[str, Any] | None
     content_properties: tuple[ContentProperty, ...]
+    # The files it was built from, base first, as (path, what the file holds): `document()` and
+    # `profile_of_document` carry a profile to a place where its files are not (a Flink worker) as JSON.
+    files: tuple[tuple[str, Mapping[str, Any]], ...] = field(default=(), repr=False, compare=False)
+
+    def document(self) -> list[dict[str, Any]]:
+        """The profile as JSON: the files it was built from, base first (`profile_of_document` rebuilds it)."""
+        return [{"path": path, "data": data} for path, data in self.files]
 
     @property
     def has_text_extractors(self) -> bool:
@@ -369,15 +376,15 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
         body_schema = copy.deepcopy(dict(parent.body_schema))
         columns = [dict(c) for c in parent.columns]
     names = {c["name"] for c in columns}
-    for field, schema in (data.get("fields") or {}).items():
-        if field in body_schema.get("properties", {}) and field not in names:
-            raise ProfileError(f"{path}: key 'fields.{field}': already a field of the base body; choose another")
-        if field in names:
-            raise ProfileError(f"{path}: key 'fields.{field}': clashes with the column '{field}'")
-        _check_kind(path, f"fields.{field}", schema, allow_nested=False)
-        body_schema.setdefault("properties", {})[field] = copy.deepcopy(schema)
-        columns.append({"name": field, "path": field})
-        names.add(field)
+    for key, schema in (data.get("fields") or {}).items():
+        if key in body_schema.get("properties", {}) and key not in names:
+            raise ProfileError(f"{path}: key 'fields.{key}': already a field of the base body; choose another")
+        if key in names:
+            raise ProfileError(f"{path}: key 'fields.{key}': clashes with the column '{key}'")
+        _check_kind(path, f"fields.{key}", schema, allow_nested=False)
+        body_schema.setdefault("properties", {})[key] = copy.deepcopy(schema)
+        columns.append({"name": key, "path": key})
+        names.add(key)
 
     content_schema = data.get("content", parent.content_schema if parent is not None else None)
     properties: list[ContentProperty] = []
@@ -401,7 +408,18 @@ def _build(path: Path, data: dict[str, Any], parent: Profile | None) -> Profile:
         columns=tuple(columns),
         content_schema=content_schema,
         content_properties=tuple(properties),
+        files=(*(parent.files if parent is not None else ()), (str(path), data)),
     )
+
+
+def profile_of_document(document: Sequence[Mapping[str, Any]]) -> Profile:
+    """The profile `Profile.document()` wrote, built again from its files' contents (no file is read)."""
+    profile: Profile | None = None
+    for part in document:
+        profile = _build(Path(str(part["path"])), dict(part["data"]), profile)
+    if profile is None:
+        raise ProfileError("an empty profile document")
+    return profile
 
 
 def _resolved(path: Path, where: str, schema: Mapping[str, Any], root: Mapping[str, Any]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ import pytest
 from connector.errors import OptionsError
 from connector.flink.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
 from connector.flink.planner import TablePlan, plan
+from connector.profiles import load_profile
 
 
 def column(name: str, sql: str, root: str | None = None, fields=None, kind: str = "physical", key=None) -> dict:
@@ -90,8 +91,9 @@ def test_columns_become_sql_over_flat_columns():
         {"name": "_error_field", "type": "STRING"},
         {"name": "_backend", "type": "STRING"},
     ]
-    table_plan = pickle.loads(base64.b64decode(result["plan"]))
-    assert isinstance(table_plan, TablePlan) and table_plan.require_created and table_plan.profile.name == "coder"
+    table_plan = TablePlan.of_document(json.loads(json.dumps(result["plan"])))  # JSON, all of it
+    assert table_plan.require_created and table_plan.profile.name == "coder"
+    assert table_plan.profile.document() == load_profile("coder").document()
 
 
 def test_request_mode_plan():
@@ -165,9 +167,10 @@ def test_api_key_env_is_read_where_the_table_is_planned(monkeypatch):
     with pytest.raises(OptionsError, match="names the environment variable 'DSPARK_TEST_KEY', which is not set"):
         plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
     monkeypatch.setenv("DSPARK_TEST_KEY", "k-123")
-    table_plan = pickle.loads(base64.b64decode(plan(declared(options))["plan"]))
-    assert table_plan.api_key == "k-123" and "k-123" not in repr(table_plan)
-    assert pickle.loads(base64.b64decode(plan(declared(REQUEST))["plan"])).api_key is None  # none unless asked
+    made = plan(declared(options))
+    assert made["request"]["client"]["headers"]["authorization"] == "Bearer k-123"
+    assert "k-123" not in json.dumps(made["plan"])  # the parse step's part carries no key
+    assert "authorization" not in plan(declared(REQUEST))["request"]["client"]["headers"]  # none unless asked
 
 
 def test_request_plan_holds_the_client_spec_of_the_java_request_step():
@@ -208,8 +211,8 @@ def test_long_requests_are_planned_whatever_the_checkpoint_timeout():
 def test_api_key_file_is_read_where_the_table_is_planned(tmp_path):
     secret = tmp_path / "key"
     secret.write_text("k-file-7\n")
-    table_plan = pickle.loads(base64.b64decode(plan(declared({**REQUEST, "api-key.file": str(secret)}))["plan"]))
-    assert table_plan.api_key == "k-file-7"
+    made = plan(declared({**REQUEST, "api-key.file": str(secret)}))
+    assert made["request"]["client"]["headers"]["authorization"] == "Bearer k-file-7"
     with pytest.raises(OptionsError, match="Option 'api-key.file' = '.*missing' cannot be read where the table"):
         plan(declared({**REQUEST, "api-key.file": str(tmp_path / "missing")}))
     with pytest.raises(OptionsError, match="'api-key.env' and 'api-key.file' shouldn't be set together"):
@@ -312,7 +315,8 @@ def test_the_format_says_what_is_wrong(options, columns, message):
 
 def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
     """The jar asks `python -m connector.flink.planner` for a Python parse step's payload once it knows the
-    columns: a pickle (Python's own) of the call that builds the function on the worker."""
+    columns: a pickle (PyFlink's format for a Python function, made by Python's own pickle) of the call that
+    builds the function on the worker from the plan's JSON."""
     from connector.flink.functions import ParseFunction
 
     made = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))
@@ -483,3 +487,23 @@ def test_casts_that_cannot_fail_are_planned():
         )
     )
     assert set(result["physical"]) >= {"id", "prompt_tokens", "created", "choice_contents", "choice_finish_reasons"}
+
+
+def test_the_workers_part_of_the_plan_is_json_and_carries_a_profile_file_where_it_is_not(tmp_path):
+    """The parse step's part of the plan (`plan`) was a pickled TablePlan inside the JSON; it is JSON now, and a
+    profile given by path (with `extends`) is rebuilt from it on a worker that has no such file, secrets left
+    out."""
+    base = tmp_path / "base.yaml"
+    base.write_text("name: mine\nextends: coder\nfields:\n  tier: {type: string}\n")
+    leaf = tmp_path / "leaf.yaml"
+    leaf.write_text("name: leaf\nextends: base.yaml\n")
+    made = plan(declared({**REQUEST, "profile": str(leaf), "api-key": "k-secret"}, column("tier", "STRING", "VARCHAR")))
+    text = json.dumps(made["plan"])
+    assert "k-secret" not in text
+    expected = load_profile(str(leaf))
+    base.unlink()
+    leaf.unlink()
+    rebuilt = TablePlan.of_document(json.loads(text))
+    assert rebuilt.profile.name == "leaf" and rebuilt.profile.columns == expected.columns
+    assert rebuilt.profile.content_schema == expected.content_schema and rebuilt.profile.source == str(leaf)
+    assert [c["name"] for c in rebuilt.profile.columns][-1] == "tier"

@@ -25,12 +25,15 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
 - `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
   makes, the batching), or `why` the parse step runs in Python (`_native_parse`);
-- `plan`: the pickled `TablePlan` the Python functions are built from on the workers
-  (`connector.flink.runtime`), together with the flat columns the query really reads.
+- `plan`: what the Python parse function is built from on the workers (`TablePlan.document()`: the table's
+  options less its secrets, the profile's files as JSON, whether `created` is required), JSON like the rest;
+  `connector.flink.runtime` rebuilds the `TablePlan` from it, with the flat columns the query really reads.
 
 Where the parse step runs in Python, the factory asks once more, after projection push-down, with
-`{"parse_function": {"plan": ..., "columns": [...]}}`, and gets `{"payload": ...}`: the function's pickle
-(`connector.flink.runtime.function_payload`), base64, so that every pickle is made by Python's `pickle`.
+`{"parse_function": {"plan": ..., "columns": [...]}}`, and gets `{"payload": ...}`: the Python function as
+PyFlink carries one, a pickle (of the call `parse_function(plan as JSON text, columns)`, made by
+`connector.flink.runtime.function_payload`), base64. That pickle is PyFlink's format for a Python function, not
+ours: nothing in it but the call and its two JSON strings.
 
 Pure code: no pyflink, no JVM; the factory does the Flink side.
 """
@@ -42,11 +45,10 @@ import hashlib
 import importlib.util
 import json
 import os
-import pickle
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +86,7 @@ from connector.options import (
     validate,
     validate_model,
 )
-from connector.profiles import Profile, load_profile
+from connector.profiles import Profile, load_profile, profile_of_document
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
@@ -96,15 +98,31 @@ INTERNAL_COLUMNS = PARSE_INTERNAL
 
 @dataclass(frozen=True)
 class TablePlan:
-    """What the Python functions of one table are built from on the workers (pickled into the job)."""
+    """What the Python parse function of one table is built from on the workers; it travels in the plan as
+    JSON (`document`, `of_document`)."""
 
     table: str
     options: Options
     profile: Profile
     require_created: bool
-    # Read on the client ('api-key', or the variable 'api-key.env' names): the key travels in the job, never
-    # in the TaskManagers' environment (which Beam logs when it closes a Python worker).
-    api_key: str | None = field(default=None, repr=False)
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "table": self.table,
+            # The parse step needs no secret: the API key stays in the request step's spec (on the JVM).
+            "options": self.options.without_secrets(),
+            "profile": self.profile.document(),
+            "require_created": self.require_created,
+        }
+
+    @classmethod
+    def of_document(cls, document: Mapping[str, Any]) -> TablePlan:
+        return cls(
+            str(document["table"]),
+            validate(document["options"]),
+            profile_of_document(document["profile"]),
+            bool(document["require_created"]),
+        )
 
 
 def request_id_of(prompt: str) -> str:
@@ -348,7 +366,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
     metadata = metadata_for(mode)
     api_key = _api_key(options) if mode == "request" else None
-    table_plan = TablePlan(name, options, profile, require_created, api_key)
+    table_plan = TablePlan(name, options, profile, require_created)
     result: dict[str, Any] = {
         "version": PLAN_VERSION,
         "mode": mode,
@@ -361,7 +379,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             {"key": m.key, "type": m.type, "sql": m.expression, "from": {"column": m.column}} for m in metadata
         ],
         "settings": _settings(options),
-        "plan": base64.b64encode(pickle.dumps(table_plan)).decode("ascii"),
+        "plan": table_plan.document(),
     }
     if mode == "request":
         result["request"] = {
@@ -673,11 +691,11 @@ def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str],
 
 
 def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:
-    """The payload of a parse function in a Python worker: `plan` (a plan's `plan`, base64) and the
-    `columns` it produces, in their order."""
+    """The payload of a parse function in a Python worker: `plan` (a plan's `plan`) and the `columns` it
+    produces, in their order."""
     from connector.flink.runtime import function_payload  # (it imports this module)
 
-    payload = function_payload(base64.b64decode(question["plan"]), [str(c) for c in question["columns"]])
+    payload = function_payload(question["plan"], [str(c) for c in question["columns"]])
     return {"payload": base64.b64encode(payload).decode("ascii")}
 
 
@@ -705,7 +723,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    # Through the package, not `__main__`: the pickled TablePlan must name connector.flink.planner.
+    # Through the package, not `__main__`: the payload's pickle names connector.flink.runtime's function.
     from connector.flink.planner import main as _main
 
     sys.exit(_main())

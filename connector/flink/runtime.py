@@ -1,21 +1,23 @@
 """Entry points of a table's Python functions on the workers (pyflink).
 
-A parse function's payload is a pickle of the call `parse_function(plan, columns)`, made here by
-`function_payload` when the Java factory asks the planner for it (it knows the columns only after projection
-push-down; `python -m connector.flink.planner` with a `parse_function` question): the plan made by
-`connector.flink.planner` (a pickled `TablePlan`) and the columns the query reads, as JSON:
+A parse function's payload is a pickle of the call `parse_function(plan, columns)` (PyFlink's format for a
+Python function), made here by `function_payload` when the Java factory asks the planner for it (it knows the
+columns only after projection push-down; `python -m connector.flink.planner` with a `parse_function`
+question). Its two arguments are JSON text: the plan's `plan` (`TablePlan.document()`: options, profile,
+whether `created` is required) and the columns the query reads:
 
-    parse_function(plan, '["id", "created", "_line", "_error", "_error_field", "_backend"]')
+    parse_function('{"table": "answers", "options": {...}, "profile": [...], ...}',
+                   '["id", "created", "_line", "_error", "_error_field", "_backend"]')
 
-PyFlink unpickles the payload on the worker, which calls it. (Requests run on the JVM:
-`io.dspark.vllm.flink.RequestStep`.)
+PyFlink unpickles the payload on the worker, which calls it and rebuilds the `TablePlan` from the JSON.
+(Requests run on the JVM: `io.dspark.vllm.flink.RequestStep`.)
 """
 
 from __future__ import annotations
 
 import json
 import pickle
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from connector.flink.planner import TablePlan
@@ -24,19 +26,12 @@ from connector.flink.pyflink_fixes import arrow_results
 __all__ = ["function_payload", "parse_function"]
 
 
-def _plan(data: bytes) -> TablePlan:
-    plan = pickle.loads(data)
-    if not isinstance(plan, TablePlan):
-        raise TypeError(f"expected a TablePlan, got {type(plan).__name__}")
-    return plan
-
-
-def parse_function(plan: bytes, columns: str):  # type: ignore[no-untyped-def]
+def parse_function(plan: str, columns: str):  # type: ignore[no-untyped-def]
     """The vectorized parse function of a table, producing `columns` (JSON list) in that order."""
     from connector.flink.functions import ParseFunction
 
     arrow_results()  # before PyFlink uses the function, which it does right after unpickling it
-    return ParseFunction.of_table(_plan(plan), tuple(json.loads(columns)))
+    return ParseFunction.of_table(TablePlan.of_document(json.loads(plan)), tuple(json.loads(columns)))
 
 
 class _Call:
@@ -50,7 +45,8 @@ class _Call:
         return self.function, self.args
 
 
-def function_payload(plan: bytes, columns: Sequence[str]) -> bytes:
+def function_payload(plan: Mapping[str, Any], columns: Sequence[str]) -> bytes:
     """The payload of a table's parse function (what PyFlink's PythonScalarFunction carries): a pickle of
-    `parse_function(plan, columns)`, protocol 3 (PyFlink unpickles payloads with cloudpickle)."""
-    return pickle.dumps(_Call(parse_function, plan, json.dumps(list(columns))), protocol=3)
+    `parse_function(plan, columns)` with both as JSON text, protocol 3 (PyFlink unpickles payloads with
+    cloudpickle)."""
+    return pickle.dumps(_Call(parse_function, json.dumps(plan), json.dumps(list(columns))), protocol=3)

@@ -65,7 +65,7 @@ final class PythonPlanner {
     static byte[] parseFunction(TablePlan plan, List<String> columns, Map<String, String> config) {
         ObjectNode question = JSON.createObjectNode();
         ObjectNode function = question.putObject("parse_function");
-        function.put("plan", plan.json.get("plan").asText());
+        function.set("plan", plan.json.get("plan"));
         ArrayNode names = function.putArray("columns");
         columns.forEach(names::add);
         JsonNode answer = ask(plan.identifier, question, config, CONNECTOR);
