@@ -54,4 +54,18 @@ enum {
   X("json", JSON) \
   X("array", ARRAY)
 
+/* The JNI shim's result, one byte[] (its layout: native/contract.py): the type codes of an array and
+ * where the fields of its header start. */
+#define DSPARK_RESULT_UTF8 'u'
+#define DSPARK_RESULT_INT64 'l'
+#define DSPARK_RESULT_FLOAT64 'g'
+#define DSPARK_RESULT_BOOL 'b'
+#define DSPARK_RESULT_INT8 'c'
+#define DSPARK_RESULT_LIST '+'
+#define DSPARK_ARRAY_HEADER_TYPE_AT 0
+#define DSPARK_ARRAY_HEADER_LENGTH_AT 1
+#define DSPARK_ARRAY_HEADER_OFFSET_AT 9
+#define DSPARK_ARRAY_HEADER_VALIDITY_BYTES_AT 17
+#define DSPARK_ARRAY_HEADER_BYTES 21
+
 #endif

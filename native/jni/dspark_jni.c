@@ -102,16 +102,9 @@ JNIEXPORT jlong JNICALL Java_io_dspark_vllm_parse_NativeCore_parse(JNIEnv* env, 
 }
 
 /* -- the result as one Java byte[] ----------------------------------------------------------------------------
- * One copy of every buffer, in one call (a call per buffer would cost more than the parse of a small batch):
- *
- *   int32 number of columns; per column: int32 name length, the name's UTF-8, the array
- *   array: int8 type ('u' utf8, 'l' int64 or timestamp, 'g' float64, 'b' bool, 'c' int8, '+' list),
- *          int64 length, int64 offset, int32 validity bytes (0: no nulls) and them, then by type:
- *          'u': int32 offsets (offset + length + 1), int64 data bytes and them; 'l'/'g': 8 bytes a value;
- *          'b': the bits; 'c': a byte a value; '+': int32 offsets, then the child array
- *
- * All little-endian, unaligned. Each writer returns the position after what it wrote; with `out` NULL it
- * only counts. */
+ * Its layout is declared in native/contract.py (DSPARK_RESULT_*, DSPARK_ARRAY_HEADER_* in dspark_contract.h;
+ * ArrowColumn.java reads it with CoreContract's twins). Each writer returns the position after what it wrote;
+ * with `out` NULL it only counts. */
 
 static int64_t put(uint8_t* out, int64_t at, const void* bytes, int64_t n) {
   if (out != NULL && n > 0) memcpy(out + at, bytes, (size_t)n);
@@ -124,35 +117,35 @@ static int64_t put64(uint8_t* out, int64_t at, int64_t value) { return put(out, 
 
 static char type_of(const struct ArrowSchema* schema) {
   const char* f = schema->format;
-  if (f[0] == 't' && f[1] == 's') return 'l'; /* timestamp[ms, UTC]: int64 */
-  if (f[0] == '+' && f[1] == 'l') return '+';
+  if (f[0] == 't' && f[1] == 's') return DSPARK_RESULT_INT64; /* timestamp[ms, UTC]: int64 */
+  if (f[0] == '+' && f[1] == 'l') return DSPARK_RESULT_LIST;
   return f[0];
 }
 
 static int64_t put_array(uint8_t* out, int64_t at, const struct ArrowArray* a, const struct ArrowSchema* s) {
   char type = type_of(s);
   int64_t end = a->offset + a->length;
-  at = put(out, at, &type, 1);
-  at = put64(out, at, a->length);
-  at = put64(out, at, a->offset);
   int64_t validity = a->null_count != 0 && a->buffers[0] != NULL ? (end + 7) / 8 : 0;
-  at = put32(out, at, (int32_t)validity);
-  at = put(out, at, a->buffers[0], validity);
+  put(out, at + DSPARK_ARRAY_HEADER_TYPE_AT, &type, 1);
+  put64(out, at + DSPARK_ARRAY_HEADER_LENGTH_AT, a->length);
+  put64(out, at + DSPARK_ARRAY_HEADER_OFFSET_AT, a->offset);
+  put32(out, at + DSPARK_ARRAY_HEADER_VALIDITY_BYTES_AT, (int32_t)validity);
+  at = put(out, at + DSPARK_ARRAY_HEADER_BYTES, a->buffers[0], validity);
   switch (type) {
-    case 'u': {
+    case DSPARK_RESULT_UTF8: {
       const int32_t* offsets = (const int32_t*)a->buffers[1];
       at = put(out, at, offsets, 4 * (end + 1));
       at = put64(out, at, offsets[end]);
       return put(out, at, a->buffers[2], offsets[end]);
     }
-    case 'l':
-    case 'g':
+    case DSPARK_RESULT_INT64:
+    case DSPARK_RESULT_FLOAT64:
       return put(out, at, a->buffers[1], 8 * end);
-    case 'b':
+    case DSPARK_RESULT_BOOL:
       return put(out, at, a->buffers[1], (end + 7) / 8);
-    case 'c':
+    case DSPARK_RESULT_INT8:
       return put(out, at, a->buffers[1], end);
-    case '+':
+    case DSPARK_RESULT_LIST:
       at = put(out, at, a->buffers[1], 4 * (end + 1));
       return put_array(out, at, a->children[0], s->children[0]);
     default:

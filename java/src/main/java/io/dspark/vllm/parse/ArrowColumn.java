@@ -6,8 +6,8 @@ import java.nio.charset.StandardCharsets;
 
 /**
  * One column of the core's result, read in place from the byte[] the JNI shim copies the result into (its
- * layout: native/jni/dspark_jni.c). Types as the core makes them: {@code 'u'} utf8, {@code 'l'} int64 (also
- * timestamp[ms]), {@code 'g'} float64, {@code 'b'} bool, {@code 'c'} int8, {@code '+'} a list of one of them
+ * layout is declared in native/contract.py: {@link CoreContract}'s RESULT_* types and ARRAY_HEADER_* offsets).
+ * Types as the core makes them: utf8, int64 (also timestamp[ms]), float64, bool, int8, and a list of one of them
  * ({@link #child}).
  */
 public final class ArrowColumn {
@@ -26,15 +26,15 @@ public final class ArrowColumn {
     private ArrowColumn(byte[] bytes, ByteBuffer buffer, int at) {
         this.bytes = bytes;
         this.buffer = buffer;
-        type = (char) bytes[at];
-        length = Math.toIntExact(buffer.getLong(at + 1));
-        offset = Math.toIntExact(buffer.getLong(at + 9));
+        type = (char) bytes[at + CoreContract.ARRAY_HEADER_TYPE_AT];
+        length = Math.toIntExact(buffer.getLong(at + CoreContract.ARRAY_HEADER_LENGTH_AT));
+        offset = Math.toIntExact(buffer.getLong(at + CoreContract.ARRAY_HEADER_OFFSET_AT));
         int end = offset + length;
-        int validity = buffer.getInt(at + 17);
-        validityAt = validity == 0 ? -1 : at + 21;
-        int p = at + 21 + validity;
+        int validity = buffer.getInt(at + CoreContract.ARRAY_HEADER_VALIDITY_BYTES_AT);
+        validityAt = validity == 0 ? -1 : at + CoreContract.ARRAY_HEADER_BYTES;
+        int p = at + CoreContract.ARRAY_HEADER_BYTES + validity;
         switch (type) {
-            case 'u':
+            case CoreContract.RESULT_UTF8:
                 offsetsAt = p;
                 p += 4 * (end + 1);
                 long data = buffer.getLong(p);
@@ -42,26 +42,26 @@ public final class ArrowColumn {
                 next = Math.toIntExact(valuesAt + data);
                 child = null;
                 break;
-            case 'l':
-            case 'g':
+            case CoreContract.RESULT_INT64:
+            case CoreContract.RESULT_FLOAT64:
                 offsetsAt = -1;
                 valuesAt = p;
                 next = p + 8 * end;
                 child = null;
                 break;
-            case 'b':
+            case CoreContract.RESULT_BOOL:
                 offsetsAt = -1;
                 valuesAt = p;
                 next = p + (end + 7) / 8;
                 child = null;
                 break;
-            case 'c':
+            case CoreContract.RESULT_INT8:
                 offsetsAt = -1;
                 valuesAt = p;
                 next = p + end;
                 child = null;
                 break;
-            case '+':
+            case CoreContract.RESULT_LIST:
                 offsetsAt = p;
                 valuesAt = -1;
                 child = new ArrowColumn(bytes, buffer, p + 4 * (end + 1));

@@ -55,6 +55,20 @@ public final class CoreContract {
     /** without explain: starts like JSON, left to the reference */
     public static final int CONTENT_DEFERRED = 3;
 
+    // The JNI shim's result, one byte[] (its layout: native/contract.py): the type codes of an array and
+    // where the fields of its header start.
+    public static final char RESULT_UTF8 = 'u';
+    public static final char RESULT_INT64 = 'l';
+    public static final char RESULT_FLOAT64 = 'g';
+    public static final char RESULT_BOOL = 'b';
+    public static final char RESULT_INT8 = 'c';
+    public static final char RESULT_LIST = '+';
+    public static final int ARRAY_HEADER_TYPE_AT = 0;
+    public static final int ARRAY_HEADER_LENGTH_AT = 1;
+    public static final int ARRAY_HEADER_OFFSET_AT = 9;
+    public static final int ARRAY_HEADER_VALIDITY_BYTES_AT = 17;
+    public static final int ARRAY_HEADER_BYTES = 21;
+
     /** kind -> the Arrow format of its values. */
     public static final Map<String, Character> KINDS = Map.of(
             "string", 'u',

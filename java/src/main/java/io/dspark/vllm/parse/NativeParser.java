@@ -80,7 +80,7 @@ public final class NativeParser {
                 for (JsonNode property : content.get("properties")) {
                     types.put(property.get("name").asText(), typeOfProperty(property));
                 }
-                types.put(CONTENT_ERROR, new char[] {'u', ' '});
+                types.put(CONTENT_ERROR, new char[] {CoreContract.RESULT_UTF8, ' '});
             } else {
                 root.remove("content");
             }
@@ -91,9 +91,9 @@ public final class NativeParser {
         } catch (IOException e) {
             throw new UncheckedIOException(e);
         }
-        types.put(VERDICT, new char[] {'c', ' '});
-        types.put(REASON, new char[] {'u', ' '});
-        types.put(FIELD, new char[] {'u', ' '});
+        types.put(VERDICT, new char[] {CoreContract.RESULT_INT8, ' '});
+        types.put(REASON, new char[] {CoreContract.RESULT_UTF8, ' '});
+        types.put(FIELD, new char[] {CoreContract.RESULT_UTF8, ' '});
     }
 
     private static char leafOf(String kind) {
@@ -107,7 +107,7 @@ public final class NativeParser {
     private static char[] typeOfProperty(JsonNode property) {
         String kind = property.get("kind").asText();
         return "array".equals(kind)
-                ? new char[] {'+', leafOf(property.get("item_kind").asText())}
+                ? new char[] {CoreContract.RESULT_LIST, leafOf(property.get("item_kind").asText())}
                 : new char[] {leafOf(kind), ' '};
     }
 
@@ -120,7 +120,7 @@ public final class NativeParser {
                 star |= "*".equals(segment.asText());
             }
         }
-        return "length".equals(kind) || !star ? new char[] {leaf, ' '} : new char[] {'+', leaf};
+        return "length".equals(kind) || !star ? new char[] {leaf, ' '} : new char[] {CoreContract.RESULT_LIST, leaf};
     }
 
     /**
@@ -234,7 +234,7 @@ public final class NativeParser {
             int32.accept(1); // one validity byte
             bytes.write(valid ? 1 : 0);
             switch (type) {
-                case 'u':
+                case CoreContract.RESULT_UTF8:
                     int32.accept(0);
                     int32.accept(value == null ? 0 : value.length);
                     int64.accept(value == null ? 0 : value.length);
@@ -242,24 +242,24 @@ public final class NativeParser {
                         bytes.write(value, 0, value.length);
                     }
                     break;
-                case 'l':
-                case 'g':
+                case CoreContract.RESULT_INT64:
+                case CoreContract.RESULT_FLOAT64:
                     int64.accept(0);
                     break;
-                case 'b':
+                case CoreContract.RESULT_BOOL:
                     bytes.write(0);
                     break;
-                case 'c':
+                case CoreContract.RESULT_INT8:
                     bytes.write(0);
                     break;
-                case '+': // an empty list, then its child: no values
+                case CoreContract.RESULT_LIST: // an empty list, then its child: no values
                     int32.accept(0);
                     int32.accept(0);
                     bytes.write(entry.getValue()[1]);
                     int64.accept(0);
                     int64.accept(0);
                     int32.accept(0);
-                    if (entry.getValue()[1] == 'u') {
+                    if (entry.getValue()[1] == CoreContract.RESULT_UTF8) {
                         int32.accept(0);
                         int64.accept(0);
                     }
