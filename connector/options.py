@@ -29,7 +29,9 @@ __all__ = [
     "ConfigOption",
     "Options",
     "MODEL_OPTIONS",
+    "RETIRED",
     "options_markdown",
+    "retired",
     "parse_duration",
     "validate",
     "validate_model",
@@ -57,7 +59,6 @@ class ConfigOption(Generic[T]):
     maximum: float | None = None
     group: str = "General"
     secret: bool = False
-    prefix: bool = False  # a family of keys: '<key>.<anything>' (the key itself ends with '.')
 
     def parse(self, raw: str) -> T:
         text = str(raw).strip()
@@ -288,22 +289,6 @@ PROMPTS_COUNT: ConfigOption[int | None] = _option(
     "int",
     "Number of prompts sent with 'prompts.rate' (unbounded when unset).",
     minimum=1,
-    group="Prompts",
-)
-PROMPTS_SOURCE: ConfigOption[str | None] = _option(
-    "prompts.source.",
-    "string",
-    "Prompts from any Flink table connector: 'prompts.source.connector' = 'kafka', "
-    "'prompts.source.topic' = ..., 'prompts.source.format' = 'raw' ... (the keys after 'prompts.source.' are "
-    "that connector's own options).",
-    group="Prompts",
-    prefix=True,
-)
-PROMPTS_COLUMN: ConfigOption[str] = _option(
-    "prompts.column",
-    "string",
-    "The STRING column of the 'prompts.source.*' table that holds the prompt.",
-    default="prompt",
     group="Prompts",
 )
 # ---------------------------------------------------------------- replay mode
@@ -568,8 +553,6 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     PROMPTS_RATE,
     PROMPTS_TEMPLATE,
     PROMPTS_COUNT,
-    PROMPTS_SOURCE,
-    PROMPTS_COLUMN,
     REPLAY_PATH,
     REPLAY_MONITOR_INTERVAL,
     REQUEST_API,
@@ -635,16 +618,38 @@ MODEL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SYSTEM_PROMPT,
 )
 
-_BY_KEY = {o.key: o for o in OPTIONS if not o.prefix}
-_PREFIXES = tuple(o for o in OPTIONS if o.prefix)
+# ---------------------------------------------------------------- retired keys
+# What replaced prompts from another table (issue 27): ML_PREDICT over that table keeps every column of the rows
+# that asked, where the table kept one. A key here is refused with its one line, before any other check (the jar's
+# factory says it too: TableOptions.RETIRED, generated from this); a key ending in '.' is a family of keys.
+ML_PREDICT_INSTEAD = (
+    "read them with a table of their own connector and ask the model with ML_PREDICT over it, which keeps every "
+    "column of the rows that asked (CREATE MODEL ... WITH ('provider' = 'dspark-vllm'); docs/flink.md, "
+    "\"Enrichment: ML_PREDICT with a 'dspark-vllm' model\")"
+)
+RETIRED: dict[str, str] = {
+    "prompts.source.": (
+        f"Option 'prompts.source.*' is retired: for prompts from another connector, {ML_PREDICT_INSTEAD}."
+    ),
+    "prompts.column": (
+        "Option 'prompts.column' is retired with 'prompts.source.*': name the prompt column in ML_PREDICT's "
+        f"DESCRIPTOR(column); for prompts from another connector, {ML_PREDICT_INSTEAD}."
+    ),
+}
+
+
+def retired(key: str) -> str | None:
+    """The one line that says what replaced a retired key, or None for a key that is not retired."""
+    return next((m for k, m in RETIRED.items() if (key.startswith(k) if k.endswith(".") else key == k)), None)
+
+
+_BY_KEY = {o.key: o for o in OPTIONS}
 REQUEST_ONLY = tuple(o for o in OPTIONS if o.group in ("Prompts", "Request", "Request body", "Retry"))
 REPLAY_ONLY = tuple(o for o in OPTIONS if o.group == "Replay")
 
 
 def _option_of(key: str) -> ConfigOption[Any] | None:
-    if key in _BY_KEY:
-        return _BY_KEY[key]
-    return next((o for o in _PREFIXES if key.startswith(o.key) and len(key) > len(o.key)), None)
+    return _BY_KEY.get(key)
 
 
 @dataclass(frozen=True)
@@ -659,13 +664,7 @@ class Options:
         return cast(T, self.parsed[option.key])
 
     def is_set(self, option: ConfigOption[Any]) -> bool:
-        if option.prefix:
-            return any(k.startswith(option.key) for k in self.given)
         return option.key in self.given
-
-    def prefixed(self, option: ConfigOption[Any]) -> dict[str, str]:
-        """The keys of a prefix family without the prefix: {'connector': 'kafka', ...}."""
-        return {k[len(option.key) :]: v for k, v in self.raw.items() if k.startswith(option.key)}
 
     @property
     def batch_size(self) -> int:
@@ -738,7 +737,7 @@ def _given(options: Options, *keys: ConfigOption[Any]) -> list[ConfigOption[Any]
 
 
 def _named(option: ConfigOption[Any]) -> str:
-    return f"'{option.key}*'" if option.prefix else f"'{option.key}'"
+    return f"'{option.key}'"
 
 
 def rule_mode_request_needs_endpoint_and_model(o: Options) -> None:
@@ -750,13 +749,14 @@ def rule_mode_request_needs_endpoint_and_model(o: Options) -> None:
 
 
 def rule_one_prompt_source(o: Options) -> None:
-    sources = _given(o, PROMPTS_SOURCE, PROMPTS_PATH, PROMPTS_RATE)
+    sources = _given(o, PROMPTS_PATH, PROMPTS_RATE)
     if len(sources) > 1:
         quoted = " and ".join(_named(k) for k in sources)
         raise OptionsError(f"Option {quoted} shouldn't be set together; keep one source of prompts.")
     if o.get(MODE) == "request" and not sources:
         raise OptionsError(
-            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request'."
+            "One of 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request' (prompts from another "
+            f"table: {ML_PREDICT_INSTEAD})."
         )
 
 
@@ -764,13 +764,6 @@ def rule_rate_options_need_rate(o: Options) -> None:
     for option in _given(o, PROMPTS_TEMPLATE, PROMPTS_COUNT):
         if not o.is_set(PROMPTS_RATE):
             raise OptionsError(f"Option '{option.key}' needs 'prompts.rate'; set it or remove '{option.key}'.")
-    if o.is_set(PROMPTS_COLUMN) and not o.is_set(PROMPTS_SOURCE):
-        raise OptionsError("Option 'prompts.column' needs 'prompts.source.*'; set them or remove 'prompts.column'.")
-    if o.is_set(PROMPTS_SOURCE) and "connector" not in o.prefixed(PROMPTS_SOURCE):
-        raise OptionsError(
-            "Option 'prompts.source.connector' is required with 'prompts.source.*': name the Flink connector that "
-            "reads the prompts, e.g. 'kafka' or 'filesystem'."
-        )
 
 
 def rule_mode_replay_needs_path(o: Options) -> None:
@@ -921,11 +914,14 @@ RULES: tuple[Rule, ...] = (
 
 def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
+    for key in sorted(raw):
+        if (message := retired(key)) is not None:
+            raise OptionsError(message)
     unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS)
     if unknown:
         # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
         # usual cause, and the list hid the one meant).
-        supported = sorted({*(o.key + ("*" if o.prefix else "") for o in OPTIONS), *_FRAMEWORK_KEYS})
+        supported = sorted({*(o.key for o in OPTIONS), *_FRAMEWORK_KEYS})
         named = []
         for key in unknown:
             near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
@@ -943,7 +939,7 @@ def validate(raw: Mapping[str, str]) -> Options:
         )
     if raw["connector"] != CONNECTOR:
         raise OptionsError(f"Option 'connector' must be '{CONNECTOR}', got '{raw['connector']}'.")
-    values = {o.key: (o.parse(raw[o.key]) if o.key in raw else o.default) for o in OPTIONS if not o.prefix}
+    values = {o.key: (o.parse(raw[o.key]) if o.key in raw else o.default) for o in OPTIONS}
     options = Options(parsed=values, given=frozenset(raw), raw=dict(raw))
     for rule in RULES:
         rule(options)
@@ -975,7 +971,7 @@ def validate_model(raw: Mapping[str, str]) -> Options:
         )
     if raw.get("provider") != CONNECTOR:
         raise OptionsError(f"Option 'provider' must be '{CONNECTOR}', got '{raw.get('provider')}'.")
-    values = {o.key: o.default for o in (*OPTIONS, *MODEL_ONLY) if not o.prefix}
+    values = {o.key: o.default for o in (*OPTIONS, *MODEL_ONLY)}
     values.update({k: known[k].parse(v) for k, v in raw.items()})
     options = Options(parsed=values, given=frozenset(raw), raw=dict(raw))
     for rule in MODEL_RULES:
@@ -995,8 +991,7 @@ def options_markdown(options: tuple[ConfigOption[Any], ...] | None = None) -> st
         kind = o.type if o.type != "enum" else "enum: " + " \\| ".join(o.values)
         required = "yes" if o.required else "no"
         description = o.description.replace("|", "\\|")
-        key = o.key + "*" if o.prefix else o.key
-        lines.append(f"| `{key}` | {required} | `{o.default_text}` | {kind} | {description} |")
+        lines.append(f"| `{o.key}` | {required} | `{o.default_text}` | {kind} | {description} |")
     return "\n".join(lines) + "\n"
 
 
@@ -1017,21 +1012,39 @@ def options_java() -> str:
         "",
         "import java.util.Arrays;",
         "import java.util.Collections;",
+        "import java.util.LinkedHashMap;",
         "import java.util.LinkedHashSet;",
+        "import java.util.Map;",
         "import java.util.Set;",
         "",
         "/** GENERATED by {@code python -m connector.options --java}: do not edit. The options of 'dspark-vllm'. */",
         "final class TableOptions {",
         "    private TableOptions() {}",
         "",
-        "    /** Families of keys: '<prefix><anything>' (the keys of another connector). */",
-        "    static final Set<String> PREFIXES = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
-        "            " + ", ".join(literal(o.key) for o in OPTIONS if o.prefix) + ")));",
+        "    /** Retired keys and the one line that says what replaced each (a key ending in '.' is a family). */",
+        "    static final Map<String, String> RETIRED = retiredKeys();",
+        "",
+        "    private static Map<String, String> retiredKeys() {",
+        "        Map<String, String> retired = new LinkedHashMap<>();",
+        *(f"        retired.put({literal(k)}, {literal(m)});" for k, m in RETIRED.items()),
+        "        return Collections.unmodifiableMap(retired);",
+        "    }",
+        "",
+        "    /** What replaced a retired key ({@code connector.options.retired}), or null. */",
+        "    static String retired(String key) {",
+        "        for (Map.Entry<String, String> e : RETIRED.entrySet()) {",
+        "            String k = e.getKey();",
+        '            if (k.endsWith(".") ? key.startsWith(k) : key.equals(k)) {',
+        "                return e.getValue();",
+        "            }",
+        "        }",
+        "        return null;",
+        "    }",
         "",
         "    static final Set<ConfigOption<?>> OPTIONAL =",
         "            Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
     ]
-    keyed = [o for o in OPTIONS if not o.prefix and not o.required]
+    keyed = [o for o in OPTIONS if not o.required]
     for i, o in enumerate(keyed):
         end = "" if i == len(keyed) - 1 else ","
         lines.append(

@@ -247,7 +247,15 @@ def test_declared_schema_is_kept(job):
         ),
         (
             "id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://x', 'model' = 'm'",
-            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request'.",
+            "One of 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request' (prompts from another "
+            "table: read them with a table of their own connector and ask the model with ML_PREDICT",
+        ),
+        (
+            # Retired (issue 27): one line that says what replaced it, not Flink's "Unsupported options".
+            "id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://x', 'model' = 'm', "
+            "'prompts.source.connector' = 'kafka', 'prompts.source.topic' = 't', 'prompts.column' = 'q'",
+            "('connector' = 'dspark-vllm'): Option 'prompts.column' is retired with 'prompts.source.*': name the "
+            "prompt column in ML_PREDICT's DESCRIPTOR(column);",
         ),
         (
             "id STRING) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x', "

@@ -2,8 +2,9 @@
 
 The runner (`io.dspark.vllm.flink.SqlRunner`) runs as a plain JVM with only Flink's jars (from the PyFlink
 wheel), the connector jar and `python.executable` set: the path the SQL Client takes, without its prompt.
-One statement set feeds every test of this module: a replay table and a request-mode table (against the
-simulator) into filesystem sinks, checked row by row (every body and every prompt exactly once).
+One statement set feeds every test of this module: a replay table, a request-mode table and ML_PREDICT over a
+table of prompts (against the simulator) into filesystem sinks, checked row by row (every body and every prompt
+exactly once).
 """
 
 from __future__ import annotations
@@ -85,9 +86,8 @@ WITH ('connector' = 'filesystem', 'path' = '{out}/responses', 'format' = 'json')
 CREATE TABLE sink_windows (model STRING, n BIGINT, bad BIGINT, mean_tokens DOUBLE)
 WITH ('connector' = 'filesystem', 'path' = '{out}/windows', 'format' = 'json');
 
--- The building blocks as SQL functions, over tables of any connector.
+-- The parse step as a SQL function over a table of any connector; prompts of any table through ML_PREDICT.
 CREATE TEMPORARY FUNCTION parse_coder AS 'connector.flink.sql.parse_coder' LANGUAGE PYTHON;
-CREATE TEMPORARY FUNCTION vllm_request AS 'connector.flink.sql.vllm_request' LANGUAGE PYTHON;
 CREATE TABLE raw_bodies (body BYTES) WITH ('connector' = 'filesystem', 'path' = '{bodies}', 'format' = 'raw');
 CREATE TABLE prompt_lines (prompt STRING)
 WITH ('connector' = 'filesystem', 'path' = '{prompts_file}', 'format' = 'raw');
@@ -95,9 +95,11 @@ CREATE TABLE sink_functions (id STRING, lang STRING, tokens BIGINT, error STRING
 WITH ('connector' = 'filesystem', 'path' = '{out}/functions', 'format' = 'json');
 CREATE TABLE sink_requested (prompt STRING, status INT, id STRING, error STRING)
 WITH ('connector' = 'filesystem', 'path' = '{out}/requested', 'format' = 'json');
-CREATE VIEW requested AS
-  SELECT prompt, r.http_status AS status, r.body AS body, r.error AS error
-  FROM (SELECT prompt, vllm_request('{endpoint}', '{model}', prompt) AS r FROM prompt_lines);
+CREATE MODEL asker
+  INPUT (prompt STRING)
+  OUTPUT (id STRING, `request.http-status` INT, `error.reason` STRING)
+  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'profile' = 'coder',
+        'request.retry.max-attempts' = '1');
 
 EXECUTE STATEMENT SET BEGIN
   INSERT INTO sink_replayed SELECT id, model, usage.completion_tokens, `language`, line, reason FROM replayed;
@@ -107,8 +109,8 @@ EXECUTE STATEMENT SET BEGIN
     FROM replayed GROUP BY model, TUMBLE(created, INTERVAL '10' SECOND);
   INSERT INTO sink_functions SELECT p.id, p.`language`, p.completion_tokens, p.error
     FROM (SELECT parse_coder(body) AS p FROM raw_bodies);
-  INSERT INTO sink_requested SELECT prompt, status, p.id, COALESCE(error, p.error)
-    FROM (SELECT prompt, status, error, parse_coder(body) AS p FROM requested);
+  INSERT INTO sink_requested SELECT prompt, `request.http-status`, id, `error.reason`
+    FROM ML_PREDICT(TABLE prompt_lines, MODEL asker, DESCRIPTOR(prompt), MAP['output-mode', 'ALLOW_UNORDERED']);
 END;
 """
 
@@ -192,7 +194,7 @@ def test_every_prompt_is_one_row(job):
         else:
             assert row["reason"].startswith("request failed: status: HTTP 500")
     assert any(r["reason"] for r in rows), "the simulator answered 10% with 500"
-    # Each prompt sent once (500 is not retried): the table's and the SQL function's.
+    # Each prompt sent once (500 is not retried): the table's and ML_PREDICT's.
     assert job["stats"]["requests /v1/chat/completions"] == PROMPTS + FUNCTION_PROMPTS
 
 
@@ -211,14 +213,16 @@ def test_parse_function_from_sql(job):
     assert sorted(r["error"][:8] for r in rows if r["error"]) == ["error re", "not JSON", "truncate"]
 
 
-def test_request_function_from_sql(job):
+def test_ml_predict_over_a_table_of_prompts_from_sql(job):
+    """What the retired `vllm_request` function did, through ML_PREDICT: each row of a table of any connector is
+    one request and one row, its answer or its error beside the row's own column."""
     rows = job["requested"]
     assert sorted(r["prompt"] for r in rows) == sorted(f"function prompt {n}" for n in range(FUNCTION_PROMPTS))
     for row in rows:
         if row["error"] is None:
             assert row["status"] == 200 and row["id"].startswith("chatcmpl-")
         else:
-            assert "500" in row["error"]
+            assert row["status"] == 500 and "HTTP 500" in row["error"]
 
 
 def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
@@ -246,6 +250,25 @@ def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
     assert "Unsupported options found for 'dspark-vllm'." in run.stderr
     assert "parse.bakend (did you mean parse.backend" in run.stderr and "replay.monitor-interval" not in run.stderr
     assert "\tat org.apache" not in run.stderr  # no Java stack trace unless asked for
+    # Retired (issue 27): a table's 'prompts.source.*' and the SQL function vllm_request say what replaced them.
+    retired = tmp_path / "retired.sql"
+    retired.write_text(
+        "CREATE TABLE t (id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:9', "
+        "'model' = 'm', 'prompts.source.connector' = 'kafka', 'prompts.source.topic' = 'p');\nSELECT * FROM t;\n"
+    )
+    run = sql(str(retired))
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+    assert "('connector' = 'dspark-vllm'): Option 'prompts.source.*' is retired: " in run.stderr
+    assert "ML_PREDICT" in run.stderr and "Unsupported options" not in run.stderr
+    function = tmp_path / "function.sql"
+    function.write_text(
+        "CREATE TEMPORARY FUNCTION vllm_request AS 'connector.flink.sql.vllm_request' LANGUAGE PYTHON;\n"
+        "SELECT vllm_request('http://127.0.0.1:9', 'm', 'hi');\n"
+    )
+    run = sql(str(function))
+    assert run.returncode == 1 and run.stderr.count("\n") == 1, run.stderr
+    assert "The SQL function 'vllm_request' is retired: ask the model with ML_PREDICT" in run.stderr
+    assert "Traceback" not in run.stderr and "\tat org.apache" not in run.stderr
     missing = sql(str(tmp_path / "none.sql"))
     assert (missing.returncode, missing.stderr.strip()) == (
         2,

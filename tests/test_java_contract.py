@@ -12,7 +12,7 @@ import pytest
 
 from connector.flink.contract import PLAN_VERSION, REQUEST_COLUMNS
 from connector.flink.planner import plan
-from connector.options import OPTIONS
+from connector.options import OPTIONS, RETIRED
 from tests.java import NEEDS_JDK, build_jar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -73,8 +73,8 @@ def test_the_jar_reads_the_plans_the_planner_makes(tmp_path):
     )
     assert request["flat"] == {c["name"]: c["type"] for c in made["request"]["flat"]}
     # The factory declares to Flink the keys of the one option table.
-    assert request["option_keys"] == [o.key for o in OPTIONS if not o.prefix and not o.required]
-    assert request["prefixes"] == [o.key for o in OPTIONS if o.prefix]
+    assert request["option_keys"] == [o.key for o in OPTIONS if not o.required]
+    assert request["retired"] == RETIRED
 
     spec = request["spec"]
     assert spec["url"] == "https://vllm.example:8443/v1/chat/completions"

@@ -6,9 +6,10 @@ Two Flink jobs:
   connector (valid, malformed, tombstones, a body over the parser's size limit; keys, partitions, offsets and
   timestamps beside the parsed columns), on a PyFlink mini-cluster: every record one row or one error row,
   the same as `parse_batch`;
-- the README's Kafka recipe as written (prompts topic -> 'dspark-vllm' table through 'prompts.source.*' ->
-  answers topic with 'sink.delivery-guarantee' = 'exactly-once'), through `dspark-vllm sql`, against the
-  simulator: a `read_committed` consumer sees every prompt's answer exactly once.
+- the README's Kafka recipe as written (questions topic -> ML_PREDICT with a 'dspark-vllm' model -> answers
+  topic with 'sink.delivery-guarantee' = 'exactly-once'), through `dspark-vllm sql`, against the simulator: a
+  `read_committed` consumer sees every question's answer exactly once, beside the row that asked; and the same
+  on a standalone cluster whose TaskManager is killed mid-run.
 """
 
 from __future__ import annotations
@@ -158,10 +159,11 @@ def test_kafka_metadata_columns_beside_the_parsed_ones(format_job):
 
 
 # ------------------------------------------------------------------------------------------------------------
-# The README's recipe: prompts topic -> enriched answers topic, exactly once
+# The README's recipe: keyed questions -> ML_PREDICT -> answers beside the rows that asked, exactly once
 # ------------------------------------------------------------------------------------------------------------
 
 PROMPTS = 60
+USERS = 7
 README_BROKER = "127.0.0.1:9092"
 README_ENDPOINT = "http://127.0.0.1:8000"
 
@@ -189,15 +191,33 @@ def run_readme_sql(sql: str, script: Path, jars: list[Path]) -> subprocess.Compl
     return subprocess.run(command, capture_output=True, text=True, timeout=600, cwd=ROOT)
 
 
+def questions(count: int, topic: str, kafka) -> list[tuple[str, str, int]]:
+    """`count` questions as JSON records keyed by user, every question asked twice, by two users; timestamps of
+    now (records older than the broker's retention, 7 days, may be deleted before the job reads them: a run with
+    timestamps of 2023 read no question)."""
+    now_ms = int(time.time() * 1000)
+    asked = [
+        (f"user-{n % USERS}", f"Write a function that returns {n // 2}; answer in JSON.", now_ms + n)
+        for n in range(count)
+    ]
+    kafka.create_topic(topic, partitions=2)
+    kafka.produce(
+        topic,
+        [
+            {"key": user.encode(), "value": json.dumps({"question": q}).encode(), "timestamp": ts}
+            for user, q, ts in asked
+        ],
+    )
+    return asked
+
+
 @pytest.fixture(scope="module")
 def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
     from connector.simulator import testing
 
     root = tmp_path_factory.mktemp("kafka-recipe")
-    kafka.create_topic("prompts", partitions=2)
+    asked = questions(PROMPTS, "questions", kafka)
     kafka.create_topic("answers", partitions=2)
-    prompts = [f"Write a function that returns {n}; answer in JSON." for n in range(PROMPTS)]
-    kafka.produce("prompts", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
     sql = readme_recipe()
     # Where this run's broker and simulator are: the only change to the recipe.
     assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
@@ -208,79 +228,35 @@ def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
     assert run.returncode == 0, run.stderr[-4000:]
     committed = kafka.consume("answers", expect=PROMPTS, isolation="read_committed")
     everything = kafka.consume("answers", expect=PROMPTS, isolation="read_uncommitted")
-    return {"prompts": prompts, "committed": committed, "everything": everything, "stats": stats, "run": run}
+    return {"asked": asked, "committed": committed, "everything": everything, "stats": stats, "run": run}
 
 
-def test_recipe_every_prompt_answered_exactly_once_read_committed(recipe_job):
-    answers = [json.loads(m.value()) for m in recipe_job["committed"]]
-    assert sorted(a["prompt"] for a in answers) == sorted(recipe_job["prompts"])
-    assert len({a["request_id"] for a in answers}) == PROMPTS
-    for a in answers:
-        assert a["error"] is None, a["error"]
-        assert a["id"].startswith("chatcmpl-") and a["model"] and a["completion_tokens"] > 0
+def test_recipe_answers_every_question_beside_its_row_once_read_committed(recipe_job):
+    """ML_PREDICT over a Kafka topic (issues 27 and 28): every question's answer is committed once, with the
+    columns of the row that asked (the key, the question, the record's timestamp); two users asking the same
+    question get an answer each."""
+    committed = recipe_job["committed"]
+    rows = [json.loads(m.value()) for m in committed]
+    assert sorted((r["user_id"], r["question"]) for r in rows) == sorted((u, q) for u, q, _ in recipe_job["asked"])
+    for row in rows:
+        assert row["error"] is None, row["error"]
+        assert row["completion_tokens"] > 0 and row["latency_ms"] > 0 and row["language"]
+        # The record's Kafka timestamp, carried through ML_PREDICT (TIMESTAMP_LTZ as text, in the session zone).
+        assert row["asked_at"] is not None
+    assert len({r["asked_at"] for r in rows}) == PROMPTS
     assert recipe_job["stats"]["requests /v1/chat/completions"] == PROMPTS
 
 
 def test_recipe_writes_in_transactions(recipe_job, kafka):
     """The answers were written in Kafka transactions: each partition's commit markers take offsets of their own,
     so its end lies past its records (a plain write ends right after them); a read_uncommitted reader sees the
-    same records, none aborted in a run without failures; a record's key is its request id."""
+    same records, none aborted in a run without failures; a record's key is the user who asked."""
     committed = sorted((m.key(), m.value()) for m in recipe_job["committed"])
     assert sorted((m.key(), m.value()) for m in recipe_job["everything"]) == committed
-    assert all(json.loads(v)["request_id"] == k.decode() for k, v in committed)
+    assert all(json.loads(v)["user_id"] == k.decode() for k, v in committed)
     for partition, end in kafka.end_offsets("answers").items():
         records = sum(m.partition() == partition for m in recipe_job["committed"])
         assert end > records > 0, (partition, end, records)
-
-
-# ------------------------------------------------------------------------------------------------------------
-# The README's ML_PREDICT recipe: keyed questions -> answers beside the rows that asked, exactly once
-# ------------------------------------------------------------------------------------------------------------
-
-USERS = 7
-
-
-def test_enrich_recipe_answers_every_question_beside_its_row_once(kafka, flink_kafka_jars, tmp_path):
-    """ML_PREDICT over a Kafka topic (issues 27 and 28): every question's answer is committed once, with the
-    columns of the row that asked (the key, the question, the record's timestamp); two users asking the same
-    question get an answer each."""
-    from connector.simulator import testing
-
-    kafka.create_topic("questions", partitions=2)
-    kafka.create_topic("enriched", partitions=2)
-    # Timestamps of now: records older than the broker's retention (7 days) may be deleted before the job reads
-    # them (a run with timestamps of 2023 read no question).
-    now_ms = int(time.time() * 1000)
-    asked = [
-        (f"user-{n % USERS}", f"Write a function that returns {n // 2}; answer in JSON.", now_ms + n)
-        for n in range(PROMPTS)
-    ]  # every question asked twice, by two users
-    kafka.produce(
-        "questions",
-        [
-            {"key": user.encode(), "value": json.dumps({"question": q}).encode(), "timestamp": ts}
-            for user, q, ts in asked
-        ],
-    )
-    sql = readme_recipe("kafka-enrich-recipe")
-    assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
-    with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
-        sql = sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
-        run = run_readme_sql(sql, tmp_path / "kafka-enrich.sql", flink_kafka_jars)
-        stats = sim.stats()
-    assert run.returncode == 0, run.stderr[-4000:]
-    committed = kafka.consume("enriched", expect=PROMPTS, isolation="read_committed")
-    rows = [json.loads(m.value()) for m in committed]
-    assert all(m.key().decode() == row["user_id"] for m, row in zip(committed, rows, strict=True))
-    assert sorted((r["user_id"], r["question"]) for r in rows) == sorted((u, q) for u, q, _ in asked)
-    when = {(u, q): ts for u, q, ts in asked}
-    for row in rows:
-        assert row["error"] is None, row["error"]
-        assert row["completion_tokens"] > 0 and row["latency_ms"] > 0
-        # The record's Kafka timestamp, carried through ML_PREDICT (TIMESTAMP_LTZ as text, in the session zone).
-        assert row["asked_at"] is not None
-    assert len({r["asked_at"] for r in rows}) == len(when)
-    assert stats["requests /v1/chat/completions"] == PROMPTS
 
 
 # ------------------------------------------------------------------------------------------------------------
@@ -295,22 +271,20 @@ def test_recipe_answers_each_prompt_once_when_the_taskmanager_dies(kafka, flink_
     """The README's recipe through `flink run -c SqlRunner` on jobs/standalone_cluster.sh (4 requests in flight,
     200 ms each, so that the run outlasts a checkpoint): after a checkpoint completed while answers were being
     written, the TaskManager is SIGKILLed and a new one started; the job restarts from the checkpoint (Kafka's
-    source offsets, the requests in flight, the open transactions aborted) and a read_committed reader sees
-    every prompt's answer exactly once."""
+    source offsets, ML_PREDICT's rows in flight, the open transactions aborted) and a read_committed reader sees
+    every question's answer exactly once."""
     from connector.simulator.testing import serve_simulator
     from tests.cluster import rest, wait_for, wait_for_job_end
     from tests.test_flink_failover import cluster_script
 
-    prompts = [f"Failover prompt {n}: answer briefly." for n in range(FAILOVER_PROMPTS)]
-    kafka.create_topic("prompts-failover", partitions=2)
+    asked = questions(FAILOVER_PROMPTS, "questions-failover", kafka)
     kafka.create_topic("answers-failover", partitions=2)
-    kafka.produce("prompts-failover", [{"value": p.encode(), "partition": n % 2} for n, p in enumerate(prompts)])
     sql = (
         readme_recipe()
-        .replace("'prompts'", "'prompts-failover'")
+        .replace("'questions'", "'questions-failover'")
         .replace("'answers'", "'answers-failover'")
         .replace("'dspark-answers'", "'dspark-failover'")
-        .replace("'connector' = 'dspark-vllm',", "'connector' = 'dspark-vllm', 'request.concurrency' = '4',")
+        .replace("'provider' = 'dspark-vllm',", "'provider' = 'dspark-vllm', 'request.concurrency' = '4',")
     )
     assert sql.count("failover") == 4 and "'request.concurrency' = '4'" in sql
     jars = ";".join(f"file://{jar}" for jar in flink_kafka_jars)
@@ -363,11 +337,12 @@ def test_recipe_answers_each_prompt_once_when_the_taskmanager_dies(kafka, flink_
     assert history, "no failure recorded: the TaskManager was not killed while the job ran"
     assert 0 < sent_before_kill < FAILOVER_PROMPTS, sent_before_kill
     answers = [json.loads(m.value()) for m in kafka.consume("answers-failover", expect=FAILOVER_PROMPTS)]
-    counts = Counter(a["prompt"] for a in answers)
-    assert set(counts) == set(prompts), f"{len(set(prompts) - set(counts))} prompts lost"
+    counts = Counter((a["user_id"], a["question"]) for a in answers)
+    expected = {(u, q) for u, q, _ in asked}
+    assert set(counts) == expected, f"{len(expected - set(counts))} questions lost"
     assert [p for p, n in counts.items() if n > 1] == []  # exactly once, to a read_committed reader
     assert all(a["error"] is None for a in answers), [a["error"] for a in answers if a["error"]][:3]
     print(
-        f"kafka failover: {FAILOVER_PROMPTS} prompts, {len(answers)} committed answers, {sent_total:.0f} requests "
+        f"kafka failover: {FAILOVER_PROMPTS} questions, {len(answers)} committed answers, {sent_total:.0f} requests "
         f"({sent_before_kill:.0f} before the kill), {len(history)} failure(s)"
     )

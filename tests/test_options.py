@@ -13,12 +13,11 @@ from connector.options import (
     OPTIONS,
     PARSE_BACKEND,
     PARSE_BATCH_SIZE,
-    PROMPTS_COLUMN,
-    PROMPTS_SOURCE,
     REPLAY_PATH,
     REQUEST_OUTPUT_MODE,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TIMEOUT,
+    RETIRED,
     options_markdown,
     parse_duration,
     validate,
@@ -71,9 +70,34 @@ def test_unknown_key_uses_flinks_wording_with_the_nearest_keys():
     assert message == (
         "Unsupported options found for 'dspark-vllm'.\n\nUnsupported options:\n\nfoo\n"
         "parse.bakend (did you mean parse.backend or parse.batch-size?)\n"
-        "prompts.cont (did you mean prompts.count or prompts.column or prompts.rate?)\n\n"
+        "prompts.cont (did you mean prompts.count or prompts.rate or prompts.path?)\n\n"
         f"Supported options: {count} keys, in the README's table of options (connector.options.OPTIONS)."
     )
+
+
+@pytest.mark.parametrize(
+    ("options", "key"),
+    [
+        ({**REQUEST, "prompts.rate": None, "prompts.source.connector": "kafka", "prompts.source.topic": "t"},
+         "prompts.source.*"),
+        ({**REQUEST, "prompts.column": "q"}, "prompts.column"),
+        ({**REPLAY, "prompts.source.format": "raw", "parse.bakend": "cpu"}, "prompts.source.*"),
+    ],
+)  # fmt: skip
+def test_a_retired_key_says_what_replaced_it_in_one_line(options, key):
+    """Issue 27: prompts from another table are read by ML_PREDICT over that table. A retired key is named, with
+    what replaces it and where the docs show it, in one line, before any other check of the options."""
+    with pytest.raises(OptionsError) as info:
+        validate({k: v for k, v in options.items() if v is not None})
+    message = str(info.value)
+    assert message.startswith(f"Option '{key}' is retired") and "\n" not in message
+    assert "ML_PREDICT" in message and "CREATE MODEL" in message
+    assert "docs/flink.md, \"Enrichment: ML_PREDICT with a 'dspark-vllm' model\"" in message
+    assert message in RETIRED.values()
+
+
+def test_the_docs_section_a_retired_key_names_exists():
+    assert "## Enrichment: `ML_PREDICT` with a `'dspark-vllm'` model" in (ROOT / "docs" / "flink.md").read_text()
 
 
 def test_missing_required_option_names_itself():
@@ -123,22 +147,13 @@ def test_durations(text, seconds):
         ),
         (
             {**REQUEST, "prompts.rate": None},
-            "One of 'prompts.source.*', 'prompts.path' or 'prompts.rate' is required",
+            "One of 'prompts.path' or 'prompts.rate' is required when 'mode' = 'request' (prompts from another "
+            "table: read them with a table of their own connector and ask the model with ML_PREDICT",
         ),
-        (
-            {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.source.connector": "kafka"},
-            "Option 'prompts.source.*' and 'prompts.path' shouldn't be set together",
-        ),
-        (
-            {**REQUEST, "prompts.rate": None, "prompts.source.topic": "t"},
-            "Option 'prompts.source.connector' is required with 'prompts.source.*'",
-        ),
-        ({**REPLAY, "prompts.source.connector": "kafka"}, "Option 'prompts.source.*' has no effect"),
         (
             {**REQUEST, "prompts.rate": None, "prompts.path": "/p", "prompts.count": "3"},
             "'prompts.count' needs",
         ),
-        ({**REQUEST, "prompts.column": "q"}, "Option 'prompts.column' needs 'prompts.source.*'"),
         ({**REQUEST, "request.rate-limit": "nan"}, "Could not parse value 'nan' for key 'request.rate-limit'"),
         ({**REPLAY, "replay.path": None}, "Option 'replay.path' is required when 'mode' = 'replay'."),
         ({**REPLAY, "endpoint": "http://x"}, "Option 'endpoint' has no effect when 'mode' = 'replay'"),
@@ -178,18 +193,14 @@ def test_rules_across_options(options, message):
 
 def test_valid_request_and_replay_tables():
     assert validate(REQUEST).get(MODE) == "request"
-    table = {k: v for k, v in REQUEST.items() if k != "prompts.rate"}
-    kafka = {"prompts.source.connector": "kafka", "prompts.source.topic": "p", "prompts.source.format": "raw"}
-    opts = validate({**table, **kafka, "prompts.column": "q"})
-    assert opts.get(PROMPTS_COLUMN) == "q"
-    assert opts.prefixed(PROMPTS_SOURCE) == {"connector": "kafka", "topic": "p", "format": "raw"}
+    validate({**{k: v for k, v in REQUEST.items() if k != "prompts.rate"}, "prompts.path": "/p"})
     validate({**REPLAY, "parse.backend": "cpu", "replay.monitor-interval": "5 s"})
 
 
 def test_markdown_lists_every_option():
     table = options_markdown()
     for option in OPTIONS:
-        assert f"| `{option.key}{'*' if option.prefix else ''}` |" in table
+        assert f"| `{option.key}` |" in table
     assert "| `request.timeout` | no | `1 min` | duration |" in table
 
 

@@ -118,18 +118,6 @@ def test_request_mode_plan():
     assert "source.path" not in {m["key"] for m in result["metadata"]}
 
 
-def test_prompts_from_any_connector():
-    options = {k: v for k, v in REQUEST.items() if not k.startswith("prompts.")}
-    options |= {"prompts.source.connector": "kafka", "prompts.source.topic": "t", "prompts.column": "q"}
-    result = plan(declared(options, column("id", "VARCHAR(2147483647)", "VARCHAR")))
-    assert result["source"] == {
-        "schema": [{"name": "q", "type": "STRING"}],
-        "options": {"connector": "kafka", "topic": "t"},
-        "select": [["_prompt", "`q`"], ["_request_id", "MD5(`q`)"]],
-    }
-    assert result["bounded"] is False
-
-
 def test_a_column_the_profile_lacks_is_named():
     with pytest.raises(OptionsError, match="Column 'usage.foo' is not produced by this profile; declare one of: "):
         plan(declared(REPLAY, column("usage", "ROW<`foo` INT>", "ROW", [{"name": "foo", "type": {"sql": "INT"}}])))

@@ -18,8 +18,9 @@ Gateway, a SQL runner (`dspark-vllm sql FILE`), a PyFlink program. In a PyFlink 
         ) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = 'bodies/')''')
 
 How it runs: the factory asks `connector.flink.planner` (Python, on the client) to check the options and
-columns and to plan the pipeline, then builds it from Flink's own Python functions (`connector.flink.runtime`
-on the workers): a vectorized parse function, and in request mode an async request function before it.
+columns and to plan the pipeline, then builds it on the JVM (`io.dspark.vllm.flink.Pipeline`): the request step
+and the parse step (the native core) in the TaskManagers' JVM; with 'parse.backend' = 'gpu' the parse step is a
+vectorized Python function (`connector.flink.runtime`, on the workers).
 """
 
 from __future__ import annotations

@@ -69,11 +69,9 @@ from connector.options import (
     PARSE_BACKEND,
     PROFILE,
     PROMPT_TEMPLATE,
-    PROMPTS_COLUMN,
     PROMPTS_COUNT,
     PROMPTS_PATH,
     PROMPTS_RATE,
-    PROMPTS_SOURCE,
     PROMPTS_TEMPLATE,
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
@@ -126,7 +124,7 @@ class TablePlan:
 
 
 def request_id_of(prompt: str) -> str:
-    """The request id a prompt from 'prompts.path' or 'prompts.source.*' gets: `MD5(prompt)` in the plan's SQL."""
+    """The request id a prompt from 'prompts.path' gets: `MD5(prompt)` in the plan's SQL."""
     return hashlib.md5(prompt.encode("utf-8")).hexdigest()
 
 
@@ -257,18 +255,10 @@ def _source(table: str, options: Options) -> dict[str, Any]:
                 ["_request_id", f"{sql_literal(table + '-')} || CAST(`n` AS STRING)"],
             ],
         }
-    if options.get(PROMPTS_PATH) is not None:
-        return {
-            "schema": [{"name": "line", "type": "STRING"}],
-            "options": {"connector": "filesystem", "path": str(options.get(PROMPTS_PATH)), "format": "raw"},
-            "select": [["_prompt", "`line`"], ["_request_id", "MD5(`line`)"]],
-        }
-    column = options.get(PROMPTS_COLUMN)
-    quoted = quote_identifier(column)
     return {
-        "schema": [{"name": column, "type": "STRING"}],
-        "options": options.prefixed(PROMPTS_SOURCE),
-        "select": [["_prompt", quoted], ["_request_id", f"MD5({quoted})"]],
+        "schema": [{"name": "line", "type": "STRING"}],
+        "options": {"connector": "filesystem", "path": str(options.get(PROMPTS_PATH)), "format": "raw"},
+        "select": [["_prompt", "`line`"], ["_request_id", "MD5(`line`)"]],
     }
 
 

@@ -17,8 +17,8 @@ import java.util.Set;
  * <p>It is thin on purpose. Its option keys are generated from the package's option table (TableOptions) and
  * checked the Flink way; the values, the columns and the pipeline are planned by the package's Python code
  * ({@code python -m connector.flink.planner}, see {@link PythonPlanner}), the one place that knows the options
- * table, the model profiles and the type mapping; parsing and HTTP run in Python functions on the workers
- * ({@link Pipeline}).
+ * table, the model profiles and the type mapping; the requests and the parse run in the TaskManagers' JVM
+ * ({@link Pipeline}), the gpu backend's parse in a Python function.
  */
 public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
 
@@ -43,16 +43,22 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
 
     @Override
     public DynamicTableSource createDynamicTableSource(Context context) {
+        String table = "Table '" + context.getObjectIdentifier().asSummaryString() + "' ('connector' = '"
+                + IDENTIFIER + "'): ";
+        // A retired key says what replaced it, before Flink's check would call it unsupported.
+        for (String key : new java.util.TreeSet<>(context.getCatalogTable().getOptions().keySet())) {
+            String replaced = TableOptions.retired(key);
+            if (replaced != null) {
+                throw new ValidationException(table + replaced);
+            }
+        }
         try {
-            FactoryUtil.createTableFactoryHelper(this, context)
-                    .validateExcept(TableOptions.PREFIXES.toArray(new String[0]));
+            FactoryUtil.createTableFactoryHelper(this, context).validate();
         } catch (ValidationException e) {
             // Flink's own wording, said of this table like the planner's messages, the nearest keys beside a
             // misspelt one (SqlRunner.nearestOptions), and on one line as they are (the SQL Client showed its list
             // of options a line each: 65 lines for a misspelt option).
-            throw new ValidationException(PythonPlanner.oneLine(
-                    "Table '" + context.getObjectIdentifier().asSummaryString() + "' ('connector' = '"
-                            + IDENTIFIER + "'): " + SqlRunner.nearestOptions(e.getMessage())));
+            throw new ValidationException(PythonPlanner.oneLine(table + SqlRunner.nearestOptions(e.getMessage())));
         }
         TablePlan plan =
                 PythonPlanner.plan(

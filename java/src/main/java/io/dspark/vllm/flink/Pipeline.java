@@ -76,9 +76,8 @@ final class Pipeline {
             List<String> metadataKeys,
             DataType produced,
             ClassLoader classLoader) {
-        // In the session's class loader: a 'prompts.source.*' connector from a jar the session added (ADD JAR,
-        // 'pipeline.jars') is found; in a class loader of its own it was not ("Could not find any factory for
-        // identifier 'kafka'").
+        // In the session's class loader, the one the factory was found in (a jar added with ADD JAR or
+        // 'pipeline.jars'); the internal sources are Flink's own (files, a sequence).
         StreamTableEnvironment t = StreamTableEnvironment.create(
                 env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
         Map<String, String> settings = new LinkedHashMap<>(config);

@@ -129,11 +129,12 @@ public final class SqlRunner {
 
     private static void fail(int n, String statement, Exception e) {
         Throwable cause = e;
-        StringBuilder message = new StringBuilder(String.valueOf(e.getMessage()));
+        StringBuilder message = new StringBuilder(withoutTraceback(String.valueOf(e.getMessage())));
         while (cause.getCause() != null && cause.getCause() != cause) {
             cause = cause.getCause();
-            if (cause.getMessage() != null && !message.toString().contains(cause.getMessage())) {
-                message.append(" <- ").append(cause.getMessage());
+            String text = cause.getMessage() == null ? null : withoutTraceback(cause.getMessage());
+            if (text != null && !message.toString().contains(text)) {
+                message.append(" <- ").append(text);
             }
         }
         String text = nearestOptions(message.toString());
@@ -149,6 +150,25 @@ public final class SqlRunner {
         System.err.println("SqlRunner: statement " + n + " (" + first + ") failed: "
                 + PythonPlanner.oneLine(text));
         System.exit(1);
+    }
+
+    /**
+     * A Python exception that reached Flink through Py4J (a Python function's module refusing a name, e.g. the
+     * retired {@code vllm_request}) carries its whole traceback in the message: its last line says what failed.
+     * Our own errors ({@code connector.errors}) are said without their class.
+     */
+    static String withoutTraceback(String message) {
+        int at = message.indexOf("Traceback (most recent call last):");
+        if (at < 0) {
+            return message;
+        }
+        String last = "";
+        for (String line : message.substring(at).split("\\R")) {
+            if (!line.isBlank()) {
+                last = line.strip();
+            }
+        }
+        return message.substring(0, at) + last.replaceFirst("^connector\\.errors\\.\\w+: ", "");
     }
 
     private static final Pattern UNSUPPORTED = Pattern.compile(

@@ -39,7 +39,7 @@ public final class ContractCheck {
         for (ConfigOption<?> option : new DsparkVllmTableFactory().optionalOptions()) {
             keys.add(option.key());
         }
-        out.set("prefixes", JSON.valueToTree(TableOptions.PREFIXES));
+        out.set("retired", JSON.valueToTree(TableOptions.RETIRED));
         if (table.request() != null) {
             JsonNode request = table.request();
             RequestSpec spec = RequestSpec.fromJson(request.get("client"));
