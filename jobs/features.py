@@ -1,27 +1,34 @@
-"""Streaming features of LLM responses, per model and profile, in event-time windows (a PyFlink job).
+"""Streaming features of LLM answers, per A/B arm, user and model, in event-time windows (a PyFlink job).
 
     python jobs/features.py --duration 60 --output out              # local mini-cluster + the simulator
     python jobs/features.py --endpoint http://127.0.0.1:8000 --model M --duration 300
     python jobs/features.py --replay captured/ --profile coder      # raw bodies captured earlier
     flink run -m host:8081 -py jobs/features.py --endpoint http://vllm:8000 --output /results
 
-A 'dspark-vllm' table (`responses`) is declared (a TableDescriptor) after `connector.flink.use_connector` adds
-the connector's jar; its rejected bodies and failed requests are rows of it too, with the metadata column
-`error_reason` set. All are windowed on `created` (tumbling
-10 seconds by default, `--window`; `--slide` for sliding windows): requests, errors and their rate, the share of
-finish_reason = 'length', prompt/completion tokens (sum, mean), latency (mean, max), time to first token and
-tokens/s where the server sends them, and content features of the profile (code blocks for coder, a boxed
-answer for math, risk levels and mean score for a profile with `risk_level`/`score`). Features go to JSON-lines
-files under OUTPUT/features, one object per window and model with named fields (`--print` prints them
-instead); error rows to JSON files under OUTPUT/errors. Files are committed at checkpoints, so they appear
-while an unbounded job runs. Without `--duration` the job runs until it is cancelled.
+Enrichment first: the prompts file the job ships (`jobs/prompts.json`, `--prompts`: users, each in an A/B arm
+with its own system prompt, max_tokens and temperature) is fed at `--rate` rows a second (Flink's datagen
+source picks the rows in turn; each gets its event time when it is fed), and every row asks a 'dspark-vllm'
+model through `ML_PREDICT`: its answer's typed columns come out beside the row's user, arm and event time, a
+failed request or rejected body as the same row with `error.reason` set. With `--replay` the rows are those of
+a 'dspark-vllm' table over captured bodies instead (no arm, no user; windows on `created`).
 
-At the end the job prints a summary table per model and window (the run's details first; a window the run
-covered only in part is marked), with the content features; `--report PATH` also writes an HTML page with
-charts of the windows, content features included. `--results-only` runs no job and does both from the files
-already in OUTPUT (the run's details are in OUTPUT/run.json). Two latencies, two clocks: `round trip ms` is
-the request's time measured by the job (send to last byte), `server ttft ms` the time to first token the
-server reports in the body's `metrics` (a simulator reports made-up figures).
+All are windowed on the event time (tumbling 10 seconds by default, `--window`; `--slide` for sliding windows):
+per window, model and arm, requests, errors and their rate, the share of finish_reason = 'length',
+prompt/completion tokens (sum, mean), latency (mean, max), time to first token and tokens/s where the server
+sends them, and content features of the profile (code blocks for coder, a boxed answer for math, risk levels
+and mean score for a profile with `risk_level`/`score`); per window and user, the user's counts. Features go to
+JSON-lines files under OUTPUT/features (per arm) and OUTPUT/users, one object per window with named fields
+(`--print` prints the arms' instead); error rows to JSON files under OUTPUT/errors. Files are committed at
+checkpoints, so they appear while an unbounded job runs. Without `--duration` the job runs until it is
+cancelled.
+
+At the end the job prints a summary table per model, arm and window (the run's details first; a window the run
+covered only in part is marked), with the content features, then the A/B view: each arm over the whole run;
+`--report PATH` also writes an HTML page with charts of the windows (a line per model and arm), content
+features included, the arms and the users. `--results-only` runs no job and does both from the files already
+in OUTPUT (the run's details are in OUTPUT/run.json). Two latencies, two clocks: `round trip ms` is the
+request's time measured by the job (send to last byte), `server ttft ms` the time to first token the server
+reports in the body's `metrics` (a simulator reports made-up figures).
 """
 
 from __future__ import annotations
@@ -48,6 +55,7 @@ FEATURE_COLUMNS = [
     ("window_start", "STRING"),
     ("window_end", "STRING"),
     ("model", "STRING"),
+    ("arm", "STRING"),  # the A/B arm of the rows that asked (NULL for replayed bodies)
     ("profile", "STRING"),
     ("requests", "BIGINT"),
     ("errors", "BIGINT"),
@@ -64,7 +72,22 @@ FEATURE_COLUMNS = [
     ("first_event", "STRING"),  # the window's earliest and latest `created`: a window the run covered in part
     ("last_event", "STRING"),
 ]
+PROMPTS_FILE = Path(__file__).resolve().parent / "prompts.json"
+# Per window and user (request mode): who asked, in which arm, and what they got.
+USER_COLUMNS = [
+    ("window_start", "STRING"),
+    ("window_end", "STRING"),
+    ("user_id", "STRING"),
+    ("arm", "STRING"),
+    ("model", "STRING"),
+    ("requests", "BIGINT"),
+    ("errors", "BIGINT"),
+    ("completion_tokens_mean", "DOUBLE"),
+    ("latency_ms_mean", "DOUBLE"),
+]
 ERROR_COLUMNS = [
+    ("user_id", "STRING"),
+    ("arm", "STRING"),
     ("source", "STRING"),
     ("line", "BIGINT"),
     ("request_id", "STRING"),
@@ -85,6 +108,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--replay", metavar="PATH", help="file or directory of captured raw bodies, one per line")
     p.add_argument(
         "--replay-monitor", type=float, metavar="SECONDS", help="watch --replay for new files (unbounded job)"
+    )
+    p.add_argument(
+        "--prompts",
+        default=str(PROMPTS_FILE),
+        metavar="PATH",
+        help="the prompts file: arms and prompts with a user (request mode; default: jobs/prompts.json)",
     )
     p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
     p.add_argument(
@@ -165,68 +194,173 @@ def endpoint_or_simulator(args: argparse.Namespace) -> Iterator[str | None]:
         yield sim.url
 
 
-def responses_table(args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None):  # type: ignore[no-untyped-def]
-    """The 'dspark-vllm' table of the job: its columns, metadata (errors included) and options."""
+def responses_table(args: argparse.Namespace, profile: Profile):  # type: ignore[no-untyped-def]
+    """The 'dspark-vllm' table of a replay (`--replay`): its columns, metadata (errors included) and options."""
     from pyflink.table import DataTypes, Schema, TableDescriptor
 
     declared, _, _ = content_features(profile)
     kinds = {"STRING": DataTypes.STRING(), "BIGINT": DataTypes.BIGINT(), "DOUBLE": DataTypes.DOUBLE()}
-    schema = (
-        Schema.new_builder()
-        .column("id", DataTypes.STRING())
-        .column("model", DataTypes.STRING())
-        .column("created", DataTypes.TIMESTAMP(3))
-        .column("finish_reason", DataTypes.STRING())
-        .column("prompt_tokens", DataTypes.BIGINT())
-        .column("completion_tokens", DataTypes.BIGINT())
-        .column("time_to_first_token_ms", DataTypes.DOUBLE())
-        .column("tokens_per_second", DataTypes.DOUBLE())
-    )
-    for name, kind in declared:
-        schema.column(name, kinds[kind])
-    metadata = [("error_reason", "STRING", "error.reason"), ("error_field", "STRING", "error.field")]
-    metadata.append(("body", "BYTES", "raw.body"))
-    if args.replay:
-        metadata += [("source", "STRING", "source.path"), ("source_line", "BIGINT", "source.line")]
-    else:
-        metadata += [
-            ("latency_ms", "DOUBLE", "request.latency-ms"),
-            ("request_id", "STRING", "request.id"),
-            ("prompt", "STRING", "request.prompt"),
-            ("http_status", "INT", "request.http-status"),
-        ]
-    types = {**kinds, "BYTES": DataTypes.BYTES(), "INT": DataTypes.INT()}
+    schema = Schema.new_builder()
+    for name, kind in [*BODY_COLUMNS, *declared]:
+        schema.column(name, kinds[kind] if kind in kinds else DataTypes.TIMESTAMP(3))
+    metadata = [
+        ("error_reason", DataTypes.STRING(), "error.reason"),
+        ("error_field", DataTypes.STRING(), "error.field"),
+        ("body", DataTypes.BYTES(), "raw.body"),
+        ("source", DataTypes.STRING(), "source.path"),
+        ("source_line", DataTypes.BIGINT(), "source.line"),
+    ]
     for name, kind, key in metadata:
-        schema.column_by_metadata(name, types[kind], key, True)
+        schema.column_by_metadata(name, kind, key, True)
     schema.watermark("created", f"created - {interval(args.watermark_delay)}")
 
     descriptor = TableDescriptor.for_connector("dspark-vllm").schema(schema.build())
-    options = {"profile": args.profile, "parse.backend": args.backend}
+    options = {"profile": args.profile, "parse.backend": args.backend, "mode": "replay"}
+    options["replay.path"] = str(Path(args.replay).resolve())
     if args.batch_size:
         options["parse.batch-size"] = str(args.batch_size)
-    if args.replay:
-        options.update({"mode": "replay", "replay.path": str(Path(args.replay).resolve())})
-        if args.replay_monitor:
-            options["replay.monitor-interval"] = f"{int(args.replay_monitor * 1000)} ms"
-        if args.model:  # labels the rows whose body could not be read
-            options["model"] = args.model
-    else:
-        options.update(
-            {
-                "mode": "request",
-                "endpoint": str(endpoint),
-                "model": str(model),
-                "prompts.rate": str(args.rate),
-                "request.concurrency": str(args.concurrency),
-            }
-        )
-        if args.duration is not None:  # else unbounded: the job runs until it is cancelled
-            options["prompts.count"] = str(prompt_count(args))
-        if profile.content_schema is not None:
-            options["request.structured-output"] = "true"
+    if args.replay_monitor:
+        options["replay.monitor-interval"] = f"{int(args.replay_monitor * 1000)} ms"
+    if args.model:  # labels the rows whose body could not be read
+        options["model"] = args.model
     for key, value in options.items():
         descriptor.option(key, value)
     return descriptor.build()
+
+
+# The answer's columns the features read (a column of every profile), with their SQL types.
+BODY_COLUMNS = [
+    ("id", "STRING"),
+    ("model", "STRING"),
+    ("created", "TIMESTAMP(3)"),
+    ("finish_reason", "STRING"),
+    ("prompt_tokens", "BIGINT"),
+    ("completion_tokens", "BIGINT"),
+    ("time_to_first_token_ms", "DOUBLE"),
+    ("tokens_per_second", "DOUBLE"),
+]
+
+
+def load_prompts(path: str | Path) -> tuple[dict[str, dict[str, object]], list[dict[str, str]]]:
+    """The arms and prompts of a prompts file (jobs/prompts.json is the shape); a file that does not hold them
+    is refused with one line that names it and what is wrong."""
+    where = f"features: prompts file {path}"
+    try:
+        doc = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SystemExit(f"{where}: {exc}") from None
+    arms, prompts = (doc.get("arms"), doc.get("prompts")) if isinstance(doc, dict) else (None, None)
+    if not isinstance(arms, dict) or not arms or not isinstance(prompts, list) or not prompts:
+        raise SystemExit(f"{where}: expected an object with 'arms' (an object) and 'prompts' (a list), not empty")
+    for name, arm in arms.items():
+        unknown = set(arm) - set(ARM_SETTINGS) if isinstance(arm, dict) else {"(not an object)"}
+        if unknown:
+            takes = ", ".join(ARM_SETTINGS)
+            raise SystemExit(f"{where}: arm {name!r}: {', '.join(sorted(unknown))}; an arm takes {takes}")
+    for i, prompt in enumerate(prompts, 1):
+        if not isinstance(prompt, dict) or not all(isinstance(prompt.get(k), str) for k in PROMPT_FIELDS):
+            raise SystemExit(f"{where}: prompt {i}: expected strings {', '.join(PROMPT_FIELDS)}")
+        if prompt["arm"] not in arms:
+            raise SystemExit(f"{where}: prompt {i}: arm {prompt['arm']!r} is not one of {', '.join(arms)}")
+    return arms, prompts
+
+
+PROMPT_FIELDS = ("user_id", "arm", "question")
+# What an arm may set: its system prompt, and request body options sent per row (INPUT columns of the model).
+ARM_SETTINGS = {"system": "STRING", "max_tokens": "INT", "temperature": "DOUBLE"}
+
+
+def _pick(values: list[str], index: str) -> str:
+    """The SQL of `values[index]` (1-based), each literal cast so that none is padded to the longest."""
+    from connector.flink.planner import sql_literal
+
+    return "ARRAY[" + ", ".join(f"CAST({sql_literal(v)} AS STRING)" for v in values) + f"][{index}]"
+
+
+def feed_ddl(args: argparse.Namespace, count: int) -> str:
+    """The rate source that feeds the prompts file: row `n` (0, 1, ... at --rate a second; random in an unbounded
+    job) is prompt n mod count, its event time the moment it is fed."""
+    fields = (
+        f"'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '{prompt_count(args) - 1}'"
+        if args.duration is not None  # else unbounded: the job runs until it is cancelled
+        else f"'fields.n.kind' = 'random', 'fields.n.min' = '0', 'fields.n.max' = '{count - 1}'"
+    )
+    return (
+        "CREATE TEMPORARY TABLE feed (n BIGINT, event_time AS LOCALTIMESTAMP, "
+        f"WATERMARK FOR event_time AS event_time - {interval(args.watermark_delay)}) "
+        f"WITH ('connector' = 'datagen', 'rows-per-second' = '{args.rate}', {fields})"
+    )
+
+
+def questions_sql(arms: dict[str, dict[str, object]], prompts: list[dict[str, str]]) -> str:
+    """The view `questions`: per fed row, its user, arm, the chat messages (the arm's system prompt, then the
+    question) and the arm's request options, and its event time."""
+    index = f"CAST(MOD(n, {len(prompts)}) AS INT) + 1"
+    arm_of = [p["arm"] for p in prompts]
+    user = ["user", _pick([p["question"] for p in prompts], index)]
+    system = [s for s in (arms[a].get("system") for a in arm_of) if s is not None]
+    messages = f"ARRAY[ROW(CAST('user' AS STRING), {user[1]})]"
+    if len(system) == len(prompts):
+        messages = (
+            f"ARRAY[ROW(CAST('system' AS STRING), {_pick([str(s) for s in system], index)}), "
+            f"ROW(CAST('user' AS STRING), {user[1]})]"
+        )
+    columns = [
+        f"{_pick([p['user_id'] for p in prompts], index)} AS user_id",
+        f"{_pick(arm_of, index)} AS arm",
+        f"CAST({messages} AS ARRAY<ROW<`role` STRING, content STRING>>) AS messages",
+    ]
+    for name, kind in ARM_SETTINGS.items():
+        if name != "system" and any(name in arm for arm in arms.values()):
+            values = [arms[a].get(name) for a in arm_of]
+            picked = _pick(["" if v is None else str(v) for v in values], index)
+            columns.append(f"TRY_CAST(NULLIF({picked}, '') AS {kind}) AS {name}")
+    return f"CREATE TEMPORARY VIEW questions AS SELECT {', '.join(columns)}, event_time FROM feed"
+
+
+def request_inputs(arms: dict[str, dict[str, object]]) -> list[tuple[str, str]]:
+    """The model's INPUT columns: the messages, then the request options an arm sets (NULL: the server's own)."""
+    inputs = [("messages", "ARRAY<ROW<`role` STRING, content STRING>>")]
+    return inputs + [
+        (name, kind)
+        for name, kind in ARM_SETTINGS.items()
+        if name != "system" and any(name in arm for arm in arms.values())
+    ]
+
+
+# The model's metadata columns the job keeps: (OUTPUT column, SQL type, name in the job's views).
+MODEL_METADATA = [
+    ("error.reason", "STRING", "error_reason"),
+    ("error.field", "STRING", "error_field"),
+    ("raw.body", "BYTES", "body"),
+    ("request.latency-ms", "DOUBLE", "latency_ms"),
+    ("request.id", "STRING", "request_id"),
+    ("request.prompt", "STRING", "prompt"),
+    ("request.http-status", "INT", "http_status"),
+]
+
+
+def model_ddl(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[str, object]], endpoint: str,
+              model: str) -> str:  # fmt: skip
+    """CREATE MODEL of the job's 'dspark-vllm' model: the arms' request options in, the answer's columns out."""
+    from connector.flink.planner import sql_literal
+
+    declared, _, _ = content_features(profile)
+    inputs = ", ".join(f"`{n}` {k}" for n, k in request_inputs(arms))
+    outputs = [f"`{n}` {k}" for n, k in [*BODY_COLUMNS, *declared]] + [f"`{k}` {t}" for k, t, _ in MODEL_METADATA]
+    options = {
+        "provider": "dspark-vllm",
+        "endpoint": endpoint,
+        "model": model,
+        "profile": args.profile,
+        "request.concurrency": str(args.concurrency),
+    }
+    if args.batch_size:
+        options["parse.batch-size"] = str(args.batch_size)
+    if profile.content_schema is not None:
+        options["request.structured-output"] = "true"
+    with_ = ", ".join(f"{sql_literal(k)} = {sql_literal(v)}" for k, v in options.items())
+    return f"CREATE TEMPORARY MODEL answerer INPUT ({inputs}) OUTPUT ({', '.join(outputs)}) WITH ({with_})"
 
 
 def prompt_count(args: argparse.Namespace) -> int:
@@ -246,31 +380,61 @@ def window_sql(args: argparse.Namespace) -> str:
     size = interval(args.window)
     if args.slide:
         slide = interval(args.slide)
-        return f"TABLE(HOP(TABLE events, DESCRIPTOR(created), {slide}, {size}))"
-    return f"TABLE(TUMBLE(TABLE events, DESCRIPTOR(created), {size}))"
+        return f"TABLE(HOP(TABLE events, DESCRIPTOR(event_time), {slide}, {size}))"
+    return f"TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), {size}))"
+
+
+def answers_sql(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[str, object]] | None) -> str:
+    """The view `answers`: one row per request (or replayed body), its answer's columns beside the row that
+    asked (user, arm, event time), errors included; the same columns in both modes."""
+    declared, _, _ = content_features(profile)
+    body = ", ".join(f"`{n}`" for n, _ in BODY_COLUMNS if n != "created") + "".join(f", `{n}`" for n, _ in declared)
+    if arms is None:  # a replay: the table's rows, windowed on `created`
+        return (
+            f"CREATE TEMPORARY VIEW answers AS SELECT {body}, created AS event_time, "
+            "CAST(created AS STRING) AS created_text, CAST(NULL AS STRING) AS user_id, CAST(NULL AS STRING) AS arm, "
+            "error_reason, error_field, body, CAST(NULL AS DOUBLE) AS latency_ms, CAST(NULL AS STRING) AS request_id, "
+            "CAST(NULL AS STRING) AS prompt, CAST(NULL AS INT) AS http_status, source, source_line FROM responses"
+        )
+    inputs = ", ".join(n for n, _ in request_inputs(arms))
+    metadata = ", ".join(f"`{key}` AS {name}" for key, _, name in MODEL_METADATA)
+    return (
+        f"CREATE TEMPORARY VIEW answers AS SELECT {body}, event_time, CAST(created AS STRING) AS created_text, "
+        f"user_id, arm, {metadata}, CAST(NULL AS STRING) AS source, CAST(NULL AS BIGINT) AS source_line "
+        f"FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR({inputs}), MAP['async', 'true', "
+        f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{args.concurrency}'])"
+    )
 
 
 def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None):  # type: ignore[no-untyped-def]
-    """Declare the tables and return the statement set of the job (features + errors)."""
+    """Declare the tables and return the statement set of the job (features per arm, per user, errors)."""
     from connector.flink import use_connector
 
     use_connector(t_env)
-    t_env.create_temporary_table("responses", responses_table(args, profile, endpoint, model))
+    arms = None
+    if args.replay:
+        t_env.create_temporary_table("responses", responses_table(args, profile))
+    else:
+        arms, prompts = load_prompts(args.prompts)
+        t_env.execute_sql(feed_ddl(args, len(prompts)))
+        t_env.execute_sql(questions_sql(arms, prompts))
+        t_env.execute_sql(model_ddl(args, profile, arms, str(endpoint), str(model)))
+    t_env.execute_sql(answers_sql(args, profile, arms))
     declared, features, content_sql = content_features(profile)
     content_cols = [name for name, _ in declared]
-    latency = "CAST(NULL AS DOUBLE)" if args.replay else "latency_ms"
     t_env.execute_sql(f"""
         CREATE TEMPORARY VIEW events AS
-        SELECT COALESCE(model, 'unknown') AS model, created,
+        SELECT COALESCE(model, 'unknown') AS model, arm, user_id, event_time,
                CASE WHEN error_reason IS NULL THEN 0 ELSE 1 END AS is_error, finish_reason, prompt_tokens,
-               completion_tokens, {latency} AS latency_ms, time_to_first_token_ms,
+               completion_tokens, latency_ms, time_to_first_token_ms,
                tokens_per_second{"".join(f", `{c}`" for c in content_cols)}
-        FROM responses""")
+        FROM answers""")
     ok = "is_error = 0"
     aggregates = [
         "CAST(window_start AS STRING)",
         "CAST(window_end AS STRING)",
         "model",
+        "arm",
         f"'{profile.name}'",
         "COUNT(*)",
         "CAST(SUM(is_error) AS BIGINT)",
@@ -284,39 +448,40 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         "MAX(latency_ms)",
         "AVG(time_to_first_token_ms)",
         "AVG(tokens_per_second)",
-        "CAST(MIN(created) AS STRING)",
-        "CAST(MAX(created) AS STRING)",
+        "CAST(MIN(event_time) AS STRING)",
+        "CAST(MAX(event_time) AS STRING)",
         *content_sql,
     ]
     columns = FEATURE_COLUMNS + features
     output = Path(args.output).resolve()
-    column_ddl = ", ".join(f"`{n}` {k}" for n, k in columns)
-    if args.print:
-        t_env.execute_sql(f"CREATE TEMPORARY TABLE sink_features ({column_ddl}) WITH ('connector' = 'print')")
-    else:
-        t_env.execute_sql(
-            f"CREATE TEMPORARY TABLE sink_features ({column_ddl}) WITH ('connector' = 'filesystem', "
-            f"'path' = '{output / 'features'}', 'format' = 'json', {ROLLING})"
-        )
-    error_ddl = ", ".join(f"`{n}` {k}" for n, k in ERROR_COLUMNS)
-    t_env.execute_sql(
-        f"CREATE TEMPORARY TABLE sink_errors ({error_ddl}) WITH ('connector' = 'filesystem', "
-        f"'path' = '{output / 'errors'}', 'format' = 'json', {ROLLING})"
-    )
     statements = t_env.create_statement_set()
+    sinks = [("sink_features", columns, "features")]
+    if arms is not None:
+        sinks.append(("sink_users", USER_COLUMNS, "users"))
+    sinks.append(("sink_errors", ERROR_COLUMNS, "errors"))
+    for table, table_columns, folder in sinks:
+        ddl = ", ".join(f"`{n}` {k}" for n, k in table_columns)
+        if args.print and folder == "features":
+            t_env.execute_sql(f"CREATE TEMPORARY TABLE {table} ({ddl}) WITH ('connector' = 'print')")
+        else:
+            t_env.execute_sql(
+                f"CREATE TEMPORARY TABLE {table} ({ddl}) WITH ('connector' = 'filesystem', "
+                f"'path' = '{output / folder}', 'format' = 'json', {ROLLING})"
+            )
     statements.add_insert_sql(
         f"INSERT INTO sink_features SELECT {', '.join(aggregates)} FROM {window_sql(args)} "
-        "GROUP BY window_start, window_end, model"
+        "GROUP BY window_start, window_end, model, arm"
     )
-    where = (
-        "source, source_line, CAST(NULL AS STRING), CAST(NULL AS STRING)"
-        if args.replay
-        else ("CAST(NULL AS STRING), CAST(NULL AS BIGINT), request_id, prompt")
-    )
-    status = "CAST(NULL AS INT)" if args.replay else "http_status"
+    if arms is not None:
+        statements.add_insert_sql(
+            "INSERT INTO sink_users SELECT CAST(window_start AS STRING), CAST(window_end AS STRING), user_id, arm, "
+            "model, COUNT(*), CAST(SUM(is_error) AS BIGINT), AVG(CAST(completion_tokens AS DOUBLE)), AVG(latency_ms) "
+            f"FROM {window_sql(args)} GROUP BY window_start, window_end, model, arm, user_id"
+        )
     statements.add_insert_sql(
-        f"INSERT INTO sink_errors SELECT {where}, error_reason, error_field, CAST(body AS STRING), {status}, "
-        "COALESCE(model, 'unknown'), CAST(created AS STRING) FROM responses WHERE error_reason IS NOT NULL"
+        "INSERT INTO sink_errors SELECT user_id, arm, source, source_line, request_id, prompt, error_reason, "
+        "error_field, CAST(body AS STRING), http_status, COALESCE(model, 'unknown'), created_text "
+        "FROM answers WHERE error_reason IS NOT NULL"
     )
     return statements
 
@@ -334,13 +499,23 @@ def _part_files(path: Path) -> list[Path]:
     return [f for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")]
 
 
+def _json_lines(folder: Path) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for file in _part_files(folder):
+        with open(file, encoding="utf-8") as f:
+            rows += [json.loads(line) for line in f if line.strip()]
+    return rows
+
+
+def read_users(output: Path) -> list[dict[str, object]]:
+    """The per-user rows under OUTPUT/users (one per window and user; none for a replay)."""
+    return _json_lines(output / "users")
+
+
 def read_results(output: Path) -> tuple[list[dict[str, object]], int]:
     """The feature rows under OUTPUT/features (one per window and model), and how many error rows there are
     under OUTPUT/errors (counted line by line: there may be many, and only their number is shown)."""
-    rows: list[dict[str, object]] = []
-    for file in _part_files(output / "features"):
-        with open(file, encoding="utf-8") as f:
-            rows += [json.loads(line) for line in f if line.strip()]
+    rows = _json_lines(output / "features")
     errors = 0
     for file in _part_files(output / "errors"):
         with open(file, "rb") as f:
@@ -354,6 +529,7 @@ SUMMARY_COLUMNS = [
     ("window_start", "window start", "{}"),
     ("window_end", "end", "{}"),
     ("model", "model", "{}"),
+    ("arm", "arm", "{}"),
     ("requests", "requests", "{:d}"),
     ("errors", "errors", "{:d}"),
     ("error_rate", "error %", "{:.1%}"),
@@ -379,7 +555,8 @@ RUN_FILE = "run.json"  # the run's details, beside features/ and errors/
 def columns_of(rows: list[dict[str, object]]) -> list[tuple[str, str, str]]:
     """The summary's columns: the fixed ones, then the content features the rows hold."""
     present = {key for r in rows for key, value in r.items() if value is not None}
-    return SUMMARY_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
+    fixed = [c for c in SUMMARY_COLUMNS if c[0] != "arm" or "arm" in present]
+    return fixed + [c for c in CONTENT_COLUMNS if c[0] in present]
 
 
 def _time(text: object) -> datetime | None:
@@ -419,22 +596,89 @@ def _cell(row: dict[str, object], field: str, spec: str) -> str:
     return spec.format(int(value) if spec == "{:d}" else value)  # type: ignore[call-overload]
 
 
+def _order(row: dict[str, object]) -> tuple[str, str, str]:
+    return (str(row.get("model")), str(row.get("arm") or ""), str(row.get("window_start")))
+
+
+def series(row: dict[str, object]) -> str:
+    """The line a row belongs to on a chart: its model, and its arm where it has one."""
+    return str(row["model"]) + (f" / arm {row['arm']}" if row.get("arm") is not None else "")
+
+
 def summary_table(rows: list[dict[str, object]]) -> str:
-    """One line per model and window, in time order within each model; columns aligned."""
-    columns = columns_of(rows)
-    ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
+    """One line per model, arm and window, in time order within each; columns aligned."""
+    lines = [_aligned(columns_of(rows), sorted(rows, key=_order))]
+    if any(r.get("partial") for r in rows):
+        lines.append("* a window the run covered only in part: its counts are not a drop or a rise")
+    return "\n".join(lines)
+
+
+def _aligned(columns: list[tuple[str, str, str]], ordered: list[dict[str, object]]) -> str:
     table = [[heading for _, heading, _ in columns]]
     table += [[_cell(r, field, spec) for field, _, spec in columns] for r in ordered]
     widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
     # Text columns left-aligned, numbers right-aligned.
+    texts = [spec == "{}" for _, _, spec in columns]
     lines = [
-        "  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+        "  ".join(c.ljust(w) if text else c.rjust(w) for c, w, text in zip(line, widths, texts, strict=True))
         for line in table
     ]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    if any(r.get("partial") for r in rows):
-        lines.append("* a window the run covered only in part: its counts are not a drop or a rise")
     return "\n".join(lines)
+
+
+# The A/B view: (field, heading, format) of each arm over the whole run; the content features follow.
+ARM_COLUMNS = [
+    ("model", "model", "{}"),
+    ("arm", "arm", "{}"),
+    ("users", "users", "{:d}"),
+    ("requests", "requests", "{:d}"),
+    ("errors", "errors", "{:d}"),
+    ("error_rate", "error %", "{:.1%}"),
+    ("length_share", "length %", "{:.0%}"),
+    ("latency_ms_mean", "round trip ms", "{:.0f}"),
+    ("completion_tokens_mean", "out tokens", "{:.1f}"),
+]
+# How a window's feature adds up over a run: a sum, or a mean weighted by the rows it is over (`requests`, or
+# `answered`: the rows that are no error).
+_SUMS = {"requests", "errors", "code_blocks_sum", "risk_low", "risk_medium", "risk_high"}
+_WEIGHTS = {"latency_ms_mean": "requests", "length_share": "answered", "completion_tokens_mean": "answered",
+            "with_code_share": "answered", "boxed_answer_share": "answered", "score_mean": "answered"}  # fmt: skip
+
+
+def arm_rows(rows: list[dict[str, object]], users: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Each model and arm over the whole run, from its windows: sums added up, means weighted by the rows they
+    are over (so an arm's mean is its rows' mean), and how many users asked in it (from OUTPUT/users)."""
+    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
+    for r in rows:
+        if r.get("arm") is not None:
+            groups.setdefault((str(r["model"]), str(r["arm"])), []).append(r)
+    result = []
+    for (model, arm), windows in sorted(groups.items()):
+        total: dict[str, object] = {"model": model, "arm": arm}
+        total["users"] = len({u["user_id"] for u in users if (str(u.get("model")), str(u.get("arm"))) == (model, arm)})
+        weights = {
+            "requests": [float(str(w["requests"])) for w in windows],
+            "answered": [float(str(w["requests"])) - float(str(w["errors"])) for w in windows],
+        }
+        fields = {key for w in windows for key, value in w.items() if value is not None}
+        for field in sorted(fields & (_SUMS | set(_WEIGHTS))):
+            if field in _SUMS:
+                total[field] = sum(int(str(w[field])) for w in windows if w.get(field) is not None)
+                continue
+            pairs = [(float(str(w[field])), weight) for w, weight in zip(windows, weights[_WEIGHTS[field]], strict=True)
+                     if w.get(field) is not None]  # fmt: skip
+            weight = sum(wt for _, wt in pairs)
+            total[field] = sum(v * wt for v, wt in pairs) / weight if weight else None
+        total["error_rate"] = int(str(total["errors"])) / int(str(total["requests"])) if total["requests"] else None
+        result.append(total)
+    return result
+
+
+def arm_table(arms: list[dict[str, object]]) -> str:
+    present = {key for r in arms for key, value in r.items() if value is not None}
+    columns = ARM_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
+    return _aligned(columns, arms)
 
 
 # (key, label) of the run's details, as run.json holds them.
@@ -444,6 +688,8 @@ RUN_DETAILS = [
     ("backend", "parse backend"),
     ("endpoint", "endpoint"),
     ("model", "model"),
+    ("prompts", "prompts from"),
+    ("arms", "arms"),
     ("replay", "replayed from"),
     ("rate", "prompts/s"),
     ("duration_s", "duration s"),
@@ -462,18 +708,35 @@ def parse_backend(asked: str) -> str:
     return "gpu" if gpu_backend_here() else "cpu (no GPU)"
 
 
+# What parses in request mode, whatever --backend says: the model's parse step, in the TaskManager's JVM.
+MODEL_BACKEND = "cpu (ML_PREDICT, in the JVM)"
+
+
 def run_details(args: argparse.Namespace, endpoint: str | None, model: str | None) -> dict[str, object]:
     details: dict[str, object] = {
         "mode": "replay" if args.replay else "request",
         "profile": args.profile,
-        "backend": parse_backend(args.backend),
+        "backend": parse_backend(args.backend) if args.replay else MODEL_BACKEND,
         "window_s": args.window,
         "started": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
     if args.replay:
         details["replay"] = str(args.replay)
     else:
-        details.update({"endpoint": endpoint, "model": model, "rate": args.rate, "duration_s": args.duration})
+        arms, prompts = load_prompts(args.prompts)
+        details.update(
+            {
+                "endpoint": endpoint,
+                "model": model,
+                "prompts": f"{args.prompts} ({len(prompts)} prompts, {len({p['user_id'] for p in prompts})} users)",
+                "arms": "; ".join(
+                    f"{name}: " + ", ".join(f"{k} {v}" for k, v in arm.items() if k != "system")
+                    for name, arm in arms.items()
+                ),
+                "rate": args.rate,
+                "duration_s": args.duration,
+            }
+        )
     return {k: v for k, v in details.items() if v is not None}
 
 
@@ -494,6 +757,7 @@ def summary(
     errors: int,
     seconds: float | None,
     run: dict[str, object] | None = None,
+    users: list[dict[str, object]] | None = None,
 ) -> str:
     took = "" if seconds is None else f" in {seconds:.1f} s"
     requests = sum(int(str(r["requests"])) for r in rows)
@@ -505,7 +769,12 @@ def summary(
     )
     if run:
         head += f"\nfeatures: run: {_run_line(run)}"
-    return head + ("\n" + summary_table(rows) if rows else "")
+    text = head + ("\n" + summary_table(rows) if rows else "")
+    arms = arm_rows(rows, users or [])
+    if arms:
+        who = f"{len({u['user_id'] for u in users})} users, per window in {output / 'users'}" if users else "no users"
+        text += f"\nfeatures: A/B, each arm over the whole run ({who}):\n" + arm_table(arms)
+    return text
 
 
 # The report's charts: (field, title, scale for display, what an empty chart means).
@@ -546,12 +815,12 @@ def _label(value: float) -> str:
 
 
 def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, empty: str) -> str:
-    """An inline SVG line chart of `field` over the windows, one line per model (no script, no download): a
-    y-axis with round ticks, the windows' start times on the x-axis, hollow points for partial windows, and a
-    word where there is nothing to draw."""
+    """An inline SVG line chart of `field` over the windows, one line per model and arm (`series`; no script, no
+    download): a y-axis with round ticks, the windows' start times on the x-axis, hollow points for partial
+    windows, and a word where there is nothing to draw."""
     width, height, left, right, top, bottom = 640, 240, 64, 40, 34, 44
     starts = sorted({str(r["window_start"]) for r in rows})
-    models = sorted({str(r["model"]) for r in rows})
+    models = sorted({series(r) for r in rows})
     values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
     top_value = max(values, default=0.0) or 1.0
     ticks = _ticks(top_value)
@@ -594,12 +863,12 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, 
             f'<text class="nodata" x="{left + plot / 2:.0f}" y="{(top + height - bottom) / 2:.0f}" '
             f'text-anchor="middle" fill="#666">no data: {html.escape(empty)}</text>'
         )
-    for i, model in enumerate(models):  # the same colour per model on every chart (the page's legend)
+    for i, model in enumerate(models):  # the same colour per line on every chart (the page's legend)
         colour = COLOURS[i % len(COLOURS)]
         points = sorted(
             (position[str(r["window_start"])], y(float(str(r[field])) * scale), bool(r.get("partial")))
             for r in rows
-            if str(r["model"]) == model and r.get(field) is not None
+            if series(r) == model and r.get(field) is not None
         )
         # A line joins consecutive windows only: where a model has no row for a window, its line breaks.
         runs: list[list[tuple[int, float, bool]]] = []
@@ -620,11 +889,7 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, 
     return "\n".join(parts)
 
 
-def report_html(rows: list[dict[str, object]], errors: int, source: Path, run: dict[str, object] | None = None) -> str:
-    """A self-contained page: the run's details, totals, one chart per feature, and the summary as a table."""
-    columns = columns_of(rows)
-    ordered = sorted(rows, key=lambda r: (str(r.get("model")), str(r.get("window_start"))))
-    requests = sum(int(str(r["requests"])) for r in rows)
+def _html_table(name: str, columns: list[tuple[str, str, str]], ordered: list[dict[str, object]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in columns)
     body = "".join(
         f'<tr class="{"partial" if r.get("partial") else "full"}">'
@@ -632,8 +897,49 @@ def report_html(rows: list[dict[str, object]], errors: int, source: Path, run: d
         + "</tr>"
         for r in ordered
     )
+    return f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+# The users' table of the report: each user over the whole run.
+USER_TABLE = [
+    ("user_id", "user", "{}"),
+    ("arm", "arm", "{}"),
+    ("model", "model", "{}"),
+    ("requests", "requests", "{:d}"),
+    ("errors", "errors", "{:d}"),
+]
+
+
+def user_rows(users: list[dict[str, object]]) -> list[dict[str, object]]:
+    totals: dict[tuple[str, str, str], dict[str, object]] = {}
+    for u in users:
+        key = (str(u["user_id"]), str(u.get("arm")), str(u.get("model")))
+        total = totals.setdefault(key, {"user_id": key[0], "arm": key[1], "model": key[2], "requests": 0, "errors": 0})
+        total["requests"] = int(str(total["requests"])) + int(str(u["requests"]))
+        total["errors"] = int(str(total["errors"])) + int(str(u.get("errors") or 0))
+    return [totals[k] for k in sorted(totals)]
+
+
+def report_html(
+    rows: list[dict[str, object]],
+    errors: int,
+    source: Path,
+    run: dict[str, object] | None = None,
+    users: list[dict[str, object]] | None = None,
+) -> str:
+    """A self-contained page: the run's details, totals, one chart per feature, the summary as a table, and
+    where the rows had arms, the A/B view and the users."""
+    requests = sum(int(str(r["requests"])) for r in rows)
+    windows = _html_table("windows", columns_of(rows), sorted(rows, key=_order))
+    arms = arm_rows(rows, users or [])
+    if arms:
+        present = {key for r in arms for key, value in r.items() if value is not None}
+        columns = ARM_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
+        windows = "<h2>A/B: each arm over the whole run</h2>\n" + _html_table("arms", columns, arms) + "\n" + windows
+    if users:
+        windows += "\n<h2>Users over the whole run</h2>\n" + _html_table("users", USER_TABLE, user_rows(users))
     charts = "\n".join(_chart(rows, *chart) for chart in charts_of(rows))
-    models = sorted({str(r["model"]) for r in rows})
+    models = sorted({series(r) for r in rows})
     legend = " ".join(
         f'<span style="color: {COLOURS[i % len(COLOURS)]}">&#9632; {html.escape(model)}</span>'
         for i, model in enumerate(models)
@@ -654,7 +960,7 @@ body {{ font-family: sans-serif; margin: 24px; color: #222; }}
 #run dt {{ color: #666; }} #run dd {{ margin: 0; }}
 table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
 th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
-th:nth-child(-n+3), td:nth-child(-n+3) {{ text-align: left; }}
+th:nth-child(-n+4), td:nth-child(-n+4) {{ text-align: left; }}
 tr.partial td {{ color: #777; font-style: italic; }}
 </style></head><body>
 <h1>dspark-vllm features</h1>
@@ -662,14 +968,15 @@ tr.partial td {{ color: #777; font-style: italic; }}
 <p id="totals">{len(rows)} windows, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
 <p id="legend">{legend}</p>
 {charts}
-<table id="windows"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>
+{windows}
 </body></html>
 """
 
 
 def write_report(path: Path, output: Path, rows: list[dict[str, object]], errors: int) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(report_html(rows, errors, output / "features", read_run(output)), encoding="utf-8")
+    page = report_html(rows, errors, output / "features", read_run(output), read_users(output))
+    path.write_text(page, encoding="utf-8")
     print(f"features: report -> {path}", flush=True)
 
 
@@ -681,7 +988,7 @@ def finish(args: argparse.Namespace, seconds: float | None) -> None:
         return
     output = Path(args.output).resolve()
     rows, errors = read_results(output)
-    print(summary(output, rows, errors, seconds, read_run(output)), flush=True)
+    print(summary(output, rows, errors, seconds, read_run(output), read_users(output)), flush=True)
     if args.report:
         write_report(Path(args.report).resolve(), output, rows, errors)
 
@@ -707,6 +1014,10 @@ def main(argv: list[str] | None = None) -> int:
     from connector.flink.progress import JobProgress, free_port
 
     profile = load_profile(args.profile)
+    if not args.replay:
+        load_prompts(args.prompts)  # a bad file is one line, before a simulator or a job starts
+        if args.backend == "gpu":
+            print(f"features: --backend gpu is for --replay; ML_PREDICT parses on the {MODEL_BACKEND}", file=sys.stderr)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:
         env.set_parallelism(args.parallelism)

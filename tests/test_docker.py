@@ -182,9 +182,9 @@ def test_the_unbounded_job_runs_and_result_rows_appear(cluster: Cluster) -> None
     rows = wait_for("committed feature rows", lambda: _committed(cluster.results / "features"), 300, every=1.0)
     cluster.notes["first_row_s"] = round(time.monotonic() - cluster.started, 1)
     first = rows[0]
-    # JSON lines with named fields: the window, the model, the counts.
-    assert {"window_start", "window_end", "model", "profile", "requests", "errors", "error_rate"} <= set(first)
-    assert first["profile"] == "coder" and first["model"].startswith("Qwen/")
+    # JSON lines with named fields: the window, the model, the A/B arm of the rows that asked, the counts.
+    assert {"window_start", "window_end", "model", "arm", "profile", "requests", "errors", "error_rate"} <= set(first)
+    assert first["profile"] == "coder" and first["model"].startswith("Qwen/") and first["arm"] in ("A", "B")
     assert first["requests"] > 0 and first["errors"] == 0
     start = time.strptime(first["window_start"][:19], "%Y-%m-%d %H:%M:%S")
     end = time.strptime(first["window_end"][:19], "%Y-%m-%d %H:%M:%S")
@@ -247,13 +247,16 @@ def test_the_unbounded_job_runs_until_cancelled(cluster: Cluster) -> None:
     log = _docker("logs", submit)
     assert "features: the job was cancelled" in log
     assert "Traceback" not in log and "Exception" not in log, log[-3000:]
-    # The summary: one line per model and window, under a header.
+    # The summary: one line per model, arm and window, under a header; then each arm over the run.
     header = next(line for line in log.splitlines() if line.startswith("window start"))
-    assert header.split()[:5] == ["window", "start", "end", "model", "requests"]
-    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: \*)? +\d\d:\d\d:\d\d +Qwen/", log, re.M), log[-2000:]
+    assert header.split()[:6] == ["window", "start", "end", "model", "arm", "requests"]
+    assert re.search(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?: \*)? +\d\d:\d\d:\d\d +Qwen/\S+ +A ", log, re.M), log[-2000:]
+    assert "features: A/B, each arm over the whole run (8 users" in log
+    assert re.search(r"^Qwen/\S+ +B +4 +\d+", log, re.M), log[-2000:]
     report = (cluster.results / "report.html").read_text(encoding="utf-8")
-    # The job's charts (jobs/features.py CHARTS, 5) and the coder profile's two content features.
+    # The job's charts (jobs/features.py CHARTS, 5) and the coder profile's two content features; the A/B view.
     assert report.count('<svg class="chart"') == 7
+    assert '<table id="arms">' in report and '<table id="users">' in report
 
 
 def test_failover_after_docker_kill_loses_no_prompt(cluster: Cluster) -> None:
@@ -290,6 +293,10 @@ def test_failover_after_docker_kill_loses_no_prompt(cluster: Cluster) -> None:
     rows = _committed(output / "features")
     assert sum(r["requests"] for r in rows) == duration * rate, [(r["window_start"], r["requests"]) for r in rows]
     assert sum(r["errors"] for r in rows) == len(_committed(output / "errors"))
+    # ... and once in its user's windows, each user in the arm the prompts file gives it.
+    users = _committed(output / "users")
+    assert sum(u["requests"] for u in users) == duration * rate
+    assert {u["arm"] for u in users if u["user_id"] == "u01"} == {"A"}
     # `docker kill` is a manual stop for Docker, which no restart policy undoes: compose replaces it.
     assert _docker("inspect", "-f", "{{.State.Status}}", victim).strip() == "exited"
     cluster.compose("up", "-d", "--no-build", "--scale", "taskmanager-cpu=2", "taskmanager-cpu")

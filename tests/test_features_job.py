@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from connector.profiles import load_profile
 from jobs import features
 
 # Two models, three 1-minute windows; the second model has no window at 12:01 and an error at 12:02. The run
@@ -59,14 +58,83 @@ def results(tmp_path: Path) -> Path:
 
 def test_without_duration_the_job_sends_prompts_until_cancelled() -> None:
     """Issue 9: the job always set 'prompts.count' (rate x 60 s), so `flink run` without --duration (compose with an
-    empty DSPARK_DURATION, the Kubernetes deployment) stopped after a minute."""
-    profile = load_profile("coder")
+    empty DSPARK_DURATION, the Kubernetes deployment) stopped after a minute. Its feed of the prompts file is
+    bounded by --duration only."""
     args = features.parse_args(["--endpoint", "http://vllm:8000", "--rate", "20"])
     assert args.duration is None
-    unbounded = features.responses_table(args, profile, args.endpoint, "m").get_options()
-    assert unbounded["prompts.rate"] == "20" and "prompts.count" not in unbounded
+    unbounded = features.feed_ddl(args, 24)
+    assert "'rows-per-second' = '20'" in unbounded and "'fields.n.kind' = 'random'" in unbounded
+    assert "'fields.n.max' = '23'" in unbounded and "sequence" not in unbounded
     bounded = features.parse_args(["--endpoint", "http://vllm:8000", "--rate", "20", "--duration", "90"])
-    assert features.responses_table(bounded, profile, bounded.endpoint, "m").get_options()["prompts.count"] == "1800"
+    assert "'fields.n.kind' = 'sequence', 'fields.n.start' = '0', 'fields.n.end' = '1799'" in features.feed_ddl(
+        bounded, 24
+    )
+
+
+def test_the_shipped_prompts_file_is_an_ab_test_of_users() -> None:
+    """jobs/prompts.json: two arms with their own system prompt and request options, each user in one arm only, the
+    arms taking turns so that any rate fills both in every window."""
+    arms, prompts = features.load_prompts(features.PROMPTS_FILE)
+    assert set(arms) == {"A", "B"} and all(arm["system"] for arm in arms.values())
+    assert arms["A"]["max_tokens"] != arms["B"]["max_tokens"]
+    user_arms = {(p["user_id"], p["arm"]) for p in prompts}
+    assert len({u for u, _ in user_arms}) == len(user_arms) == 8
+    assert [p["arm"] for p in prompts[:4]] == ["A", "B", "A", "B"]
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("[]", "expected an object with 'arms' (an object) and 'prompts' (a list), not empty"),
+        ('{"arms": {"A": {"seed": 1}}, "prompts": [{}]}', "arm 'A': seed; an arm takes system, max_tokens, temperature"),
+        ('{"arms": {"A": {}}, "prompts": [{"user_id": "u", "arm": "A"}]}', "prompt 1: expected strings user_id, arm, question"),
+        ('{"arms": {"A": {}}, "prompts": [{"user_id": "u", "arm": "C", "question": "q"}]}', "prompt 1: arm 'C' is not one of A"),
+        ("{", "Expecting property name enclosed in double quotes: line 1 column 2 (char 1)"),
+    ],
+)  # fmt: skip
+def test_a_prompts_file_that_is_not_one_is_one_line(tmp_path: Path, text: str, said: str) -> None:
+    path = tmp_path / "prompts.json"
+    path.write_text(text)
+    with pytest.raises(SystemExit) as exc:
+        features.load_prompts(path)
+    assert str(exc.value) == f"features: prompts file {path}: {said}"
+
+
+# An A/B run: two arms of one model over two windows, arm B with errors, four users.
+AB_ROWS = [
+    {"window_start": f"2026-11-30 12:00:{s}.000", "window_end": f"2026-11-30 12:00:{s + 10}.000", "model": "m",
+     "arm": arm, "profile": "coder", "requests": n, "errors": e, "error_rate": e / n, "length_share": share,
+     "latency_ms_mean": lat, "latency_ms_max": lat * 2, "ttft_ms_mean": None, "tokens_per_second_mean": 50.0,
+     "completion_tokens_mean": tokens, "first_event": f"2026-11-30 12:00:{s}.100",
+     "last_event": f"2026-11-30 12:00:{s + 9}.900", "code_blocks_sum": n - e, "with_code_share": 1.0}
+    for s, arm, n, e, share, lat, tokens in [
+        (10, "A", 10, 0, 0.5, 20.0, 40.0), (20, "A", 30, 0, 0.7, 40.0, 44.0),
+        (10, "B", 10, 2, 0.0, 30.0, 60.0), (20, "B", 30, 6, 0.25, 50.0, 70.0),
+    ]
+]  # fmt: skip
+AB_USERS = [
+    {"window_start": "2026-11-30 12:00:10.000", "user_id": u, "arm": a, "model": "m", "requests": 5, "errors": 0}
+    for u, a in [("u1", "A"), ("u2", "A"), ("u3", "B")]
+] + [{"window_start": "2026-11-30 12:00:20.000", "user_id": "u1", "arm": "A", "model": "m", "requests": 3, "errors": 1}]
+
+
+def test_the_summary_has_the_arms_and_each_arm_over_the_run(tmp_path: Path) -> None:
+    """Issue 27: features per arm of the rows that asked; an arm's means are its rows' means (the windows' means
+    weighted by the rows they are over), its users counted from OUTPUT/users."""
+    text = features.summary(tmp_path, AB_ROWS, 8, None, None, AB_USERS)
+    lines = text.splitlines()
+    assert lines[1].split()[:6] == ["window", "start", "end", "model", "arm", "requests"]
+    assert lines[-5:] == [
+        f"features: A/B, each arm over the whole run (3 users, per window in {tmp_path / 'users'}):",
+        "model  arm  users  requests  errors  error %  length %  round trip ms  out tokens  code blocks  with code %",
+        "-----  ---  -----  --------  ------  -------  --------  -------------  ----------  -----------  -----------",
+        "m      A        2        40       0     0.0%       65%             35        43.0           40         100%",
+        "m      B        1        40       8    20.0%       19%             45        67.5           32         100%",
+    ]  # fmt: skip
+    page = features.report_html(AB_ROWS, 8, tmp_path, None, AB_USERS)
+    assert '<table id="arms">' in page and '<table id="users">' in page
+    assert page.count('<polyline class="series"') == (len(features.charts_of(AB_ROWS)) - 1) * 2  # no ttft: 1 empty
+    assert "&#9632; m / arm A</span>" in page and "&#9632; m / arm B</span>" in page
 
 
 def test_summary_has_a_line_per_model_and_window(results: Path) -> None:
@@ -210,10 +278,60 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
 
     import connector.flink.planner
 
-    args = argparse.Namespace(replay=None, profile="coder", backend="auto", window=10.0, rate=50, duration=60.0)
+    args = argparse.Namespace(replay="bodies/", profile="coder", backend="auto", window=10.0)
     monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
-    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "cpu (no GPU)"
+    assert features.run_details(args, None, None)["backend"] == "cpu (no GPU)"
     monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: True)
-    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "gpu"
+    assert features.run_details(args, None, None)["backend"] == "gpu"
     args.backend = "cpu"
-    assert features.run_details(args, "http://127.0.0.1:8000", "m")["backend"] == "cpu"
+    assert features.run_details(args, None, None)["backend"] == "cpu"
+    # Requests go through ML_PREDICT, whose model parses in the TaskManager's JVM whatever --backend says.
+    asked = features.parse_args(["--endpoint", "http://127.0.0.1:8000", "--backend", "gpu", "--duration", "60"])
+    details = features.run_details(asked, asked.endpoint, "m")
+    assert details["backend"] == "cpu (ML_PREDICT, in the JVM)"
+    assert details["arms"] == "A: max_tokens 48, temperature 0.2; B: max_tokens 512, temperature 0.8"
+
+
+@pytest.mark.flink
+@pytest.mark.slow
+def test_the_job_answers_each_fed_row_once_with_its_user_and_arm(tmp_path: Path) -> None:
+    """Issue 27: the job's main command, on the prompts file it ships, through ML_PREDICT against a simulator that
+    fails 5% of requests (HTTP 500) and sends 5% malformed bodies: every row fed is counted once in its arm's
+    window (errors included) and once in its user's, every error row names its user and arm, the server got one
+    request per row (the three sinks share the one ML_PREDICT), and the arms differ as their settings say (arm A
+    asks for 48 tokens at most: most of its answers are cut, none of arm B's)."""
+    from connector.simulator import testing
+
+    duration, rate = 8, 30
+    output = tmp_path / "out"
+    faults = {"500": 0.05, "malformed": 0.05}
+    with testing.serve_simulator(mode="process", profiles=("coder",), seed=11, faults=faults) as sim:
+        done = subprocess.run(
+            [sys.executable, "jobs/features.py", "--endpoint", sim.url, "--duration", str(duration), "--rate",
+             str(rate), "--window", "4", "--output", str(output), "--report", str(output / "report.html")],
+            capture_output=True, text=True, timeout=600, check=False, cwd=Path(__file__).resolve().parent.parent,
+        )  # fmt: skip
+        sent = sim.stats()["requests /v1/chat/completions"]
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Traceback" not in done.stdout + done.stderr
+    arms, prompts = features.load_prompts(features.PROMPTS_FILE)
+    rows, errors = features.read_results(output)
+    fed = duration * rate
+    assert sent == fed
+    assert sum(int(r["requests"]) for r in rows) == fed  # type: ignore[call-overload]
+    per_arm = {a: sum(int(r["requests"]) for r in rows if r["arm"] == a) for a in arms}  # type: ignore[call-overload]
+    assert per_arm == {"A": fed // 2, "B": fed // 2}
+    assert 0 < errors == sum(int(r["errors"]) for r in rows)  # type: ignore[call-overload]
+    error_rows = [json.loads(line) for f in sorted((output / "errors").glob("part-*")) for line in f.open()]
+    user_arm = {p["user_id"]: p["arm"] for p in prompts}
+    assert len(error_rows) == errors and all(user_arm[e["user_id"]] == e["arm"] for e in error_rows)
+    users = features.read_users(output)
+    assert sum(int(u["requests"]) for u in users) == fed  # type: ignore[call-overload]
+    assert {(u["user_id"], u["arm"]) for u in users} == set(user_arm.items())
+    view = {str(a["arm"]): a for a in features.arm_rows(rows, users)}
+    assert float(view["A"]["length_share"]) > 0.5 and float(view["B"]["length_share"]) == 0.0  # type: ignore[arg-type]
+    assert "features: A/B, each arm over the whole run (8 users" in done.stdout
+    page = (output / "report.html").read_text(encoding="utf-8")
+    assert '<table id="arms">' in page and '<table id="users">' in page
+    run = features.read_run(output)
+    assert run["backend"] == "cpu (ML_PREDICT, in the JVM)" and "(24 prompts, 8 users)" in str(run["prompts"])

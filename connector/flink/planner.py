@@ -164,7 +164,7 @@ _TABLE_CASTS = {
 }  # fmt: skip
 # Flink's serializable type names (`LogicalType.asSerializableString`) and their type roots, for array elements.
 _SQL_ROOTS = {
-    "STRING": "VARCHAR", "INT": "INTEGER", "TIMESTAMP": "TIMESTAMP_WITHOUT_TIME_ZONE",
+    "STRING": "VARCHAR", "BYTES": "VARBINARY", "INT": "INTEGER", "TIMESTAMP": "TIMESTAMP_WITHOUT_TIME_ZONE",
     "TIMESTAMP_LTZ": "TIMESTAMP_WITH_LOCAL_TIME_ZONE", "TIME": "TIME_WITHOUT_TIME_ZONE",
 }  # fmt: skip
 
