@@ -135,6 +135,7 @@ TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",
+    "io.dspark.vllm.store.FileSystemStoreTest",
 )
 
 
