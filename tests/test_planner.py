@@ -483,3 +483,13 @@ def test_casts_that_cannot_fail_are_planned():
         )
     )
     assert set(result["physical"]) >= {"id", "prompt_tokens", "created", "choice_contents", "choice_finish_reasons"}
+
+
+def test_the_request_step_gets_its_store_and_cache_from_the_options():
+    """'request.store' and 'request.cache' reach the jar's request step (RequestStep reads request.store)."""
+    assert plan(declared(REQUEST))["request"]["store"] is None
+    options = {**REQUEST, "request.store": "file:///data/responses", "request.cache": "1 h"}
+    store = plan(declared(options))["request"]["store"]
+    assert store == {"uri": "file:///data/responses", "cache_ttl_ms": 3_600_000}
+    store = plan(declared({**REQUEST, "request.store": "s3://b/r"}))["request"]["store"]
+    assert store == {"uri": "s3://b/r", "cache_ttl_ms": 0}
