@@ -136,6 +136,7 @@ TEST_CLASSES = (
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",
     "io.dspark.vllm.store.FileSystemStoreTest",
+    "io.dspark.vllm.request.StoredRequestsTest",
 )
 
 

@@ -35,7 +35,7 @@ public final class StoredRequests implements AutoCloseable {
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Requester requester;
-    private final ResponseStore store; // null: no store (not asked for, or it could not be opened)
+    private ResponseStore store; // null: no store (not asked for, or it could not be opened); set once
     private final long cacheTtlMs; // 0: no cache
     private final byte[] url;
     private final AtomicBoolean said = new AtomicBoolean();
@@ -63,18 +63,22 @@ public final class StoredRequests implements AutoCloseable {
      * @param cacheTtlMs {@code 'request.cache'} in ms, 0 for none
      */
     public StoredRequests(Requester requester, String storeUri, long cacheTtlMs, int subtask) {
-        this.requester = requester;
-        this.url = requester.url().getBytes(StandardCharsets.UTF_8);
-        this.cacheTtlMs = cacheTtlMs;
-        ResponseStore opened = null;
+        this(requester, null, cacheTtlMs);
         if (storeUri != null) {
             try {
-                opened = open(storeUri, subtask);
+                store = open(storeUri, subtask);
             } catch (Exception e) {
                 failed("cannot be opened", storeUri, e);
             }
         }
-        this.store = opened;
+    }
+
+    /** Over a store already open (or null); the other constructor opens the one 'request.store' names. */
+    public StoredRequests(Requester requester, ResponseStore store, long cacheTtlMs) {
+        this.requester = requester;
+        this.url = requester.url().getBytes(StandardCharsets.UTF_8);
+        this.cacheTtlMs = cacheTtlMs;
+        this.store = store;
     }
 
     static ResponseStore open(String uri, int subtask) throws Exception {
