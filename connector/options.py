@@ -418,6 +418,22 @@ REQUEST_TLS_CLIENT_CERT: ConfigOption[str | None] = _option(
 REQUEST_TLS_CLIENT_KEY: ConfigOption[str | None] = _option(
     "request.tls-client-key", "string", "Its private key, when in a separate file.", group="Request"
 )
+REQUEST_STORE: ConfigOption[str | None] = _option(
+    "request.store",
+    "string",
+    "A folder of Flink's file systems (e.g. 's3://bucket/responses', 'file:///data/responses') where every "
+    "completed response is kept before its row leaves the request step; a restarted job answers from it what was "
+    "answered before the failure instead of paying for it again (docs/flink.md, 'No answer paid for twice').",
+    group="Request",
+)
+REQUEST_CACHE: ConfigOption[float | None] = _option(
+    "request.cache",
+    "duration",
+    "Answer a request from 'request.store' when an identical one (same endpoint and body) was answered within "
+    "this time; sound only where the answer is a function of the request (temperature 0 or a seed).",
+    minimum=0.001,
+    group="Request",
+)
 RETRY_ON_FAILURE: ConfigOption[str] = _option(
     "request.on-failure",
     "enum",
@@ -570,6 +586,8 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_TLS_CA_BUNDLE,
     REQUEST_TLS_CLIENT_CERT,
     REQUEST_TLS_CLIENT_KEY,
+    REQUEST_STORE,
+    REQUEST_CACHE,
     *REQUEST_PARAM_OPTIONS.values(),
     RETRY_DEADLINE,
     RETRY_MAX_ATTEMPTS,
@@ -885,6 +903,14 @@ def rule_tls_files(o: Options) -> None:
         raise OptionsError("Option 'request.tls-client-key' needs 'request.tls-client-cert'; set it or remove the key.")
 
 
+def rule_cache_needs_store(o: Options) -> None:
+    if o.is_set(REQUEST_CACHE) and not o.is_set(REQUEST_STORE):
+        raise OptionsError(
+            "Option 'request.cache' answers from the responses kept in 'request.store'; set 'request.store' to a "
+            "folder (e.g. 'file:///data/responses') or remove 'request.cache'."
+        )
+
+
 def rule_arrow_batch_within_bundle(o: Options) -> None:
     batch = o.get(ARROW_BATCH_OPTION)
     if batch is not None and batch > o.bundle_size:
@@ -909,6 +935,7 @@ RULES: tuple[Rule, ...] = (
     rule_attempt_fits_deadline,
     rule_tls_files,
     rule_arrow_batch_within_bundle,
+    rule_cache_needs_store,
 )
 
 
@@ -955,6 +982,7 @@ MODEL_RULES: tuple[Rule, ...] = (
     rule_request_params_are_valid,
     rule_attempt_fits_deadline,
     rule_tls_files,
+    rule_cache_needs_store,
 )
 
 

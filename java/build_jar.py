@@ -145,6 +145,8 @@ TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",
+    "io.dspark.vllm.store.FileSystemStoreTest",
+    "io.dspark.vllm.request.StoredRequestsTest",
 )
 
 

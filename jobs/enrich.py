@@ -30,6 +30,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
+    p.add_argument(
+        "--option", action="append", default=[], metavar="KEY=VALUE", help="another option of the 'dspark-vllm' model"
+    )
     return p.parse_args(argv)
 
 
@@ -57,11 +60,14 @@ def main(argv: list[str] | None = None) -> int:
         "'format' = 'raw')"
     )
     t_env.execute_sql("CREATE TEMPORARY VIEW questions AS SELECT MD5(line) AS `key`, line AS question FROM lines")
+    more = "".join(
+        f", {sql_literal(k.strip())} = {sql_literal(v.strip())}" for k, _, v in (o.partition("=") for o in args.option)
+    )
     t_env.execute_sql(
         "CREATE TEMPORARY MODEL answerer INPUT (question STRING) "
         "OUTPUT (id STRING, model STRING, `request.http-status` INT, `request.attempts` INT, `error.reason` STRING) "
         f"WITH ('provider' = 'dspark-vllm', 'endpoint' = {sql_literal(args.endpoint)}, 'model' = {sql_literal(model)}, "
-        f"'request.concurrency' = '{args.concurrency}')"
+        f"'request.concurrency' = '{args.concurrency}'{more})"
     )
     out = sql_literal(str(Path(args.output).resolve()))
     t_env.execute_sql(

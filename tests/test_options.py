@@ -180,6 +180,12 @@ def test_durations(text, seconds):
         ({**REQUEST, "request.concurrency": "0"}, "Option 'request.concurrency' must be >= 1, got '0'."),
         ({**REQUEST, "request.output-mode": "sorted"}, "Expected one of 'unordered', 'ordered'."),
         (
+            {**REQUEST, "request.cache": "1 h"},
+            "Option 'request.cache' answers from the responses kept in 'request.store'; set 'request.store'",
+        ),
+        ({**REPLAY, "request.store": "file:///s"}, "Option 'request.store' has no effect when 'mode' = 'replay'"),
+        ({**REQUEST, "request.store": "file:///s", "request.cache": "soon"}, "Expected a duration such as"),
+        (
             {**REPLAY, "python.fn-execution.arrow.batch.size": "60000"},
             "raise 'python.fn-execution.bundle.size' or lower 'python.fn-execution.arrow.batch.size'",
         ),
@@ -255,3 +261,12 @@ def test_numbers_are_ascii_digits_as_flink_reads_them(value):
             option.parse(text)
     with pytest.raises(OptionsError, match="'parse.gpu-device' must be 'auto' or a device number"):
         validate({**REPLAY, "parse.gpu-device": value})
+
+
+def test_a_models_cache_needs_its_store_too():
+    from connector.options import validate_model
+
+    model = {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:1", "model": "m"}
+    with pytest.raises(OptionsError, match=re.escape("Option 'request.cache' answers from the responses kept")):
+        validate_model({**model, "request.cache": "1 h"})
+    validate_model({**model, "request.store": "file:///s", "request.cache": "1 h"})

@@ -495,3 +495,13 @@ def test_the_workers_part_of_the_plan_is_json_and_carries_a_profile_file_where_i
     assert rebuilt.profile.name == "leaf" and rebuilt.profile.columns == expected.columns
     assert rebuilt.profile.content_schema == expected.content_schema and rebuilt.profile.source == str(leaf)
     assert [c["name"] for c in rebuilt.profile.columns][-1] == "tier"
+
+
+def test_the_request_step_gets_its_store_and_cache_from_the_options():
+    """'request.store' and 'request.cache' reach the jar's request step (RequestStep reads request.store)."""
+    assert plan(declared(REQUEST))["request"]["store"] is None
+    options = {**REQUEST, "request.store": "file:///data/responses", "request.cache": "1 h"}
+    store = plan(declared(options))["request"]["store"]
+    assert store == {"uri": "file:///data/responses", "cache_ttl_ms": 3_600_000}
+    store = plan(declared({**REQUEST, "request.store": "s3://b/r"}))["request"]["store"]
+    assert store == {"uri": "s3://b/r", "cache_ttl_ms": 0}

@@ -58,6 +58,8 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_attempts", "INT"),
     ("_request_error", "STRING"),
     ("_received_ms", "BIGINT"),
+    ("_request_key", "STRING"),
+    ("_cached", "BOOLEAN"),
 )
 PARSE_INTERNAL: tuple[tuple[str, str], ...] = (
     ("_line", "BIGINT"),

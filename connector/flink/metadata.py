@@ -82,6 +82,21 @@ METADATA: tuple[MetadataKey, ...] = (
     MetadataKey(
         "request.error", "_request_error", "STRING", ("request",), "why the request failed (NULL when it got a body)"
     ),
+    MetadataKey(
+        "request.key",
+        "_request_key",
+        "STRING",
+        ("request",),
+        "the request's key in 'request.store' (hex SHA-256 of the endpoint, the body and the row: the request id, "
+        "or a model's name and whole INPUT row); NULL for a prompt that could not be sent",
+    ),
+    MetadataKey(
+        "request.cached",
+        "_cached",
+        "BOOLEAN",
+        ("request",),
+        "TRUE when the answer came from 'request.store' (a restore, or 'request.cache') and nothing was sent",
+    ),
 )
 
 

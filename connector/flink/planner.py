@@ -76,7 +76,9 @@ from connector.options import (
     REPLAY_MONITOR_INTERVAL,
     REPLAY_PATH,
     REQUEST_API,
+    REQUEST_CACHE,
     REQUEST_OUTPUT_MODE,
+    REQUEST_STORE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
     SYSTEM_PROMPT,
@@ -262,6 +264,15 @@ def _source(table: str, options: Options) -> dict[str, Any]:
     }
 
 
+def _store(options: Options) -> dict[str, Any] | None:
+    """The request step's response store ('request.store', 'request.cache'), or None."""
+    uri = options.get(REQUEST_STORE)
+    if uri is None:
+        return None
+    ttl = options.get(REQUEST_CACHE)
+    return {"uri": str(uri), "cache_ttl_ms": 0 if ttl is None else max(1, round(ttl * 1000))}
+
+
 def _settings(options: Options) -> dict[str, str]:
     """The Flink settings of this table's own Python operator (the parse function)."""
     return {
@@ -377,6 +388,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "columns": [list(c) for c in REQUEST_COLUMNS],
             "output_mode": options.get(REQUEST_OUTPUT_MODE),
             "on_failure": options.get(RETRY_ON_FAILURE),
+            "store": _store(options),
             # The async operator's queue: requests on the wire plus those waiting for a slot or in backoff. Its
             # timeout is a backstop only: every request ends by its own deadline.
             "capacity": options.queue_size,
@@ -587,6 +599,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "client": client_spec(options, profile, api_key),
             "columns": [list(c) for c in REQUEST_COLUMNS],
             "on_failure": options.get(RETRY_ON_FAILURE),
+            "store": _store(options),
         },
         "prompt": prompt,
         "body_columns": body_columns_,

@@ -3,6 +3,7 @@ package io.dspark.vllm.flink;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
+import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
@@ -25,7 +26,6 @@ import java.util.Collections;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
-import java.util.UUID;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
@@ -56,7 +56,9 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private final String outputType;
     private final long operatorTimeoutMs;
 
-    private transient Requester requester;
+    private transient StoredRequests requests;
+    private transient byte[] modelIdentity;
+    private transient RowIdentity rowIdentity;
     private transient RequestMetrics metrics;
     private transient ParseBatch parse;
     private transient Prompt prompt;
@@ -79,12 +81,14 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         final String prompt;
         final String id;
         final Outcome outcome;
+        final boolean cached;
         final CompletableFuture<Collection<RowData>> result;
 
-        Done(String prompt, String id, Outcome outcome, CompletableFuture<Collection<RowData>> result) {
+        Done(String prompt, String id, Outcome outcome, boolean cached, CompletableFuture<Collection<RowData>> result) {
             this.prompt = prompt;
             this.id = id;
             this.outcome = outcome;
+            this.cached = cached;
             this.result = result;
         }
     }
@@ -134,8 +138,14 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
         batchSize = jvm.get("batch_size").asInt();
 
-        requester = new Requester(spec);
-        metrics = new RequestMetrics(context.getMetricGroup(), requester);
+        JsonNode stored = request.path("store");
+        requests = new StoredRequests(new Requester(spec), stored.isObject() ? stored.get("uri").asText() : null,
+                stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0,
+                context.getTaskInfo().getIndexOfThisSubtask());
+        // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
+        modelIdentity = plan.get("model").asText().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        rowIdentity = new RowIdentity((RowType) TablePlan.dataType(inputType).getLogicalType());
+        metrics = new RequestMetrics(context.getMetricGroup(), requests);
         done = new LinkedBlockingQueue<>();
         closing = false;
         parser = new Thread(this::parseLoop, "dspark-vllm model parse " + plan.get("model").asText());
@@ -155,17 +165,28 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             }
         }
         CompletableFuture<Collection<RowData>> result = new CompletableFuture<>();
-        String id = UUID.randomUUID().toString();
         metrics.sent();
         Prompt.Request r = prompt.of(input);
-        CompletableFuture<Outcome> sent = r.problem != null
-                ? CompletableFuture.completedFuture(Requester.notSent(r.problem))
-                : requester.sendBody(r.body, id);
-        sent.whenComplete((outcome, bug) -> {
-            if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
-                outcome = Requester.notSent("internal error (" + bug + ")");
+        CompletableFuture<StoredRequests.Answer> sent;
+        if (r.problem != null) {
+            sent = CompletableFuture.completedFuture(new StoredRequests.Answer(Requester.notSent(r.problem), null, false));
+        } else {
+            byte[] identity;
+            try {
+                identity = rowIdentity.of(modelIdentity, input);
+            } catch (Exception e) { // a row we cannot key is sent as without a store: never a lost row
+                identity = null;
             }
-            done.add(new Done(r.text, id, outcome, result));
+            sent = identity == null
+                    ? requests.requester().sendBody(r.body, java.util.UUID.randomUUID().toString())
+                            .thenApply(o -> new StoredRequests.Answer(o, null, false))
+                    : requests.sendBody(r.body, null, identity);
+        }
+        sent.whenComplete((answer, bug) -> {
+            if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
+                answer = new StoredRequests.Answer(Requester.notSent("internal error (" + bug + ")"), null, false);
+            }
+            done.add(new Done(r.text, answer.key, answer.outcome, answer.cached, result));
         });
         return result;
     }
@@ -194,7 +215,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     rows.add(GenericRowData.of(
                             d.prompt == null ? null : StringData.fromString(d.prompt), StringData.fromString(d.id),
                             o.body == null ? new byte[0] : o.body, o.status, o.latencyMs, o.attempts,
-                            o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs));
+                            o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs,
+                            d.id == null ? null : StringData.fromString(d.id), d.cached));
                     futures.add(d.result);
                 }
                 int[] at = {0};
@@ -219,12 +241,46 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     @Override
     public void close() throws Exception {
         closing = true;
-        if (requester != null) {
-            requester.close();
+        if (requests != null) {
+            requests.close();
         }
         if (parser != null) {
             parser.interrupt();
             parser.join(10_000);
+        }
+    }
+
+    /**
+     * The bytes that tell one INPUT row from another for the request key: each field written by Flink's own
+     * serializer of its type (the same values give the same bytes in any subtask, after a restore or a rescale).
+     */
+    static final class RowIdentity {
+        private final RowData.FieldGetter[] getters;
+        private final org.apache.flink.api.common.typeutils.TypeSerializer<Object>[] serializers;
+
+        @SuppressWarnings("unchecked")
+        RowIdentity(RowType input) {
+            getters = new RowData.FieldGetter[input.getFieldCount()];
+            serializers = new org.apache.flink.api.common.typeutils.TypeSerializer[input.getFieldCount()];
+            for (int i = 0; i < getters.length; i++) {
+                getters[i] = RowData.createFieldGetter(input.getTypeAt(i), i);
+                serializers[i] = (org.apache.flink.api.common.typeutils.TypeSerializer<Object>)
+                        org.apache.flink.table.runtime.typeutils.InternalSerializers.create(input.getTypeAt(i));
+            }
+        }
+
+        byte[] of(byte[] prefix, RowData row) throws java.io.IOException {
+            org.apache.flink.core.memory.DataOutputSerializer out = new org.apache.flink.core.memory.DataOutputSerializer(256);
+            out.writeInt(prefix.length);
+            out.write(prefix);
+            for (int i = 0; i < getters.length; i++) {
+                Object v = getters[i].getFieldOrNull(row);
+                out.writeBoolean(v == null);
+                if (v != null) {
+                    serializers[i].serialize(v, out);
+                }
+            }
+            return out.getCopyOfBuffer();
         }
     }
 

@@ -2,6 +2,7 @@ package io.dspark.vllm.flink;
 
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.Requester;
+import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.metrics.Counter;
 import org.apache.flink.metrics.MeterView;
@@ -10,7 +11,8 @@ import org.apache.flink.metrics.MetricGroup;
 /**
  * The request step's metrics, group {@code dspark}, for the table's {@link RequestStep} and the model's
  * {@link ModelPredictFunction}: numRequests, numResponses, numRequestsFailed, numRetries, numBytesIn,
- * numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled, latencyMsP50/P95/P99.
+ * numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled, latencyMsP50/P95/P99; with a response store
+ * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures.
  */
 final class RequestMetrics {
     private final Counter requests;
@@ -20,8 +22,14 @@ final class RequestMetrics {
     private final Counter bytes;
     private final RequestStep.Recent latencies = new RequestStep.Recent(1000);
 
-    RequestMetrics(MetricGroup operatorGroup, Requester requester) {
+    RequestMetrics(MetricGroup operatorGroup, StoredRequests answers) {
+        Requester requester = answers.requester();
         MetricGroup group = operatorGroup.addGroup("dspark");
+        group.gauge("numAnsweredFromStore", answers::answeredFromStore);
+        group.gauge("numAnsweredFromCache", answers::answeredFromCache);
+        group.gauge("numTokensSaved", answers::tokensSaved);
+        group.gauge("numStored", answers::stored);
+        group.gauge("numStoreFailures", answers::storeFailures);
         requests = group.counter("numRequests");
         responses = group.counter("numResponses");
         failed = group.counter("numRequestsFailed");

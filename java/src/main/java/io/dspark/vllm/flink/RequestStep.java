@@ -3,6 +3,7 @@ package io.dspark.vllm.flink;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
+import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
@@ -37,9 +38,9 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     static final List<String> COLUMNS =
             Arrays.asList(
                     "_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts",
-                    "_request_error", "_received_ms");
+                    "_request_error", "_received_ms", "_request_key", "_cached");
     static final List<String> TYPES =
-            Arrays.asList("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT");
+            Arrays.asList("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT", "STRING", "BOOLEAN");
 
     /** The rows this step makes, for the operator that runs it. */
     static TypeInformation<Row> rowType() {
@@ -52,13 +53,17 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
                 Types.DOUBLE,
                 Types.INT,
                 Types.STRING,
-                Types.LONG);
+                Types.LONG,
+                Types.STRING,
+                Types.BOOLEAN);
     }
 
     private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
     private final boolean failJob;
+    private final String store; // 'request.store', or null
+    private final long cacheTtlMs; // 'request.cache', or 0
 
-    private transient Requester requester;
+    private transient StoredRequests requests;
     private transient RequestMetrics metrics;
 
     RequestStep(JsonNode request) {
@@ -77,13 +82,17 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         this.specJson = request.get("client").toString();
         RequestSpec.fromJson(request.get("client")); // its version is checked where the job is planned
         this.failJob = "fail-job".equals(request.get("on_failure").asText());
+        JsonNode stored = request.path("store");
+        this.store = stored.isObject() ? stored.get("uri").asText() : null;
+        this.cacheTtlMs = stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0;
     }
 
     @Override
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
-        requester = new Requester(spec);
-        metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requester);
+        requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+        metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
             check.setDaemon(true);
@@ -127,16 +136,17 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         String text = (String) prompt.getField(0);
         String id = (String) prompt.getField(1);
         metrics.sent();
-        requester.send(text == null ? "" : text, id).whenComplete((outcome, bug) -> {
+        requests.send(text == null ? "" : text, id).whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
-                outcome = new Outcome(null, null, 0.0, 0, "request: internal error (" + bug + ")", "request",
-                        System.currentTimeMillis());
+                answer = new StoredRequests.Answer(new Outcome(null, null, 0.0, 0,
+                        "request: internal error (" + bug + ")", "request", System.currentTimeMillis()), null, false);
             }
-            complete(prompt, text, id, outcome, result);
+            complete(text, id, answer.outcome, answer.key, answer.cached, result);
         });
     }
 
-    private void complete(Row prompt, String text, String id, Outcome outcome, ResultFuture<Row> result) {
+    private void complete(
+            String text, String id, Outcome outcome, String key, boolean cached, ResultFuture<Row> result) {
         metrics.ended(outcome);
         if (!outcome.ok() && failJob) {
             result.completeExceptionally(new RuntimeException(
@@ -145,7 +155,7 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         }
         Row row = Row.of(
                 text, id, outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
-                outcome.attempts, outcome.error, outcome.receivedAtMs);
+                outcome.attempts, outcome.error, outcome.receivedAtMs, key, cached);
         result.complete(Collections.singletonList(row));
     }
 
@@ -155,13 +165,13 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         Outcome outcome = new Outcome(null, null, 0.0, 0,
                 "timeout: the request step did not answer within the operator's timeout", "timeout",
                 System.currentTimeMillis());
-        complete(prompt, (String) prompt.getField(0), (String) prompt.getField(1), outcome, result);
+        complete((String) prompt.getField(0), (String) prompt.getField(1), outcome, null, false, result);
     }
 
     @Override
     public void close() throws Exception {
-        if (requester != null) {
-            requester.close();
+        if (requests != null) {
+            requests.close();
         }
     }
 

@@ -65,6 +65,8 @@ final class TableOptions {
             ConfigOptions.key("request.tls-ca-bundle").stringType().noDefaultValue().withDescription("PEM file of the CAs to trust instead of the public ones (a private CA), on the TaskManagers."),
             ConfigOptions.key("request.tls-client-cert").stringType().noDefaultValue().withDescription("PEM certificate shown to a server that asks for one."),
             ConfigOptions.key("request.tls-client-key").stringType().noDefaultValue().withDescription("Its private key, when in a separate file."),
+            ConfigOptions.key("request.store").stringType().noDefaultValue().withDescription("A folder of Flink's file systems (e.g. 's3://bucket/responses', 'file:///data/responses') where every completed response is kept before its row leaves the request step; a restarted job answers from it what was answered before the failure instead of paying for it again (docs/flink.md, 'No answer paid for twice')."),
+            ConfigOptions.key("request.cache").stringType().noDefaultValue().withDescription("Answer a request from 'request.store' when an identical one (same endpoint and body) was answered within this time; sound only where the answer is a function of the request (temperature 0 or a seed)."),
             ConfigOptions.key("request.n").stringType().noDefaultValue().withDescription("Choices generated per request. Sent as 'n'."),
             ConfigOptions.key("request.max-tokens").stringType().noDefaultValue().withDescription("Most tokens generated per choice. Sent as 'max_tokens'."),
             ConfigOptions.key("request.min-tokens").stringType().noDefaultValue().withDescription("Fewest tokens generated before a stop may end a choice. Sent as 'min_tokens'."),
@@ -100,11 +102,12 @@ final class TableOptions {
             "request.timeout", "request.connect-timeout", "request.concurrency", "request.concurrency.min",
             "request.concurrency.max", "request.rate-limit", "request.max-body-size", "request.structured-output",
             "request.tls-verify", "request.tls-ca-bundle", "request.tls-client-cert", "request.tls-client-key",
-            "request.n", "request.max-tokens", "request.min-tokens", "request.temperature",
-            "request.top-p", "request.top-k", "request.min-p", "request.presence-penalty",
-            "request.frequency-penalty", "request.repetition-penalty", "request.seed", "request.stop",
-            "request.logprobs", "request.retry.deadline", "request.retry.max-attempts", "request.retry.initial-backoff",
-            "request.retry.max-backoff", "request.retry.max-retry-after", "request.retry.hold-while-down", "request.on-failure",
-            "parse.backend", "parse.batch-size", "prompt.template", "system-prompt"
+            "request.store", "request.cache", "request.n", "request.max-tokens",
+            "request.min-tokens", "request.temperature", "request.top-p", "request.top-k",
+            "request.min-p", "request.presence-penalty", "request.frequency-penalty", "request.repetition-penalty",
+            "request.seed", "request.stop", "request.logprobs", "request.retry.deadline",
+            "request.retry.max-attempts", "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after",
+            "request.retry.hold-while-down", "request.on-failure", "parse.backend", "parse.batch-size",
+            "prompt.template", "system-prompt"
     )));
 }

@@ -203,8 +203,21 @@ public final class Requester implements AutoCloseable {
                     + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
                     + "; it cannot be sent as UTF-8 JSON", start));
         }
+        return sendBody(bodyOf(prompt), requestId, start);
+    }
+
+    /** The body {@link #send} sends for {@code prompt}, or null where it sends none (NULL, a lone surrogate). */
+    public byte[] bodyOf(String prompt) {
+        if (prompt == null || Text.loneSurrogate(prompt) >= 0) {
+            return null;
+        }
         String quoted = "\"" + new String(JsonStringEncoder.getInstance().quoteAsString(prompt)) + "\"";
-        return sendBody(spec.body(quoted).getBytes(StandardCharsets.UTF_8), requestId, start);
+        return spec.body(quoted).getBytes(StandardCharsets.UTF_8);
+    }
+
+    /** The endpoint's URL the requests go to. */
+    public String url() {
+        return spec.url;
     }
 
     /**

@@ -1,0 +1,161 @@
+"""The response store ('request.store') and the cache ('request.cache') in real Flink jobs against the simulator.
+
+Two jobs, each a statement set. The first answers a rate table (30 identical prompts), a model (6 rows, two of
+them with the same question) and a table whose store cannot be opened (a file where the folder should be). The
+second runs the same table and model again over the same stores, as a restored job does: every answer comes from
+the store and nothing is sent; a second table of other request ids with 'request.cache' is answered from the
+cache, and a third without it is sent. The simulator counts what it received.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("pyflink")
+
+from connector.simulator import testing  # noqa: E402
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+N = 30
+QUESTIONS = ["What is 2+2?", "What is 2+2?", "Name a prime.", "Name a colour.", "What is 3+3?", "Why?"]
+REQUESTS = "requests /v1/chat/completions"
+
+
+def read_json_dir(path: Path) -> list[dict]:
+    return [json.loads(line) for f in sorted(path.rglob("part-*")) for line in f.read_text().splitlines() if line]
+
+
+def table_ddl(name: str, url: str, model: str, **options: str) -> str:
+    given = {
+        "connector": "dspark-vllm", "endpoint": url, "model": model, "prompts.rate": "200",
+        "prompts.count": str(N), "prompts.template": "The same question for every row",
+        "request.retry.max-attempts": "1", "parse.backend": "cpu", **options,
+    }  # fmt: skip
+    with_ = ", ".join(f"'{k}' = '{v}'" for k, v in given.items())
+    return (
+        f"CREATE TEMPORARY TABLE {name} (content STRING, "
+        "rid STRING METADATA FROM 'request.id' VIRTUAL, `key` STRING METADATA FROM 'request.key' VIRTUAL, "
+        "cached BOOLEAN METADATA FROM 'request.cached' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL"
+        f") WITH ({with_})"
+    )
+
+
+def model_ddl(url: str, model: str, store: str) -> str:
+    return (
+        "CREATE TEMPORARY MODEL answerer INPUT (user_id STRING, question STRING) "
+        "OUTPUT (content STRING, `request.key` STRING, `request.cached` BOOLEAN, `error.reason` STRING) WITH ("
+        f"'provider' = 'dspark-vllm', 'endpoint' = '{url}', 'model' = '{model}', 'prompt.template' = "
+        f"'{{question}}', 'request.retry.max-attempts' = '1', 'request.store' = '{store}')"
+    )
+
+
+def run(url: str, model: str, out: Path, stores: dict[str, str], second: bool) -> None:
+    from connector.flink import local_environment
+
+    _, t_env = local_environment()
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE questions (user_id STRING, question STRING) WITH ('connector' = 'filesystem', "
+        f"'path' = '{out / 'questions.csv'}', 'format' = 'csv')"
+    )
+    t_env.execute_sql(model_ddl(url, model, stores["model"]))
+    tables = {"first": {"request.store": stores["table"]}}
+    if second:
+        tables["cached"] = {"request.store": stores["table"], "request.cache": "1 h"}
+        tables["uncached"] = {"request.store": stores["table"]}
+    else:
+        tables["broken"] = {"request.store": stores["broken"]}
+    statements = t_env.create_statement_set()
+    run_name = "second" if second else "first"
+    for name, options in tables.items():
+        t_env.execute_sql(table_ddl(name, url, model, **options))
+        sink = out / run_name / name
+        t_env.execute_sql(
+            f"CREATE TEMPORARY TABLE sink_{name} (content STRING, rid STRING, `key` STRING, cached BOOLEAN, "
+            f"reason STRING) WITH ('connector' = 'filesystem', 'path' = '{sink}', 'format' = 'json')"
+        )
+        statements.add_insert_sql(f"INSERT INTO sink_{name} SELECT content, rid, `key`, cached, reason FROM {name}")
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE sink_model (user_id STRING, question STRING, content STRING, `key` STRING, "
+        f"cached BOOLEAN, reason STRING) WITH ('connector' = 'filesystem', 'path' = '{out / run_name / 'model'}', "
+        "'format' = 'json')"
+    )
+    statements.add_insert_sql(
+        "INSERT INTO sink_model SELECT user_id, question, content, `request.key`, `request.cached`, `error.reason` "
+        "FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR(user_id, question))"
+    )
+    statements.execute().wait()
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    out = tmp_path_factory.mktemp("store")
+    with open(out / "questions.csv", "w", newline="") as f:
+        csv.writer(f).writerows([f"user-{i}", q] for i, q in enumerate(QUESTIONS))
+    broken = out / "not-a-folder"
+    broken.write_text("a file where the store's folder should be\n")
+    stores = {"table": (out / "table-store").as_uri(), "model": str(out / "model-store"), "broken": broken.as_uri()}
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=3) as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        run(sim.url, model, out, stores, second=False)
+        first = sim.stats().get(REQUESTS, 0)
+        run(sim.url, model, out, stores, second=True)
+        second = sim.stats().get(REQUESTS, 0) - first
+    result = {"sent_first": first, "sent_second": second}
+    for run_name in ("first", "second"):
+        for name in ("first", "broken", "cached", "uncached", "model"):
+            if (out / run_name / name).exists():
+                result[(run_name, name)] = read_json_dir(out / run_name / name)
+    result["store_files"] = sorted(p.name for p in (out / "table-store").iterdir())
+    return result
+
+
+def test_a_first_run_sends_every_row_once_and_keeps_its_answer(jobs):
+    rows = jobs[("first", "first")]
+    assert sorted(r["rid"] for r in rows) == sorted(f"first-{n}" for n in range(N))
+    assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
+    # 30 identical prompts from 30 rows are 30 requests, 30 keys: each row gets its own answer once
+    assert len({r["key"] for r in rows}) == N
+    model = jobs[("first", "model")]
+    assert sorted(r["user_id"] for r in model) == [f"user-{i}" for i in range(len(QUESTIONS))]
+    assert len({r["key"] for r in model}) == len(QUESTIONS)  # the same question from two rows: two keys
+    assert all(r["reason"] is None and r["cached"] is False for r in model)
+    # the table, the model and the table whose store is broken each sent every row
+    assert jobs["sent_first"] == N + len(QUESTIONS) + N
+
+
+def test_a_restarted_job_answers_from_the_store_and_sends_nothing_of_it(jobs):
+    before = {r["key"]: r for r in jobs[("first", "first")]}
+    again = jobs[("second", "first")]
+    assert len(again) == N and {r["key"] for r in again} == set(before)
+    for r in again:
+        assert (
+            r["cached"] is True and r["content"] == before[r["key"]]["content"] and r["rid"] == before[r["key"]]["rid"]
+        )
+    model_before = {r["user_id"]: r for r in jobs[("first", "model")]}
+    for r in jobs[("second", "model")]:
+        assert r["cached"] is True and r["key"] == model_before[r["user_id"]]["key"]
+        assert r["content"] == model_before[r["user_id"]]["content"]
+    # of the second job, only the table without 'request.cache' sent anything
+    assert jobs["sent_second"] == N
+
+
+def test_the_cache_answers_an_identical_request_of_another_row(jobs):
+    first = {r["content"] for r in jobs[("first", "first")]}
+    cached = jobs[("second", "cached")]
+    assert sorted(r["rid"] for r in cached) == sorted(f"cached-{n}" for n in range(N))
+    assert all(r["cached"] is True and r["content"] in first for r in cached)
+    uncached = jobs[("second", "uncached")]
+    assert len(uncached) == N and all(r["cached"] is False and r["reason"] is None for r in uncached)
+
+
+def test_a_store_that_cannot_be_opened_loses_no_row(jobs):
+    rows = jobs[("first", "broken")]
+    assert sorted(r["rid"] for r in rows) == sorted(f"broken-{n}" for n in range(N))
+    assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
