@@ -44,7 +44,7 @@ _USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 # Subcommands that live with their subsystem: module with add_arguments(parser) and run(args) -> int.
 _DELEGATED = {
     "simulate": ("connector.simulator.cli", "run a vLLM-compatible simulator (tests, demos, benchmarks)"),
-    "schema": ("connector.schema.cli", "print the columns a table gets from an endpoint"),
+    "schema": ("connector.client.cli", "print the columns a table gets from an endpoint"),
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
 }
 _READ_SIZE = 1 << 24
@@ -112,7 +112,7 @@ def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
     `_BATCH_BYTES`), reading a block at a time. Of a line longer than a body may be, only its first
     `MAX_BODY_BYTES + 2` bytes are kept (over the limit even without a `\\r`): parse_batch refuses it from
     that length, and memory stays bounded whatever the input (a file of one endless line too)."""
-    from connector.decode.strict import MAX_BODY_BYTES
+    from connector.strict import MAX_BODY_BYTES
 
     keep = MAX_BODY_BYTES + 2
     batch: list[bytes] = []

@@ -407,7 +407,7 @@ def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
     import io
     import random
 
-    import connector.decode.strict as strict
+    import connector.strict as strict
     from connector import cli
 
     def expected(data: bytes, keep: int) -> list[bytes]:

@@ -24,10 +24,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.strict import MAX_BODY_BYTES
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
+from connector.strict import MAX_BODY_BYTES
 
 __all__ = ["ABI_VERSION", "CONTENT_JSON", "CONTENT_NULL", "NativePlan", "bools", "int8s", "library_path", "read"]
 
