@@ -5,13 +5,17 @@ import java.util.List;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
 import java.util.function.Consumer;
+import java.util.function.IntSupplier;
 
 /**
  * What completes together is handled as one batch, on a thread of its own: items added from any thread (the
  * request step's completions) are handed to {@code handle} in batches of at most {@code batchSize}, a batch
  * leaving when full or {@code batchMillis} after its first item was added, whichever comes first (the plan's
- * {@code batch_size} and {@code batch_ms}, the table's parse step's rule). No item waits longer than that plus the
- * batch before it; each item is handed on exactly once, in the order it was added.
+ * {@code batch_size} and {@code batch_ms}, the table's parse step's rule), and never holding more than an eighth
+ * of the items {@code outstanding} (the model's rows in flight: a row held here is a slot of Flink's async
+ * operator with no request on the wire, so at high rates the batch leaves as soon as it would starve the
+ * requests). No item waits longer than that plus the batch before it; each item is handed on exactly once, in
+ * the order it was added.
  *
  * <p>{@code handle} must not throw: what it throws is logged and costs that batch only (the model completes its
  * rows' futures in it, exceptionally where it must).
@@ -31,6 +35,7 @@ final class Completions<T> implements AutoCloseable {
 
     private final int batchSize;
     private final long batchNanos;
+    private final IntSupplier outstanding;
     private final Consumer<List<T>> handle;
     private final LinkedBlockingQueue<Added<T>> queue = new LinkedBlockingQueue<>();
     private final Thread thread;
@@ -38,9 +43,10 @@ final class Completions<T> implements AutoCloseable {
     private long items;
     private long batches;
 
-    Completions(String name, int batchSize, long batchMillis, Consumer<List<T>> handle) {
+    Completions(String name, int batchSize, long batchMillis, IntSupplier outstanding, Consumer<List<T>> handle) {
         this.batchSize = Math.max(1, batchSize);
         this.batchNanos = Math.max(0, batchMillis) * 1_000_000L;
+        this.outstanding = outstanding;
         this.handle = handle;
         thread = new Thread(this::loop, name);
         thread.setDaemon(true);
@@ -75,7 +81,7 @@ final class Completions<T> implements AutoCloseable {
                 while (taken.size() < batchSize) {
                     queue.drainTo(taken, batchSize - taken.size());
                     long left = due - System.nanoTime();
-                    if (taken.size() >= batchSize || left <= 0) {
+                    if (taken.size() >= batchSize || left <= 0 || taken.size() * 8 >= outstanding.getAsInt()) {
                         break;
                     }
                     Added<T> next = queue.poll(left, TimeUnit.NANOSECONDS);
