@@ -36,9 +36,8 @@ import java.util.concurrent.CompletableFuture;
  * <p>The request of a row: the plan's request body (model, options, response_format, as the table sends them)
  * with the row's messages (the template over the INPUT columns, the system prompt, or a messages column) and the
  * row's own body options (INPUT columns named like them). The responses are parsed by a thread of the function's
- * own, a batch at a time ({@link Completions}): what completes within the plan's {@code batch_ms} of a batch's
- * first response (5 ms), up to {@code batch_size} and never more than an eighth of the rows in flight, goes in one
- * call of the native core. Every row gives exactly one output row: a failed request or a rejected body is a row with
+ * own, a batch at a time ({@link Completions}): what completed while the previous batch was parsed, up to the
+ * plan's {@code batch_size}, goes in one call of the native core, with no wait for more. Every row gives exactly one output row: a failed request or a rejected body is a row with
  * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a failed request fails the job).
  *
  * <p>Public: Flink's generated code calls it from another class loader.
@@ -61,7 +60,6 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private transient Prompt prompt;
     private transient boolean failJob;
     private transient Completions<Done> done;
-    private transient java.util.concurrent.atomic.AtomicInteger inFlight; // rows given, their futures not completed
     private transient boolean said;
 
     ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
@@ -132,9 +130,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
 
         requester = new Requester(spec);
         metrics = new RequestMetrics(context.getMetricGroup(), requester);
-        inFlight = new java.util.concurrent.atomic.AtomicInteger();
         done = new Completions<>("dspark-vllm model parse " + plan.get("model").asText(),
-                jvm.get("batch_size").asInt(), jvm.get("batch_ms").asLong(), inFlight::get, this::parse);
+                jvm.get("batch_size").asInt(), this::parse);
     }
 
     @Override
@@ -149,7 +146,6 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             }
         }
         CompletableFuture<Collection<RowData>> result = new CompletableFuture<>();
-        inFlight.incrementAndGet();
         String id = UUID.randomUUID().toString();
         metrics.sent();
         Prompt.Request r = prompt.of(input);
@@ -167,7 +163,6 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
 
     /** On the parse thread: the responses of one batch, parsed in one call, each row's future completed once. */
     private void parse(List<Done> batch) {
-        inFlight.addAndGet(-batch.size()); // completed below, each once
         List<RowData> rows = new ArrayList<>(batch.size());
         List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>(batch.size());
         for (Done d : batch) {

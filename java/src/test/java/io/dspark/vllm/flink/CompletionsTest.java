@@ -41,7 +41,7 @@ final class CompletionsTest {
         ConcurrentLinkedQueue<List<int[]>> batches = new ConcurrentLinkedQueue<>();
         AtomicInteger handed = new AtomicInteger();
         CountDownLatch all = new CountDownLatch(1);
-        Completions<int[]> c = new Completions<>("test", size, 5, () -> Integer.MAX_VALUE, batch -> {
+        Completions<int[]> c = new Completions<>("test", size, batch -> {
             batches.add(new ArrayList<>(batch)); // the list is the loop's own, reused: copied
             if (handed.addAndGet(batch.size()) == threads * each) {
                 all.countDown();
@@ -90,7 +90,7 @@ final class CompletionsTest {
     void aBatchThatThrowsCostsThatBatchOnlyAndTheNextIsHandedOn() throws Exception {
         CountDownLatch second = new CountDownLatch(1);
         AtomicInteger calls = new AtomicInteger();
-        Completions<String> c = new Completions<>("test", 1, 0, () -> Integer.MAX_VALUE, batch -> {
+        Completions<String> c = new Completions<>("test", 1, batch -> {
             if (calls.incrementAndGet() == 1) {
                 throw new IllegalStateException("a defect");
             }
@@ -104,21 +104,6 @@ final class CompletionsTest {
             c.close();
         }
         assertEquals(2, c.items());
-    }
-
-    @Test
-    void aBatchWaitsForNoMoreWhenItHoldsAnEighthOfTheRowsInFlight() throws Exception {
-        // A batch time of ten minutes, and 8 rows in flight: the one row held is an eighth of them, so it goes on
-        // at once (the rows held are async slots with no request on the wire). Waiting would pass the timeout.
-        CountDownLatch handed = new CountDownLatch(1);
-        Completions<String> c = new Completions<>("test", 1000, 600_000, () -> 8, batch -> handed.countDown());
-        try {
-            c.add("a");
-            handed.await();
-        } finally {
-            c.close();
-        }
-        assertEquals(1, c.batches());
     }
 
     @Test
