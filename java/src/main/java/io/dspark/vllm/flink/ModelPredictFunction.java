@@ -37,7 +37,8 @@ import java.util.concurrent.CompletableFuture;
  * with the row's messages (the template over the INPUT columns, the system prompt, or a messages column) and the
  * row's own body options (INPUT columns named like them). The responses are parsed by a thread of the function's
  * own, a batch at a time ({@link Completions}): what completed while the previous batch was parsed, up to the
- * plan's {@code batch_size}, goes in one call of the native core, with no wait for more. Every row gives exactly one output row: a failed request or a rejected body is a row with
+ * plan's {@code batch_size}, goes in one call of the native core, with no wait for more. Every row gives exactly
+ * one output row: a failed request or a rejected body is a row with
  * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a failed request fails the job).
  *
  * <p>Public: Flink's generated code calls it from another class loader.
