@@ -19,7 +19,8 @@ response, so no start-up counts.
   `--prompts` prompts: first-to-last response of the table / of the client (1.00x: as fast as the client).
 - heavy-tail: the same with lognormal durations (`--latency-dist lognormal`, median and p99 below).
 - zero-latency: the table's steady request rate (10th to 90th percentile of the responses) / the client's; the
-  same for ML_PREDICT with a 'dspark-vllm' model over a datagen table.
+  same for ML_PREDICT with a 'dspark-vllm' model over a datagen table, batched (the default) and a body a call
+  ('parse.batch-size' = '1'; the model's note gives batched / a body a call).
 - added-latency: response received -> row at the sink (NOW() in the sink's Calc) at 1,000 rows/s, p50/p99,
   with the defaults and with a smaller 'parse.batch-size'.
 - hol: head-of-line blocking, 600 prompts with 1% of them hanging until the 10 s timeout.
@@ -208,10 +209,13 @@ def job_request(endpoint: str, model: str, prompts: int, rate: int, output: str,
     ).wait()
 
 
-def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, output: str, capacity: str = "") -> None:
+def job_predict(
+    endpoint: str, model: str, prompts: int, concurrency: str, output: str, capacity: str = "", batch: str = ""
+) -> None:
     """ML_PREDICT with a 'dspark-vllm' model over a table of the client's prompts, as a user writes it: the async
     operator unordered, as many rows in flight as 'request.concurrency' (ML_PREDICT's 'max-concurrent-operations';
-    with 'auto', its default maximum, 256); `capacity` 'default': no 'max-concurrent-operations' (Flink's 10)."""
+    with 'auto', its default maximum, 256); `capacity` 'default': no 'max-concurrent-operations' (Flink's 10);
+    `batch`: the model's 'parse.batch-size' ('1': a body a call)."""
     capacity = capacity or ("256" if concurrency == "auto" else concurrency)
     rows_at_once = "" if capacity == "default" else f", 'max-concurrent-operations', '{capacity}'"
     t = _t_env(1)
@@ -223,7 +227,7 @@ def job_predict(endpoint: str, model: str, prompts: int, concurrency: str, outpu
     t.execute_sql(f"""CREATE MODEL answerer INPUT (prompt STRING)
         OUTPUT (id STRING, `request.received-at` TIMESTAMP_LTZ(3), `error.reason` STRING)
         WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'profile' = '{PROFILE}',
-              'request.concurrency' = '{concurrency}')""")
+              'request.concurrency' = '{concurrency}'{f", 'parse.batch-size' = '{batch}'" if batch else ""})""")
     t.execute_sql(
         f"CREATE TABLE sink_out (rid STRING, received STRING, at_sink STRING, error STRING) WITH "
         f"('connector' = 'filesystem', 'path' = '{output}', 'format' = 'csv')"
@@ -531,8 +535,8 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     from connector.simulator.testing import serve_simulator
 
     c = str(args.concurrency)
-    rates: dict[str, list[float]] = {"client": [], "table": [], "model": [], "model-sink": [], "openai": []}
-    failed = {"client": "", "table": "", "model": "", "openai": ""}
+    rates: dict[str, list[float]] = {"client": [], "table": [], "model": [], "model-sink": [], "openai": [], "one": []}
+    failed = {"client": "", "table": "", "model": "", "openai": "", "one": ""}
     with serve_simulator(mode="process", profiles=(PROFILE,), seed=1, latency_ms=0.0, workers=2) as sim:
         model = _model(sim.url)
         for round_ in range(args.repeat):
@@ -554,6 +558,12 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
                 rates["model"].append(steady_rate(_received(out)))
                 rates["model-sink"].append(steady_rate([(s, s) for _, s in _received(out)]))
             failed["model"] = error or failed["model"]
+            # the same model parsing a body a call: the batching's own worth, in the same run
+            out = folder / f"zero-model-one-{round_}"
+            _, error = attempt("predict", sim.url, model, str(args.requests), c, str(out), "", "1")
+            if error is None:
+                rates["one"].append(steady_rate(_received(out)))
+            failed["one"] = error or failed["one"]
             out = folder / f"zero-openai-{round_}"
             _, error = attempt("openai", sim.url, model, str(args.requests), c, str(out))
             if error is None:
@@ -565,6 +575,9 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
     ratio = f"{table / client:.2f}x" if table is not None and client else ""
     model_ratio = f"{model_rate / client:.2f}x" if model_rate is not None and client else ""
     model_note = f"{model_rate / table:.2f}x the table" if model_rate is not None and table else failed["model"]
+    one = max(rates["one"]) if rates["one"] else None
+    if model_rate is not None and one:
+        model_note += f"; {model_rate / one:.2f}x a body a call"
     openai = max(rates["openai"]) if rates["openai"] else None
     model_sink = max(rates["model-sink"]) if rates["model-sink"] else None
     vs_openai = f"{model_sink / openai:.2f}x" if model_sink is not None and openai else ""
@@ -592,6 +605,14 @@ def zero_latency_section(args: argparse.Namespace, folder: Path) -> list[Result]
             "rows/s",
             model_ratio,
             model_note,
+        ),
+        Result(
+            "zero-latency",
+            f"{args.requests} prompts, no latency: ML_PREDICT, 'dspark-vllm' model, a body a call, steady, c={c}",
+            one,
+            "rows/s",
+            f"{one / client:.2f}x" if one is not None and client else "",
+            "'parse.batch-size' = '1'" if one is not None else failed["one"],
         ),
         Result(
             "zero-latency",
@@ -806,7 +827,7 @@ def main() -> int:
             "parse-only": lambda: job_parse_only(rest[0], int(rest[1])),
             "request": lambda: job_request(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4], rest[5]),
             "client": lambda: client_alone(rest[0], rest[1], int(rest[2]), int(rest[3]), rest[4]),
-            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4], *rest[5:6]),
+            "predict": lambda: job_predict(rest[0], rest[1], int(rest[2]), rest[3], rest[4], *rest[5:7]),
             "openai": lambda: job_openai(rest[0], rest[1], int(rest[2]), rest[3], rest[4]),
         }
         jobs[kind]()

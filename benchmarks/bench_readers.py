@@ -27,7 +27,7 @@ import pyarrow as pa  # noqa: E402
 import pyarrow.json as pa_json  # noqa: E402
 
 from connector.decode import native  # noqa: E402
-from connector.decode.batch import plan_for  # noqa: E402
+from connector.decode.plan import plan_for  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 from connector.simulator.responses import make_corpus  # noqa: E402
 

@@ -12,7 +12,6 @@ CPU time per body between the two sizes.
 from __future__ import annotations
 
 import argparse
-import inspect
 import resource
 import subprocess
 import sys
@@ -22,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connector.bench import _TODAY_PROCESS, _extract, _today_rows  # noqa: E402
+from connector.bench import today_script  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 from connector.simulator.responses import make_corpus  # noqa: E402
 
@@ -45,7 +44,7 @@ def main() -> None:
     best: dict[tuple[str, int], float] = {}
     with tempfile.TemporaryDirectory() as tmp:
         script = Path(tmp) / "today.py"
-        script.write_text(_TODAY_PROCESS.format(functions=inspect.getsource(_extract) + inspect.getsource(_today_rows)))
+        script.write_text(today_script())
         for n in (args.small, args.large):
             (Path(tmp) / f"{n}.ndjson").write_bytes(b"\n".join(bodies[:n]) + b"\n")
         for _ in range(args.repeat):

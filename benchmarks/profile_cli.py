@@ -54,10 +54,10 @@ def main() -> None:
         profile = load_profile(args.profile)
         schema = output_schema(profile)
         marks.append(("load the profile", _cpu()))
-        from connector.cli import _batches
+        from connector.cli import line_batches
 
         with corpus.open("rb") as stream:
-            batches = list(_batches(stream, 10_000))
+            batches = list(line_batches(stream, 10_000))
         marks.append(("read the file, cut it into lines", _cpu()))
         results = [parse_batch(batch, profile, "cpu") for batch in batches]
         marks.append(("parse_batch (join, the core, assembly)", _cpu()))

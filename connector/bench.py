@@ -32,7 +32,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TOO_SHORT_S", "run_parse_benchmark"]
+__all__ = ["TOO_SHORT_S", "run_parse_benchmark", "today_script"]
 
 # A row whose best run took less CPU than this is flagged: timer and scheduler noise is then a good part of it.
 TOO_SHORT_S = 0.5
@@ -225,12 +225,18 @@ def _time_round_robin(paths: list[_Path], repeat: int) -> None:
             print(f"  measured {path.name}: {cpu:.3f} s CPU, {wall:.3f} s wall", file=sys.stderr, flush=True)
 
 
+def today_script() -> str:
+    """Today's path as a program of its own (json.loads + pandas + to_parquet), the baseline the whole-process
+    rows time: `python SCRIPT CORPUS OUT PROPS` (PROPS: the content properties, comma-separated)."""
+    return _TODAY_PROCESS.format(functions=inspect.getsource(_extract) + inspect.getsource(_today_rows))
+
+
 def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile: str, size: int) -> list[_Path]:
     """The two whole-process rows of `--cli`, on a file of the corpus."""
     corpus = tmp / "corpus.ndjson"
     corpus.write_bytes(b"\n".join(bodies) + b"\n")
     script = tmp / "today.py"
-    script.write_text(_TODAY_PROCESS.format(functions=inspect.getsource(_extract) + inspect.getsource(_today_rows)))
+    script.write_text(today_script())
     today_out, ours_out = tmp / "today.parquet", tmp / "ours.parquet"
     today_name = "json.loads + pandas + to_parquet, whole process"
     today_cpu: list[float] = []

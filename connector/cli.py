@@ -34,7 +34,16 @@ from typing import IO, Any
 
 from connector.errors import BackendUnavailable, DsparkError, OptionsError, ProfileError
 
-__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_PIPE_CLOSED", "EXIT_USAGE", "Terminated", "main"]
+__all__ = [
+    "EXIT_FAILED",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_PIPE_CLOSED",
+    "EXIT_USAGE",
+    "Terminated",
+    "line_batches",
+    "main",
+]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell shows for a reader that went away (`yes | head`)
@@ -44,7 +53,7 @@ _USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 # Subcommands that live with their subsystem: module with add_arguments(parser) and run(args) -> int.
 _DELEGATED = {
     "simulate": ("connector.simulator.cli", "run a vLLM-compatible simulator (tests, demos, benchmarks)"),
-    "schema": ("connector.schema.cli", "print the columns a table gets from an endpoint"),
+    "schema": ("connector.client.cli", "print the columns a table gets from an endpoint"),
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
 }
 _READ_SIZE = 1 << 24
@@ -107,12 +116,12 @@ def _open_input(source: str) -> IO[bytes]:
         raise OptionsError(f"{source}: cannot read: {exc.strerror}") from None
 
 
-def _batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
+def line_batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
     """The lines of `stream` (without `\\n` or `\\r\\n`) in lists of `size` (fewer when they hold
     `_BATCH_BYTES`), reading a block at a time. Of a line longer than a body may be, only its first
     `MAX_BODY_BYTES + 2` bytes are kept (over the limit even without a `\\r`): parse_batch refuses it from
     that length, and memory stays bounded whatever the input (a file of one endless line too)."""
-    from connector.decode.strict import MAX_BODY_BYTES
+    from connector.strict import MAX_BODY_BYTES
 
     keep = MAX_BODY_BYTES + 2
     batch: list[bytes] = []
@@ -370,7 +379,7 @@ def _parse(args: argparse.Namespace) -> int:
         started = time.perf_counter()
         parsed = rejected = size = 0
         line = 1
-        for batch in _batches(stream, args.batch_size):
+        for batch in line_batches(stream, args.batch_size):
             result = parse_batch(batch, profile, args.backend, first_line=line)
             line += len(batch)
             size += sum(map(len, batch))

@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar, cast
 from urllib.parse import urlsplit
 
-from connector.client.params import REQUEST_PARAMS, check_params
 from connector.errors import OptionsError
+from connector.params import REQUEST_PARAMS, check_params
 
 __all__ = [
     "CONNECTOR",

@@ -144,6 +144,7 @@ TESTS = ROOT / "java" / "src" / "test" / "java"
 TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.flink.ParseOperatorTest",
+    "io.dspark.vllm.flink.CompletionsTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",
     "io.dspark.vllm.store.FileSystemStoreTest",
     "io.dspark.vllm.request.StoredRequestsTest",

@@ -13,9 +13,7 @@ recognisable: the failover test (tests/test_flink_failover.py) counts them.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import urllib.request
 from pathlib import Path
 
 # `python jobs/responses.py` from a checkout: the package is one directory up.
@@ -32,42 +30,20 @@ COLUMNS = [
 ]
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--endpoint", required=True, help="OpenAI-compatible server")
-    p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
+def more_arguments(p: argparse.ArgumentParser) -> None:
     source = p.add_mutually_exclusive_group(required=True)
     source.add_argument("--prompts", help="file or directory of prompts, one per line")
     source.add_argument(
         "--rate", type=int, help="instead: numbered prompts at this rate, with no end (until cancelled)"
     )
-    p.add_argument("--output", required=True, help="output directory (CSV part files)")
-    p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
-    p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
-    p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
-    p.add_argument(
-        "--option", action="append", default=[], metavar="KEY=VALUE", help="another option of the 'dspark-vllm' table"
-    )
-    return p.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
-    from pyflink.table import DataTypes, Schema, StreamTableEnvironment, TableDescriptor
+    from pyflink.table import DataTypes, Schema, TableDescriptor
 
-    from connector.flink import use_connector
+    from connector.flink import prompt_job, run_job
 
-    model = args.model
-    if model is None:
-        with urllib.request.urlopen(args.endpoint.rstrip("/") + "/v1/models", timeout=30) as response:
-            model = str(json.load(response)["data"][0]["id"])
-    env = StreamExecutionEnvironment.get_execution_environment()
-    if args.checkpoint_interval > 0:
-        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
-    t_env = StreamTableEnvironment.create(env)
-    t_env.get_config().set("pipeline.name", "dspark-vllm responses")
-    use_connector(t_env)
+    args, t_env, model = prompt_job("responses", __doc__.split("\n\n")[0], argv, more_arguments)
     responses = (
         TableDescriptor.for_connector("dspark-vllm")
         .schema(
@@ -89,9 +65,8 @@ def main(argv: list[str] | None = None) -> int:
         responses.option("prompts.rate", str(args.rate))
     else:
         responses.option("prompts.path", str(Path(args.prompts).resolve()))
-    for item in args.option:
-        key, _, value = item.partition("=")
-        responses.option(key.strip(), value.strip())
+    for key, value in args.option:
+        responses.option(key, value)
     t_env.create_temporary_table("responses", responses.build())
     types = {"STRING": DataTypes.STRING(), "INT": DataTypes.INT()}
     sink = Schema.new_builder()
@@ -109,12 +84,7 @@ def main(argv: list[str] | None = None) -> int:
         "INSERT INTO sink_responses "
         "SELECT request_id, id, model, finish_reason, http_status, attempts, error FROM responses"
     )
-    client = result.get_job_client()
-    if client is not None:
-        print(f"responses: job {client.get_job_id()}", flush=True)
-    if not args.detached:
-        result.wait()
-    return 0
+    return run_job("responses", result, args.detached)
 
 
 if __name__ == "__main__":

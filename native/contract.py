@@ -1,6 +1,6 @@
-"""The one declaration of the native core's C ABI contract: its versions, return codes, verdicts, content
-verdicts, the column kinds a plan names, and the layout in which the JNI shim hands a result to Java. Three files are generated from it, one per language that speaks to
-the core, and committed:
+"""The one declaration of the native core's C ABI contract: its versions, return codes, verdicts, content verdicts,
+the column kinds a plan names, and the layout in which the JNI shim hands a result to Java. Three files are
+generated from it, one per language that speaks to the core, and committed:
 - native/dspark_contract.h: the core's (included by dspark_core.h; dspark_core.cpp and the JNI shim use it);
 - connector/decode/_core_contract.py: the Python loader's (connector/decode/native.py);
 - java/src/main/java/io/dspark/vllm/parse/CoreContract.java: the JVM's (NativeCore, NativeParser).

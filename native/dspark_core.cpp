@@ -2,9 +2,11 @@
 // value of the body is visited (so every rule of docs/json.md is checked on the whole text, fields no
 // column reads included), and the values on the plan's paths are written into Arrow builders.
 //
-// The core only says yes when it is sure to give what the reference (connector/decode/exact.py) gives;
-// anything else is a verdict that sends the body (or the content) to the reference, which also writes the
-// reason. Memory: std containers, moved into the exported arrays, freed by their release callbacks.
+// The fast pass only says yes when it is sure to give what the exact path (connector/decode/exact.py) gives;
+// with the plan's "explain" (every caller's) the bodies it leaves go to the slow path (dspark_exact.cpp, the
+// exact path in C++), which gives the row or the reason byte for byte as exact.py would; without it, a verdict
+// leaves them to the caller. Memory: std containers, moved into the exported arrays, freed by their release
+// callbacks.
 
 #include "dspark_core.h"
 #include "dspark_exact.h"

@@ -1,7 +1,7 @@
 """Writes the table of the code points from U+0080 up that Python 3.11's str.isprintable() says are not
 printable, as ranges, into the two files that imitate repr() of a str (the reasons that quote a user's text):
 - native/dspark_unprintable.h: the native core's (`py_repr` in dspark_json.cpp);
-- connector/decode/_unprintable.py: the Python path's (`quoted` in connector/decode/strict.py).
+- connector/_unprintable.py: the Python path's (`quoted` in connector/strict.py).
 Both sides escape exactly these, whatever Python runs them, so every backend writes the same reason. Python
 3.11 (Unicode 14.0) is the reference: 3.12 knows Unicode 15.0, whose new characters its repr() prints as they
 are. Run from anywhere, with Python 3.11 (it refuses any other version):
@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "native" / "dspark_unprintable.h"
-MODULE = ROOT / "connector" / "decode" / "_unprintable.py"
+MODULE = ROOT / "connector" / "_unprintable.py"
 
 
 def unprintable_ranges() -> list[tuple[int, int]]:

@@ -13,7 +13,7 @@ path here. It follows libcudf's documented behaviour for what `connector.decode.
 Where libcudf's behaviour is not documented (an object where a leaf was asked for, a value where an object
 was), the emulator makes the choice that is hardest on the reader: the raw JSON text, and a failed read.
 Like libcudf it reads whatever records it is given as one array, so records that continue one another
-(`{"a":[{}` + `{}]}`) read as one element here too: the JSON screen (`connector.decode.strict`) is what keeps
+(`{"a":[{}` + `{}]}`) read as one element here too: the JSON screen (`connector.strict`) is what keeps
 such records away from it. Repeated names: the last one wins here, as in the exact path; what libcudf does
 with them is for the GPU check to confirm.
 On a machine with a GPU, `tests/test_decode.py` runs the real `GpuReader` as the `gpu` backend.

@@ -401,13 +401,13 @@ def test_a_body_that_crashed_the_batch_is_one_error_row(tmp_path: Path):
 
 
 def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
-    """`_batches` against the plain definition (split at \\n, drop one \\r before it, a line over the limit cut to
+    """`line_batches` against the plain definition (split at \\n, drop one \\r before it, a line over the limit cut to
     the limit + 2 so that it stays over it after that), on seeded random bytes with tiny blocks, limits and
     batches: lines across blocks, \\r at a block's end, empty lines, no final newline."""
     import io
     import random
 
-    import connector.decode.strict as strict
+    import connector.strict as strict
     from connector import cli
 
     def expected(data: bytes, keep: int) -> list[bytes]:
@@ -423,7 +423,7 @@ def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
         monkeypatch.setattr(strict, "MAX_BODY_BYTES", rng.choice([1, 2, 4, 10, 100]))
         data = bytes(rng.choice(b"ab\r\n") for _ in range(rng.randrange(0, 80)))
         size = rng.choice([1, 2, 3, 1000])
-        batches = list(cli._batches(io.BytesIO(data), size))
+        batches = list(cli.line_batches(io.BytesIO(data), size))
         assert all(0 < len(b) <= size for b in batches)
         lines = [line for b in batches for line in b]
         assert lines == expected(data, strict.MAX_BODY_BYTES + 2), data

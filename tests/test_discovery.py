@@ -11,10 +11,10 @@ import pyarrow as pa
 import pytest
 
 from connector.cli import main
+from connector.client.discovery import DiscoveredSchema, SchemaCache, discover_schema
 from connector.errors import OptionsError, SchemaDiscoveryError
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
-from connector.schema.discovery import DiscoveredSchema, SchemaCache, discover_schema
 from connector.schema.flink_types import arrow_to_flink_sql, ddl_columns
 from connector.simulator.testing import serve_simulator
 

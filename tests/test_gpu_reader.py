@@ -12,7 +12,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from connector.decode.batch import plan_for
+from connector.decode.plan import plan_for
 from connector.errors import BackendUnavailable
 from connector.profiles import load_profile
 from connector.schema.columns import content_read_schema

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from connector.decode import parse_batch
-from connector.decode.strict import DEPTH_LIMIT, MAX_BODY_BYTES, quoted
 from connector.errors import ProfileError
 from connector.profiles import load_profile
+from connector.strict import DEPTH_LIMIT, MAX_BODY_BYTES, quoted
 from tests.bodies import chat, choice, encode
 from tests.test_decode import PROFILES, assert_matches_reference, parse
 

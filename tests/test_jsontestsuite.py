@@ -1,5 +1,5 @@
 """JSONTestSuite's `test_parsing` files (github.com/nst/JSONTestSuite, MIT) against the JSON rule set of
-`connector.decode.strict`: as whole bodies, as `content`, and spliced as a value into a valid vLLM body.
+`connector.strict`: as whole bodies, as `content`, and spliced as a value into a valid vLLM body.
 
 y_ files are JSON and must be accepted, n_ files are not and must be rejected, i_ files (implementation
 defined) are decided by our I-JSON rules, written down in `I_VERDICTS`. Every backend gives the same rows

@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from connector.decode import parse_batch
-from connector.decode.strict import MAX_BODY_BYTES
+from connector.strict import MAX_BODY_BYTES
 from tests.test_flink_format import COLUMNS
 from tests.test_flink_replay import BAD, good_body, quoted, read_json_dir
 

@@ -21,9 +21,10 @@ import pytest
 
 from connector.decode import native, parse_batch
 from connector.decode.backends import NativeBackend, select_backend
-from connector.decode.batch import INLINE_ERROR_FIELDS, plan_for
+from connector.decode.batch import INLINE_ERROR_FIELDS
 from connector.decode.content import content_values
 from connector.decode.exact import Rejected, decode_body
+from connector.decode.plan import plan_for
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
 from tests.bodies import chat, choice, encode
@@ -439,7 +440,7 @@ def test_re2_is_fetched_once_then_built_from_the_cache(tmp_path, npm_registry):
 
 def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
     """DSPARK_OUTPUT_TOO_LARGE (a string column past 2 GiB; here past a small limit) -> halves, same result."""
-    from connector.decode.batch import plan_for as plan_of
+    from connector.decode.plan import plan_for as plan_of
 
     plan = plan_of(load_profile("openai"), ["id", "choice_contents"])
     small = native.NativePlan.of(plan.columns, "seconds", max_column_bytes=100)

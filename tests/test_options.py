@@ -232,8 +232,8 @@ def test_the_java_option_keys_match_the_code():
 def test_a_body_limit_over_what_the_parser_reads_is_refused():
     """request.max-body-size stops at the parser's own limit (docs/json.md): a larger response could only be
     read to become an error row."""
-    from connector.decode.strict import MAX_BODY_BYTES
     from connector.options import REQUEST_MAX_BODY_SIZE
+    from connector.strict import MAX_BODY_BYTES
 
     assert REQUEST_MAX_BODY_SIZE.parse("256 mb") == MAX_BODY_BYTES
     with pytest.raises(OptionsError, match=r"^Option 'request.max-body-size' must be <= 268435456, got '257 mb'\.$"):

@@ -17,6 +17,8 @@ def test_all_matches_public_names():
         "simulator",
         "flink",
         "options",
+        "params",
+        "strict",
     }
     assert set(connector.__all__) == public - modules
     # The names load on first use: each must resolve to the object its module defines.

@@ -16,9 +16,9 @@ import aiohttp.client_exceptions
 import pytest
 
 from connector.client import ClientConfig, Outcome, VllmClient
+from connector.client.discovery import discover_schema
 from connector.client.transport import EXCEPTION_MAP
 from connector.errors import ClientError, OptionsError
-from connector.schema.discovery import discover_schema
 from connector.simulator.responses import BodyOptions, make_body, request_rng, to_bytes
 from connector.simulator.server import system_fingerprint
 from connector.simulator.testing import serve_simulator

@@ -14,10 +14,10 @@ import os
 import pytest
 
 from connector.client import Outcome, VllmClient
+from connector.client.discovery import discover_schema
 from connector.decode import parse_batch
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
-from connector.schema.discovery import discover_schema
 
 URL = os.environ.get("DSPARK_VLLM_URL")
 pytestmark = [

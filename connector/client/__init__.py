@@ -5,12 +5,12 @@ from __future__ import annotations
 from connector.client.client import ClientConfig, VllmClient, endpoint_for, open_transport
 from connector.client.gate import Gate
 from connector.client.outcome import ERROR_KINDS, Outcome
-from connector.client.params import REQUEST_PARAMS, RequestParam
 from connector.client.ratelimit import RateLimiter
 from connector.client.retry import RETRYABLE_STATUS, backoff_delay, parse_retry_after
 from connector.client.sse import StreamAssembler
 from connector.client.sync import BlockingClient, run_blocking, run_sync
 from connector.client.transport import Transport, tls_context
+from connector.params import REQUEST_PARAMS, RequestParam
 
 __all__ = [
     "ERROR_KINDS",

@@ -32,12 +32,12 @@ from typing import Any
 
 from connector.client.gate import Gate
 from connector.client.outcome import Outcome
-from connector.client.params import body_defaults, check_params
 from connector.client.ratelimit import RateLimiter
 from connector.client.retry import RETRYABLE_STATUS, parse_retry_after, retry_delay
 from connector.client.sse import StreamAssembler
 from connector.client.transport import Transport, tls_context
 from connector.errors import ClientError, OptionsError, ProtocolError, RequestTimeout, StatusError, TLSError
+from connector.params import body_defaults, check_params
 from connector.profiles import Profile, load_profile
 
 __all__ = ["ClientConfig", "VllmClient", "endpoint_for", "open_transport", "prepare_request", "response_format_of"]

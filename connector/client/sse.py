@@ -6,7 +6,7 @@ LF or a lone CR, as the SSE format allows, and one byte order mark opening the s
 linear in the stream's size however it is cut.
 
 A bad event is a `StreamError` that says why, never another exception: each event is read under the
-project's JSON rules (`connector.decode.strict`: no NaN or Infinity, at most 64 levels deep, no unpaired
+project's JSON rules (`connector.strict`: no NaN or Infinity, at most 64 levels deep, no unpaired
 surrogate), and the fields assembled are checked (an index is an integer from 0 to 2**31 - 1; content, text,
 reasoning and arguments are strings or null). The assembled state counts against `max_body_bytes` as it
 grows, and the body against it at the end: past it, `BodyTooLarge` (a stream of many tiny tool calls or
@@ -19,9 +19,9 @@ import json
 import re
 from typing import Any
 
-from connector.decode.strict import Rejected
-from connector.decode.strict import loads as strict_loads
 from connector.errors import BodyTooLarge, StreamError
+from connector.strict import Rejected
+from connector.strict import loads as strict_loads
 
 __all__ = ["DEFAULT_MAX_BODY_BYTES", "StreamAssembler"]
 

@@ -22,7 +22,7 @@ import re
 import time
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -30,12 +30,10 @@ import pyarrow as pa
 from connector.decode import native
 from connector.decode.content import parse_contents
 from connector.decode.isolate import joined, read_isolating
+from connector.decode.plan import Plan
 from connector.decode.reading import USE_CPU, BatchReader, ReadFailed
-from connector.decode.strict import screen
 from connector.errors import BackendUnavailable, OptionsError
-
-if TYPE_CHECKING:
-    from connector.decode.batch import Plan
+from connector.strict import screen
 
 __all__ = [
     "BACKENDS",

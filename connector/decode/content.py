@@ -4,7 +4,7 @@ Each content is one of:
 - null: every property null, no error;
 - JSON (an object, or what starts like one, also inside one ```` ```json ```` fence): read against the
   properties' types. The cpu backend's native core reads them with the bodies (`connector.decode.native`);
-  here, contents that pass the JSON screen (`connector.decode.strict`) are read by the gpu backend's batch
+  here, contents that pass the JSON screen (`connector.strict`) are read by the gpu backend's batch
   reader; the others, and whatever a backend refuses, one at a time through the exact path, which also
   writes `content_error`;
 - free text, when the profile has `x-extract` patterns: read with them over the whole column at once
@@ -26,9 +26,9 @@ from connector.decode.extract import extract
 from connector.decode.isolate import joined, read_isolating
 from connector.decode.native import bools
 from connector.decode.reading import BatchReader
-from connector.decode.strict import screen
 from connector.profiles import ContentProperty
 from connector.schema.columns import content_arrow_type, content_read_schema
+from connector.strict import screen
 
 __all__ = ["content_values", "parse_contents"]
 

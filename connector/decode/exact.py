@@ -12,10 +12,10 @@ from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from connector.decode.strict import MAX_BODY_BYTES, Rejected, loads, quoted
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
 from connector.schema.json_types import json_type
+from connector.strict import MAX_BODY_BYTES, Rejected, loads, quoted
 
 __all__ = [
     "Rejected",
@@ -32,7 +32,7 @@ MS_MIN, MS_MAX = -62135596800000, 253402300799999
 
 
 def load_json_object(text: str) -> dict[str, Any]:
-    """The JSON object in `text` (the rules of `connector.decode.strict`); raises `Rejected` saying why not."""
+    """The JSON object in `text` (the rules of `connector.strict`); raises `Rejected` saying why not."""
     value = loads(text)
     if not isinstance(value, dict):
         raise Rejected(f"not a JSON object: got {json_type(value)}")

@@ -17,9 +17,9 @@ import pyarrow as pa
 import re2
 
 from connector.decode.exact import INT64_MAX, INT64_MIN, json_text
-from connector.decode.strict import Rejected, loads, quoted
 from connector.profiles import ContentProperty, Extractor
 from connector.schema.columns import content_arrow_type
+from connector.strict import Rejected, loads, quoted
 
 __all__ = ["extract", "text_scalar"]
 

@@ -36,10 +36,10 @@ from connector.decode._core_contract import (
 )
 from connector.decode._core_contract import DONE as _DONE
 from connector.decode._core_contract import OUTPUT_TOO_LARGE as _OUTPUT_TOO_LARGE
-from connector.decode.strict import MAX_BODY_BYTES
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
 from connector.schema.columns import Column
+from connector.strict import MAX_BODY_BYTES
 
 __all__ = [
     "ABI_VERSION",

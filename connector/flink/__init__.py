@@ -27,12 +27,21 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["add_jars", "connector_jar", "local_environment", "register", "use_connector"]
+__all__ = [
+    "add_jars",
+    "connector_jar",
+    "local_environment",
+    "prompt_job",
+    "register",
+    "run_job",
+    "served_model",
+    "use_connector",
+]
 
 
 def __getattr__(name: str) -> Any:
     # Imported lazily: the planner runs as `python -m connector.flink.planner` and needs no pyflink.
-    if name in ("add_jars", "connector_jar", "local_environment", "register", "use_connector"):
+    if name in __all__:
         from connector.flink import env
 
         return getattr(env, name)

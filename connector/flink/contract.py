@@ -3,8 +3,8 @@
 The planner (`connector.flink.planner`) writes a plan as JSON; the jar (`io.dspark.vllm.flink.TablePlan`,
 `io.dspark.vllm.request.RequestSpec`) reads it. Both sides check the versions below and refuse a plan of
 another version with a message that says to install the same dspark-vllm everywhere, so a client and a
-TaskManager of different releases never disagree silently. `tests/test_java.py` runs the Java side's own
-checks against plans this module makes.
+TaskManager of different releases never disagree silently. `tests/test_java_contract.py` runs the Java side's
+own checks (`ContractCheck.java`) against plans this module makes.
 
 - `PLAN_VERSION`: the plan's keys (see the planner's docstring).
 - `CLIENT_SPEC_VERSION`: the request step's settings, `client_spec()` -> `RequestSpec`.

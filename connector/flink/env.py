@@ -7,14 +7,18 @@ it) and, in a checkout that is not installed, ships `connector/` to the Python w
 
 from __future__ import annotations
 
+import argparse
+import json
 import shutil
 import sys
 import sysconfig
 import tempfile
+import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
-from pyflink.table import StreamTableEnvironment, TableEnvironment
+from pyflink.table import StreamTableEnvironment, TableEnvironment, TableResult
 
 from connector.errors import DsparkError
 from connector.flink.pyflink_fixes import quiet_loopback_exit
@@ -24,7 +28,10 @@ __all__ = [
     "add_jars",
     "connector_jar",
     "local_environment",
+    "prompt_job",
     "register",
+    "run_job",
+    "served_model",
     "use_connector",
 ]
 
@@ -106,3 +113,65 @@ def local_environment(
         config.set("python.executable", sys.executable)
     use_connector(t_env)
     return env, t_env
+
+
+def served_model(endpoint: str) -> str:
+    """The first model of the endpoint's `/v1/models`: what a job asks when it is given no model."""
+    with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=30) as response:
+        return str(json.load(response)["data"][0]["id"])
+
+
+def prompt_job(
+    name: str,
+    description: str,
+    argv: list[str] | None = None,
+    more_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
+) -> tuple[argparse.Namespace, StreamTableEnvironment, str]:
+    """The set-up of a job that sends prompts to an endpoint (jobs/responses.py, jobs/enrich.py): its arguments
+    (`--endpoint`, `--model`, `--output`, `--concurrency`, `--checkpoint-interval`, `--detached`, `--option`
+    KEY=VALUE pairs, and the job's
+    own, added by `more_arguments`), the model (`--model`, else the endpoint's first), and a streaming table
+    environment named 'dspark-vllm NAME' with exactly-once checkpoints and the connector. Returns all three."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--endpoint", required=True, help="OpenAI-compatible server")
+    p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
+    if more_arguments is not None:
+        more_arguments(p)
+    p.add_argument("--output", required=True, help="output directory (CSV part files)")
+    p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
+    p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
+    p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
+    p.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        type=_key_value,
+        help="another option of the job's 'dspark-vllm' model or table (repeatable)",
+    )
+    args = p.parse_args(argv)
+    model = args.model or served_model(args.endpoint)
+    env = StreamExecutionEnvironment.get_execution_environment()
+    if args.checkpoint_interval > 0:
+        env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
+    t_env = StreamTableEnvironment.create(env)
+    t_env.get_config().set("pipeline.name", f"dspark-vllm {name}")
+    use_connector(t_env)
+    return args, t_env, model
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value.strip()
+
+
+def run_job(name: str, result: TableResult, detached: bool) -> int:
+    """Prints 'NAME: job ID' (what a script that submits the job reads) and, unless `detached`, waits for it."""
+    client = result.get_job_client()
+    if client is not None:
+        print(f"{name}: job {client.get_job_id()}", flush=True)
+    if not detached:
+        result.wait()
+    return 0

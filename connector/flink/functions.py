@@ -1,7 +1,7 @@
 """The vectorized parse function: batches of raw bodies -> flat typed columns, and its metrics (pyflink).
 
-Built on the workers by `connector.flink.runtime.parse_function` from a table's plan; `parse_udf` wraps one
-for a PyFlink program (the SQL-function route, see `connector.flink.sql`).
+Built on the workers by `connector.flink.runtime.parse_function` from a table's plan; `connector.flink.sql`'s
+`parse_<profile>` SQL functions (`SqlParseFunction`) are the same step over any table's bodies.
 """
 
 from __future__ import annotations

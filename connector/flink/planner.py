@@ -52,7 +52,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connector.client.params import REQUEST_PARAMS
 from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
@@ -86,6 +85,7 @@ from connector.options import (
     validate,
     validate_model,
 )
+from connector.params import REQUEST_PARAMS
 from connector.profiles import Profile, load_profile, profile_of_document
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
@@ -449,7 +449,7 @@ def _core_parse(options: Options, profile: Profile, require_created: bool, fallb
 # -- CREATE MODEL ... WITH ('provider' = 'dspark-vllm') ---------------------------------------------------------
 
 # Request body options an INPUT column may set per row (vLLM's names): those sent under their own name.
-# 'logprobs' is not one: a chat request sends it as two fields (connector.client.params.body_defaults).
+# 'logprobs' is not one: a chat request sends it as two fields (connector.params.body_defaults).
 ROW_BODY_OPTIONS = ("model", *(name for name in REQUEST_PARAMS if name != "logprobs"))
 _ROW_BODY_ROOTS = {
     "int": ("BIGINT", "INTEGER", "SMALLINT", "TINYINT"),

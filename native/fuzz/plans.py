@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from connector.decode.batch import plan_for  # noqa: E402
+from connector.decode.plan import plan_for  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 
 TEST_PROFILES = ("gateway_iso.yaml", "gateway_ms.yaml", "risk.yaml", "flat.yaml")

@@ -27,8 +27,6 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.LinkedBlockingQueue;
-import java.util.concurrent.TimeUnit;
 
 /**
  * {@code ML_PREDICT} with a 'dspark-vllm' model: one input row (the model's INPUT columns) in, one row of its
@@ -38,8 +36,9 @@ import java.util.concurrent.TimeUnit;
  * <p>The request of a row: the plan's request body (model, options, response_format, as the table sends them)
  * with the row's messages (the template over the INPUT columns, the system prompt, or a messages column) and the
  * row's own body options (INPUT columns named like them). The responses are parsed by a thread of the function's
- * own, a batch at a time: the bodies that arrived while the previous batch was parsed go in one call of the
- * native core. Every row gives exactly one output row: a failed request or a rejected body is a row with
+ * own, a batch at a time ({@link Completions}): what completed while the previous batch was parsed, up to the
+ * plan's {@code batch_size}, goes in one call of the native core, with no wait for more. Every row gives exactly
+ * one output row: a failed request or a rejected body is a row with
  * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a failed request fails the job).
  *
  * <p>Public: Flink's generated code calls it from another class loader.
@@ -63,10 +62,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private transient ParseBatch parse;
     private transient Prompt prompt;
     private transient boolean failJob;
-    private transient int batchSize;
-    private transient LinkedBlockingQueue<Done> done;
-    private transient Thread parser;
-    private transient volatile boolean closing;
+    private transient Completions<Done> done;
     private transient boolean said;
 
     ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
@@ -136,7 +132,6 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         parse = new ParseBatch(jvm.get("document").asText(), shape, RequestStep.COLUMNS.indexOf("_body"), -1,
                 RequestStep.COLUMNS.indexOf("_request_error"), false, null);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
-        batchSize = jvm.get("batch_size").asInt();
 
         JsonNode stored = request.path("store");
         requests = new StoredRequests(new Requester(spec), stored.isObject() ? stored.get("uri").asText() : null,
@@ -146,11 +141,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         modelIdentity = plan.get("model").asText().getBytes(java.nio.charset.StandardCharsets.UTF_8);
         rowIdentity = new RowIdentity((RowType) TablePlan.dataType(inputType).getLogicalType());
         metrics = new RequestMetrics(context.getMetricGroup(), requests);
-        done = new LinkedBlockingQueue<>();
-        closing = false;
-        parser = new Thread(this::parseLoop, "dspark-vllm model parse " + plan.get("model").asText());
-        parser.setDaemon(true);
-        parser.start();
+        done = new Completions<>("dspark-vllm model parse " + plan.get("model").asText(),
+                jvm.get("batch_size").asInt(), this::parse);
     }
 
     @Override
@@ -191,62 +183,64 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         return result;
     }
 
-    /** The parse thread: what has ended since the last batch, parsed in one call; never the requests' threads. */
-    private void parseLoop() {
-        List<Done> batch = new ArrayList<>();
-        List<RowData> rows = new ArrayList<>();
-        List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>();
-        while (!closing) {
-            try {
-                Done first = done.poll(200, TimeUnit.MILLISECONDS);
-                if (first == null) {
-                    continue;
-                }
-                batch.add(first);
-                done.drainTo(batch, Math.max(0, batchSize - 1));
-                for (Done d : batch) {
-                    metrics.ended(d.outcome);
-                    if (!d.outcome.ok() && failJob) {
-                        d.result.completeExceptionally(new RuntimeException("request " + d.id
-                                + " failed for good ('request.on-failure' = 'fail-job'): " + d.outcome.error));
-                        continue;
-                    }
-                    Outcome o = d.outcome;
-                    rows.add(GenericRowData.of(
-                            d.prompt == null ? null : StringData.fromString(d.prompt), StringData.fromString(d.id),
-                            o.body == null ? new byte[0] : o.body, o.status, o.latencyMs, o.attempts,
-                            o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs,
-                            d.id == null ? null : StringData.fromString(d.id), d.cached));
-                    futures.add(d.result);
-                }
-                int[] at = {0};
-                try {
-                    parse.parse(rows, row -> futures.get(at[0]++)
-                            .complete(Collections.singletonList(((BinaryRowData) row).copy())));
-                } catch (RuntimeException e) { // ParseBatch turns a core failure into error rows; anything else:
-                    for (int i = at[0]; i < futures.size(); i++) {
-                        futures.get(i).completeExceptionally(e);
-                    }
-                }
-            } catch (InterruptedException e) {
-                return;
-            } finally {
-                batch.clear();
-                rows.clear();
-                futures.clear();
+    /** On the parse thread: the responses of one batch, parsed in one call, each row's future completed once. */
+    private void parse(List<Done> batch) {
+        List<RowData> rows = new ArrayList<>(batch.size());
+        List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>(batch.size());
+        for (Done d : batch) {
+            metrics.ended(d.outcome);
+            if (!d.outcome.ok() && failJob) {
+                d.result.completeExceptionally(new RuntimeException("request " + d.id
+                        + " failed for good ('request.on-failure' = 'fail-job'): " + d.outcome.error));
+                continue;
             }
+            Outcome o = d.outcome;
+            rows.add(GenericRowData.of(
+                    d.prompt == null ? null : StringData.fromString(d.prompt), StringData.fromString(d.id),
+                    o.body == null ? new byte[0] : o.body, o.status, o.latencyMs, o.attempts,
+                    o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs,
+                    d.id == null ? null : StringData.fromString(d.id), d.cached));
+            futures.add(d.result);
+        }
+        complete(parse, rows, futures);
+    }
+
+    /**
+     * Parses {@code rows} in one call and completes {@code futures.get(i)} with the row of {@code rows.get(i)}:
+     * each exactly once. A parse step that gave fewer or more rows than bodies, or threw, is a defect of ours: the
+     * rows it left are completed exceptionally (the job fails with why, no row waits for ever).
+     */
+    static void complete(ParseBatch parse, List<RowData> rows, List<CompletableFuture<Collection<RowData>>> futures) {
+        int[] at = {0};
+        RuntimeException failed = null;
+        try {
+            parse.parse(rows, row -> {
+                if (at[0] >= futures.size()) {
+                    throw new IllegalStateException("the parse step gave more rows than the " + futures.size()
+                            + " bodies of its batch");
+                }
+                futures.get(at[0]++).complete(Collections.singletonList(((BinaryRowData) row).copy()));
+            });
+        } catch (RuntimeException e) { // ParseBatch turns a core failure into error rows; anything else:
+            failed = e;
+        }
+        if (failed == null && at[0] < futures.size()) {
+            failed = new IllegalStateException("dspark-vllm: the parse step gave " + at[0] + " rows for the "
+                    + futures.size() + " bodies of its batch; please report it");
+        }
+        for (int i = at[0]; i < futures.size(); i++) {
+            futures.get(i).completeExceptionally(failed);
         }
     }
 
     @Override
     public void close() throws Exception {
-        closing = true;
         if (requests != null) {
             requests.close();
         }
-        if (parser != null) {
-            parser.interrupt();
-            parser.join(10_000);
+        if (done != null) {
+            done.close();
+            LOG.info("dspark-vllm: the model parsed {} responses in {} batches", done.items(), done.batches());
         }
     }
 

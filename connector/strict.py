@@ -40,7 +40,7 @@ import pyarrow as pa
 import re2
 import simdjson
 
-from connector.decode._unprintable import UNPRINTABLE
+from connector._unprintable import UNPRINTABLE
 
 __all__ = ["DEPTH_LIMIT", "MAX_BODY_BYTES", "Rejected", "display_path", "loads", "quoted", "screen"]
 

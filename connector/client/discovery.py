@@ -9,7 +9,7 @@
 
 `SchemaCache` keeps the result for a TTL and notices a changed schema (a new field) without a restart.
 
-    >>> from connector.schema.discovery import discover_schema
+    >>> from connector.client.discovery import discover_schema
     >>> found = discover_schema("http://127.0.0.1:8000", profile="coder")  # doctest: +SKIP
     >>> found.source, found.ddl()  # doctest: +SKIP
 """

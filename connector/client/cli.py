@@ -7,8 +7,8 @@ import json
 import os
 import sys
 
+from connector.client.discovery import discover_schema
 from connector.errors import OptionsError
-from connector.schema.discovery import discover_schema
 
 __all__ = ["add_arguments", "run"]
 

@@ -1,6 +1,6 @@
 """Request body parameters a user sets once for every request (vLLM's names), checked before anything is sent.
 
-    >>> from connector.client.params import body_defaults, check_params
+    >>> from connector.params import body_defaults, check_params
     >>> check_params({"temperature": 0.2, "n": 2, "logprobs": 3})
     >>> body_defaults({"temperature": 0.2, "logprobs": 3}, chat=True)
     {'temperature': 0.2, 'top_logprobs': 3, 'logprobs': True}
