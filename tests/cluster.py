@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import time
 import urllib.request
 from collections.abc import Callable
@@ -38,3 +41,23 @@ def wait_for_job_end(base: str, job: str, timeout: float) -> str:
         timeout=timeout,
         every=1.0,
     )
+
+
+def cluster_script(tmp_path: Path) -> Callable[..., str]:
+    """jobs/standalone_cluster.sh for a cluster under `tmp_path` that runs jobs/responses.py, detached: call
+    it with the script's arguments (and variables of its own); it returns what the script printed and fails the
+    test if it failed."""
+    env = {
+        **os.environ,
+        "DSPARK_PYTHON": sys.executable,
+        "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster"),
+        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
+        "DSPARK_DETACHED": "1",
+    }
+
+    def script(*args: str, timeout: float = 180, **more: str) -> str:
+        run = subprocess.run([str(SCRIPT), *args], env={**env, **more}, capture_output=True, text=True, timeout=timeout)
+        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
+        return run.stdout + run.stderr
+
+    return script

@@ -4,68 +4,16 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 import pytest
 
 from connector.decode import parse_batch
-from connector.decode.batch import ERRORS_SCHEMA
-from connector.decode.content import content_values
-from connector.decode.exact import Rejected, decode_body
-from connector.profiles import load_profile
-from connector.schema.columns import body_columns, output_schema
 from tests.bodies import CREATED, chat, choice, encode
+from tests.decode_support import PROFILES, assert_matches_reference, parse
 
-PROFILES = Path(__file__).parent / "data" / "profiles"
 T0 = datetime.fromtimestamp(CREATED, UTC)
-
-
-def parse(bodies: list[bytes], profile: str = "openai", backend: str = "cpu", **kw: Any):
-    result = parse_batch(bodies, profile=profile, backend=backend, **kw)
-    result.table.validate(full=True)
-    result.errors.validate(full=True)
-    assert result.table.schema == output_schema(load_profile(profile))
-    assert result.errors.schema == ERRORS_SCHEMA
-    # Every body is accounted for exactly once.
-    lines = sorted(result.table.column("line").to_pylist() + result.errors.column("line").to_pylist())
-    first = kw.get("first_line", 1)
-    assert lines == list(range(first, first + len(bodies)))
-    return result
-
-
-def reference(bodies: list[bytes], profile: str) -> list[dict[str, Any] | tuple[str, str | None]]:
-    """What the exact path alone makes of each body: a row dict, or the rejection's (reason, field)."""
-    prof = load_profile(profile)
-    columns = body_columns(prof)
-    out: list[dict[str, Any] | tuple[str, str | None]] = []
-    for i, raw in enumerate(bodies):
-        try:
-            row = {"line": i + 1, **decode_body(raw, columns, prof.created_unit)}
-        except Rejected as exc:
-            out.append((exc.reason, exc.field))
-            continue
-        if row["created"] is not None:
-            row["created"] = datetime.fromtimestamp(row["created"] / 1000, UTC)
-        if prof.content_properties:
-            values, error = content_values(row["content"], prof.content_properties)
-            row.update(values)
-            row["content_error"] = error
-        out.append(row)
-    return out
-
-
-def assert_matches_reference(bodies: list[bytes], profile: str, backend: str):
-    result = parse(bodies, profile, backend)
-    rows = {r["line"]: r for r in result.table.to_pylist()}
-    errors = {e["line"]: (e["reason"], e["field"]) for e in result.errors.to_pylist()}
-    for i, expected in enumerate(reference(bodies, profile), start=1):
-        if isinstance(expected, tuple):
-            assert errors.get(i) == expected, f"line {i}"
-        else:
-            assert rows.get(i) == expected, f"line {i}"
-    return result
 
 
 # -- golden corpus ------------------------------------------------------------------------------------------

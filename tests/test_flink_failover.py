@@ -17,18 +17,14 @@ one committed row.
 from __future__ import annotations
 
 import csv
-import os
-import subprocess
-import sys
 import time
 import urllib.request
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from tests.cluster import ROOT, SCRIPT, rest, wait_for, wait_for_job_end
+from tests.cluster import ROOT, cluster_script, rest, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
@@ -46,26 +42,6 @@ def committed_rows(out: Path) -> list[list[str]]:
     for file in sorted(out.rglob("part-*")):
         rows += list(csv.reader(file.open(newline="")))
     return rows
-
-
-def cluster_script(tmp_path: Path) -> Callable[..., str]:
-    """jobs/standalone_cluster.sh for a cluster under `tmp_path` that runs jobs/responses.py, detached: call
-    it with the script's arguments (and variables of its own); it returns what the script printed and fails the
-    test if it failed."""
-    env = {
-        **os.environ,
-        "DSPARK_PYTHON": sys.executable,
-        "DSPARK_CLUSTER_DIR": str(tmp_path / "cluster"),
-        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
-        "DSPARK_DETACHED": "1",
-    }
-
-    def script(*args: str, timeout: float = 180, **more: str) -> str:
-        run = subprocess.run([str(SCRIPT), *args], env={**env, **more}, capture_output=True, text=True, timeout=timeout)
-        assert run.returncode == 0, f"{args}: {run.stdout[-3000:]}{run.stderr[-3000:]}"
-        return run.stdout + run.stderr
-
-    return script
 
 
 # The two routes from a prompt to a committed row, each a job of jobs/ with the same command line and the same

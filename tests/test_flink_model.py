@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.flink_support import read_json_dir
+
 pytest.importorskip("pyflink")
 
 from connector.simulator import testing  # noqa: E402
@@ -35,10 +37,6 @@ OUTPUT = """
     `request.latency-ms` DOUBLE, `request.http-status` INT, `request.attempts` INT,
     `request.prompt` STRING, `error.reason` STRING
 """
-
-
-def read_json_dir(path: Path) -> list[dict]:
-    return [json.loads(line) for f in sorted(path.rglob("part-*")) for line in f.read_text().splitlines() if line]
 
 
 def question(i: int) -> str:

@@ -11,50 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.flink_support import BAD, T0, good_body, quoted, read_json_dir
+
 pytest.importorskip("pyflink")
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
-
-T0 = 1_700_000_000  # 2023-11-14 22:13:20 UTC
-
-
-def good_body(i: int, model: str = "coder-7b") -> dict:
-    content = {"language": "python", "code": f"print({i})", "explanation": "prints", "code_blocks": 1 + i % 2}
-    body = {
-        "id": f"cmpl-{i}",
-        "object": "chat.completion",
-        "created": T0 + 10 * i,
-        "model": model,
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": json.dumps(content)},
-                "finish_reason": "length" if i % 5 == 0 else "stop",
-            }
-        ],
-        "usage": {"prompt_tokens": 10 + i, "completion_tokens": 2 * i, "total_tokens": 10 + 3 * i},
-    }
-    if i % 3 == 0:
-        body["metrics"] = {"time_to_first_token_ms": float(i), "tokens_per_second": 100.0 + i}
-    return body
-
-
-BAD = [
-    (b"not json", "not JSON"),
-    (b'{"id": "cut", "object": "chat.completion", "created": 17', "truncated"),
-    (b'{"error": {"message": "model overloaded", "type": "ServiceUnavailable", "code": 503}}', "error"),
-    (b"\xff\xfe invalid utf-8", "UTF-8"),
-]
-
-
-def mixed_bodies(good: int) -> list[bytes]:
-    """`good` good bodies, the first of them each followed by one of `BAD`."""
-    out = []
-    for i in range(good):
-        out.append(json.dumps(good_body(i)).encode())
-        if i < len(BAD):
-            out.append(BAD[i][0])
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -70,19 +31,6 @@ def corpus(tmp_path_factory) -> Path:
             if i - 30 < len(BAD):
                 f.write(BAD[i - 30][0] + b"\n")
     return root
-
-
-def quoted(columns: str) -> str:
-    return ", ".join("`{}` {}".format(*c.strip().split(" ", 1)) for c in columns.split(","))
-
-
-def read_json_dir(path: Path) -> list[dict]:
-    rows = []
-    for file in sorted(path.rglob("*")):
-        if file.is_file() and not file.name.startswith("."):
-            # (Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 as they are, which splitlines splits.)
-            rows += [json.loads(line) for line in file.read_text().split("\n") if line]
-    return rows
 
 
 @pytest.fixture(scope="module")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import json
 import urllib.request
-from pathlib import Path
 
 import pytest
+
+from tests.flink_support import read_json_dir
 
 pytest.importorskip("pyflink")
 testing = pytest.importorskip("connector.simulator.testing", reason="the simulator (issue 3) is not merged yet")
@@ -15,10 +16,6 @@ pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 T0 = 1_700_000_000
 N = 300
-
-
-def read_json_dir(path: Path) -> list[dict]:
-    return [json.loads(line) for file in sorted(path.rglob("part-*")) for line in file.read_text().splitlines() if line]
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import subprocess
 import urllib.request
-from pathlib import Path
 
 import pytest
+
+from tests.flink_support import read_json_dir
 
 pytest.importorskip("pyflink")
 
@@ -46,10 +47,6 @@ def body(i: int) -> bytes:
             "usage": {"prompt_tokens": 10, "completion_tokens": i, "total_tokens": 10 + i},
         }
     ).encode()
-
-
-def read_json_dir(path: Path) -> list[dict]:
-    return [json.loads(line) for f in sorted(path.rglob("part-*")) for line in f.read_text().splitlines() if line]
 
 
 SCRIPT = """

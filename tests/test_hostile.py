@@ -17,7 +17,7 @@ from connector.errors import ProfileError
 from connector.profiles import load_profile
 from connector.strict import DEPTH_LIMIT, MAX_BODY_BYTES, quoted
 from tests.bodies import chat, choice, encode
-from tests.test_decode import PROFILES, assert_matches_reference, parse
+from tests.decode_support import PROFILES, assert_matches_reference, parse
 
 GOOD = [encode(chat(id=f"g{i}")) for i in range(3)]
 DEEP_MESSAGE = f"nested too deeply: more than {DEPTH_LIMIT} levels of arrays and objects"

@@ -19,10 +19,8 @@ from connector.profiles import load_profile
 from connector.schema.columns import body_columns
 from connector.simulator.responses import make_corpus
 from tests.bodies import chat, choice, encode
+from tests.decode_support import FILES, PROFILES, in_read_field, mutate
 from tests.java import NEEDS_JDK, build_jar
-from tests.test_decode import PROFILES
-from tests.test_fuzz import mutate
-from tests.test_jsontestsuite import FILES, in_read_field
 
 pytestmark = [pytest.mark.slow, NEEDS_JDK]
 

@@ -10,29 +10,13 @@ and the same error rows (reason included). The files are read where the project'
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.test_decode import PROFILES, parse
+from tests.decode_support import FILES, PROFILES, SUITE, WAYS, parse
 
-
-def _suite() -> Path | None:
-    given = os.environ.get("DSPARK_JSONTESTSUITE")
-    if given:
-        return Path(given)
-    root = Path(__file__).resolve().parent.parent
-    for folder in [root, *root.parents]:
-        candidate = folder / "shared" / "data" / "JSONTestSuite"
-        if candidate.is_dir():
-            return candidate
-    return None
-
-
-SUITE = _suite()
-FILES: list[Path] = sorted((SUITE / "test_parsing").glob("*.json")) if SUITE else []
 pytestmark = pytest.mark.skipif(
     not FILES, reason="JSONTestSuite not found: set DSPARK_JSONTESTSUITE to its folder (with test_parsing/)"
 )
@@ -100,37 +84,6 @@ def verdict(reason: str | None) -> str:
     if reason.startswith("property '"):
         reason = reason.split("': ", 1)[1]
     return "reject" if reason.startswith(JSON_REASONS) else "accept"
-
-
-def _string(data: bytes) -> bytes:
-    """`data` as a JSON string: quotes, backslashes and control bytes escaped, other bytes as they are (so a
-    file that is not UTF-8 makes a body that is not UTF-8)."""
-    out = bytearray(b'"')
-    for byte in data:
-        if byte in (0x22, 0x5C) or byte < 0x20:
-            out += b"\\u%04x" % byte
-        else:
-            out.append(byte)
-    return bytes(out + b'"')
-
-
-def whole(data: bytes) -> bytes:
-    return data
-
-
-def as_content(data: bytes) -> bytes:
-    return b'{"id":"t","object":"chat.completion","choices":[{"index":0,"message":{"content":' + _string(data) + b"}}]}"
-
-
-def in_unread_field(data: bytes) -> bytes:
-    return b'{"id":"t","created":1732950000,"x":' + data + b',"model":"m"}'
-
-
-def in_read_field(data: bytes) -> bytes:
-    return b'{"id":"t","metadata":' + data + b',"model":"m"}'
-
-
-WAYS = {"whole": whole, "content": as_content, "unread field": in_unread_field, "read field": in_read_field}
 
 
 def results(way: str, profile: str, backend: str) -> tuple[Any, dict[str, str]]:

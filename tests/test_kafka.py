@@ -28,8 +28,7 @@ import pytest
 
 from connector.decode import parse_batch
 from connector.strict import MAX_BODY_BYTES
-from tests.test_flink_format import COLUMNS
-from tests.test_flink_replay import BAD, good_body, quoted, read_json_dir
+from tests.flink_support import BAD, FORMAT_COLUMNS, good_body, quoted, read_json_dir
 
 pytest.importorskip("pyflink")
 
@@ -70,7 +69,7 @@ def format_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
     kafka.create_topic("bodies", partitions=2, **{"retention.ms": "-1"})
     kafka.produce("bodies", records, **BIG_PRODUCER)
     values = [r["value"] for r in records]
-    expected = parse_batch(values, "coder", backend="cpu", columns=COLUMNS, inline_errors=True).table.to_pylist()
+    expected = parse_batch(values, "coder", backend="cpu", columns=FORMAT_COLUMNS, inline_errors=True).table.to_pylist()
     sizes = [None if v is None else len(v) for v in values]
     del records, values
 
@@ -274,8 +273,7 @@ def test_recipe_answers_each_prompt_once_when_the_taskmanager_dies(kafka, flink_
     source offsets, ML_PREDICT's rows in flight, the open transactions aborted) and a read_committed reader sees
     every question's answer exactly once."""
     from connector.simulator.testing import serve_simulator
-    from tests.cluster import rest, wait_for, wait_for_job_end
-    from tests.test_flink_failover import cluster_script
+    from tests.cluster import cluster_script, rest, wait_for, wait_for_job_end
 
     asked = questions(FAILOVER_PROMPTS, "questions-failover", kafka)
     kafka.create_topic("answers-failover", partitions=2)

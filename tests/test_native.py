@@ -28,9 +28,9 @@ from connector.decode.plan import plan_for
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
 from tests.bodies import chat, choice, encode
-from tests.test_decode import PROFILES, assert_matches_reference
-from tests.test_jsontestsuite import FILES as SUITE_FILES
-from tests.test_jsontestsuite import WAYS as SUITE_WAYS
+from tests.decode_support import FILES as SUITE_FILES
+from tests.decode_support import PROFILES, assert_matches_reference, mutate
+from tests.decode_support import WAYS as SUITE_WAYS
 
 
 def _read(plan: native.NativePlan, bodies: list[bytes]) -> pa.StructArray:
@@ -300,8 +300,6 @@ def test_contents_equal_the_exact_path(profile: str):
     ],
 )
 def test_iso_created_equals_the_exact_path(created: str):
-    from tests.test_decode import PROFILES
-
     body = json.dumps({"id": "x", "created": created, "model": "m", "choices": []}).encode()
     assert_matches_reference([body], str(PROFILES / "gateway_iso.yaml"), "cpu")
 
@@ -575,7 +573,6 @@ def test_explained_jsontestsuite_equals_the_exact_path(way: str, profile: str):
 def test_explained_mutated_bodies_equal_the_exact_path(profile: str):
     """tests/test_fuzz.py's seeded mutations of real vLLM bodies."""
     from connector.simulator.responses import make_corpus
-    from tests.test_fuzz import mutate
 
     rng = random.Random(f"issue-12 {profile}")
     corpus = make_corpus(300, profile if profile in ("coder", "vl", "math") else "openai", seed=12, json_share=0.6)

@@ -12,7 +12,7 @@ import pytest
 from connector.client import StreamAssembler, VllmClient
 from connector.client import sse as sse_module
 from connector.errors import BodyTooLarge, StreamError
-from tests.test_client import prompt_of, raw_server
+from tests.http_support import prompt_of, raw_server
 
 DONE = b"data: [DONE]\n\n"
 

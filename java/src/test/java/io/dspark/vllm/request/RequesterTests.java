@@ -1982,4 +1982,79 @@ public final class RequesterTests {
         equal(728351999.0, Text.parseRetryAfter("Fri Dec 31 23:59:59 2049", now), "asctime");
         equal(null, Text.parseRetryAfter("Fri Dec 31 23:59:59", now), "no year");
     }
+
+    /**
+     * The request step's shared cases (tests/data/request_cases.json, written once for both clients; the Python
+     * client runs them in tests/test_request_cases.py): a scripted server per case, one request, its outcome.
+     * Every case runs; the failures are listed together.
+     */
+    @Test
+    void test90SharedCases() throws Exception {
+        Path file = null;
+        for (Path dir = Path.of("").toAbsolutePath(); dir != null && file == null; dir = dir.getParent()) {
+            Path candidate = dir.resolve("tests").resolve("data").resolve("request_cases.json");
+            file = Files.isRegularFile(candidate) ? candidate : null;
+        }
+        check(file != null, "tests/data/request_cases.json not found above " + Path.of("").toAbsolutePath());
+        JsonNode all = Servers.JSON.readTree(file.toFile());
+        String gaveUp = " \\(gave up after \\d+ attempts? in \\d+\\.\\d s"
+                + "(: the (Retry-After|backoff) wait of \\d+\\.\\d s ends past the deadline, \\d+\\.\\d s away)?\\)";
+        List<String> failures = new ArrayList<>();
+        int ran = 0;
+        for (JsonNode c : all.get("cases")) {
+            ran++;
+            JsonNode answers = c.get("answers");
+            AtomicInteger n = new AtomicInteger();
+            try (Web web = new Web((x, s) -> {
+                JsonNode a = answers.get(Math.min(n.incrementAndGet(), answers.size()) - 1);
+                List<String> headers = new ArrayList<>();
+                if (a.has("headers")) {
+                    a.get("headers").fields().forEachRemaining(e -> {
+                        headers.add(e.getKey());
+                        headers.add(e.getValue().asText());
+                    });
+                }
+                respond(x, a.get("status").asInt(), a.get("body").asText(), headers.toArray(new String[0]));
+            })) {
+                ObjectNode sp = spec(web.base);
+                sp.setAll((ObjectNode) all.get("defaults").deepCopy());
+                if (c.has("options")) {
+                    sp.setAll((ObjectNode) c.get("options").deepCopy());
+                }
+                try (Requester r = new Requester(of(sp))) {
+                    Outcome o = get(r.send("p", "case-" + ran));
+                    JsonNode e = c.get("expect");
+                    List<String> wrong = new ArrayList<>();
+                    if (o.ok() != e.get("ok").asBoolean()) {
+                        wrong.add("ok " + o.ok());
+                    }
+                    Integer status = e.get("status").isNull() ? null : e.get("status").asInt();
+                    if (!java.util.Objects.equals(o.status, status)) {
+                        wrong.add("status " + o.status);
+                    }
+                    String kind = e.get("error_kind").isNull() ? null : e.get("error_kind").asText();
+                    if (!java.util.Objects.equals(kind, o.errorKind)) {
+                        wrong.add("error kind " + o.errorKind);
+                    }
+                    if (e.has("attempts") ? o.attempts != e.get("attempts").asInt()
+                            : o.attempts < e.get("attempts_at_least").asInt()) {
+                        wrong.add("attempts " + o.attempts);
+                    }
+                    if (web.posts().size() != o.attempts) {
+                        wrong.add(web.posts().size() + " requests seen for " + o.attempts + " attempts");
+                    }
+                    if (e.has("error") && (o.error == null || !Pattern.compile(
+                            e.get("error").asText().replace("{gave_up}", gaveUp), Pattern.DOTALL).matcher(o.error)
+                            .matches())) {
+                        wrong.add("error <" + o.error + ">");
+                    }
+                    if (!wrong.isEmpty()) {
+                        failures.add(c.get("name").asText() + ": " + String.join(", ", wrong));
+                    }
+                }
+            }
+        }
+        check(ran >= 10, "the shared cases: " + ran);
+        check(failures.isEmpty(), "shared request cases that fail: " + String.join("; ", failures));
+    }
 }

@@ -1,0 +1,288 @@
+"""The parse step end to end, one suite over its routes (issue 29 point 5: one test per behaviour, not one copy
+per route).
+
+Routes, each a real Flink job on the mini-cluster over the same bodies (`mixed_bodies` and one body without
+'created'), each held to what `parse_batch` gives on the CPU:
+- 'cpu': a replay table with 'parse.backend' = 'cpu': the parse step inside the JVM (issue 18);
+- 'format': 'format' = 'dspark-vllm' in the filesystem connector's table, parsed in the JVM too;
+- 'gpu': a replay table with 'parse.backend' = 'gpu': the planner sends the parse step to a Python worker
+  (libcudf's API is Python). A PyFlink program on the mini-cluster runs its Python workers in its own process
+  (loopback mode), so replacing libcudf's reader by `tests.libcudf_emulator` here reaches them: the job, the
+  payload and the gpu backend's host code run as on a GPU machine.
+The two JVM routes share one job whose 'python.executable' points at nothing (had any Python operator been in
+it, it could not start) and which runs with object reuse; the gpu route needs a Python worker: a second job.
+The model route (ML_PREDICT) parses bodies the simulator answers, not files: tests/test_flink_model.py.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from connector.decode import parse_batch
+from tests.flink_support import BAD, good_body, mixed_bodies, quoted, read_json_dir
+
+pytest.importorskip("pyflink")
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+PROFILE = "coder"
+# The profile's columns each route declares, as parse_batch names them.
+COLUMNS = [
+    "id", "model", "created", "finish_reason", "prompt_tokens", "total_tokens", "tokens_per_second",
+    "choice_contents", "language", "code_blocks", "content_error",
+]  # fmt: skip
+DECLARED = (
+    "id STRING, model STRING, created TIMESTAMP(3), finish_reason STRING, "
+    "usage ROW<prompt_tokens BIGINT, total_tokens BIGINT>, metrics ROW<tokens_per_second DOUBLE>, "
+    "choice_contents ARRAY<STRING>, `language` STRING, code_blocks BIGINT, content_error STRING"
+)
+REPLAY_METADATA = """,
+    backend STRING METADATA FROM 'parse.backend' VIRTUAL, line BIGINT METADATA FROM 'source.line' VIRTUAL,
+    reason STRING METADATA FROM 'error.reason' VIRTUAL, field STRING METADATA FROM 'error.field' VIRTUAL"""
+SINK = (
+    "id STRING, model STRING, created STRING, finish_reason STRING, prompt_tokens BIGINT, total_tokens BIGINT, "
+    "tokens_per_second DOUBLE, choice_contents ARRAY<STRING>, lang STRING, code_blocks BIGINT, "
+    "content_error STRING, backend STRING, line BIGINT, reason STRING, field STRING"
+)
+PROFILE_SELECT = (
+    "id, model, CAST(created AS STRING), finish_reason, usage.prompt_tokens, usage.total_tokens, "
+    "metrics.tokens_per_second, choice_contents, `language`, code_blocks, content_error"
+)
+ROUTES = ["cpu", "format", "gpu"]
+
+
+@pytest.fixture(scope="module")
+def bodies() -> list[bytes]:
+    out = mixed_bodies(60)
+    out.append(b'{"id": "no-time", "object": "chat.completion", "model": "m", "choices": []}')
+    return out
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory, bodies: list[bytes]):
+    root = tmp_path_factory.mktemp("parse")
+    (root / "bodies").mkdir()
+    (root / "bodies" / "a.jsonl").write_bytes(b"\n".join(bodies) + b"\n")
+    return root
+
+
+def _sink(t_env, name: str, columns: str, path) -> None:
+    t_env.execute_sql(
+        f"CREATE TEMPORARY TABLE {name} ({quoted(columns)}) WITH "
+        f"('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
+    )
+
+
+def _replay(t_env, name: str, root, backend: str, batch_size: int) -> None:
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE {name} ({DECLARED}{REPLAY_METADATA}) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "bodies"}',
+            'profile' = '{PROFILE}', 'parse.backend' = '{backend}', 'parse.batch-size' = '{batch_size}'
+        )""")
+
+
+def _format(t_env, name: str, root, on_error: str) -> None:
+    errors = ", error_reason STRING, error_field STRING" if on_error == "column" else ""
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE {name} ({DECLARED}{errors}) WITH (
+            'connector' = 'filesystem', 'path' = '{root / "bodies"}', 'format' = 'dspark-vllm',
+            'dspark-vllm.profile' = '{PROFILE}', 'dspark-vllm.on-error' = '{on_error}'
+        )""")
+
+
+@pytest.fixture(scope="module")
+def jvm_job(root) -> dict[str, list[dict]]:
+    """The 'cpu' and 'format' routes, and what only the JVM's parse step does, in one job without Python."""
+    from connector.flink import local_environment
+
+    env, t_env = local_environment()
+    t_env.get_config().set("python.executable", str(root / "there-is-no-python-here"))
+    # With object reuse Flink hands each operator the same row object again and again: the parse step, which
+    # holds a batch of rows, must copy them (it did not: 4 distinct ids in 200 rows). test_flink_replay runs
+    # without it.
+    t_env.get_config().set("pipeline.object-reuse", "true")
+    out = root / "jvm"
+    _replay(t_env, "cpu_table", root, "cpu", 13)
+    _format(t_env, "format_table", root, "column")
+    _format(t_env, "format_skipping", root, "skip")
+    _sink(t_env, "sink_cpu", SINK, out / "cpu")
+    _sink(t_env, "sink_format", SINK, out / "format")
+    _sink(t_env, "sink_skipping", "id STRING, total_tokens BIGINT", out / "skipping")
+    # Columns the parse step cannot write as declared (a number as text, a DECIMAL): its flat row, then SQL.
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE casted (
+            id STRING, usage ROW<prompt_tokens STRING>, metrics ROW<tokens_per_second DECIMAL(10, 2)>,
+            line BIGINT METADATA FROM 'source.line' VIRTUAL
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "bodies"}',
+            'profile' = 'openai', 'parse.backend' = 'cpu'
+        )""")
+    _sink(t_env, "sink_casted", "id STRING, prompt_tokens STRING, tps STRING, line BIGINT", out / "casted")
+    # Every column of a profile over mutated bodies: the parse step writes the declared rows itself.
+    every = every_flat_column("coder")
+    (root / "every").mkdir()
+    (root / "every" / "a.jsonl").write_bytes(b"\n".join(mutated_corpus()) + b"\n")
+    t_env.execute_sql(f"""
+        CREATE TEMPORARY TABLE every_column ({quoted(", ".join(f"{n} {t}" for n, t in every))},
+            line BIGINT METADATA FROM 'source.line' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL
+        ) WITH (
+            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "every"}',
+            'profile' = 'coder', 'parse.backend' = 'cpu', 'parse.batch-size' = '64'
+        )""")
+    _sink(t_env, "sink_every", ", ".join(f"{n} {t}" for n, t in every) + ", line BIGINT, reason STRING", out / "every")
+    statements = t_env.create_statement_set()
+    statements.add_insert_sql(
+        f"INSERT INTO sink_cpu SELECT {PROFILE_SELECT}, backend, line, reason, field FROM cpu_table"
+    )
+    statements.add_insert_sql(
+        f"INSERT INTO sink_format SELECT {PROFILE_SELECT}, CAST(NULL AS STRING), CAST(NULL AS BIGINT), "
+        "error_reason, error_field FROM format_table"
+    )
+    statements.add_insert_sql("INSERT INTO sink_skipping SELECT id, usage.total_tokens FROM format_skipping")
+    statements.add_insert_sql("""
+        INSERT INTO sink_casted SELECT id, usage.prompt_tokens, CAST(metrics.tokens_per_second AS STRING), line
+        FROM casted""")
+    statements.add_insert_sql("INSERT INTO sink_every SELECT * FROM every_column")
+    statements.execute().wait()
+    return {name: read_json_dir(out / name) for name in ("cpu", "format", "skipping", "casted", "every")}
+
+
+@pytest.fixture(scope="module")
+def gpu_job(root) -> dict[str, list[dict]]:
+    """The 'gpu' route: the gpu backend with libcudf's reader emulated (the same host code, no pylibcudf: the
+    README's test command installs no gpu extra)."""
+    from connector.decode import backends
+    from connector.flink import local_environment
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+        env, t_env = local_environment()
+        _replay(t_env, "gpu_table", root, "gpu", 16)
+        _sink(t_env, "sink_gpu", SINK, root / "gpu")
+        t_env.execute_sql(
+            f"INSERT INTO sink_gpu SELECT {PROFILE_SELECT}, backend, line, reason, field FROM gpu_table"
+        ).wait()
+        return {"gpu": read_json_dir(root / "gpu")}
+
+
+@pytest.fixture(params=ROUTES)
+def route(request) -> tuple[str, list[dict]]:
+    """(route, the rows its job wrote): only the jobs of the routes selected run."""
+    job = request.getfixturevalue("gpu_job" if request.param == "gpu" else "jvm_job")
+    return request.param, job[request.param]
+
+
+def every_flat_column(profile: str) -> list[tuple[str, str]]:
+    """Every column of `profile` (but `line`) with its Flink type, as a user declares them all."""
+    from connector.profiles import load_profile
+    from connector.schema.columns import output_schema
+    from connector.schema.flink_types import arrow_to_flink_sql
+
+    return [(f.name, arrow_to_flink_sql(f.type)) for f in output_schema(load_profile(profile)) if f.name != "line"]
+
+
+def mutated_corpus() -> list[bytes]:
+    """Coder bodies, a third of them mutated, then JSONTestSuite's files (where it is here) as contents, as
+    whole bodies and in a field that is read: one body per line, so bodies with a line break are left out."""
+    import random
+
+    from connector.simulator.responses import make_corpus
+    from tests.decode_support import FILES, as_content, in_read_field, mutate
+
+    rng = random.Random("issue-18 every column")
+    out = [mutate(body, rng) if rng.random() < 0.33 else body for body in make_corpus(400, "coder", seed=18)]
+    for path in FILES:
+        data = path.read_bytes()
+        out += [as_content(data), data, in_read_field(data)]
+    return [b for b in out if b"\n" not in b and b"\r" not in b and b.strip()]
+
+
+def _comparable(row: dict) -> tuple:
+    """A sink row as parse_batch's names, 'created' to the second (the table's TIMESTAMP(3) as text)."""
+    return (
+        row["reason"], row["field"], row["id"], row["model"], row["finish_reason"], row["prompt_tokens"],
+        row["total_tokens"], row["tokens_per_second"], row["choice_contents"], row["lang"], row["code_blocks"],
+        row["content_error"],
+    )  # fmt: skip
+
+
+def test_every_body_is_the_row_or_error_row_python_gives(route, bodies):
+    name, rows = route
+    expected = parse_batch(bodies, PROFILE, backend="cpu", columns=COLUMNS, inline_errors=True).table.to_pylist()
+    assert len(rows) == len(bodies)
+    want = [
+        _comparable({**e, "reason": e["error_reason"], "field": e["error_field"], "lang": e["language"]})
+        for e in expected
+    ]
+    if name == "format":  # the format has no 'source.line': the rows as a multiset
+        assert sorted(map(_comparable, rows), key=repr) == sorted(want, key=repr)
+    else:
+        got = {r["line"]: r for r in rows}
+        assert sorted(got) == list(range(1, len(bodies) + 1))
+        for line, (w, e) in enumerate(zip(want, expected, strict=True), start=1):
+            row = got[line]
+            assert row["backend"] == name, line  # this route parsed it (for 'gpu', libcudf emulated)
+            assert _comparable(row) == w, line
+            if e["created"] is not None:
+                assert row["created"].startswith(e["created"].strftime("%Y-%m-%d %H:%M:%S")), line
+    assert sum(r["reason"] is not None for r in rows) == len(BAD)
+    assert {r["lang"] for r in rows} == {"python", None}  # the content's JSON was read
+
+
+def test_a_row_without_created_gets_the_newest_time_before_it(route):
+    name, rows = route
+    row = next(r for r in rows if r["id"] == "no-time")
+    if name == "format":
+        # Deliberate: the format reads one body at a time (NativeDeserializationSchema, in another connector's
+        # source, which may read files or partitions in any order) and keeps no time between bodies.
+        assert row["created"] is None
+        return
+    newest = max(r["created"] for r in rows if r["id"] not in (None, "no-time") and r["line"] < row["line"])
+    assert row["created"] == newest
+    assert newest.startswith("2023-")
+
+
+def test_skip_gives_the_good_bodies_only(jvm_job):
+    """'dspark-vllm.on-error' = 'skip' (the format's choice; a replay table always gives error rows)."""
+    good = {json_id for json_id in (good_body(i)["id"] for i in range(60))} | {"no-time"}
+    assert sorted(r["id"] for r in jvm_job["skipping"]) == sorted(good)
+
+
+def test_columns_only_sql_can_make_go_through_the_flat_row(jvm_job, bodies):
+    expected = parse_batch(bodies, "openai", backend="cpu", columns=["id", "prompt_tokens", "tokens_per_second"])
+    want = {row["line"]: row for row in expected.table.to_pylist()}
+    got = {r["line"]: r for r in jvm_job["casted"]}
+    assert sorted(got) == list(range(1, len(bodies) + 1))
+    for line, row in want.items():
+        assert got[line]["id"] == row["id"]
+        assert got[line]["prompt_tokens"] == (None if row["prompt_tokens"] is None else str(row["prompt_tokens"]))
+        tps = row["tokens_per_second"]
+        assert got[line]["tps"] == (None if tps is None else f"{tps:.2f}"), line
+
+
+def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(jvm_job):
+    """The declared rows the parse step writes in the JVM (RowShape), every column type of a profile: strings,
+    BIGINT, DOUBLE, TIMESTAMP(3), arrays, content properties and content_error, over mutated bodies and
+    JSONTestSuite's files."""
+    bodies = mutated_corpus()
+    names = [n for n, _ in every_flat_column("coder")]
+    expected = parse_batch(bodies, "coder", backend="cpu", inline_errors=True).table.to_pylist()
+    got = {r["line"]: r for r in jvm_job["every"]}
+    assert sorted(got) == list(range(1, len(bodies) + 1))
+    assert sum(r["reason"] is not None for r in jvm_job["every"]) > 50  # the mutations made error rows
+    for line, want in enumerate(expected, start=1):
+        row = got[line]
+        assert row["reason"] == want["error_reason"], line
+        for name in names:
+            value, reference = row[name], want[name]
+            if name == "created":
+                if reference is None or want["error_reason"] is not None:
+                    continue  # the table fills it: the newest time before (test_a_row_without_created_...)
+                reference, value = reference.strftime("%Y-%m-%d %H:%M:%S"), value[:19]
+            if isinstance(reference, float):
+                assert math.isclose(value, reference, rel_tol=1e-15), (line, name, value, reference)
+            else:
+                assert value == reference, (line, name, value, reference)
