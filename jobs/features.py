@@ -340,14 +340,34 @@ MODEL_METADATA = [
 ]
 
 
+def gpu_route(args: argparse.Namespace) -> bool:
+    """Whether the answers are parsed on the GPU: `--backend gpu`, or 'auto' where the job is built has a GPU
+    backend (`connector.flink.planner.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
+    raw body and the request's metadata, and `parse_<profile>` (the project's parse step, libcudf in the Python
+    worker, one GPU per TaskManager) types the body after ML_PREDICT; else the model parses in the JVM."""
+    if args.replay or args.backend == "cpu":
+        return False
+    if args.backend == "gpu":
+        return True
+    from connector.flink.planner import gpu_backend_here
+
+    return gpu_backend_here()
+
+
+# The SQL function that parses the model's raw bodies on the GPU route.
+PARSE_FUNCTION = "parse_answer"
+
+
 def model_ddl(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[str, object]], endpoint: str,
               model: str) -> str:  # fmt: skip
-    """CREATE MODEL of the job's 'dspark-vllm' model: the arms' request options in, the answer's columns out."""
+    """CREATE MODEL of the job's 'dspark-vllm' model: the arms' request options in, the answer's columns out (on
+    the GPU route the raw body and the request's metadata only: `parse_<profile>` types the body after it)."""
     from connector.flink.planner import sql_literal
 
     declared, _, _ = content_features(profile)
     inputs = ", ".join(f"`{n}` {k}" for n, k in request_inputs(arms))
-    outputs = [f"`{n}` {k}" for n, k in [*BODY_COLUMNS, *declared]] + [f"`{k}` {t}" for k, t, _ in MODEL_METADATA]
+    outputs = [] if gpu_route(args) else [f"`{n}` {k}" for n, k in [*BODY_COLUMNS, *declared]]
+    outputs += [f"`{k}` {t}" for k, t, _ in MODEL_METADATA]
     options = {
         "provider": "dspark-vllm",
         "endpoint": endpoint,
@@ -384,9 +404,12 @@ def window_sql(args: argparse.Namespace) -> str:
     return f"TABLE(TUMBLE(TABLE events, DESCRIPTOR(event_time), {size}))"
 
 
-def answers_sql(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[str, object]] | None) -> str:
+def answers_sql(
+    args: argparse.Namespace, profile: Profile, arms: dict[str, dict[str, object]] | None, model: str | None = None
+) -> str:
     """The view `answers`: one row per request (or replayed body), its answer's columns beside the row that
-    asked (user, arm, event time), errors included; the same columns in both modes."""
+    asked (user, arm, event time), errors included; the same columns in both modes (and on both parse routes of
+    request mode: `model`, the model asked, labels a row whose body names none, as the JVM's parse does)."""
     declared, _, _ = content_features(profile)
     body = ", ".join(f"`{n}`" for n, _ in BODY_COLUMNS if n != "created") + "".join(f", `{n}`" for n, _ in declared)
     if arms is None:  # a replay: the table's rows, windowed on `created`
@@ -397,12 +420,33 @@ def answers_sql(args: argparse.Namespace, profile: Profile, arms: dict[str, dict
             "CAST(NULL AS STRING) AS prompt, CAST(NULL AS INT) AS http_status, source, source_line FROM responses"
         )
     inputs = ", ".join(n for n, _ in request_inputs(arms))
-    metadata = ", ".join(f"`{key}` AS {name}" for key, _, name in MODEL_METADATA)
-    return (
-        f"CREATE TEMPORARY VIEW answers AS SELECT {body}, event_time, CAST(created AS STRING) AS created_text, "
-        f"user_id, arm, {metadata}, CAST(NULL AS STRING) AS source, CAST(NULL AS BIGINT) AS source_line "
-        f"FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR({inputs}), MAP['async', 'true', "
+    predict = (
+        f"ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR({inputs}), MAP['async', 'true', "
         f"'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '{args.concurrency}'])"
+    )
+    if not gpu_route(args):
+        metadata = ", ".join(f"`{key}` AS {name}" for key, _, name in MODEL_METADATA)
+        return (
+            f"CREATE TEMPORARY VIEW answers AS SELECT {body}, event_time, CAST(created AS STRING) AS created_text, "
+            f"user_id, arm, {metadata}, CAST(NULL AS STRING) AS source, CAST(NULL AS BIGINT) AS source_line "
+            f"FROM {predict}"
+        )
+    # The GPU route: the model's raw body typed by the parse step. A request that failed (no 2xx answer) keeps
+    # the model's reason; a body the parser rejects is the parse step's error row (its reason and field).
+    from connector.flink.planner import sql_literal
+
+    names = [n for n, _ in BODY_COLUMNS if n != "created"] + [n for n, _ in declared]
+    label = {"model": f"COALESCE(p.`model`, CAST({sql_literal(str(model))} AS STRING))"} if model else {}
+    parsed = ", ".join(f"{label.get(n, f'p.`{n}`')} AS `{n}`" for n in names)
+    metadata = ", ".join(f"`{key}` AS {name}" for key, _, name in MODEL_METADATA if not key.startswith("error."))
+    return (
+        f"CREATE TEMPORARY VIEW answers AS SELECT {parsed}, event_time, CAST(p.created AS STRING) AS created_text, "
+        "user_id, arm, COALESCE(request_error, p.error) AS error_reason, "
+        "CASE WHEN request_error IS NULL THEN p.error_field ELSE `error.field` END AS error_field, "
+        f"{metadata}, CAST(NULL AS STRING) AS source, CAST(NULL AS BIGINT) AS source_line FROM ("
+        f"SELECT *, {PARSE_FUNCTION}(COALESCE(`raw.body`, X'')) AS p, CASE WHEN `request.http-status` BETWEEN 200 "
+        "AND 299 THEN CAST(NULL AS STRING) ELSE `error.reason` END AS request_error "
+        f"FROM {predict})"
     )
 
 
@@ -419,7 +463,11 @@ def build(t_env, args: argparse.Namespace, profile: Profile, endpoint: str | Non
         t_env.execute_sql(feed_ddl(args, len(prompts)))
         t_env.execute_sql(questions_sql(arms, prompts))
         t_env.execute_sql(model_ddl(args, profile, arms, str(endpoint), str(model)))
-    t_env.execute_sql(answers_sql(args, profile, arms))
+        if gpu_route(args):
+            from connector.flink.sql import parse_function_for
+
+            t_env.create_temporary_function(PARSE_FUNCTION, parse_function_for(args.profile, backend="gpu"))
+    t_env.execute_sql(answers_sql(args, profile, arms, model))
     declared, features, content_sql = content_features(profile)
     content_cols = [name for name, _ in declared]
     t_env.execute_sql(f"""
@@ -708,15 +756,24 @@ def parse_backend(asked: str) -> str:
     return "gpu" if gpu_backend_here() else "cpu (no GPU)"
 
 
-# What parses in request mode, whatever --backend says: the model's parse step, in the TaskManager's JVM.
+# What parses in request mode: the model's parse step in the TaskManager's JVM, or on the GPU route (`gpu_route`)
+# the parse step's SQL function after ML_PREDICT, libcudf in the Python worker ('gpu': no fallback to the CPU).
 MODEL_BACKEND = "cpu (ML_PREDICT, in the JVM)"
+MODEL_GPU_BACKEND = "gpu (parse_{profile} after ML_PREDICT, in the Python worker)"
+
+
+def request_backend(args: argparse.Namespace) -> str:
+    """The backend that parses a request-mode run's answers, as a fact ('auto' without a GPU says so)."""
+    if gpu_route(args):
+        return MODEL_GPU_BACKEND.format(profile=args.profile)
+    return MODEL_BACKEND[:-1] + "; no GPU where the job was built)" if args.backend == "auto" else MODEL_BACKEND
 
 
 def run_details(args: argparse.Namespace, endpoint: str | None, model: str | None) -> dict[str, object]:
     details: dict[str, object] = {
         "mode": "replay" if args.replay else "request",
         "profile": args.profile,
-        "backend": parse_backend(args.backend) if args.replay else MODEL_BACKEND,
+        "backend": parse_backend(args.backend) if args.replay else request_backend(args),
         "window_s": args.window,
         "started": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -1016,8 +1073,6 @@ def main(argv: list[str] | None = None) -> int:
     profile = load_profile(args.profile)
     if not args.replay:
         load_prompts(args.prompts)  # a bad file is one line, before a simulator or a job starts
-        if args.backend == "gpu":
-            print(f"features: --backend gpu is for --replay; ML_PREDICT parses on the {MODEL_BACKEND}", file=sys.stderr)
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:
         env.set_parallelism(args.parallelism)

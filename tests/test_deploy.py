@@ -808,6 +808,9 @@ def test_the_cpu_flink_deployment_asks_for_no_gpu_and_parses_in_the_jvm() -> Non
     assert "gpu" not in json.dumps(spec).replace("--backend", "")
     args = spec["job"]["args"]
     assert args[args.index("--backend") + 1] == "cpu"
+    from jobs import features
+
+    assert not features.gpu_route(features.parse_args(args[args.index("-py") + 2 :]))
 
 
 def test_flink_deployment_gives_each_taskmanager_one_gpu() -> None:
@@ -815,6 +818,11 @@ def test_flink_deployment_gives_each_taskmanager_one_gpu() -> None:
     assert spec["image"].endswith("-gpu")
     args = spec["job"]["args"]
     assert args[args.index("--backend") + 1] == "gpu"
+    # The job's answers are parsed on the GPU (the model's raw bodies by parse_<profile> in the Python workers);
+    # before, ML_PREDICT's model parsed them in the JVM whatever --backend said.
+    from jobs import features
+
+    assert features.gpu_route(features.parse_args(args[args.index("-py") + 2 :]))
     config = spec["flinkConfiguration"]
     assert config["external-resource.gpu.kubernetes.config-key"] == "nvidia.com/gpu"
     assert str(config["external-resource.gpu.amount"]) == "1"

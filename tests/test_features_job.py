@@ -285,11 +285,38 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     assert features.run_details(args, None, None)["backend"] == "gpu"
     args.backend = "cpu"
     assert features.run_details(args, None, None)["backend"] == "cpu"
-    # Requests go through ML_PREDICT, whose model parses in the TaskManager's JVM whatever --backend says.
+    # Requests go through ML_PREDICT: its model parses in the TaskManager's JVM on the CPU, or on the GPU route the
+    # parse step's SQL function parses the model's raw bodies (the run said "cpu (ML_PREDICT, in the JVM)" for
+    # --backend gpu before: the GPU parsed nothing).
     asked = features.parse_args(["--endpoint", "http://127.0.0.1:8000", "--backend", "gpu", "--duration", "60"])
     details = features.run_details(asked, asked.endpoint, "m")
-    assert details["backend"] == "cpu (ML_PREDICT, in the JVM)"
+    assert details["backend"] == "gpu (parse_coder after ML_PREDICT, in the Python worker)"
     assert details["arms"] == "A: max_tokens 48, temperature 0.2; B: max_tokens 512, temperature 0.8"
+    asked.backend = "cpu"
+    assert features.run_details(asked, asked.endpoint, "m")["backend"] == "cpu (ML_PREDICT, in the JVM)"
+    asked.backend = "auto"  # decided where the job is built, as a replay's
+    assert str(features.run_details(asked, asked.endpoint, "m")["backend"]).startswith("gpu (parse_coder after")
+    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    assert features.run_details(asked, asked.endpoint, "m")["backend"] == (
+        "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)"
+    )
+
+
+def test_the_gpu_route_asks_the_model_for_raw_bodies_and_parses_them_after_it() -> None:
+    """One ML_PREDICT either way: on the GPU route its OUTPUT is the raw body and the request's metadata (the model
+    parses no column), and `parse_answer` (the project's parse step) types the body after it; the cpu route is as
+    it was."""
+    arms, _ = features.load_prompts(features.PROMPTS_FILE)
+    profile = features.load_profile("coder")
+    gpu = features.parse_args(["--endpoint", "http://127.0.0.1:8000", "--backend", "gpu"])
+    cpu = features.parse_args(["--endpoint", "http://127.0.0.1:8000", "--backend", "cpu"])
+    gpu_model = features.model_ddl(gpu, profile, arms, "http://127.0.0.1:8000", "m")
+    outputs = gpu_model.split(" OUTPUT (")[1].split(") WITH")[0]
+    assert outputs == ", ".join(f"`{key}` {kind}" for key, kind, _ in features.MODEL_METADATA)
+    assert "`completion_tokens` BIGINT" in features.model_ddl(cpu, profile, arms, "http://127.0.0.1:8000", "m")
+    gpu_view = features.answers_sql(gpu, profile, arms)
+    assert gpu_view.count("ML_PREDICT(") == 1 and "parse_answer(COALESCE(`raw.body`, X''))" in gpu_view
+    assert "parse_answer" not in features.answers_sql(cpu, profile, arms)
 
 
 @pytest.mark.flink
@@ -334,4 +361,65 @@ def test_the_job_answers_each_fed_row_once_with_its_user_and_arm(tmp_path: Path)
     page = (output / "report.html").read_text(encoding="utf-8")
     assert '<table id="arms">' in page and '<table id="users">' in page
     run = features.read_run(output)
-    assert run["backend"] == "cpu (ML_PREDICT, in the JVM)" and "(24 prompts, 8 users)" in str(run["prompts"])
+    assert "(24 prompts, 8 users)" in str(run["prompts"])
+    assert run["backend"] == features.run_details(features.parse_args(["--endpoint", sim.url]), sim.url, "m")["backend"]
+
+
+@pytest.mark.flink
+@pytest.mark.slow
+def test_the_gpu_route_gives_the_cpu_routes_feature_rows(tmp_path: Path, monkeypatch) -> None:
+    """The job's GPU route (the model's raw bodies parsed by `parse_coder` on the gpu backend, libcudf emulated as
+    in tests/test_flink_gpu.py) against its cpu route (the model parses in the JVM), over a simulator that sends
+    malformed bodies: the same arms' features over the run, the same error rows with the same reasons. One request
+    at a time on one instance, so both runs ask in the same order and the simulator's faults fall on the same
+    rows (each run has a simulator of the same seed); the windows themselves are of each run's wall clock, so the
+    arms are compared over the whole run."""
+    from connector.decode import backends
+    from connector.simulator import testing
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    # PyFlink's local mini-cluster runs its Python workers in this process (loopback): the patch reaches them,
+    # and counts the bodies the (emulated) GPU reader was given.
+    read: list[int] = []
+
+    class Reader(EmulatedLibcudfReader):
+        def read(self, data, schema, *, multiline=False):  # type: ignore[no-untyped-def]
+            read.append(1)
+            return super().read(data, schema, multiline=multiline)
+
+    monkeypatch.setattr(backends, "_gpu", lambda: backends.GpuBackend(Reader()))
+    duration, rate = 4, 20
+    arms_of: dict[str, list[dict[str, object]]] = {}
+    errors_of: dict[str, list[tuple[object, ...]]] = {}
+    for backend in ("cpu", "gpu"):
+        # A simulator of its own per run: its faults are drawn in the order of the requests, from its seed.
+        with testing.serve_simulator(mode="process", profiles=("coder",), seed=11, faults={"malformed": 0.1}) as sim:
+            output = tmp_path / backend
+            argv = ["--endpoint", sim.url, "--backend", backend, "--duration", str(duration), "--rate", str(rate),
+                    "--concurrency", "1", "--parallelism", "1", "--progress", "0", "--output", str(output)]  # fmt: skip
+            before = len(read)
+            assert features.main(argv) == 0
+            assert (len(read) > before) == (backend == "gpu")  # the GPU read the gpu route's bodies, none of the cpu's
+            rows, errors = features.read_results(output)
+            assert sum(int(r["requests"]) for r in rows) == duration * rate  # type: ignore[call-overload]
+            timing = {"latency_ms_mean", "latency_ms_max"}
+            arms_of[backend] = [
+                {k: v for k, v in arm.items() if k not in timing} for arm in features.arm_rows(rows, features.read_users(output))
+            ]  # fmt: skip
+            error_rows = [json.loads(line) for f in sorted((output / "errors").glob("part-*")) for line in f.open()]
+            assert len(error_rows) == errors
+            errors_of[backend] = sorted(
+                (e["user_id"], e["arm"], e["reason"], e["field"], e["http_status"], e["model"]) for e in error_rows
+            )
+            assert all(e["body"] for e in error_rows)  # (the simulator's `created` is its clock: bodies differ a bit)
+            assert (
+                features.read_run(output)["backend"]
+                == features.run_details(features.parse_args(argv), sim.url, "m")["backend"]
+            )
+    assert errors_of["cpu"] and all(e[2] for e in errors_of["cpu"])  # the malformed bodies are error rows with a reason
+    assert errors_of["gpu"] == errors_of["cpu"]
+    # Each run's windows differ (wall clock) and the files hold a window's means to 6 digits: means match to those.
+    assert [sorted(arm) for arm in arms_of["gpu"]] == [sorted(arm) for arm in arms_of["cpu"]]
+    for gpu, cpu in zip(arms_of["gpu"], arms_of["cpu"], strict=True):
+        assert gpu == {k: pytest.approx(v, rel=1e-5) if isinstance(v, float) else v for k, v in cpu.items()}
+    assert features.read_run(tmp_path / "gpu")["backend"] == "gpu (parse_coder after ML_PREDICT, in the Python worker)"

@@ -41,13 +41,14 @@ class SqlParseFunction(ParseFunction):
         return super().eval(body, pd.Series([""] * len(body)))
 
 
-def parse_function_for(profile_name: str) -> Any:
-    """The SQL function `parse_<profile>` of a profile (built-in name or file)."""
+def parse_function_for(profile_name: str, backend: str = "auto") -> Any:
+    """The SQL function `parse_<profile>` of a profile (built-in name or file), parsing on `backend` (the
+    table's 'parse.backend' values: 'gpu' is libcudf in the Python worker, one GPU per TaskManager)."""
     profile = load_profile(profile_name)
     columns = tuple(n for n in flat_schema(profile).names if n not in ("_line", "_backend"))
     types = {f.name: arrow_to_flink_sql(f.type) for f in flat_schema(profile)}
     fields = ", ".join(f"{quote_identifier(_RENAMED.get(n, n))} {types[n]}" for n in columns)
-    function = SqlParseFunction(profile, columns)
+    function = SqlParseFunction(profile, columns, backend=backend)
     return udf(function, result_type=f"ROW<{fields}>", func_type="pandas")
 
 
