@@ -511,7 +511,8 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     if options.get(PARSE_BACKEND) == "gpu":
         raise OptionsError(
             "Option 'parse.backend' = 'gpu' is not available for a model: a model parses in the TaskManager's JVM "
-            "with the native core; remove it or set 'cpu'."
+            "with the native core; remove it or set 'cpu'. To parse on the GPU, ask the model for `raw.body` and "
+            "parse it with parse_<profile> after ML_PREDICT (docs/flink.md, \"Parsing on the GPU with ML_PREDICT\")."
         )
     profile = load_profile(options.get(PROFILE))
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
