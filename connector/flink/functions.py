@@ -19,7 +19,7 @@ from connector.decode import parse_batch
 from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_table
 from connector.flink.gpu import choose_device
 from connector.flink.metrics import Recent
-from connector.flink.planner import TablePlan
+from connector.flink.table_plan import TablePlan
 from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
 from connector.profiles import Profile
 

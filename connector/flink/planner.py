@@ -48,7 +48,6 @@ import os
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +55,7 @@ from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.flink.metadata import METADATA, metadata_for
+from connector.flink.table_plan import TablePlan
 from connector.options import (
     API_KEY,
     API_KEY_ENV,
@@ -86,7 +86,7 @@ from connector.options import (
     validate_model,
 )
 from connector.params import REQUEST_PARAMS
-from connector.profiles import Profile, load_profile, profile_of_document
+from connector.profiles import Profile, load_profile
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
@@ -94,35 +94,6 @@ __all__ = ["INTERNAL_COLUMNS", "TablePlan", "format_plan", "model_plan", "plan",
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
 INTERNAL_COLUMNS = PARSE_INTERNAL
-
-
-@dataclass(frozen=True)
-class TablePlan:
-    """What the Python parse function of one table is built from on the workers; it travels in the plan as
-    JSON (`document`, `of_document`)."""
-
-    table: str
-    options: Options
-    profile: Profile
-    require_created: bool
-
-    def document(self) -> dict[str, Any]:
-        return {
-            "table": self.table,
-            # The parse step needs no secret: the API key stays in the request step's spec (on the JVM).
-            "options": self.options.without_secrets(),
-            "profile": self.profile.document(),
-            "require_created": self.require_created,
-        }
-
-    @classmethod
-    def of_document(cls, document: Mapping[str, Any]) -> TablePlan:
-        return cls(
-            str(document["table"]),
-            validate(document["options"]),
-            profile_of_document(document["profile"]),
-            bool(document["require_created"]),
-        )
 
 
 def request_id_of(prompt: str) -> str:
@@ -512,7 +483,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         raise OptionsError(
             "Option 'parse.backend' = 'gpu' is not available for a model: a model parses in the TaskManager's JVM "
             "with the native core; remove it or set 'cpu'. To parse on the GPU, ask the model for `raw.body` and "
-            "parse it with parse_<profile> after ML_PREDICT (docs/flink.md, \"Parsing on the GPU with ML_PREDICT\")."
+            'parse it with parse_<profile> after ML_PREDICT (docs/flink.md, "Parsing on the GPU with ML_PREDICT").'
         )
     profile = load_profile(options.get(PROFILE))
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -697,7 +668,7 @@ def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str],
 def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:
     """The payload of a parse function in a Python worker: `plan` (a plan's `plan`) and the `columns` it
     produces, in their order."""
-    from connector.flink.runtime import function_payload  # (it imports this module)
+    from connector.flink.runtime import function_payload  # (pyflink's side: only for this question)
 
     payload = function_payload(question["plan"], [str(c) for c in question["columns"]])
     return {"payload": base64.b64encode(payload).decode("ascii")}

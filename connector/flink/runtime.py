@@ -20,8 +20,8 @@ import pickle
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from connector.flink.planner import TablePlan
 from connector.flink.pyflink_fixes import arrow_results
+from connector.flink.table_plan import TablePlan
 
 __all__ = ["function_payload", "parse_function"]
 
