@@ -31,7 +31,7 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
         return IDENTIFIER;
     }
 
-    // Declared in connector/options.py and generated into TableOptions; Flink checks the keys here (FactoryUtil),
+    // Declared in connector/options/declared.py and generated into TableOptions; Flink checks the keys here (FactoryUtil),
     // the planner then checks the values and the rules across options.
     @Override
     public Set<ConfigOption<?>> requiredOptions() {
