@@ -132,7 +132,7 @@ public final class KafkaStore implements ResponseStore {
             p.put("max.block.ms", String.valueOf(TIMEOUT.toMillis()));
             p.put("delivery.timeout.ms", String.valueOf(3 * TIMEOUT.toMillis()));
             made = new KafkaProducer<>(p, new ByteArraySerializer(), new ByteArraySerializer());
-        } catch (RuntimeException | IOException e) {
+        } catch (RuntimeException | IOException | LinkageError e) { // LinkageError: a codec the jar lacks (lz4...)
             if (consumer != null) {
                 consumer.close(Duration.ZERO);
             }
@@ -274,7 +274,7 @@ public final class KafkaStore implements ResponseStore {
                         return null; // the offset is below the log's start now
                     }
                 }
-            } catch (RuntimeException e) {
+            } catch (RuntimeException | LinkageError e) {
                 throw new IOException(oneLine(e), e);
             }
         }
