@@ -6,8 +6,8 @@ which the build installs, and kafka-clients (the Kafka response store, io.dspark
 jar, pinned by sha256, is fetched once from Maven Central (DSPARK_VLLM_MAVEN_REPOSITORY, a mirror, else Central)
 into the cache of native/build_native.py (the same function as RE2's tarball) and its classes go into the jar,
 so a TaskManager needs nothing beside it; no Maven is needed. `python java/build_jar.py --kafka-clients-jar DIR`
-puts the pinned jar into DIR (the image build's context: docker/standin/build.sh). The tests of java/src/test run on JUnit 5, which
-`junit_tests` fetches from Maven Central (deploy/maven/junit.pom.xml); the jar never needs it.
+puts the pinned jar into DIR (the image build's context: docker/standin/build.sh). The tests of java/src/test
+run on JUnit 5, which `junit_tests` fetches from Maven Central (deploy/maven/junit.pom.xml); the jar never needs it.
 """
 
 from __future__ import annotations

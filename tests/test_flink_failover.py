@@ -77,9 +77,7 @@ ROUTES = {
 }
 
 
-@pytest.mark.parametrize(
-    "store", ["no-store", "store", pytest.param("kafka-store", marks=pytest.mark.kafka)]
-)
+@pytest.mark.parametrize("store", ["no-store", "store", pytest.param("kafka-store", marks=pytest.mark.kafka)])
 @pytest.mark.parametrize("route", ROUTES)
 def test_no_prompt_is_lost_when_the_taskmanager_dies(request, tmp_path, route, store):
     """With 'request.store' (issue 31; a folder, or a topic of the session's Kafka broker) the restored job answers
