@@ -74,7 +74,9 @@ public final class KafkaStore implements ResponseStore {
             Properties common = new Properties();
             common.putAll(settings(uri));
             common.put("bootstrap.servers", bootstrap);
-            common.put("client.id", "dspark-vllm-store");
+            // one of its own per opening: clients of one id in one JVM clash in JMX (a warning each)
+            String id = java.util.UUID.randomUUID().toString().substring(0, 8);
+            common.put("client.id", "dspark-vllm-store-" + topic + "-" + id);
             common.put("request.timeout.ms", String.valueOf(TIMEOUT.toMillis()));
             common.put("default.api.timeout.ms", String.valueOf(TIMEOUT.toMillis()));
             KafkaConsumer<byte[], byte[]>[] consumer = new KafkaConsumer[1];
@@ -228,7 +230,11 @@ public final class KafkaStore implements ResponseStore {
         }
         long[] at = {partition, offset, FileSystemStore.storedAtOf(value)};
         index.put(ByteBuffer.wrap(key), at);
-        cacheIndex.merge(ByteBuffer.wrap(FileSystemStore.cacheKeyOf(value)), at, (old, now) -> now[2] >= old[2] ? now : old);
+        newest(ByteBuffer.wrap(FileSystemStore.cacheKeyOf(value)), at);
+    }
+
+    private void newest(ByteBuffer cacheKey, long[] at) {
+        cacheIndex.merge(cacheKey, at, (old, now) -> now[2] >= old[2] ? now : old);
     }
 
     /** Responses indexed (read at opening and put since). */
@@ -293,7 +299,7 @@ public final class KafkaStore implements ResponseStore {
                 }
                 long[] at = {metadata.partition(), metadata.offset(), response.storedAtMs};
                 index.put(ByteBuffer.wrap(key), at);
-                cacheIndex.merge(ByteBuffer.wrap(cacheKey), at, (old, now) -> now[2] >= old[2] ? now : old);
+                newest(ByteBuffer.wrap(cacheKey), at);
                 done.complete(null);
             });
         } catch (RuntimeException e) { // no metadata within max.block.ms, a record over max.request.size, closed
