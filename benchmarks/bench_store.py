@@ -2,6 +2,7 @@
 
     python benchmarks/bench_store.py                     # 8,000 prompts at 100/s, checkpoints every 30 s
     python benchmarks/bench_store.py --prompts 3000 --checkpoint-interval 10 --kill-after 8
+    python benchmarks/bench_store.py --kafka             # also the Kafka store, on a broker of its own
 
 On a standalone cluster (jobs/standalone_cluster.sh) jobs/responses.py sends `--prompts` distinct prompts from a
 file ('request.rate-limit' = `--rate`, 64 in flight) to the simulator (answers in 200-500 ms), with EXACTLY_ONCE
@@ -14,6 +15,8 @@ prints the requests the server received, those paid twice (received minus prompt
 prompts missing or duplicated among them (0 and 0), and the requests in flight when the TaskManager died (vLLM's
 `num_requests_running` gauge on the simulator, read just before the kill): with the store, paid twice is about
 those. The ratio line compares the two killed runs; the store's bytes per response are read from its folder.
+With `--kafka` a fourth run, killed like the second, keeps the answers in a topic of a Kafka broker that the
+benchmark starts (deploy/kafka/start.sh, on a free 127.0.0.1 port) and stops.
 """
 
 from __future__ import annotations
@@ -61,7 +64,7 @@ def free_port() -> int:
 
 
 def one_run(
-    work: Path, args: argparse.Namespace, port: int, store: Path | None, cache: bool, kill: bool
+    work: Path, args: argparse.Namespace, port: int, store: str | None, cache: bool, kill: bool
 ) -> dict[str, float]:
     prompts = work / "prompts.txt"
     out = work / f"out-{time.monotonic_ns()}"
@@ -81,7 +84,7 @@ def one_run(
 
     options = ["--option", f"request.rate-limit={args.rate}"]
     if store is not None:
-        options += ["--option", f"request.store={store.as_uri()}"]
+        options += ["--option", f"request.store={store}"]
     if cache:
         options += ["--option", "request.cache=1 h"]
     in_flight = 0.0
@@ -128,6 +131,7 @@ def main() -> int:
     p.add_argument("--rate", type=int, default=100, help="prompts per second ('request.rate-limit')")
     p.add_argument("--checkpoint-interval", type=float, default=30.0)
     p.add_argument("--kill-after", type=float, default=25.0, help="seconds after the first completed checkpoint")
+    p.add_argument("--kafka", action="store_true", help="also a killed run with the Kafka store")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="dspark-bench-store-") as tmp:
         work = Path(tmp)
@@ -136,9 +140,18 @@ def main() -> int:
         port = free_port()
         runs = {
             "no store, killed": one_run(work, args, port, None, False, True),
-            "store, killed": one_run(work, args, port, store, False, True),
-            "store + cache, same job again": one_run(work, args, port, store, True, False),
+            "store, killed": one_run(work, args, port, store.as_uri(), False, True),
+            "store + cache, same job again": one_run(work, args, port, store.as_uri(), True, False),
         }
+        if args.kafka:
+            from tests.kafka_broker import Broker
+
+            broker = Broker.start(work / "kafka")
+            try:
+                topic = f"kafka://{broker.bootstrap}/bench-answers"
+                runs["kafka store, killed"] = one_run(work, args, port, topic, False, True)
+            finally:
+                broker.stop()
         stored = sum(f.stat().st_size for f in store.iterdir())
     print(
         f"{args.prompts} prompts at {args.rate}/s, 64 in flight, answers in 200-500 ms, checkpoints every "
@@ -154,6 +167,9 @@ def main() -> int:
     without, with_ = runs["no store, killed"]["paid twice"], runs["store, killed"]["paid twice"]
     print(f"store: {stored / args.prompts:.0f} bytes per response on disk")
     print(f"paid twice with the store / without: {with_:.0f} / {without:.0f} = {with_ / max(without, 1):.3f}")
+    if args.kafka:
+        kafka = runs["kafka store, killed"]["paid twice"]
+        print(f"paid twice with the Kafka store / without: {kafka:.0f} / {without:.0f} = {kafka / max(without, 1):.3f}")
     return 0
 
 

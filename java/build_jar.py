@@ -2,8 +2,12 @@
 
 The package build runs this (java/backend.py); in a checkout, `python java/build_jar.py` rebuilds it. The
 classes compile against the Flink jars that the `apache-flink-libraries` wheel carries (pyflink/lib, /opt),
-which the build installs: no Maven repository is needed. The tests of java/src/test run on JUnit 5, which
-`junit_tests` fetches from Maven Central (deploy/maven/junit.pom.xml); the jar never needs it.
+which the build installs, and kafka-clients (the Kafka response store, io.dspark.vllm.store.KafkaStore): its
+jar, pinned by sha256, is fetched once from Maven Central (DSPARK_VLLM_MAVEN_REPOSITORY, a mirror, else Central)
+into the cache of native/build_native.py (the same function as RE2's tarball) and its classes go into the jar,
+so a TaskManager needs nothing beside it; no Maven is needed. `python java/build_jar.py --kafka-clients-jar DIR`
+puts the pinned jar into DIR (the image build's context: docker/standin/build.sh). The tests of java/src/test
+run on JUnit 5, which `junit_tests` fetches from Maven Central (deploy/maven/junit.pom.xml); the jar never needs it.
 """
 
 from __future__ import annotations
@@ -25,6 +29,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SOURCES = ROOT / "java" / "src" / "main"
 OUTPUT = ROOT / "connector" / "flink" / "jars"
 RELEASE = "11"  # Flink 2.x runs on Java 11, 17 and 21
+# kafka-clients, the version of the tests' broker (deploy/maven/kafka-broker.pom.xml). Apache-2.0. Its classes go
+# into the jar unrelocated; the lz4, snappy and zstd codecs it can use are not bundled (the store produces
+# uncompressed records; gzip is the JDK's).
+KAFKA_CLIENTS = "org/apache/kafka/kafka-clients/4.4.0/kafka-clients-4.4.0.jar"
+KAFKA_CLIENTS_SHA256 = "1ab07317eb6633241392449d329dbdc5d9251e6ffc4926860f42dd966e88bdf9"
+
+
+def _build_native():  # native/build_native.py, for its cache and pinned fetch (one owner of both)
+    spec = importlib.util.spec_from_file_location("dspark_build_native", ROOT / "native" / "build_native.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def kafka_clients_jar() -> Path:
+    """The pinned kafka-clients jar in the cache, fetched from Maven Central (or DSPARK_VLLM_MAVEN_REPOSITORY)."""
+    repository = os.environ.get("DSPARK_VLLM_MAVEN_REPOSITORY") or "https://repo1.maven.org/maven2"
+    url = f"{repository.rstrip('/')}/{KAFKA_CLIENTS}"
+    return _build_native().fetch_pinned(url, KAFKA_CLIENTS_SHA256, "kafka-clients 4.4.0")
 
 
 def flink_jars() -> list[Path]:
@@ -117,7 +140,8 @@ def build() -> Path:
     """Compile the classes and write connector/flink/jars/dspark-vllm-flink-<version>.jar."""
     require_current_contract()
     sources = sorted((SOURCES / "java").rglob("*.java"))
-    classpath = os.pathsep.join(str(j) for j in flink_jars())
+    kafka = kafka_clients_jar()
+    classpath = os.pathsep.join(str(j) for j in [*flink_jars(), kafka])
     with tempfile.TemporaryDirectory(prefix="dspark-vllm-javac-") as tmp:
         classes = Path(tmp)
         command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
@@ -130,12 +154,23 @@ def build() -> Path:
         jar = OUTPUT / f"dspark-vllm-flink-{version()}.jar"
         with zipfile.ZipFile(jar, "w", zipfile.ZIP_DEFLATED) as out:
             out.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\nCreated-By: dspark-vllm\n\n")
+            written = set()
             for tree in (classes, SOURCES / "resources"):
                 for path in sorted(tree.rglob("*")):
                     if path.is_file():
                         out.write(path, path.relative_to(tree).as_posix())
+                        written.add(path.relative_to(tree).as_posix())
             for path in native_files():
                 out.write(path, NATIVE_IN_JAR + path.name)
+            with zipfile.ZipFile(kafka) as clients:
+                for entry in clients.infolist():
+                    name = entry.filename
+                    if entry.is_dir() or name in written or name == "META-INF/MANIFEST.MF":
+                        continue
+                    if name.startswith("META-INF/") and name.endswith((".SF", ".RSA", ".DSA")):
+                        continue
+                    renamed = {"LICENSE": "META-INF/LICENSE-kafka-clients", "NOTICE": "META-INF/NOTICE-kafka-clients"}
+                    out.writestr(renamed.get(name, name), clients.read(name))
     return jar
 
 
@@ -179,7 +214,7 @@ def _compile_tests(classes: Path, junit: bool) -> str:
     Without `junit`, the JUnit tests are left out (the programs of java/src/test need no Maven)."""
     tests = [t for t in sorted(TESTS.rglob("*.java")) if junit or "org.junit" not in t.read_text()]
     sources = sorted((SOURCES / "java").rglob("*.java")) + tests
-    jars = [*flink_jars(), *(junit_jars() if junit else [])]
+    jars = [*flink_jars(), kafka_clients_jar(), *(junit_jars() if junit else [])]
     classpath = os.pathsep.join([str(classes), *(str(j) for j in jars)])
     command = [javac(), "--release", RELEASE, "-nowarn", "-d", str(classes), "-cp", classpath]
     done = subprocess.run([*command, *map(str, sources)], capture_output=True, text=True)
@@ -260,6 +295,9 @@ if __name__ == "__main__":
         print(result.stdout, end="")
         print(result.stderr, end="", file=sys.stderr)
         sys.exit(result.returncode)
+    if sys.argv[1:2] == ["--kafka-clients-jar"] and len(sys.argv) == 3:
+        shutil.copy2(kafka_clients_jar(), sys.argv[2])
+        sys.exit(0)
     if sys.argv[1:2] == ["test"]:  # the JUnit tests; `test NAME`: those whose method name contains NAME
         report = junit_tests(select=sys.argv[2] if len(sys.argv) > 2 else None)
         print(report.output, end="")

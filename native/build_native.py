@@ -102,13 +102,12 @@ def _sha256(path: Path) -> str:
     return digest.hexdigest()
 
 
-def re2_archive() -> Path:
-    """The pinned RE2 tarball in the cache, fetched from the npm registry if it is not there (or not it)."""
+def fetch_pinned(url: str, sha256: str, what: str) -> Path:
+    """The file of `url` in the cache (its last path part), fetched if it is not there (or not it), checked against
+    its pinned `sha256`; where it cannot be fetched, one line naming the file to put there (`what` names it)."""
     cache = cache_dir()
-    registry = os.environ.get("DSPARK_VLLM_NPM_REGISTRY") or "https://registry.npmjs.org"
-    url = f"{registry.rstrip('/')}/{RE2_PATH}"
-    target = cache / RE2_PATH.rsplit("/", 1)[1]
-    if target.is_file() and _sha256(target) == RE2_SHA256:
+    target = cache / url.rsplit("/", 1)[1]
+    if target.is_file() and _sha256(target) == sha256:
         return target
     partial = None
     try:
@@ -117,21 +116,27 @@ def re2_archive() -> Path:
         with os.fdopen(handle, "wb") as out, urllib.request.urlopen(url, timeout=60) as response:
             shutil.copyfileobj(response, out)
         got = _sha256(Path(partial))
-        if got != RE2_SHA256:
-            raise OSError(f"its sha256 is {got}, not the pinned {RE2_SHA256}")
+        if got != sha256:
+            raise OSError(f"its sha256 is {got}, not the pinned {sha256}")
         os.chmod(partial, 0o644)  # (mkstemp's 0600: an image build's context copies it as it is)
         os.replace(partial, target)
         partial = None
     except OSError as exc:
         reason = str(getattr(exc, "reason", None) or exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise SystemExit(
-            f"dspark-vllm: RE2 {RE2_RELEASE} could not be fetched from {url} ({reason}); put that file "
-            f"(sha256 {RE2_SHA256}) into {cache} or set DSPARK_VLLM_CACHE to a folder that has it"
+            f"dspark-vllm: {what} could not be fetched from {url} ({reason}); put that file "
+            f"(sha256 {sha256}) into {cache} or set DSPARK_VLLM_CACHE to a folder that has it"
         ) from None
     finally:
         if partial is not None and os.path.exists(partial):
             os.unlink(partial)
     return target
+
+
+def re2_archive() -> Path:
+    """The pinned RE2 tarball in the cache, fetched from the npm registry if it is not there (or not it)."""
+    registry = os.environ.get("DSPARK_VLLM_NPM_REGISTRY") or "https://registry.npmjs.org"
+    return fetch_pinned(f"{registry.rstrip('/')}/{RE2_PATH}", RE2_SHA256, f"RE2 {RE2_RELEASE}")
 
 
 def re2_dir() -> Path:

@@ -53,13 +53,18 @@ ROUTES = {
 }
 
 
-@pytest.mark.parametrize("store", [False, True], ids=["no-store", "store"])
+@pytest.mark.parametrize("store", ["no-store", "store", pytest.param("kafka-store", marks=pytest.mark.kafka)])
 @pytest.mark.parametrize("route", ROUTES)
-def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path, route, store):
-    """With 'request.store' (issue 31) the restored job answers from the store every prompt answered before the
-    kill: the server receives the prompts plus at most those in flight at the kill (4 on the wire)."""
+def test_no_prompt_is_lost_when_the_taskmanager_dies(request, tmp_path, route, store):
+    """With 'request.store' (issue 31; a folder, or a topic of the session's Kafka broker) the restored job answers
+    from the store every prompt answered before the kill: the server receives the prompts plus at most those in
+    flight at the kill (4 on the wire)."""
     job_file, name, status, error = ROUTES[route]
-    stored = ("--option", f"request.store={(tmp_path / 'store').as_uri()}") if store else ()
+    stored: tuple[str, ...] = ()
+    if store == "store":
+        stored = ("--option", f"request.store={(tmp_path / 'store').as_uri()}")
+    elif store == "kafka-store":
+        stored = ("--option", f"request.store=kafka://{request.getfixturevalue('kafka').bootstrap}/failover-{route}")
     prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
     (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "out"
@@ -106,13 +111,13 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(tmp_path, route, store):
     duplicates = assert_every_prompt_once(rows, prompts, status, error)
     # The kill came mid-run, so some prompts were sent again after the restart.
     assert 0 < sent_before_kill < PROMPTS, sent_before_kill
-    if store:
+    if store != "no-store":
         # Paid twice: only what was in flight at the kill: on the wire (4 at most) or answered and not yet synced
         # to the store (a slot is free once its answer is read, so at most 4 more; a sync takes a few ms).
         # Without the store it is every prompt answered since the checkpoint (30-60 in these runs).
         assert sent_total - PROMPTS <= 4 + 4, (sent_before_kill, sent_total)
     print(
-        f"failover ({route}, {'store' if store else 'no store'}): {PROMPTS} prompts, {len(rows)} rows, "
+        f"failover ({route}, {store}): {PROMPTS} prompts, {len(rows)} rows, "
         f"{duplicates} duplicates, {sent_total - PROMPTS:.0f} paid twice, "
         f"{sent_total:.0f} requests ({sent_before_kill:.0f} before the kill, {committed_before_kill} rows committed), "
         f"{len(history)} failure(s)"

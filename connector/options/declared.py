@@ -214,9 +214,10 @@ REQUEST_TLS_CLIENT_KEY: ConfigOption[str | None] = _option(
 REQUEST_STORE: ConfigOption[str | None] = _option(
     "request.store",
     "string",
-    "A folder of Flink's file systems (e.g. 's3://bucket/responses', 'file:///data/responses') where every "
-    "completed response is kept before its row leaves the request step; a restarted job answers from it what was "
-    "answered before the failure instead of paying for it again (docs/flink.md, 'No answer paid for twice').",
+    "Where every completed response is kept before its row leaves the request step: a folder of Flink's file "
+    "systems (e.g. 's3://bucket/responses', 'file:///data/responses') or a Kafka topic "
+    "('kafka://host:9092,host2:9092/topic', Kafka client settings after '?'); a restarted job answers from it what "
+    "was answered before the failure instead of paying for it again (docs/flink.md, 'No answer paid for twice').",
     group="Request",
 )
 REQUEST_CACHE: ConfigOption[float | None] = _option(

@@ -9,7 +9,8 @@
 #   1. docker/wheels/: `pip wheel` of this project's dependencies and build requirements (to build the
 #      project's own wheel inside the image) for PYTHON, which must be the minor version of the base's
 #      Python (Debian 12: 3.11); pip's cache makes a second run quick. Beside them RE2's pinned tarball
-#      (native/build_native.py --re2-archive, from its cache), which the native core's build takes. The project's wheel itself is not
+#      (native/build_native.py --re2-archive, from its cache), which the native core's build takes, and the
+#      pinned kafka-clients jar (java/build_jar.py --kafka-clients-jar), which the connector jar's build takes. The project's wheel itself is not
 #      there, so that the image layer of the dependencies stays cached while the code changes.
 #   2. (skipped when the image exists) dspark-vllm/standin-base:bookworm: `debootstrap --variant=minbase` from the Debian mirror with
 #      every package the stand-ins and the images need (Java 17 with javac for the connector's jar, g++
@@ -53,6 +54,7 @@ PY
 )
 "$python" -m pip wheel --quiet --wheel-dir "$wheels" -r /dev/stdin <<<"$requirements"
 "$python" native/build_native.py --re2-archive "$wheels"
+"$python" java/build_jar.py --kafka-clients-jar "$wheels"
 took "wheels for $("$python" --version) in $wheels" "$started"
 
 started=$SECONDS

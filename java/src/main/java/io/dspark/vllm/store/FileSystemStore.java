@@ -180,14 +180,27 @@ public final class FileSystemStore implements ResponseStore {
                 done += n;
             }
         }
+        return decode(record, "the record at " + at[1] + " of " + file(id));
+    }
+
+    /**
+     * A record's response ({@link #record}'s layout; the Kafka store's values are records too), or an
+     * IOException naming {@code what} when it is not whole or its CRC does not match.
+     */
+    static Stored decode(byte[] record, String what) throws IOException {
         ByteBuffer b = ByteBuffer.wrap(record);
-        b.getInt();
+        if (record.length < HEADER + FIXED + 4 || b.getInt() != MAGIC) {
+            throw new IOException(what + " is not a response record");
+        }
         int size = b.getInt();
+        if (size < FIXED || HEADER + size + 4 > record.length) {
+            throw new IOException(what + " is cut short");
+        }
         CRC32 crc = new CRC32();
         crc.update(record, HEADER, size);
         b.position(HEADER + size);
         if ((int) crc.getValue() != b.getInt()) {
-            throw new IOException("the record at " + at[1] + " of " + file(id) + " is damaged (CRC)");
+            throw new IOException(what + " is damaged (CRC)");
         }
         b.position(HEADER + KEY_BYTES * 2);
         long storedAt = b.getLong();
@@ -196,6 +209,16 @@ public final class FileSystemStore implements ResponseStore {
         byte[] body = new byte[b.getInt()];
         b.get(body);
         return new Stored(body, status, receivedAt, storedAt);
+    }
+
+    /** A whole record's cache key (its second 32 bytes), for an index. */
+    static byte[] cacheKeyOf(byte[] record) {
+        return java.util.Arrays.copyOfRange(record, HEADER + KEY_BYTES, HEADER + KEY_BYTES * 2);
+    }
+
+    /** A whole record's stored-at time, for an index. */
+    static long storedAtOf(byte[] record) {
+        return ByteBuffer.wrap(record).getLong(HEADER + KEY_BYTES * 2);
     }
 
     @Override

@@ -68,7 +68,7 @@ public final class StoredRequests implements AutoCloseable {
             try {
                 store = open(storeUri, subtask);
             } catch (Exception e) {
-                failed("cannot be opened", storeUri, e);
+                failed("cannot be opened", storeUri.split("\\?", 2)[0], e); // (a query may hold secrets)
             }
         }
     }
@@ -81,8 +81,9 @@ public final class StoredRequests implements AutoCloseable {
         this.store = store;
     }
 
+    /** The store 'request.store' names: a Kafka topic ({@code kafka://...}), else a folder of Flink's file systems. */
     static ResponseStore open(String uri, int subtask) throws Exception {
-        return new FileSystemStore(uri, subtask);
+        return uri.startsWith("kafka://") ? new KafkaStore(uri) : new FileSystemStore(uri, subtask);
     }
 
     /** One line, once per request step: the store failed; the requests are sent as without it. */

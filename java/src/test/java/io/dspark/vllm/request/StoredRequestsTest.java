@@ -109,4 +109,33 @@ final class StoredRequestsTest {
             assertEquals(0, web.posts().size());
         }
     }
+
+    /** A Kafka store whose broker is down when the step opens: said once in one line, every row answered. */
+    @Test
+    void aKafkaStoreDownAtOpenIsOneLineAndCostsNoRow() throws Exception {
+        int closed;
+        try (java.net.ServerSocket s = new java.net.ServerSocket(0, 1, java.net.InetAddress.getLoopbackAddress())) {
+            closed = s.getLocalPort(); // nothing listens there once closed
+        }
+        String uri = "kafka://127.0.0.1:" + closed + "/answers";
+        java.io.PrintStream err = System.err;
+        java.io.ByteArrayOutputStream said = new java.io.ByteArrayOutputStream();
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            System.setErr(new java.io.PrintStream(said, true, "UTF-8"));
+            try (StoredRequests requests = new StoredRequests(new Requester(of(spec(web.base))), uri, 0, 0)) {
+                for (int i = 0; i < 3; i++) {
+                    StoredRequests.Answer a = get(requests.send("question", "row-" + i));
+                    assertTrue(a.outcome.ok(), a.outcome.error);
+                    assertFalse(a.cached);
+                }
+                assertEquals(3, web.posts().size());
+                assertEquals(1, requests.storeFailures());
+            } finally {
+                System.setErr(err);
+            }
+        }
+        String[] lines = said.toString("UTF-8").split("\n");
+        assertEquals(1, lines.length, said.toString("UTF-8"));
+        assertTrue(lines[0].startsWith("dspark-vllm: the response store '" + uri + "' cannot be opened ("), lines[0]);
+    }
 }
