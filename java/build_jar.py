@@ -127,18 +127,9 @@ def version() -> str:
     raise SystemExit("dspark-vllm: no version in pyproject.toml")
 
 
-def require_current_contract() -> None:
-    """The files generated from native/contract.py (the core's codes, versions and kinds for C, Python and Java)
-    must match it: a build from a stale one stops with one line saying how to regenerate them."""
-    spec = importlib.util.spec_from_file_location("dspark_native_contract", ROOT / "native" / "contract.py")
-    contract = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(contract)
-    contract.require_current()
-
-
 def build() -> Path:
     """Compile the classes and write connector/flink/jars/dspark-vllm-flink-<version>.jar."""
-    require_current_contract()
+    _build_native().require_current_contract()  # the core's generated contract files, current
     sources = sorted((SOURCES / "java").rglob("*.java"))
     kafka = kafka_clients_jar()
     classpath = os.pathsep.join(str(j) for j in [*flink_jars(), kafka])
