@@ -69,3 +69,14 @@ def test_no_import_circle_in_the_package():
 
 def test_the_check_finds_a_circle():
     assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_flink_packages_lazy_face_lists_what_env_exports():
+    """connector.flink names env's functions without importing pyflink (the planner runs without it): its list
+    is a second copy of env's, so the two must agree, or a name is missing or fails on first use."""
+    import connector.flink
+    from connector.flink import env
+
+    assert set(connector.flink.__all__) == set(env.__all__) - {"JAR_DIR"}
+    for name in connector.flink.__all__:
+        assert getattr(connector.flink, name) is getattr(env, name)
