@@ -8,7 +8,8 @@ Group `dspark` of each operator:
 - request, registered on the JVM by `io.dspark.vllm.flink.RequestStep`: counters `numRequests`, `numResponses`
   (a body came back), `numRequestsFailed`, `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
-  1,000 requests).
+  1,000 requests); with 'request.store': `numAnsweredFromStore`, `numAnsweredFromCache`, `numTokensSaved`,
+  `numStored`, `numStoreFailures`, `storePutMsP50`, `storePutMsP99` (the last 1,000 puts).
 
 Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
 reporter shows a meter as its rate.

@@ -53,7 +53,7 @@ final class ParseBatch implements Serializable {
     private transient Counter bytes;
     private transient Counter batches;
     private transient Counter fallbacks;
-    private transient RequestStep.Recent parseTimes;
+    private transient io.dspark.vllm.request.Recent parseTimes;
     private transient double lastMillis;
 
     ParseBatch(
@@ -89,7 +89,7 @@ final class ParseBatch implements Serializable {
         batches = group.counter("numBatches");
         group.meter("numRecordsInPerSecond", new MeterView(bodies, 60));
         group.meter("numRecordsOutPerSecond", new MeterView(parsed, 60));
-        parseTimes = new RequestStep.Recent(100);
+        parseTimes = new io.dspark.vllm.request.Recent(100);
         group.gauge("parseTimeMsP50", () -> parseTimes.percentile(50));
         group.gauge("parseTimeMsP99", () -> parseTimes.percentile(99));
         group.gauge("lastBatchParseTimeMs", () -> (long) lastMillis);

@@ -12,7 +12,8 @@ import org.apache.flink.metrics.MetricGroup;
  * The request step's metrics, group {@code dspark}, for the table's {@link RequestStep} and the model's
  * {@link ModelPredictFunction}: numRequests, numResponses, numRequestsFailed, numRetries, numBytesIn,
  * numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled, latencyMsP50/P95/P99; with a response store
- * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures.
+ * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures,
+ * storePutMsP50/P99 (a put's time until its record is durable: what the store adds before a row leaves).
  */
 final class RequestMetrics {
     private final Counter requests;
@@ -20,7 +21,7 @@ final class RequestMetrics {
     private final Counter failed;
     private final Counter retries;
     private final Counter bytes;
-    private final RequestStep.Recent latencies = new RequestStep.Recent(1000);
+    private final io.dspark.vllm.request.Recent latencies = new io.dspark.vllm.request.Recent(1000);
 
     RequestMetrics(MetricGroup operatorGroup, StoredRequests answers) {
         Requester requester = answers.requester();
@@ -30,6 +31,8 @@ final class RequestMetrics {
         group.gauge("numTokensSaved", answers::tokensSaved);
         group.gauge("numStored", answers::stored);
         group.gauge("numStoreFailures", answers::storeFailures);
+        group.gauge("storePutMsP50", () -> answers.putMs(50));
+        group.gauge("storePutMsP99", () -> answers.putMs(99));
         requests = group.counter("numRequests");
         responses = group.counter("numResponses");
         failed = group.counter("numRequestsFailed");

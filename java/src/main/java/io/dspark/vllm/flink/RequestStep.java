@@ -6,11 +6,16 @@ import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.streaming.api.functions.async.ResultFuture;
 import org.apache.flink.streaming.api.functions.async.RichAsyncFunction;
 import org.apache.flink.types.Row;
@@ -31,7 +36,7 @@ import java.util.List;
  * numRequestsFailed, numRetries, numBytesIn, numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled,
  * latencyMsP50/P95/P99.
  */
-final class RequestStep extends RichAsyncFunction<Row, Row> {
+final class RequestStep extends RichAsyncFunction<Row, Row> implements CheckpointedFunction {
     private static final long serialVersionUID = 1L;
     // The row this step makes, as contract.REQUEST_COLUMNS declares it (name, Flink SQL type): checked against
     // the plan in the constructor, so the two sides cannot drift apart.
@@ -63,7 +68,11 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     private final String store; // 'request.store', or null
     private final long cacheTtlMs; // 'request.cache', or 0
 
+    private final long marginMs; // the async operator's timeout and a minute: no row stays in it longer
+
     private transient StoredRequests requests;
+    private transient ListState<String> storePositions; // a Kafka store's, union: every subtask's after a restore
+    private transient java.util.Map<Integer, Long> restoredPositions;
     private transient RequestMetrics metrics;
 
     RequestStep(JsonNode request) {
@@ -85,13 +94,37 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
         JsonNode stored = request.path("store");
         this.store = stored.isObject() ? stored.get("uri").asText() : null;
         this.cacheTtlMs = stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0;
+        this.marginMs = request.get("timeout_ms").asLong() + 60_000;
+    }
+
+    /**
+     * A Kafka store's positions in the checkpoint (union state, {@link StoredRequests#checkpointEntry}): a restored
+     * step reads the topic from the lowest of them, not whole. Flink's async operator hands a function that
+     * implements {@link CheckpointedFunction} its state (AbstractUdfStreamOperator), before {@link #open}.
+     */
+    @Override
+    public void initializeState(FunctionInitializationContext context) throws Exception {
+        storePositions = context.getOperatorStateStore().getUnionListState(
+                new ListStateDescriptor<>("dspark-vllm response store positions", String.class));
+        if (context.isRestored() && store != null) {
+            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store);
+        }
+    }
+
+    @Override
+    public void snapshotState(FunctionSnapshotContext context) throws Exception {
+        storePositions.clear();
+        String entry = requests == null ? null : requests.checkpointEntry(marginMs);
+        if (entry != null) {
+            storePositions.add(entry);
+        }
     }
 
     @Override
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
         requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
-                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
@@ -172,33 +205,6 @@ final class RequestStep extends RichAsyncFunction<Row, Row> {
     public void close() throws Exception {
         if (requests != null) {
             requests.close();
-        }
-    }
-
-    /** The latest latencies, for percentiles. */
-    static final class Recent {
-        private final double[] values;
-        private int next;
-        private int size;
-
-        Recent(int capacity) {
-            values = new double[capacity];
-        }
-
-        synchronized void add(double value) {
-            values[next] = value;
-            next = (next + 1) % values.length;
-            size = Math.min(size + 1, values.length);
-        }
-
-        synchronized double percentile(double p) {
-            if (size == 0) {
-                return 0.0;
-            }
-            double[] sorted = Arrays.copyOf(values, size);
-            Arrays.sort(sorted);
-            int index = (int) Math.ceil(p / 100.0 * size) - 1;
-            return sorted[Math.max(0, Math.min(size - 1, index))];
         }
     }
 }
