@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
@@ -25,26 +26,26 @@ final class RequestMetrics {
 
     RequestMetrics(MetricGroup operatorGroup, StoredRequests answers) {
         Requester requester = answers.requester();
-        MetricGroup group = operatorGroup.addGroup("dspark");
-        group.gauge("numAnsweredFromStore", answers::answeredFromStore);
-        group.gauge("numAnsweredFromCache", answers::answeredFromCache);
-        group.gauge("numTokensSaved", answers::tokensSaved);
-        group.gauge("numStored", answers::stored);
-        group.gauge("numStoreFailures", answers::storeFailures);
-        group.gauge("storePutMsP50", () -> answers.putMs(50));
-        group.gauge("storePutMsP99", () -> answers.putMs(99));
-        requests = group.counter("numRequests");
-        responses = group.counter("numResponses");
-        failed = group.counter("numRequestsFailed");
-        retries = group.counter("numRetries");
-        bytes = group.counter("numBytesIn");
-        group.meter("numResponsesPerSecond", new MeterView(responses, 60));
-        group.gauge("inFlight", requester::inFlight);
-        group.gauge("concurrencyLimit", requester::concurrencyLimit);
-        group.gauge("numThrottled", requester::throttled);
-        group.gauge("latencyMsP50", () -> latencies.percentile(50));
-        group.gauge("latencyMsP95", () -> latencies.percentile(95));
-        group.gauge("latencyMsP99", () -> latencies.percentile(99));
+        MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
+        group.gauge(PlanContract.NUM_ANSWERED_FROM_STORE, answers::answeredFromStore);
+        group.gauge(PlanContract.NUM_ANSWERED_FROM_CACHE, answers::answeredFromCache);
+        group.gauge(PlanContract.NUM_TOKENS_SAVED, answers::tokensSaved);
+        group.gauge(PlanContract.NUM_STORED, answers::stored);
+        group.gauge(PlanContract.NUM_STORE_FAILURES, answers::storeFailures);
+        group.gauge(PlanContract.STORE_PUT_MS_P50, () -> answers.putMs(50));
+        group.gauge(PlanContract.STORE_PUT_MS_P99, () -> answers.putMs(99));
+        requests = group.counter(PlanContract.NUM_REQUESTS);
+        responses = group.counter(PlanContract.NUM_RESPONSES);
+        failed = group.counter(PlanContract.NUM_REQUESTS_FAILED);
+        retries = group.counter(PlanContract.NUM_RETRIES);
+        bytes = group.counter(PlanContract.NUM_BYTES_IN);
+        group.meter(PlanContract.NUM_RESPONSES_PER_SECOND, new MeterView(responses, 60));
+        group.gauge(PlanContract.IN_FLIGHT, requester::inFlight);
+        group.gauge(PlanContract.CONCURRENCY_LIMIT, requester::concurrencyLimit);
+        group.gauge(PlanContract.NUM_THROTTLED, requester::throttled);
+        group.gauge(PlanContract.LATENCY_MS_P50, () -> latencies.percentile(50));
+        group.gauge(PlanContract.LATENCY_MS_P95, () -> latencies.percentile(95));
+        group.gauge(PlanContract.LATENCY_MS_P99, () -> latencies.percentile(99));
     }
 
     void sent() {

@@ -1,6 +1,7 @@
 package io.dspark.vllm.flink;
 
 import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
@@ -20,7 +21,6 @@ import org.apache.flink.streaming.api.functions.async.ResultFuture;
 import org.apache.flink.streaming.api.functions.async.RichAsyncFunction;
 import org.apache.flink.types.Row;
 
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -38,14 +38,10 @@ import java.util.List;
  */
 final class RequestStep extends RichAsyncFunction<Row, Row> implements CheckpointedFunction {
     private static final long serialVersionUID = 1L;
-    // The row this step makes, as contract.REQUEST_COLUMNS declares it (name, Flink SQL type): checked against
-    // the plan in the constructor, so the two sides cannot drift apart.
-    static final List<String> COLUMNS =
-            Arrays.asList(
-                    "_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts",
-                    "_request_error", "_received_ms", "_request_key", "_cached");
-    static final List<String> TYPES =
-            Arrays.asList("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT", "STRING", "BOOLEAN");
+    // The row this step makes, as contract.REQUEST_COLUMNS declares it (generated into PlanContract); checked
+    // against the plan in the constructor, so a plan of another release is refused.
+    static final List<String> COLUMNS = PlanContract.REQUEST_COLUMN_NAMES;
+    static final List<String> TYPES = PlanContract.REQUEST_COLUMN_TYPES;
 
     /** The rows this step makes, for the operator that runs it. */
     static TypeInformation<Row> rowType() {
@@ -172,7 +168,7 @@ final class RequestStep extends RichAsyncFunction<Row, Row> implements Checkpoin
         requests.send(text == null ? "" : text, id).whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
                 answer = new StoredRequests.Answer(new Outcome(null, null, 0.0, 0,
-                        "request: internal error (" + bug + ")", "request", System.currentTimeMillis()), null, false);
+                        "request: internal error (" + bug + ")", PlanContract.REQUEST, System.currentTimeMillis()), null, false);
             }
             complete(text, id, answer.outcome, answer.key, answer.cached, result);
         });
@@ -196,7 +192,7 @@ final class RequestStep extends RichAsyncFunction<Row, Row> implements Checkpoin
     public void timeout(Row prompt, ResultFuture<Row> result) {
         // A backstop only: the operator's timeout is longer than any request's deadline.
         Outcome outcome = new Outcome(null, null, 0.0, 0,
-                "timeout: the request step did not answer within the operator's timeout", "timeout",
+                "timeout: the request step did not answer within the operator's timeout", PlanContract.TIMEOUT,
                 System.currentTimeMillis());
         complete((String) prompt.getField(0), (String) prompt.getField(1), outcome, null, false, result);
     }
