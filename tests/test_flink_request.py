@@ -9,7 +9,7 @@ Each row is checked one by one on both routes: every input exactly once, as a ro
 the request's metadata, and the answer's typed columns equal to what a plain client gets from a clean
 simulator. What only one face has (ordered output of a table, unbounded 'prompts.rate'; a model's input
 columns, windows, plan) is tested here on the same job where it can be; tests/test_flink_model.py holds the
-model's own jobs (planning refusals, a .sql file, 'fail-job').
+model's own jobs (planning refusals, a .sql file, 'fail-job'). The model's DDL is tests/flink_support.model_ddl.
 """
 
 from __future__ import annotations
@@ -166,12 +166,12 @@ def job(tmp_path_factory):
         for route in ROUTES:
             expected[route] = dict(zip(sample, client.send_all(payloads[route]), strict=True))
         client.close()
-    model_rows = read_json_dir(out / "model")
+    table_rows = read_json_dir(out / "table")
     return {
         "input": inputs,
-        "rows": {"table": read_json_dir(out / "table"), "model": model_rows},
+        "rows": {"table": table_rows, "model": read_json_dir(out / "model")},
         # the rows in the order they left an unordered request step, where no watermark stands between them
-        "order": {"table": read_json_dir(out / "table"), "model": read_json_dir(out / "order")},
+        "order": {"table": table_rows, "model": read_json_dir(out / "order")},
         "ordered": read_json_dir(out / "ordered"),
         "windows": read_json_dir(out / "windows"),
         "stats": stats,
