@@ -3,7 +3,7 @@
 The request step through a model and through a request-mode table is one suite over both routes, on one job:
 tests/test_flink_request.py (every input once, metadata, error rows, a plain client's answers, unordered
 output; and a model's input columns, plan and event-time windows). Here: what is refused when a model is
-planned, a .sql file through `dspark-vllm sql`, and 'request.on-failure' = 'fail-job'.
+planned and a .sql file through `dspark-vllm sql`.
 """
 
 from __future__ import annotations
@@ -106,27 +106,3 @@ def test_a_sql_file_through_dspark_vllm_sql(tmp_path):
             assert row["id"].startswith("chatcmpl-") and 1 <= row["tokens"] <= 10  # 5 a choice
             # 'request.n' = '2': one row whose list columns hold both choices, as in a table
             assert row["n"] == 2 and len(row["choices"]) == 2 and row["choices"][0] == row["content"]
-
-
-def test_fail_job_fails_the_job_on_a_failed_request():
-    """'request.on-failure' = 'fail-job': a request that failed for good fails the job (which restarts from its
-    checkpoint by its restart strategy; none here), instead of giving an error row."""
-    from connector.flink import local_environment
-
-    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=2, faults={"500": 1.0}) as sim:
-        _, t_env = local_environment()
-        t_env.execute_sql(
-            "CREATE TEMPORARY TABLE qs (q STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '3', "
-            "'fields.q.length' = '8')"
-        )
-        t_env.execute_sql(
-            "CREATE TEMPORARY MODEL strict INPUT (q STRING) OUTPUT (id STRING, `error.reason` STRING) WITH ("
-            f"'provider' = 'dspark-vllm', 'endpoint' = '{sim.url}', 'model' = 'm', 'request.retry.max-attempts' = '1', "
-            "'request.on-failure' = 'fail-job')"
-        )
-        t_env.execute_sql("CREATE TEMPORARY TABLE out_rows (id STRING, reason STRING) WITH ('connector' = 'blackhole')")
-        result = t_env.execute_sql(
-            "INSERT INTO out_rows SELECT id, `error.reason` FROM ML_PREDICT(TABLE qs, MODEL strict, DESCRIPTOR(q))"
-        )
-        with pytest.raises(Exception, match="failed for good \\('request.on-failure' = 'fail-job'\\)"):
-            result.wait()

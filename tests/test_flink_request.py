@@ -9,7 +9,7 @@ Each row is checked one by one on both routes: every input exactly once, as a ro
 the request's metadata, and the answer's typed columns equal to what a plain client gets from a clean
 simulator. What only one face has (ordered output of a table, unbounded 'prompts.rate'; a model's input
 columns, windows, plan) is tested here on the same job where it can be; tests/test_flink_model.py holds the
-model's own jobs (planning refusals, a .sql file, 'fail-job'). The model's DDL is tests/flink_support.model_ddl.
+model's own jobs (planning refusals, a .sql file). The model's DDL is tests/flink_support.model_ddl.
 """
 
 from __future__ import annotations
@@ -255,6 +255,42 @@ def test_rows_leave_in_completion_order(job, route):
     assert order != sorted(order)
     # some row after a slow one in the input left before it
     assert any(order.index(m) < order.index(s) for s in slow for m in range(s + 1, N)), order
+
+
+@pytest.mark.parametrize("route", ROUTES)
+def test_fail_job_fails_the_job_on_a_failed_request(route, tmp_path):
+    """'request.on-failure' = 'fail-job': a request that failed for good fails the job (which restarts from its
+    checkpoint by its restart strategy; none here), instead of giving an error row. A job of its own per route:
+    the failure of either would fail a job that held both."""
+    from connector.flink import local_environment
+
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=2, faults={"500": 1.0}) as sim:
+        _, t_env = local_environment()
+        options = (
+            f"'endpoint' = '{sim.url}', 'model' = 'm', 'request.retry.max-attempts' = '1', "
+            "'request.on-failure' = 'fail-job'"
+        )
+        if route == "table":
+            (tmp_path / "prompts.txt").write_text("".join(line(i) + "\n" for i in range(3)))
+            t_env.execute_sql(
+                "CREATE TEMPORARY TABLE failing (id STRING, reason STRING METADATA FROM 'error.reason' VIRTUAL) "
+                f"WITH ('connector' = 'dspark-vllm', 'prompts.path' = '{tmp_path / 'prompts.txt'}', {options})"
+            )
+            select = "SELECT id, reason FROM failing"
+        else:
+            t_env.execute_sql(
+                "CREATE TEMPORARY TABLE qs (q STRING) WITH ('connector' = 'datagen', 'number-of-rows' = '3', "
+                "'fields.q.length' = '8')"
+            )
+            t_env.execute_sql(
+                "CREATE TEMPORARY MODEL strict INPUT (q STRING) OUTPUT (id STRING, `error.reason` STRING) WITH ("
+                f"'provider' = 'dspark-vllm', {options})"
+            )
+            select = "SELECT id, `error.reason` FROM ML_PREDICT(TABLE qs, MODEL strict, DESCRIPTOR(q))"
+        t_env.execute_sql("CREATE TEMPORARY TABLE out_rows (id STRING, reason STRING) WITH ('connector' = 'blackhole')")
+        result = t_env.execute_sql(f"INSERT INTO out_rows {select}")
+        with pytest.raises(Exception, match="failed for good \\('request.on-failure' = 'fail-job'\\)"):
+            result.wait()
 
 
 # --- what one face has ----------------------------------------------------------------------------------
