@@ -4,11 +4,11 @@ The core is a plain shared library (no Python in it), loaded with ctypes, so one
 version and the same entry point serves the JVM (issue 18). `Plan.of(...)` writes the versioned plan
 document the core reads; `read(plan, data, offsets)` returns the core's struct array: the plan's columns, the
 content properties' columns, `verdict` (per body: 0 a row, else the category of its error), `reason` and
-`field` (the exact path's, byte for byte) and, with content properties, `content_verdict` (see `CONTENT_*`)
-and `content_error`. That is with the plan's "explain" (the default here); without it the core gives only
-verdicts for what its fast pass leaves (and no reasons), for a caller that decides those itself. Arrays come
-through the Arrow C data interface: pyarrow takes the core's buffers as they are, and frees them through the
-core's release callbacks.
+`field` (the reference path's, tests/oracle, byte for byte) and, with content properties, `content_verdict`
+(see `CONTENT_*`) and `content_error`. That is with the plan's "explain" (the default here); without it the
+core gives only verdicts for what its fast pass leaves (and no reasons), for a caller that decides those
+itself. Arrays come through the Arrow C data interface: pyarrow takes the core's buffers as they are, and frees
+them through the core's release callbacks.
 """
 
 from __future__ import annotations
@@ -171,8 +171,8 @@ class NativePlan:
     ) -> NativePlan:
         """`max_column_bytes`: below Arrow's 2 GiB only to test that a batch is then read in parts. `explain`:
         the core decides every body (a row, or the reason and field of its error) and every content (its
-        values and content_error), as the exact path would; without it, what its fast pass leaves gets a
-        verdict and nulls."""
+        values and content_error), as the reference path (tests/oracle) would; without it, what its fast pass
+        leaves gets a verdict and nulls."""
         names = [c.name for c in columns]
         plan: dict[str, object] = {
             "version": PLAN_VERSION,
