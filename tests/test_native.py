@@ -489,7 +489,7 @@ def test_a_batch_the_core_cannot_read_is_error_rows_not_a_failed_batch(
     bodies = [encode(chat()), b"{", None, encode(chat(model=5))]
     with caplog.at_level("ERROR"):
         result = parse_batch(bodies, "openai", backend, columns=["model"])  # type: ignore[arg-type]
-    assert "the native core could not read a batch" in caplog.text
+    assert "the native core could not read" in caplog.text and "Traceback" not in caplog.text
     # On gpu libcudf read body 1; the core was given bodies 2 (not JSON) and 4 (a number for a string).
     failed = [2, 4] if on != "cpu" else [1, 2, 4]
     assert result.table.column("line").to_pylist() == ([1] if on != "cpu" else [])
@@ -503,6 +503,34 @@ def test_a_batch_the_core_cannot_read_is_error_rows_not_a_failed_batch(
             "internal error (the native core could not read this body: native parser core: "
         )
         assert reasons[line].endswith("); please report it with this body")
+
+
+@pytest.mark.parametrize("on", ["cpu", "gpu-emulated"])
+def test_a_body_the_core_cannot_read_even_alone_costs_only_its_own_row(on: str, monkeypatch: pytest.MonkeyPatch):
+    """A call the core cannot finish for its output or memory (here a column over the plan's max_column_bytes;
+    in production a std::bad_alloc of the slow path) is made again in halves down to the one body, which alone
+    is an error row, in the JVM parse step's words (tests/test_java_native.py). Before, the whole batch took
+    the Python exact path, which no longer runs. On gpu the bodies' free-text contents send them to the core."""
+    import dataclasses
+
+    import connector.decode.batch as batch
+    from connector.decode.backends import GpuBackend
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    def small(profile, columns=None):
+        plan = plan_for(profile, columns)
+        limited = native.NativePlan.of(plan.columns, plan.created_unit, plan.properties, max_column_bytes=1000)
+        return dataclasses.replace(plan, native=limited)
+
+    monkeypatch.setattr(batch, "plan_for", small)
+    backend = "cpu" if on == "cpu" else GpuBackend(EmulatedLibcudfReader())
+    bodies = [encode(chat(id=i, choices=[choice("free text")])) for i in ("a", "x" * 5000, "b", "c")]
+    result = parse_batch(bodies, "coder", backend, columns=["id", "content_error"])
+    assert result.table.column("id").to_pylist() == ["a", "b", "c"]
+    assert result.errors.column("line").to_pylist() == [2]
+    reason = result.errors.column("reason")[0].as_py()
+    assert reason.startswith("internal error (the native core could not read this body: native parser core: ")
+    assert reason.endswith("); please report it with this body")
 
 
 def test_columns_on_every_backend_are_those_of_the_whole_table(backend):

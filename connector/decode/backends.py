@@ -50,6 +50,8 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 BACKENDS = ("auto", "cpu", "gpu")
+# How an error row of ours (a defect, not the body's fault) ends.
+REPORT = "please report it with this body"
 
 
 @dataclass(frozen=True)
@@ -66,12 +68,13 @@ class Bodies:
 class BodiesRead:
     """What a backend decided: rows for the bodies at `positions` (input order or not), error rows for those at
     `rejected`; together every body but `Bodies.not_bodies` (a body in neither is a defect of ours, which
-    `parse_batch` makes an "internal error" row, with `failed` saying why when the backend knows).
+    `parse_batch` makes an "internal error" row).
 
     `columns`: the plan's body columns, one value per position. `content` and `content_errors`: the content
     columns of those rows (when the plan has content properties). `reasons` and `fields`: one per rejected
-    position. `core`: bodies the gpu backend handed to the native core (what libcudf left), `content_core`
-    those of them handed over only for their content. `timings`: seconds by stage.
+    position (a body the core could not read even alone is one: "internal error (...)"). `core`: bodies the
+    gpu backend handed to the native core (what libcudf left), `content_core` those of them handed over only
+    for their content. `timings`: seconds by stage.
     """
 
     positions: np.ndarray
@@ -81,7 +84,6 @@ class BodiesRead:
     rejected: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     reasons: list[str] = field(default_factory=list)
     fields: list[str | None] = field(default_factory=list)
-    failed: str | None = None
     reads: int = 0
     core: int = 0
     content_core: int = 0
@@ -110,15 +112,45 @@ def _nothing(plan: Plan) -> BodiesRead:
     return read
 
 
+def _merged(plan: Plan, parts: list[BodiesRead]) -> BodiesRead:
+    """The reads of parts of a batch as one (positions and rows in the parts' order)."""
+    read = BodiesRead(
+        np.concatenate([p.positions for p in parts]),
+        {c.name: pa.concat_arrays([p.columns[c.name] for p in parts]) for c in plan.columns},
+        rejected=np.concatenate([p.rejected for p in parts]),
+        reasons=[r for p in parts for r in p.reasons],
+        fields=[f for p in parts for f in p.fields],
+    )
+    if plan.properties:
+        read.content = {p.name: pa.concat_arrays([part.content[p.name] for part in parts]) for p in plan.properties}  # type: ignore[index]
+        read.content_errors = pa.concat_arrays([part.content_errors for part in parts])  # type: ignore[misc]
+    return read
+
+
 def _by_core(plan: Plan, data: pa.Buffer | bytes, offsets: np.ndarray, positions: np.ndarray) -> BodiesRead:
     """The native core's decision on the bodies `data[offsets[k]:offsets[k + 1]]`, whose input positions are
-    `positions` (one call; with the plan's "explain" the core decides every body and every content)."""
+    `positions` (one call; with the plan's "explain" the core decides every body and every content).
+
+    A call the core cannot finish for its size or its memory is made again in halves, down to one body, which
+    alone is an error row saying why (as the JVM's parse step does): one body never costs its batch. A call it
+    refuses otherwise (a plan of ours it does not take: a defect) makes all its bodies such error rows."""
     try:
         out = native.read(plan.native, data, offsets)
-    except RuntimeError as exc:  # a defect of ours (the core refused our plan): these bodies are error rows
-        log.exception("the native core could not read a batch of %d bodies", len(positions))
+    except native.CoreFailed as exc:
+        if exc.fewer and len(positions) > 1:
+            half = len(positions) // 2
+            return _merged(
+                plan,
+                [
+                    _by_core(plan, data, offsets[: half + 1], positions[:half]),
+                    _by_core(plan, data, offsets[half:], positions[half:]),
+                ],
+            )
+        log.error("the native core could not read %d bodies: %s", len(positions), exc)
         read = _nothing(plan)
-        read.failed = str(exc)
+        read.rejected = np.asarray(positions, np.int64)
+        read.reasons = [f"internal error (the native core could not read this body: {exc}); {REPORT}"] * len(positions)
+        read.fields = [None] * len(positions)
         return read
     # The core's own columns follow the plan's columns and properties, by position (native/dspark_core.h): a
     # property may have one of their names ("reason", "verdict", ...), so none is looked up by name.
@@ -208,21 +240,28 @@ class GpuBackend:
         flatten_started = time.perf_counter()
         values, left = flatten(parsed, plan.columns, plan.created_unit)
         content_started = time.perf_counter()
+        # The contents of the rows flatten decided (the others go to the core whole anyway).
+        keep = ~left
         content: dict[str, pa.Array] = {}
         content_errors = pa.nulls(0, pa.string())
-        content_left = np.zeros(len(good), bool)
+        content_left = np.zeros(int(keep.sum()), bool)
         if plan.properties:
             assert plan.content_column is not None
+            contents = values[plan.content_column]
             content, content_errors, content_left, content_reads = _read_contents(
-                values[plan.content_column], plan.properties, self.reader
+                contents if keep.all() else contents.filter(pa.array(keep)), plan.properties, self.reader
             )
             reads += content_reads
+            keep[np.flatnonzero(keep)[content_left]] = False
         core_started = time.perf_counter()
-        keep = ~(left | content_left)
         mask = None if keep.all() else pa.array(keep)
+        content_mask = None if not content_left.any() else pa.array(~content_left)
 
         def kept(array: pa.Array) -> pa.Array:
             return array if mask is None else array.filter(mask)
+
+        def content_kept(array: pa.Array) -> pa.Array:
+            return array if content_mask is None else array.filter(content_mask)
 
         # What libcudf left, in input order: the bodies it did not read, and those whose values or content it
         # did not decide. The not-bodies are left to `parse_batch`.
@@ -238,23 +277,12 @@ class GpuBackend:
             by_core = _by_core(plan, b"".join(raw[i] for i in to_core.tolist()), offsets, to_core)
         else:
             by_core = _nothing(plan)
-        read = BodiesRead(
-            np.concatenate([good[keep], by_core.positions]),
-            {c.name: pa.concat_arrays([kept(values[c.name]), by_core.columns[c.name]]) for c in plan.columns},
-            rejected=by_core.rejected,
-            reasons=by_core.reasons,
-            fields=by_core.fields,
-            failed=by_core.failed,
-            reads=reads,
-            core=len(to_core),
-            content_core=int((content_left & ~left).sum()),
-        )
+        by_gpu = BodiesRead(good[keep], {c.name: kept(values[c.name]) for c in plan.columns})
         if plan.properties:
-            assert by_core.content is not None and by_core.content_errors is not None
-            read.content = {
-                p.name: pa.concat_arrays([kept(content[p.name]), by_core.content[p.name]]) for p in plan.properties
-            }
-            read.content_errors = pa.concat_arrays([kept(content_errors), by_core.content_errors])
+            by_gpu.content = {p.name: content_kept(content[p.name]) for p in plan.properties}
+            by_gpu.content_errors = content_kept(content_errors)
+        read = _merged(plan, [by_gpu, by_core])
+        read.reads, read.core, read.content_core = reads, len(to_core), int(content_left.sum())
         read.timings = {
             "screen_s": read_started - started,
             "read_s": flatten_started - read_started,

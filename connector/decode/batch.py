@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.backends import Backend, Bodies, select_backend
+from connector.decode.backends import REPORT, Backend, Bodies, select_backend
 from connector.decode.plan import Plan, plan_for
 from connector.profiles import Profile, load_profile
 from connector.strict import MAX_BODY_BYTES
@@ -73,7 +73,6 @@ class ParseResult:
     stats: dict[str, float] = field(default_factory=dict)
 
 
-_REPORT = "please report it with this body"
 INLINE_ERROR_FIELDS = (pa.field("error_reason", pa.string()), pa.field("error_field", pa.string()))
 
 
@@ -226,17 +225,16 @@ def _parse(
         "field": list(read.fields),
         "body": [given(i) for i in read.rejected.tolist()],
     }
-    # What the backend did not decide: what is not a body, and (a defect of ours) bodies the core failed on.
+    # What the backend did not decide: what is not a body, and (a defect of ours) a body it gave no verdict.
     undecided = np.setdiff1d(np.arange(n), np.concatenate([read.positions, read.rejected]), assume_unique=True)
     if len(undecided):
-        failed = read.failed or "no verdict"
         for i in undecided.tolist():
             errors["line"].append(first_line + i)
             if i in not_bodies:
                 errors["reason"].append(f"not a body: got {type(bodies[start + i]).__name__} (give bytes or str)")
             else:
                 errors["reason"].append(
-                    f"internal error (the native core could not read this body: {failed}); {_REPORT}"
+                    f"internal error (the {chosen.name} backend gave no verdict for this body); {REPORT}"
                 )
             errors["field"].append(None)
             errors["body"].append(given(i))
