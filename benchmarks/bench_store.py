@@ -6,19 +6,20 @@
     python benchmarks/bench_store.py --route ml_predict  # the same through ML_PREDICT (jobs/enrich.py)
 
 On a standalone cluster (jobs/standalone_cluster.sh) jobs/responses.py (or, with `--route ml_predict`,
-jobs/enrich.py: the prompts as rows through ML_PREDICT with a 'dspark-vllm' model, the same options) sends `--prompts` distinct prompts from a
-file ('request.rate-limit' = `--rate`, 64 in flight) to the simulator (answers in 200-500 ms), with EXACTLY_ONCE
-checkpoints every `--checkpoint-interval` s. `--kill-after` s after the first completed checkpoint the
-TaskManager is SIGKILLed and a new one started; the job restarts from that checkpoint. Three runs, each a fresh
-cluster and simulator process: without a store; with 'request.store' (a fresh folder); and the same job again, not
-killed, over that store with 'request.cache' = '1 h' (its "paid twice" is every request it sent: 0 expected).
-The simulator listens on the same port in every run: the endpoint's URL is part of the request key. Each run
-prints the requests the server received, those paid twice (received minus prompts), the committed rows and the
-prompts missing or duplicated among them (0 and 0), and the requests in flight when the TaskManager died (vLLM's
-`num_requests_running` gauge on the simulator, read just before the kill): with the store, paid twice is about
-those. The ratio line compares the two killed runs; the store's bytes per response are read from its folder.
-With `--kafka` a fourth run, killed like the second, keeps the answers in a topic of a Kafka broker that the
-benchmark starts (deploy/kafka/start.sh, on a free 127.0.0.1 port) and stops.
+jobs/enrich.py: the prompts as rows through ML_PREDICT with a 'dspark-vllm' model, the same options) sends
+`--prompts` distinct prompts from a file ('request.rate-limit' = `--rate`, 64 in flight) to the simulator
+(answers in 200-500 ms), with EXACTLY_ONCE checkpoints every `--checkpoint-interval` s. `--kill-after` s after
+the first completed checkpoint the TaskManager is SIGKILLed and a new one started; the job restarts from that
+checkpoint. Three runs, each a fresh cluster and simulator process: without a store; with 'request.store' (a
+fresh folder); and the same job again, not killed, over that store with 'request.cache' = '1 h' (its "paid
+twice" is every request it sent: 0 expected). The simulator listens on the same port in every run: the
+endpoint's URL is part of the request key. Each run prints the requests the server received, those paid twice
+(received minus prompts), the committed rows and the prompts missing or duplicated among them (0 and 0), and the
+requests in flight when the TaskManager died (vLLM's `num_requests_running` gauge on the simulator, read just
+before the kill): with the store, paid twice is about those. The ratio line compares the two killed runs; the
+store's bytes per response are read from its folder. With `--kafka` a fourth run, killed like the second, keeps
+the answers in a topic of a Kafka broker that the benchmark starts (deploy/kafka/start.sh, on a free 127.0.0.1
+port) and stops.
 """
 
 from __future__ import annotations
@@ -159,8 +160,9 @@ def main() -> int:
                 broker.stop()
         stored = sum(f.stat().st_size for f in store.iterdir())
     print(
-        f"{args.route}: {args.prompts} prompts at {args.rate}/s, 64 in flight, answers in 200-500 ms, checkpoints every "
-        f"{args.checkpoint_interval:g} s, TaskManager killed {args.kill_after:g} s after the first checkpoint"
+        f"{args.route}: {args.prompts} prompts at {args.rate}/s, 64 in flight, answers in 200-500 ms, "
+        f"checkpoints every {args.checkpoint_interval:g} s, TaskManager killed {args.kill_after:g} s after the first "
+        "checkpoint"
     )
     head = f"{'received':>9} {'paid twice':>11} {'in flight':>10} {'rows':>6} {'lost':>5} {'dup':>4}"
     print(f"{'run':32} {'state':9} {head}")

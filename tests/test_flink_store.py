@@ -306,3 +306,37 @@ def test_a_broker_that_dies_mid_run_loses_no_row(sasl_broker, tmp_path):
     assert sorted(r["rid"] for r in rows) == sorted(f"dying-{n}" for n in range(count))
     assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
     assert sent == count
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A file system of 64 KiB (tmpfs, mounted here and unmounted after): it fills after ~50 answers."""
+    import subprocess
+
+    where = tmp_path / "small"
+    where.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(where)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"a full disk needs a tmpfs of our own (mount as root): {mounted.stderr.decode().strip()}")
+    try:
+        yield where
+    finally:
+        subprocess.run(["umount", str(where)], capture_output=True)
+
+
+def test_a_full_disk_loses_no_row(small_disk, tmp_path):
+    """The folder store on a disk that fills mid-run: the writes fail (said once, the store left alone), and
+    every row is still answered once with its content."""
+    count = 150
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=11) as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        options = {"request.store": (small_disk / "store").as_uri(), "prompts.count": str(count)}
+        rate_table_job(sim.url, model, tmp_path, {"filled": options}).wait()
+        sent = sim.stats().get(REQUESTS, 0)
+    rows = read_json_dir(tmp_path / "filled")
+    assert sorted(r["rid"] for r in rows) == sorted(f"filled-{n}" for n in range(count))
+    assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
+    assert sent == count
+    kept = sum(f.stat().st_size for f in (small_disk / "store").iterdir())
+    assert 32 * 1024 < kept < count * 1000  # the disk filled: some answers kept, not all

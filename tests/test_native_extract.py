@@ -1,4 +1,4 @@
-"""The native extractor (native/dspark_extract.cpp) against the reference, connector/decode/extract.py.
+"""The native extractor (native/dspark_extract.cpp) against the reference, tests/oracle/extract.py.
 
 native/tests/extract_check.cpp is built once for the module (the C++ compiler, RE2's cached objects from
 native/build_native.py, simdjson from the pysimdjson wheel) and fed JSON lines; every text's values and
