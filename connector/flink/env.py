@@ -128,7 +128,8 @@ def prompt_job(
     more_arguments: Callable[[argparse.ArgumentParser], None] | None = None,
 ) -> tuple[argparse.Namespace, StreamTableEnvironment, str]:
     """The set-up of a job that sends prompts to an endpoint (jobs/responses.py, jobs/enrich.py): its arguments
-    (`--endpoint`, `--model`, `--output`, `--concurrency`, `--checkpoint-interval`, `--detached`, `--option`
+    (`--endpoint`, `--model`, `--output`, `--concurrency`, `--checkpoint-interval`, `--detached`, `--parallelism`,
+    `--option`
     KEY=VALUE pairs, and the job's
     own, added by `more_arguments`), the model (`--model`, else the endpoint's first), and a streaming table
     environment named 'dspark-vllm NAME' with exactly-once checkpoints and the connector. Returns all three."""
@@ -142,6 +143,9 @@ def prompt_job(
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
     p.add_argument(
+        "--parallelism", type=int, default=None, help="the job's parallelism (default: the cluster's default)"
+    )
+    p.add_argument(
         "--option",
         action="append",
         default=[],
@@ -152,6 +156,8 @@ def prompt_job(
     args = p.parse_args(argv)
     model = args.model or served_model(args.endpoint)
     env = StreamExecutionEnvironment.get_execution_environment()
+    if args.parallelism is not None:
+        env.set_parallelism(args.parallelism)
     if args.checkpoint_interval > 0:
         env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
     t_env = StreamTableEnvironment.create(env)
