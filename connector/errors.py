@@ -14,8 +14,9 @@
         ├── ProtocolError     "protocol"   the answer is not HTTP/1.1 (a bad status line, header or chunk)
         └── BodyTooLarge      "too-large"  the response body is larger than the client's limit
 
-Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`), and the
-client hands a failed request back as an `Outcome` whose `error` is `str(exc)` ("kind: message").
+Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`). The kinds are
+those of a failed request's error row ("kind: message"), as the JVM's request step writes it
+(`connector.client.outcome.ERROR_KINDS`); here they are raised by discovery's transport.
 """
 
 from __future__ import annotations

@@ -1,5 +1,6 @@
-"""HTTP through aiohttp: the only module that touches the network, and the one place where what aiohttp (or
-the socket and TLS layers under it) raises becomes the client's own `ClientError` family.
+"""HTTP through aiohttp for discovery's few requests (`dspark-vllm schema`): the only Python module that
+touches an inference server, and the one place where what aiohttp (or the socket and TLS layers under it)
+raises becomes the `ClientError` family. The prompts of Flink jobs go through the JVM's request step.
 
     >>> import asyncio
     >>> from connector.client.transport import Transport
@@ -11,10 +12,9 @@ the socket and TLS layers under it) raises becomes the client's own `ClientError
     ...     finally:
     ...         await transport.aclose()
 
-Why aiohttp: its C parser (llhttp) costs ~0.15-0.2 ms of CPU per request here against ~1 ms for httpx with
-the pool split into shards and 2-9 ms without (benchmarks/bench_client.py, docs/client-and-simulator.md), it
-handles interim 1xx responses, and it bounds decompression. Redirects are not followed, nothing is taken from
-the environment (proxies, .netrc, SSL_CERT_FILE), no cookies are kept.
+Why aiohttp: it handles interim 1xx responses and bounds decompression, and its C parser (llhttp) is cheap.
+Redirects are not followed, nothing is taken from the environment (proxies, .netrc, SSL_CERT_FILE), no
+cookies are kept.
 """
 
 from __future__ import annotations

@@ -1984,9 +1984,9 @@ public final class RequesterTests {
     }
 
     /**
-     * The request step's shared cases (tests/data/request_cases.json, written once for both clients; the Python
-     * client runs them in tests/test_request_cases.py): a scripted server per case (or none: refused), one
-     * request, its outcome. Every case runs; the failures are listed together.
+     * The request step's shared cases (tests/data/request_cases.json; tests/test_request_cases.py checks its
+     * shape): a scripted server per case (or none: refused), one request, its outcome. Every case runs; the
+     * failures are listed together.
      */
     @Test
     void test90SharedCases() throws Exception {
