@@ -2092,7 +2092,7 @@ public final class RequesterTests {
     private static final JsonNode JSON_OK_HEALTH = Servers.JSON.createObjectNode().put("status", 200).put("body", "{}");
 
     /**
-     * One answer of a shared case on the wire (tests/test_request_cases.py's {@code reply} builds the same bytes):
+     * One answer of a shared case on the wire (its status, body and headers, or its raw bytes):
      * wait {@code delay_s}, write it, then keep the connection (true: read the next request), close it, reset it
      * or hang until the client goes.
      */
