@@ -8,5 +8,6 @@ from __future__ import annotations
 
 __all__ = ["ERROR_KINDS"]
 
-# "request": the payload itself cannot be sent; the others are `connector.errors.ClientError` kinds.
+# "status": a non-2xx answer; "request": the payload itself cannot be sent; the others are also the kinds of
+# `connector.errors.ClientError`, which discovery's transport raises.
 ERROR_KINDS = ("timeout", "connect", "status", "stream", "tls", "protocol", "too-large", "request")
