@@ -5,17 +5,18 @@
     ├── OptionsError          table options or CLI arguments are invalid (names the option and the fix)
     ├── BackendUnavailable    the asked-for parse backend cannot run here (says what to install or set)
     ├── SchemaDiscoveryError  the endpoint's schema could not be fetched or understood
-    └── ClientError           one attempt of a request to the inference server failed; `kind` says how
+    └── ClientError           a request of discovery's to the inference server failed; `kind` says how
         ├── RequestTimeout    "timeout"    the attempt's deadline passed before the response was complete
         ├── ConnectError      "connect"    no connection: refused, unreachable, DNS, connect timeout
-        ├── StatusError       "status"     the server answered a status other than 2xx
         ├── StreamError       "stream"     the connection broke off mid-response, or an SSE stream broke its rules
         ├── TLSError          "tls"        the TLS handshake failed (a certificate that does not verify)
         ├── ProtocolError     "protocol"   the answer is not HTTP/1.1 (a bad status line, header or chunk)
         └── BodyTooLarge      "too-large"  the response body is larger than the client's limit
 
-Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`), and the
-client hands a failed request back as an `Outcome` whose `error` is `str(exc)` ("kind: message").
+Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`). The kinds are
+those of a failed request's error row ("kind: message"), as the JVM's request step writes it
+(`connector.client.outcome.ERROR_KINDS`; "status", a non-2xx answer, has no class here: discovery reads the
+status itself); here they are raised by discovery's transport.
 """
 
 from __future__ import annotations
@@ -33,7 +34,6 @@ __all__ = [
     "ProtocolError",
     "RequestTimeout",
     "SchemaDiscoveryError",
-    "StatusError",
     "StreamError",
     "TLSError",
 ]
@@ -60,19 +60,14 @@ class SchemaDiscoveryError(DsparkError):
 
 
 class ClientError(DsparkError):
-    """One attempt of a request failed. `str()` is "kind: message", never an empty message.
-
-    `retryable`: whether another attempt may fare better (the class says the usual answer; a broken SSE
-    stream, for one, is a `StreamError` that is not worth repeating)."""
+    """One request failed. `str()` is "kind: message", never an empty message."""
 
     kind: ClassVar[str] = "client"
-    retryable_default: ClassVar[bool] = False
 
-    def __init__(self, message: str, *, retryable: bool | None = None) -> None:
+    def __init__(self, message: str) -> None:
         message = message.strip() or (self.__doc__ or self.kind).splitlines()[0].rstrip(".")
         super().__init__(message)
         self.message = message
-        self.retryable = self.retryable_default if retryable is None else retryable
 
     def __str__(self) -> str:
         return f"{self.kind}: {self.message}"
@@ -82,24 +77,12 @@ class RequestTimeout(ClientError):
     """The attempt's deadline passed before the response was complete."""
 
     kind = "timeout"
-    retryable_default = True
 
 
 class ConnectError(ClientError):
     """No connection could be made to the server."""
 
     kind = "connect"
-    retryable_default = True
-
-
-class StatusError(ClientError):
-    """The server answered with a status other than 2xx."""
-
-    kind = "status"
-
-    def __init__(self, message: str, *, status: int, retryable: bool | None = None) -> None:
-        super().__init__(message, retryable=retryable)
-        self.status = status
 
 
 class StreamError(ClientError):
@@ -115,8 +98,7 @@ class TLSError(ClientError):
 
 
 class ProtocolError(ClientError):
-    """The server's answer is not valid HTTP/1.1, or one the client could not handle: the same answer again
-    would fail the same way, so it is not retried (docs/client-and-simulator.md)."""
+    """The server's answer is not valid HTTP/1.1, or one the client could not handle."""
 
     kind = "protocol"
 

@@ -17,9 +17,8 @@ Duplicate names are accepted, as RFC 8259 allows (I-JSON does not): the last one
 
 Two ways in, which agree by construction:
 - `loads(text)`: one text at a time (Python's json with the checks above); a text that breaks a rule raises
-  `Rejected` with the reason. The Python client reads each streamed event with it (`connector.client.sse`),
-  and the tests' reference path (tests/oracle) with it, which the native core (dspark_json.cpp, its port)
-  is held to.
+  `Rejected` with the reason. The tests' reference path (tests/oracle, its SSE assembler too) reads with it,
+  and the native core (dspark_json.cpp, its port) is held to that.
 - `screen(records)`: a whole batch, True for records that are one JSON object keeping every rule. simdjson
   (pysimdjson) checks each record's grammar, UTF-8, surrogate escapes, literals and numbers; it accepts a
   byte order mark and any depth up to 1024, so those two are checked beside it (the depth by counting

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import re
 import socket
 import struct
@@ -73,7 +72,3 @@ async def raw_server(answer: Any) -> AsyncIterator[tuple[str, list[tuple[float, 
         yield f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}", seen
     finally:
         server.close()
-
-
-def prompt_of(body: bytes) -> str:
-    return json.loads(body)["messages"][0]["content"]

@@ -160,12 +160,22 @@ def job(tmp_path_factory):
     }
     expected = {}
     with testing.serve_simulator(mode="thread", profiles=("coder",), seed=5, created=T0) as clean:
-        from connector.client import BlockingClient
+        from connector.client import ClientConfig, prepare_request, response_format_of
 
-        client = BlockingClient(clean.url, model=model, structured_output="coder", max_attempts=1)
+        # Each request as the planner renders it (prepare_request), sent once by a plain HTTP client.
+        config = ClientConfig(clean.url, model=model, structured_output="coder")
+        response_format = response_format_of(config)
+
+        def answer(payload: dict[str, object]) -> bytes:
+            body = json.dumps(prepare_request(config, payload, response_format=response_format)).encode()
+            request = urllib.request.Request(
+                clean.url + "/v1/chat/completions", data=body, headers={"content-type": "application/json"}
+            )
+            with urllib.request.urlopen(request, timeout=60) as response:
+                return response.read()
+
         for route in ROUTES:
-            expected[route] = dict(zip(sample, client.send_all(payloads[route]), strict=True))
-        client.close()
+            expected[route] = {n: answer(p) for n, p in zip(sample, payloads[route], strict=True)}
     table_rows = read_json_dir(out / "table")
     return {
         "input": inputs,
@@ -228,16 +238,16 @@ def test_failed_requests_and_rejected_bodies_are_error_rows(job, route):
 @pytest.mark.parametrize("route", ROUTES)
 def test_rows_equal_a_plain_clients_answers(job, route):
     """The request a row makes (a table's prompt line; a model's template over its columns, the system prompt and
-    its own max_tokens) is sent as the Python client sends it: the simulator's answer (a function of the
-    request) is the same."""
+    its own max_tokens) is the one `prepare_request` renders: a plain client sending that gets the same answer
+    from the simulator (a function of the request)."""
     from connector.decode import parse_batch
 
     rows = {r["n"]: r for r in job["rows"][route] if r["reason"] is None}
     checked = 0
-    for n, outcome in job["expected"][route].items():
+    for n, body in job["expected"][route].items():
         if n not in rows:
             continue  # that request drew a fault in the job
-        parsed = parse_batch([outcome.body], "coder", backend="cpu").table.to_pylist()[0]
+        parsed = parse_batch([body], "coder", backend="cpu").table.to_pylist()[0]
         for key in ("language", "code", "completion_tokens", "model", "prompt_tokens"):
             assert rows[n][key] == parsed[key], (n, key)
         checked += 1

@@ -18,7 +18,6 @@ import jsonschema
 import pytest
 
 import connector.simulator
-from connector.client import StreamAssembler
 from connector.errors import OptionsError
 from connector.profiles import load_profile
 from connector.simulator import cli as sim_cli
@@ -43,6 +42,7 @@ from connector.simulator.server import (
     system_fingerprint,
 )
 from connector.simulator.testing import parse_metrics, serve_simulator
+from tests.oracle.sse import StreamAssembler
 
 PROFILES = ["openai", "vl", "coder", "math"]
 CREATED = 1_760_000_123

@@ -2,18 +2,20 @@
 `bash tests/vllm_cpu/start_vllm_cpu.sh PORT`, then `DSPARK_VLLM_URL=http://127.0.0.1:PORT pytest -m vllm`.
 
 The model's text is noise; the bodies, the errors, structured output and the server's self-description are
-real, and every body goes through the client, then through the deserializer.
+real, and every body (a request as the planner renders it, sent by a plain HTTP client) goes through the
+deserializer. Sending from Flink jobs is the JVM's request step's.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
+import urllib.error
+import urllib.request
 
 import pytest
 
-from connector.client import Outcome, VllmClient
+from connector.client import ClientConfig, prepare_request, response_format_of
 from connector.client.discovery import discover_schema
 from connector.decode import parse_batch
 from connector.profiles import load_profile
@@ -28,12 +30,24 @@ pytestmark = [
 ]
 
 
-def send(payloads: list[dict[str, object]], **options: object) -> list[Outcome]:
-    async def go() -> list[Outcome]:
-        async with VllmClient(URL, timeout_s=120, max_attempts=2, **options) as client:
-            return await client.send_all(payloads)
-
-    return asyncio.run(go())
+def send(payloads: list[dict[str, object]], **options: object) -> list[tuple[int, bytes]]:
+    """Each payload as `prepare_request` renders it under `options` (ClientConfig's), POSTed once: the status
+    and the body."""
+    config = ClientConfig(URL, **options)  # type: ignore[arg-type]
+    response_format = response_format_of(config)
+    answers = []
+    for payload in payloads:
+        path = "/v1/chat/completions" if "messages" in payload else "/v1/completions"
+        body = json.dumps(prepare_request(config, payload, response_format=response_format)).encode()
+        request = urllib.request.Request(
+            config.root_url + path, data=body, headers={"content-type": "application/json"}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=120) as response:
+                answers.append((response.status, response.read()))
+        except urllib.error.HTTPError as exc:
+            answers.append((exc.code, exc.read()))
+    return answers
 
 
 @pytest.fixture(scope="module")
@@ -54,26 +68,21 @@ def test_discovery_identifies_vllm() -> None:
     assert not [n for n in found.notes if n.startswith("probe: ") and "nested" not in n], found.notes
 
 
-def test_chat_completions_n_and_streaming(model: str) -> None:
+def test_chat_completions_and_n(model: str) -> None:
     messages = [{"role": "user", "content": "Say hello"}]
     payloads: list[dict[str, object]] = [
         {"model": model, "messages": messages, "max_tokens": 8},
         {"model": model, "prompt": "Once upon a time", "max_tokens": 8},
         {"model": model, "messages": messages, "max_tokens": 8, "n": 3},
     ]
-    outcomes = send(payloads)
-    streamed = send(payloads[:2], stream=True)
-    for outcome in outcomes + streamed:
-        assert (outcome.status, outcome.error) == (200, None), outcome
-    assert all(o.ttft_ms is not None for o in streamed)
-    bodies = [o.body for o in outcomes + streamed]
-    result = parse_batch(bodies, "openai", backend="cpu")  # type: ignore[arg-type]
+    answers = send(payloads)
+    assert [status for status, _ in answers] == [200] * 3, answers
+    result = parse_batch([body for _, body in answers], "openai", backend="cpu")
     assert result.errors.num_rows == 0, result.errors.to_pylist()
     table = result.table
-    kinds = ["chat.completion", "text_completion", "chat.completion", "chat.completion", "text_completion"]
-    assert table.column("object").to_pylist() == kinds
-    assert table.column("n_choices").to_pylist() == [1, 1, 3, 1, 1]
-    assert table.column("model").to_pylist() == [model] * 5
+    assert table.column("object").to_pylist() == ["chat.completion", "text_completion", "chat.completion"]
+    assert table.column("n_choices").to_pylist() == [1, 1, 3]
+    assert table.column("model").to_pylist() == [model] * 3
     assert table.column("created").null_count == 0
     used = zip(table.column("completion_tokens").to_pylist(), table.column("n_choices").to_pylist(), strict=True)
     assert all(0 < tokens <= 8 * n for tokens, n in used)  # usage counts all choices
@@ -83,10 +92,9 @@ def test_structured_output(model: str) -> None:
     payloads = [
         {"model": model, "messages": [{"role": "user", "content": f"Solve {i}"}], "max_tokens": 48} for i in range(4)
     ]
-    outcomes = send(payloads, structured_output="math")
-    for outcome in outcomes:
-        assert (outcome.status, outcome.error) == (200, None), outcome
-    result = parse_batch([o.body for o in outcomes], "math", backend="cpu")  # type: ignore[misc]
+    answers = send(payloads, structured_output="math")
+    assert [status for status, _ in answers] == [200] * 4, answers
+    result = parse_batch([body for _, body in answers], "math", backend="cpu")
     assert result.errors.num_rows == 0
     for row in result.table.to_pylist():
         if row["finish_reason"] == "stop":  # guided decoding finished: the JSON parses
@@ -98,17 +106,15 @@ def test_structured_output(model: str) -> None:
 
 
 def test_errors_unknown_model_and_prompt_too_long(model: str) -> None:
-    outcomes = send(
+    answers = send(
         [
             {"model": "no-such-model", "messages": [{"role": "user", "content": "x"}]},
             {"model": model, "prompt": "hello " * 5000, "max_tokens": 4},
         ]
     )
-    assert [(o.status, o.attempts) for o in outcomes] == [(404, 1), (400, 1)]
-    assert outcomes[0].error.startswith("status: HTTP 404: ")
-    assert "does not exist" in outcomes[0].error
-    assert outcomes[1].error.startswith("status: HTTP 400: ")
-    for body in (o.body for o in outcomes):
-        assert set(json.loads(body)["error"]) >= {"message", "type", "code"}  # type: ignore[arg-type]
-    result = parse_batch([o.body for o in outcomes], "openai", backend="cpu")  # type: ignore[misc]
+    assert [status for status, _ in answers] == [404, 400]
+    assert "does not exist" in json.loads(answers[0][1])["error"]["message"]
+    for _, body in answers:
+        assert set(json.loads(body)["error"]) >= {"message", "type", "code"}
+    result = parse_batch([body for _, body in answers], "openai", backend="cpu")
     assert (result.table.num_rows, result.errors.num_rows) == (0, 2)

@@ -22,17 +22,17 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Coroutine, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import jsonschema
 import pyarrow as pa
 
 from connector import profiles as profiles_module
-from connector.client.client import ClientConfig, open_transport
-from connector.client.sync import run_blocking
+from connector.client.request import ClientConfig, open_transport
 from connector.errors import (
     ClientError,
     ConnectError,
@@ -143,6 +143,20 @@ class _Http:
         await self.transport.aclose()
 
 
+T = TypeVar("T")
+
+
+def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
+    """Run `coro` to its end on a new event loop, in this thread, or in a helper thread when this thread
+    already runs a loop (a notebook, an async caller of a blocking API)."""
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coro)
+    with ThreadPoolExecutor(1, thread_name_prefix="dspark-vllm-blocking") as pool:
+        return pool.submit(asyncio.run, coro).result()
+
+
 def _root(endpoint: str) -> str:
     url = endpoint.rstrip("/")
     return url[:-3] if url.endswith("/v1") else url
@@ -212,7 +226,7 @@ def discover_schema(
         # A mistake in the call (exit 2 on the command line), found before anything is asked of the server.
         raise OptionsError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
     config = ClientConfig(root, timeout_s=timeout_s, **client_options)
-    return run_blocking(_discover_with(config, _profile(profile), probe))
+    return _run_blocking(_discover_with(config, _profile(profile), probe))
 
 
 async def _discover_with(config: ClientConfig, chosen: Profile | None, probe: bool) -> DiscoveredSchema:

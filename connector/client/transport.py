@@ -1,5 +1,6 @@
-"""HTTP through aiohttp: the only module that touches the network, and the one place where what aiohttp (or
-the socket and TLS layers under it) raises becomes the client's own `ClientError` family.
+"""HTTP through aiohttp for discovery's few requests (`dspark-vllm schema`): the only Python module that
+touches an inference server, and the one place where what aiohttp (or the socket and TLS layers under it)
+raises becomes the `ClientError` family. The prompts of Flink jobs go through the JVM's request step.
 
     >>> import asyncio
     >>> from connector.client.transport import Transport
@@ -11,10 +12,9 @@ the socket and TLS layers under it) raises becomes the client's own `ClientError
     ...     finally:
     ...         await transport.aclose()
 
-Why aiohttp: its C parser (llhttp) costs ~0.15-0.2 ms of CPU per request here against ~1 ms for httpx with
-the pool split into shards and 2-9 ms without (benchmarks/bench_client.py, docs/client-and-simulator.md), it
-handles interim 1xx responses, and it bounds decompression. Redirects are not followed, nothing is taken from
-the environment (proxies, .netrc, SSL_CERT_FILE), no cookies are kept.
+Why aiohttp: it handles interim 1xx responses and bounds decompression, and its C parser (llhttp) is cheap.
+Redirects are not followed, nothing is taken from the environment (proxies, .netrc, SSL_CERT_FILE), no
+cookies are kept.
 """
 
 from __future__ import annotations
@@ -43,45 +43,45 @@ __all__ = ["EXCEPTION_MAP", "Response", "Transport", "mapped_errors", "tls_conte
 
 _KIB = 1024
 
-# What each exception of aiohttp (and of the layers under it) means for us: (our class, what happened,
-# retryable). The first class in an exception's MRO that is listed here decides. tests/test_transport.py
+# What each exception of aiohttp (and of the layers under it) means for us: (our class, what happened). The
+# first class in an exception's MRO that is listed here decides. tests/test_transport.py
 # fails when aiohttp exports an exception that is not listed by name.
-EXCEPTION_MAP: dict[type[BaseException], tuple[type[ClientError], str, bool | None]] = {
-    ce.ClientConnectorCertificateError: (TLSError, "the server's certificate does not verify", None),
-    ce.ClientConnectorSSLError: (TLSError, "the TLS handshake failed", None),
-    ce.ClientSSLError: (TLSError, "the TLS handshake failed", None),
-    ce.ServerFingerprintMismatch: (TLSError, "the server's certificate fingerprint does not match", None),
-    ce.ConnectionTimeoutError: (ConnectError, "connecting timed out", None),
-    ce.ClientConnectorDNSError: (ConnectError, "the host name does not resolve", None),
-    ce.ClientProxyConnectionError: (ConnectError, "cannot connect to the proxy", None),
-    ce.ClientConnectorError: (ConnectError, "cannot connect to the server", None),
-    ce.ClientHttpProxyError: (ConnectError, "the proxy refused the connection", None),
-    ce.SocketTimeoutError: (RequestTimeout, "no data from the server in time", None),
-    ce.ServerTimeoutError: (RequestTimeout, "no answer from the server in time", None),
-    ce.ServerDisconnectedError: (StreamError, "the server closed the connection", True),
-    ce.ClientConnectionResetError: (StreamError, "the connection was reset", True),
-    ce.ClientOSError: (StreamError, "the connection broke", True),
-    ce.ServerConnectionError: (StreamError, "the connection to the server broke", True),
-    ce.ClientConnectionError: (StreamError, "the connection broke", True),
-    ce.ClientPayloadError: (StreamError, "the response body broke off", True),
-    ce.UploadAbortedError: (StreamError, "the request body could not be sent", True),
-    ce.ContentTypeError: (ProtocolError, "unexpected content type", False),
-    ce.WSServerHandshakeError: (ProtocolError, "not a WebSocket handshake", False),
-    ce.TooManyRedirects: (ProtocolError, "too many redirects", False),
-    ce.ClientResponseError: (ProtocolError, "not a valid HTTP/1.1 response", False),
-    ce.InvalidUrlRedirectClientError: (ProtocolError, "a redirect to an invalid URL", False),
-    ce.NonHttpUrlRedirectClientError: (ProtocolError, "a redirect to a URL that is not HTTP", False),
-    ce.InvalidUrlClientError: (ProtocolError, "an invalid URL", False),
-    ce.NonHttpUrlClientError: (ProtocolError, "a URL that is not HTTP", False),
-    ce.RedirectClientError: (ProtocolError, "a redirect that cannot be followed", False),
-    ce.InvalidURL: (ProtocolError, "an invalid URL", False),
-    ce.ClientError: (ProtocolError, "the request failed", False),
-    aiohttp.http_exceptions.HttpProcessingError: (ProtocolError, "not a valid HTTP/1.1 response", False),
-    ssl.SSLError: (TLSError, "TLS failed", None),
-    ssl.CertificateError: (TLSError, "the server's certificate does not match its name", None),
-    TimeoutError: (RequestTimeout, "timed out", None),
-    ConnectionError: (StreamError, "the connection broke", True),
-    OSError: (StreamError, "the connection broke", True),
+EXCEPTION_MAP: dict[type[BaseException], tuple[type[ClientError], str]] = {
+    ce.ClientConnectorCertificateError: (TLSError, "the server's certificate does not verify"),
+    ce.ClientConnectorSSLError: (TLSError, "the TLS handshake failed"),
+    ce.ClientSSLError: (TLSError, "the TLS handshake failed"),
+    ce.ServerFingerprintMismatch: (TLSError, "the server's certificate fingerprint does not match"),
+    ce.ConnectionTimeoutError: (ConnectError, "connecting timed out"),
+    ce.ClientConnectorDNSError: (ConnectError, "the host name does not resolve"),
+    ce.ClientProxyConnectionError: (ConnectError, "cannot connect to the proxy"),
+    ce.ClientConnectorError: (ConnectError, "cannot connect to the server"),
+    ce.ClientHttpProxyError: (ConnectError, "the proxy refused the connection"),
+    ce.SocketTimeoutError: (RequestTimeout, "no data from the server in time"),
+    ce.ServerTimeoutError: (RequestTimeout, "no answer from the server in time"),
+    ce.ServerDisconnectedError: (StreamError, "the server closed the connection"),
+    ce.ClientConnectionResetError: (StreamError, "the connection was reset"),
+    ce.ClientOSError: (StreamError, "the connection broke"),
+    ce.ServerConnectionError: (StreamError, "the connection to the server broke"),
+    ce.ClientConnectionError: (StreamError, "the connection broke"),
+    ce.ClientPayloadError: (StreamError, "the response body broke off"),
+    ce.UploadAbortedError: (StreamError, "the request body could not be sent"),
+    ce.ContentTypeError: (ProtocolError, "unexpected content type"),
+    ce.WSServerHandshakeError: (ProtocolError, "not a WebSocket handshake"),
+    ce.TooManyRedirects: (ProtocolError, "too many redirects"),
+    ce.ClientResponseError: (ProtocolError, "not a valid HTTP/1.1 response"),
+    ce.InvalidUrlRedirectClientError: (ProtocolError, "a redirect to an invalid URL"),
+    ce.NonHttpUrlRedirectClientError: (ProtocolError, "a redirect to a URL that is not HTTP"),
+    ce.InvalidUrlClientError: (ProtocolError, "an invalid URL"),
+    ce.NonHttpUrlClientError: (ProtocolError, "a URL that is not HTTP"),
+    ce.RedirectClientError: (ProtocolError, "a redirect that cannot be followed"),
+    ce.InvalidURL: (ProtocolError, "an invalid URL"),
+    ce.ClientError: (ProtocolError, "the request failed"),
+    aiohttp.http_exceptions.HttpProcessingError: (ProtocolError, "not a valid HTTP/1.1 response"),
+    ssl.SSLError: (TLSError, "TLS failed"),
+    ssl.CertificateError: (TLSError, "the server's certificate does not match its name"),
+    TimeoutError: (RequestTimeout, "timed out"),
+    ConnectionError: (StreamError, "the connection broke"),
+    OSError: (StreamError, "the connection broke"),
 }
 
 
@@ -92,12 +92,12 @@ def _translate(exc: BaseException) -> ClientError | None:
     if isinstance(exc, ce.ClientPayloadError) and isinstance(exc.__cause__, _ContentEncodingError):
         # A body that its Content-Encoding does not decode (plain text sent as gzip, an encoding aiohttp cannot
         # decode): the same every time, unlike a body cut off by a broken connection.
-        return ProtocolError(f"the body does not decode as its content-encoding says: {_detail(exc)}", retryable=False)
+        return ProtocolError(f"the body does not decode as its content-encoding says: {_detail(exc)}")
     for cls in type(exc).__mro__:
         entry = EXCEPTION_MAP.get(cls)
         if entry is not None:
-            ours, what, retryable = entry
-            return ours(f"{what}: {_detail(exc)}", retryable=retryable)
+            ours, what = entry
+            return ours(f"{what}: {_detail(exc)}")
     return None
 
 

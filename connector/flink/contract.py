@@ -25,8 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from connector.client.client import USER_AGENT, ClientConfig, prepare_request, response_format_of
 from connector.client.outcome import ERROR_KINDS
+from connector.client.request import USER_AGENT, ClientConfig, prepare_request, response_format_of
 from connector.flink.metrics import GROUP, PARSE_METRICS, REQUEST_METRICS
 from connector.options import (
     ENDPOINT,
@@ -95,7 +95,7 @@ def _client_config(options: Options, profile: Profile, api_key: str | None) -> C
 def client_spec(options: Options, profile: Profile, api_key: str | None) -> dict[str, Any]:
     """The request step's settings for `RequestSpec` (Java): endpoint, headers, the body around the prompt,
     deadlines, retries, the gate, TLS, concurrency. Each value comes from the table's (validated) options; the
-    body is rendered by the same `prepare_request` as the Python client's, so both send the same requests."""
+    body is rendered by `prepare_request` (connector.client.request), written once."""
     config = _client_config(options, profile, api_key)
     chat = options.get(REQUEST_API) != "completions"
     payload: dict[str, Any] = (

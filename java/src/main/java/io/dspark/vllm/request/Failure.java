@@ -20,10 +20,10 @@ import javax.net.ssl.SSLException;
 import javax.net.ssl.SSLHandshakeException;
 
 /**
- * What went wrong with one attempt: the Java twin of {@code connector.errors.ClientError} (kind, message,
- * retryable; {@link #text()} is "kind: message"), and the one place where what {@link Transport} (Netty, the JDK's
- * sockets and TLS under it) throws becomes one
- * (the twin of {@code connector.client.transport.EXCEPTION_MAP}).
+ * What went wrong with one attempt (kind, message, retryable; {@link #text()} is "kind: message"; the kinds are
+ * PlanContract.ERROR_KINDS), and the one place where what {@link Transport} (Netty, the JDK's
+ * sockets and TLS under it) throws becomes one (as {@code connector.client.transport.EXCEPTION_MAP} does for
+ * discovery's aiohttp).
  */
 final class Failure {
     static final String TLS_HINT = "set 'request.tls-ca-bundle' to the CA that signed the server's certificate "
@@ -71,7 +71,7 @@ final class Failure {
         }
     }
 
-    /** A body that its Content-Encoding does not decode: the same every time (connector.client.transport). */
+    /** A body that its Content-Encoding does not decode: the same every time. */
     static final class Undecodable extends IOException {
         private static final long serialVersionUID = 1L;
 
@@ -108,7 +108,7 @@ final class Failure {
             return new Failure(PlanContract.CONNECT, "cannot connect to the server: " + target + ": " + detail(e), true);
         }
         if (find(e, ProtocolException.class) != null) {
-            // not retried (connector.client.transport): the same server answers the same way
+            // not retried: the same server answers the same way
             return new Failure(PlanContract.PROTOCOL, "not a valid HTTP/1.1 response: " + detail(e), false);
         }
         if (e instanceof IOException) {
@@ -173,12 +173,12 @@ final class Failure {
 
     // --- a response that came -----------------------------------------------------------
 
-    /** A non-2xx answer (connector.client.client._judge); null for 2xx. */
+    /** A non-2xx answer; null for 2xx. */
     static Failure ofStatus(int status, byte[] body, String location) {
         if (status >= 200 && status < 300) {
             return null;
         }
-        // As connector.client.retry.RETRYABLE_STATUS: 408 too (a server that closed a kept-alive connection as
+        // 408 too (a server that closed a kept-alive connection as
         // the request went out on it answers 408 to a request it never read; HTTP lets a client repeat it).
         boolean retryable = status == 408 || status == 429 || status == 502 || status == 503 || status == 504;
         String message = errorMessage(body);
@@ -190,7 +190,7 @@ final class Failure {
     }
 
     /**
-     * What an error body says (connector.client.client._error_message). Bounded as there: a body over 1 MiB is
+     * What an error body says. Bounded: a body over 1 MiB is
      * not parsed, nor is one nested beyond the parser's limit.
      */
     static String errorMessage(byte[] body) {
@@ -215,7 +215,7 @@ final class Failure {
 
     /**
      * The failure of an attempt whose response the code did not foresee (a bug, here or in a library), as
-     * connector.client.VllmClient._unexpected words it: not retried, the same answer would fail the same way.
+     * worded so: not retried, the same answer would fail the same way.
      */
     static Failure unexpected(Throwable e) {
         String detail = e.getMessage() == null ? "" : String.join(" ", e.getMessage().strip().split("\\s+"));

@@ -15,7 +15,7 @@ import java.util.function.Consumer;
 import java.util.function.Supplier;
 
 /**
- * Back-pressure while the server is down (connector.client.gate): an attempt that cannot connect, or gets
+ * Back-pressure while the server is down: an attempt that cannot connect, or gets
  * 502/503, closes the gate; from then on attempts wait at the gate (each no longer than its request's
  * deadline), and one probe ({@code GET} the health URL; success: a status below 500) is sent after each backoff
  * step. The gate opens on a probe that succeeds or on any attempt that reaches the server. Both changes are

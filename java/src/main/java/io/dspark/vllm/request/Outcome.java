@@ -3,10 +3,10 @@ package io.dspark.vllm.request;
 import java.io.Serializable;
 
 /**
- * What one request ended with, after all its attempts: the Java twin of {@code connector.client.Outcome}.
+ * What one request ended with, after all its attempts.
  *
  * <p>{@code error} is null exactly when the request got a 2xx body; otherwise it is "kind: message" (the same
- * kinds and wording as the Python client: timeout, connect, status, stream, tls, protocol, too-large, request)
+ * kinds: PlanContract.ERROR_KINDS: timeout, connect, status, stream, tls, protocol, too-large, request)
  * and {@code errorKind} the kind. {@code body} is the last attempt's body (an error JSON too), or null.
  */
 public final class Outcome implements Serializable {

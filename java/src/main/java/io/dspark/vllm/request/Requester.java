@@ -30,8 +30,8 @@ import javax.net.ssl.SSLContext;
 /**
  * Sends a table's requests (over {@link Transport}): bounded or adaptive concurrency, a deadline per attempt
  * and per request, retries with backoff and jitter, Retry-After, a gate that holds requests back while the
- * server is down, a rate limit, a cap on body size, TLS as the spec says. The Java twin of
- * {@code connector.client.VllmClient}, with the same error kinds and messages; no Flink in here.
+ * server is down, a rate limit, a cap on body size, TLS as the spec says. The project's one request engine (the
+ * error kinds are declared in connector/client/outcome.py, generated into PlanContract); no Flink in here.
  *
  * <p>Everything is asynchronous: a request is a small state machine driven by the transport's event loop (one
  * daemon thread: connections, attempt timeouts, responses, and the slots freed by them) and by one timer thread
@@ -42,7 +42,7 @@ import javax.net.ssl.SSLContext;
  * connection slot, FIFO] -> one attempt (at most {@code timeout_s}, cut to what is left of the deadline) ->
  * done, or wait (Retry-After capped by {@code max_retry_after_s}, else equal-jitter exponential backoff) and go
  * again, while attempts and the deadline allow. Retried: connect errors, timeouts, broken connections and
- * 408/429/502/503/504 (not an answer that is not HTTP/1.1: the Python client's table). Concurrency: see
+ * 408/429/502/503/504 (not an answer that is not HTTP/1.1: docs/client-and-simulator.md). Concurrency: see
  * {@link Slots} (fixed, or AIMD with a ceiling).
  *
  * <p>HTTP/1.1 only, keep-alive, redirects never followed, no proxy (nothing from system properties), no
@@ -53,7 +53,7 @@ public final class Requester implements AutoCloseable {
     private static final AtomicInteger INSTANCES = new AtomicInteger();
     private static final long PROBE_BODY_LIMIT = 64 * 1024;
     // 2^62 times any backoff_initial_s passes any backoff_max_s: the step stops growing there
-    // (connector.client.retry._MAX_EXPONENT), and a count of attempts or of the gate's probes never makes it
+    // (MAX_EXPONENT), and a count of attempts or of the gate's probes never makes it
     // infinite, or NaN (0 x infinity).
     private static final int MAX_EXPONENT = 62;
 
@@ -178,7 +178,7 @@ public final class Requester implements AutoCloseable {
 
     /**
      * Seconds to wait after failed attempt {@code attempt}: the backoff, or the server's {@code Retry-After} (cut to
-     * {@code max_retry_after_s}) when that is longer (connector.client.retry.retry_delay). Never less than the
+     * {@code max_retry_after_s}) when that is longer. Never less than the
      * backoff: a {@code Retry-After} of 0, negative or in the past, on every answer, was a retry storm.
      */
     static double retryDelay(int attempt, Double retryAfterS, RequestSpec spec, Random random) {
@@ -338,7 +338,7 @@ public final class Requester implements AutoCloseable {
 
     /**
      * While the gate is closed: does the server answer (anything below 500) on the health URL? The status says
-     * it, whatever becomes of the body (over the limit, cut): the Python client reads none.
+     * it, whatever becomes of the body (over the limit, cut).
      */
     private CompletableFuture<Boolean> probe() {
         if (closed) {
@@ -626,7 +626,7 @@ public final class Requester implements AutoCloseable {
         return Failure.unexpected(x);
     }
 
-    /** Starts spaced 1/rate apart, no burst beyond one; retries take slots too (connector.client.ratelimit). */
+    /** Starts spaced 1/rate apart, no burst beyond one; retries take slots too. */
     private static final class RateLimit {
         private final long intervalNs;
         private long next = Long.MIN_VALUE;

@@ -12,7 +12,7 @@ import java.util.Locale;
 import java.util.regex.Matcher;
 import java.util.regex.Pattern;
 
-/** Numbers and header values written and read the way the Python client does, so both say the same. */
+/** Numbers and header values, written and read in one way for every error row. */
 final class Text {
     private Text() {}
 
@@ -54,7 +54,7 @@ final class Text {
     }
 
     /**
-     * {@code text} as valid Unicode (connector.client.outcome.valid_text): each lone surrogate becomes the text of
+     * {@code text} as valid Unicode: each lone surrogate becomes the text of
      * its escape, as in {@code \\ud83d}; the rest, surrogate pairs too, is unchanged.
      */
     static String validText(String text) {
@@ -154,8 +154,7 @@ final class Text {
     }
 
     /**
-     * {@code Retry-After} in seconds: delta-seconds (a fraction is accepted) or an HTTP-date; null if invalid
-     * (connector.client.retry.parse_retry_after).
+     * {@code Retry-After} in seconds: delta-seconds (a fraction is accepted) or an HTTP-date; null if invalid.
      */
     static Double parseRetryAfter(String value, long nowMillis) {
         if (value == null || value.isBlank()) {
@@ -182,7 +181,7 @@ final class Text {
 
     /**
      * An HTTP-date (RFC 9110 5.6.7: IMF-fixdate, or the obsolete RFC 850 and asctime forms, which a recipient
-     * must take too) in epoch milliseconds, or null. As Python's email.utils, which the Python client uses: the
+     * must take too) in epoch milliseconds, or null. As Python's email.utils: the
      * day's name is not checked, and RFC 850's two-digit year is 1969 to 2068.
      */
     static Long httpDate(String v) {

@@ -48,8 +48,9 @@ import javax.net.ssl.SSLParameters;
 
 /**
  * HTTP/1.1 exchanges over kept-alive connections: the one class of the request step that touches the network
- * (the Java twin of {@code connector.client.transport}). It runs on the Netty that every Flink 2.x distribution
- * carries inside flink-dist ({@code org.apache.flink.shaded.netty4}), so the connector adds no dependency.
+ * (discovery's few requests from the command line go through connector.client.transport, on aiohttp). It
+ * runs on the Netty that every Flink 2.x distribution carries inside flink-dist
+ * ({@code org.apache.flink.shaded.netty4}), so the connector adds no dependency.
  *
  * <p>Why not the JDK's {@code java.net.http.HttpClient}: against the simulator at zero latency it cost 146-285
  * us of CPU per request (its exchanges hop between the selector thread, the executor and the common
@@ -223,7 +224,7 @@ final class Transport implements AutoCloseable {
 
     /**
      * The body as its {@code Content-Encoding} says (none is asked for, but a server may compress anyway, and the
-     * Python client decodes it): gzip and deflate are inflated up to {@code limit} bytes (more is
+     * aiohttp decodes it too): gzip and deflate are inflated up to {@code limit} bytes (more is
      * {@link Failure.TooLarge}: a bomb stops there), another encoding or a body that does not inflate is
      * {@link Failure.Undecodable}.
      */
@@ -240,7 +241,7 @@ final class Transport implements AutoCloseable {
             return body;
         }
         try {
-            // "deflate" is zlib-wrapped; some servers send it raw (as the Python client, both are read)
+            // "deflate" is zlib-wrapped; some servers send it raw (as aiohttp, both are read)
             boolean zlib = body.length >= 2 && (body[0] & 0x0f) == 8
                     && (((body[0] & 0xff) << 8) | (body[1] & 0xff)) % 31 == 0;
             return inflate(body, e.equals("deflate") ? zlib ? Wrap.ZLIB : Wrap.RAW : Wrap.GZIP, limit);
@@ -415,7 +416,7 @@ final class Transport implements AutoCloseable {
 
         void onHead(HttpResponse response) {
             int status = response.status().code();
-            if (status < 100 || status > 999) { // (as llhttp, under the Python client: three digits)
+            if (status < 100 || status > 999) { // (as llhttp: three digits)
                 fail(new ProtocolException("the status code " + status + " is not one of three digits"));
                 return;
             }
@@ -539,7 +540,7 @@ final class Transport implements AutoCloseable {
 
         /**
          * A response with both a Content-Length and chunked coding (RFC 9112 6.1: it may be an attempt at
-         * response splitting, and the Python client refuses it): Netty would drop the length and read the chunks;
+         * response splitting, and llhttp refuses it): Netty would drop the length and read the chunks;
          * the head is noted, and the exchange fails on it.
          */
         @Override

@@ -475,7 +475,7 @@ public final class RequesterTests {
             sp.put("max_attempts", 1);
             try (Requester r = new Requester(of(sp))) {
                 Outcome o = get(r.send("p", "id"));
-                // not retried (as the Python client): no "gave up after" (hostile-jvmreq: was retried)
+                // not retried: no "gave up after" (hostile-jvmreq: was retried)
                 matches("protocol: not a valid HTTP/1.1 response: [^(]*", o.error, "error");
             }
         }
@@ -1137,7 +1137,7 @@ public final class RequesterTests {
         }
     }
 
-    // --- what the Python client was hardened against (connector.client) --------------------
+    // --- hardening carried over from the Python client this step replaced --------------------
 
     /** {@code f}'s outcome within {@code seconds}: a request that never ends fails the test quickly. */
     static Outcome within(CompletableFuture<Outcome> f, long seconds) throws Exception {
@@ -1179,7 +1179,7 @@ public final class RequesterTests {
 
     @Test
     void test44BackoffNeverOverflows() throws Exception {
-        // connector.client.retry.backoff_delay: the exponent stops at 62. Before: 0 x 2^2000 = 0 x infinity was
+        // The exponent stops at 62. Before: 0 x 2^2000 = 0 x infinity was
         // NaN, and an attempt below 1 made the step smaller than the first.
         Random random = new Random(0);
         double[] steps = {0.5, 1.0, 2.0, 4.0, 4.0, 4.0};
@@ -1295,7 +1295,7 @@ public final class RequesterTests {
 
     @Test
     void test48HealthWithALargeBodyOpensTheGate() throws Exception {
-        // The probe asks for a status below 500 (as connector.client.VllmClient._probe, which reads no body).
+        // The probe asks for a status below 500 and reads no body.
         // Before: a /health body over the probe's 64 KiB limit (a gateway's page) was a failed probe, and the
         // gate never opened again.
         AtomicInteger n = new AtomicInteger();
@@ -1346,7 +1346,7 @@ public final class RequesterTests {
 
     @Test
     void test49AHostileErrorAnswerIsThatRequestsOutcome() throws Exception {
-        // connector.client.retry.parse_retry_after never raises. Before: a Retry-After of thousands of digits
+        // Reading Retry-After never throws. Before: a Retry-After of thousands of digits
         // overflowed the stack of the regular expression, on the event loop: that request never ended.
         long now = System.currentTimeMillis();
         double inf = Double.POSITIVE_INFINITY;
@@ -1420,8 +1420,8 @@ public final class RequesterTests {
 
     @Test
     void test51AnAttemptCutByTheDeadlineKeepsTheErrorBefore() throws Exception {
-        // connector.client.VllmClient.send: "The deadline, not the server, cut this attempt short: the error that
-        // led to it says more." Before: the request ended as a timeout of the cut attempt.
+        // The deadline, not the server, cut this attempt short: the error that led to it says more. Before: the
+        // request ended as a timeout of the cut attempt.
         AtomicInteger n = new AtomicInteger();
         CountDownLatch release = new CountDownLatch(1);
         String busy = "{\"error\":{\"message\":\"busy\"}}";
@@ -1450,7 +1450,7 @@ public final class RequesterTests {
 
     @Test
     void test52AnErrorBodyOverOneMiBIsNotParsed() throws Exception {
-        // connector.client.client._error_message parses at most 1 MiB; a larger body's message is its first bytes.
+        // An error body is parsed up to 1 MiB; a larger body's message is its first bytes.
         String head = "{\"error\":{\"message\":\"m\"},\"pad\":\"";
         int limit = 1 << 20;
         String at = head + "x".repeat(limit - head.length() - 2) + "\"}";
@@ -1465,9 +1465,8 @@ public final class RequesterTests {
 
     @Test
     void test53AnErrorWithALoneSurrogateIsValidText() throws Exception {
-        // As connector.client.outcome.valid_text: a lone surrogate (a JSON escape in an error body) becomes the
-        // text of its escape, a pair stays the character (tests/test_client.py has the same case): the error rows
-        // of both request steps say the same, and what the server sent.
+        // A lone surrogate (a JSON escape in an error body) becomes the text of its escape, a pair stays the
+        // character: the error row says what the server sent, in text Arrow and Flink can write.
         byte[] body = "{\"error\":{\"message\":\"prompt contains \\ud83d, not \\ud83d\\ude00\"}}"
                 .getBytes(StandardCharsets.UTF_8);
         Failure f = Failure.ofStatus(400, body, null);
@@ -1909,7 +1908,7 @@ public final class RequesterTests {
 
     @Test
     void test73AnAnswerThatIsNotHttpIsNotRetried() throws Exception {
-        // The Python client's table (docs/client-and-simulator.md): protocol errors are not retried.
+        // docs/client-and-simulator.md: protocol errors are not retried.
         try (Raw raw = new Raw((s, in, out) -> {
                     out.write(latin1("HTTP/1.1 200 OK\r\nno-colon-here\r\ncontent-length: 2\r\n\r\n{}"));
                     out.flush();
@@ -1960,7 +1959,7 @@ public final class RequesterTests {
     @Test
     void test75ContentLengthWithChunkedIsAProtocolError() throws Exception {
         // RFC 9112 6.1: a response with both may be an attempt at request smuggling or response splitting; the
-        // Python client (llhttp) refuses it. Netty dropped the Content-Length, read the chunks and kept the
+        // llhttp refuses it. Netty dropped the Content-Length, read the chunks and kept the
         // connection for the next request.
         Outcome o = once("HTTP/1.1 200 OK\r\ncontent-length: 2\r\ntransfer-encoding: chunked\r\n\r\n"
                 + "2\r\n{}\r\n0\r\n\r\n", 0);
@@ -1971,8 +1970,8 @@ public final class RequesterTests {
 
     @Test
     void test76RetryAfterInEveryHttpDateForm() throws Exception {
-        // RFC 9110 5.6.7: a recipient takes the two obsolete forms too, as the Python client does (its figures,
-        // from connector.client.retry.parse_retry_after with the same now; they were null here: the backoff).
+        // RFC 9110 5.6.7: a recipient takes the two obsolete forms too (the figures came from Python's
+        // email.utils with the same now; they were null here: the backoff).
         long now = 1796256000000L; // 2026-12-03T00:00:00Z
         equal(100.0, Text.parseRetryAfter("Thu, 03 Dec 2026 00:01:40 GMT", now), "IMF-fixdate");
         equal(100.0, Text.parseRetryAfter("Thursday, 03-Dec-26 00:01:40 GMT", now), "RFC 850");
@@ -1984,9 +1983,9 @@ public final class RequesterTests {
     }
 
     /**
-     * The request step's shared cases (tests/data/request_cases.json, written once for both clients; the Python
-     * client runs them in tests/test_request_cases.py): a scripted server per case (or none: refused), one
-     * request, its outcome. Every case runs; the failures are listed together.
+     * The request step's shared cases (tests/data/request_cases.json; tests/test_request_cases.py checks its
+     * shape): a scripted server per case (or none: refused), one request, its outcome. Every case runs; the
+     * failures are listed together.
      */
     @Test
     void test90SharedCases() throws Exception {
@@ -2093,7 +2092,7 @@ public final class RequesterTests {
     private static final JsonNode JSON_OK_HEALTH = Servers.JSON.createObjectNode().put("status", 200).put("body", "{}");
 
     /**
-     * One answer of a shared case on the wire (tests/test_request_cases.py's {@code reply} builds the same bytes):
+     * One answer of a shared case on the wire (its status, body and headers, or its raw bytes):
      * wait {@code delay_s}, write it, then keep the connection (true: read the next request), close it, reset it
      * or hang until the client goes.
      */
