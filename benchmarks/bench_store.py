@@ -36,7 +36,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connector.flink.planner import request_id_of  # noqa: E402
+from connector.flink.planner import request_ids_of  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
 from tests.cluster import SCRIPT, rest, wait_for, wait_for_job_end  # noqa: E402
 
@@ -113,7 +113,7 @@ def one_run(
         finally:
             script("stop")
     ids = Counter(r[0] for r in committed(out))
-    expected = {request_id_of(line) for line in prompts.read_text().splitlines()}
+    expected = set(request_ids_of(prompts))
     return {
         "state": state,
         "sent": sent,

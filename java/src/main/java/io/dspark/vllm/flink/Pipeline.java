@@ -1,9 +1,6 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.api.common.cache.DistributedCache;
-import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
@@ -12,10 +9,8 @@ import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.EnvironmentSettings;
-import org.apache.flink.table.api.TableDescriptor;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
@@ -27,7 +22,6 @@ import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
-import org.apache.flink.types.Row;
 
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -48,8 +42,9 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  * The pipeline behind a scan, built in a table environment of its own on the job's execution environment:
  *
  * <pre>
- *   internal source (files of bodies | prompts)          a TableDescriptor from the plan
- *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep})
+ *   internal source (files of bodies | prompts)          a DataStream from the plan ({@link Sources})
+ *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep}),
+ *                                                       the source's DataStream in, internal rows in and out
  *     -> parse(_body, ...)                              cpu: {@link ParseOperator} (the native core, in the JVM)
  *                                                       gpu: a vectorized Python function, flat columns
  *     -> the declared columns (ROW(...)) and metadata    cpu: the ParseOperator's {@link RowShape} (the plan's
@@ -60,7 +55,6 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  */
 final class Pipeline {
 
-    static final String SOURCE = "__dspark_source";
     static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
 
@@ -77,17 +71,18 @@ final class Pipeline {
             DataType produced,
             ClassLoader classLoader) {
         // In the session's class loader, the one the factory was found in (a jar added with ADD JAR or
-        // 'pipeline.jars'); the internal sources are Flink's own (files, a sequence).
+        // 'pipeline.jars').
         StreamTableEnvironment t = StreamTableEnvironment.create(
                 env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
         Map<String, String> settings = new LinkedHashMap<>(config);
         settings.putAll(plan.settings());
         t.getConfig().addConfiguration(Configuration.fromMap(settings));
 
-        Table rows = plan.source().has("sequence") ? sequence(env, t, plan.source()) : source(t, plan.source());
+        DataStream<RowData> stream = Sources.build(env, plan.source());
         if (plan.request() != null) {
-            rows = request(t, plan, rows);
+            stream = request(plan, stream);
         }
+        Table rows = t.fromDataStream(stream);
         Set<String> flat = new LinkedHashSet<>();
         for (String name : physicalNames) {
             for (JsonNode need : plan.physical(name).get("needs")) {
@@ -170,68 +165,20 @@ final class Pipeline {
         }
     }
 
-    private static Table source(StreamTableEnvironment t, JsonNode source) {
-        Schema.Builder schema = Schema.newBuilder();
-        for (JsonNode column : source.get("schema")) {
-            DataType type = TablePlan.dataType(column.get("type").asText());
-            if (column.has("metadata")) {
-                schema.columnByMetadata(column.get("name").asText(), type, column.get("metadata").asText(), true);
-            } else {
-                schema.column(column.get("name").asText(), type);
-            }
-        }
-        Map<String, String> options = new LinkedHashMap<>();
-        source.get("options").fields().forEachRemaining(e -> options.put(e.getKey(), e.getValue().asText()));
-        TableDescriptor.Builder descriptor = TableDescriptor.forConnector(options.remove("connector"));
-        descriptor.schema(schema.build());
-        options.forEach(descriptor::option);
-        t.createTemporaryTable(SOURCE, descriptor.build());
-        return t.from(SOURCE).select(named(source.get("select")));
-    }
-
     /**
-     * 'prompts.rate': the numbers 0, 1, 2, ... at a rate ({@link PacedRate}), from Flink's DataGeneratorSource,
-     * whose checkpoint holds the ranges still to emit. SQL's datagen 'sequence' kind keeps every number still to
-     * come in memory and in each checkpoint, and refuses to start without an end (more than Integer.MAX_VALUE).
+     * Request mode: the source's prompt rows straight through Flink's async I/O operator with {@link RequestStep}
+     * (unordered by default), the in-flight prompts in its checkpoint state; internal rows in and out.
      */
-    private static Table sequence(StreamExecutionEnvironment env, StreamTableEnvironment t, JsonNode source) {
-        JsonNode sequence = source.get("sequence");
-        long count = sequence.get("count").asLong();
-        DataGeneratorSource<Long> numbers =
-                new DataGeneratorSource<>(
-                        n -> n,
-                        count < 0 ? Long.MAX_VALUE : count,
-                        new PacedRate<>(sequence.get("rate").asDouble()),
-                        Types.LONG);
-        DataStream<Long> stream = env.fromSource(numbers, WatermarkStrategy.noWatermarks(), SOURCE);
-        String column = source.get("schema").get(0).get("name").asText();
-        return t.fromDataStream(stream).as(column).select(named(source.get("select")));
-    }
-
-    /** The source's columns under our names: [[name, SQL expression], ...]. */
-    private static Expression[] named(JsonNode pairs) {
-        List<Expression> select = new ArrayList<>();
-        for (JsonNode pair : pairs) {
-            select.add(callSql(pair.get(1).asText()).as(pair.get(0).asText()));
-        }
-        return select.toArray(new Expression[0]);
-    }
-
-    /**
-     * Request mode: the prompts through Flink's async I/O operator with {@link RequestStep} (unordered by default),
-     * the in-flight prompts in its checkpoint state; the rows come back as a table for the parse step.
-     */
-    private static Table request(StreamTableEnvironment t, TablePlan plan, Table prompts) {
+    private static DataStream<RowData> request(TablePlan plan, DataStream<RowData> prompts) {
         JsonNode request = plan.request();
-        DataStream<Row> in = t.toDataStream(prompts.select($("_prompt"), $("_request_id")));
         RequestStep step = new RequestStep(request);
         long timeout = request.get("timeout_ms").asLong();
         int capacity = request.get("capacity").asInt();
-        SingleOutputStreamOperator<Row> out =
+        SingleOutputStreamOperator<RowData> out =
                 "ordered".equals(request.get("output_mode").asText())
-                        ? AsyncDataStream.orderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity)
-                        : AsyncDataStream.unorderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity);
-        return t.fromDataStream(out.returns(RequestStep.rowType()).name("dspark-vllm requests"));
+                        ? AsyncDataStream.orderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity)
+                        : AsyncDataStream.unorderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity);
+        return out.returns(RequestStep.typeInfo()).name("dspark-vllm requests");
     }
 
     /** The parse step in a Python worker (the gpu path): {@code python} says why it runs there. */

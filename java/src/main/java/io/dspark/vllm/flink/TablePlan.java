@@ -20,7 +20,7 @@ final class TablePlan {
     final ObjectIdentifier identifier; // the table it was made for
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
-    static final int VERSION = 4;
+    static final int VERSION = 5;
 
     TablePlan(JsonNode json, ObjectIdentifier identifier) {
         int version = json.path("version").asInt(-1);
