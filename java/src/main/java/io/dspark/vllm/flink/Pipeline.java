@@ -35,11 +35,10 @@ import java.util.concurrent.TimeUnit;
 import static org.apache.flink.table.api.Expressions.$;
 import static org.apache.flink.table.api.Expressions.call;
 import static org.apache.flink.table.api.Expressions.callSql;
-import static org.apache.flink.table.api.Expressions.lit;
 import static org.apache.flink.table.api.Expressions.withAllColumns;
 
 /**
- * The pipeline behind a scan, built in a table environment of its own on the job's execution environment:
+ * The pipeline behind a scan, one DataStream of internal rows (RowData) on the job's execution environment:
  *
  * <pre>
  *   internal source (files of bodies | prompts)          a DataStream from the plan ({@link Sources})
@@ -51,11 +50,19 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  *                                                       layouts); else SQL expressions from the plan
  * </pre>
  *
- * The parse step runs only when the query reads a column it makes.
+ * The parse step runs only when the query reads a column it makes. Tables and streams are converted only where
+ * SQL still makes a column, in a table environment of this scan's own: per route,
+ *
+ * <pre>
+ *   cpu, every column with a layout (the declared row made by the ParseOperator)   0 conversions
+ *   COUNT(*) (no column read)                                                       0
+ *   cpu with a column only SQL makes: fromDataStream after the parse, toDataStream  2
+ *   gpu (the parse step in Python): fromDataStream of the source, toDataStream      2
+ *   metadata only (no parse step): fromDataStream of the source, toDataStream       2
+ * </pre>
  */
 final class Pipeline {
 
-    static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
@@ -70,19 +77,11 @@ final class Pipeline {
             List<String> metadataKeys,
             DataType produced,
             ClassLoader classLoader) {
-        // In the session's class loader, the one the factory was found in (a jar added with ADD JAR or
-        // 'pipeline.jars').
-        StreamTableEnvironment t = StreamTableEnvironment.create(
-                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
-        Map<String, String> settings = new LinkedHashMap<>(config);
-        settings.putAll(plan.settings());
-        t.getConfig().addConfiguration(Configuration.fromMap(settings));
-
         DataStream<RowData> stream = Sources.build(env, plan.source());
         if (plan.request() != null) {
             stream = request(plan, stream);
         }
-        Table rows = t.fromDataStream(stream);
+        RowType type = (RowType) ((InternalTypeInfo<RowData>) stream.getType()).toLogicalType();
         Set<String> flat = new LinkedHashSet<>();
         for (String name : physicalNames) {
             for (JsonNode need : plan.physical(name).get("needs")) {
@@ -97,18 +96,34 @@ final class Pipeline {
         for (String sql : metadataSql.values()) {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
-        if (parse) {
-            Map<String, String> made = producedFlat(plan, flat);
-            String python = plan.pythonParseReason(made.keySet());
-            DataStream<RowData> declared =
-                    python == null ? parseToDeclared(t, plan, rows, physicalNames, metadataKeys, produced) : null;
+        if (!parse && physicalNames.isEmpty() && metadataKeys.isEmpty()) {
+            // A query that reads no column (COUNT(*)): one empty row per body.
+            return stream.map(row -> (RowData) new GenericRowData(0)).returns(InternalTypeInfo.of(RowType.of()));
+        }
+        Map<String, String> made = parse ? producedFlat(plan, flat) : null;
+        String python = parse ? plan.pythonParseReason(made.keySet()) : null;
+        if (parse && python == null) {
+            DataStream<RowData> declared = parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
             if (declared != null) {
-                shipPythonFiles(t, env);
-                return declared;
+                return declared; // no table environment, no conversion between tables and streams
             }
-            rows = python == null
-                    ? parseInJvm(t, plan, rows, made, metadataSql.values())
-                    : parseInPython(t, config, plan, rows, made, python);
+        }
+
+        // A column that needs SQL (another cast, NOT NULL, metadata without a parse step) or a parse step in
+        // Python: a table environment of its own on the job's environment, in the session's class loader (the
+        // one the factory was found in: a jar added with ADD JAR or 'pipeline.jars').
+        StreamTableEnvironment t = StreamTableEnvironment.create(
+                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
+        Map<String, String> settings = new LinkedHashMap<>(config);
+        settings.putAll(plan.settings());
+        t.getConfig().addConfiguration(Configuration.fromMap(settings));
+        Table rows;
+        if (!parse) {
+            rows = t.fromDataStream(stream);
+        } else if (python == null) {
+            rows = t.fromDataStream(parseInJvm(plan, stream, type, made, metadataSql.values()));
+        } else {
+            rows = parseInPython(t, config, plan, t.fromDataStream(stream), made, python);
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -119,16 +134,6 @@ final class Pipeline {
         }
         for (String sql : metadataSql.values()) {
             select.add(callSql(sql).as(names.next()));
-        }
-        if (select.isEmpty()) {
-            // A query that reads no column (COUNT(*)): one empty row per body.
-            RowType empty = RowType.of();
-            DataStream<RowData> out =
-                    t.toDataStream(rows.select(lit(1)))
-                            .map(row -> (RowData) new GenericRowData(0))
-                            .returns(InternalTypeInfo.of(empty));
-            shipPythonFiles(t, env);
-            return out;
         }
         DataStream<RowData> out =
                 t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
@@ -216,11 +221,11 @@ final class Pipeline {
     }
 
     /**
-     * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}): no SQL after it.
-     * Null where a column needs SQL (the plan's {@code from}).
+     * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}) from the source's
+     * (or request step's) DataStream: no SQL, no table. Null where a column needs SQL (the plan's {@code from}).
      */
     private static DataStream<RowData> parseToDeclared(
-            StreamTableEnvironment t, TablePlan plan, Table rows, List<String> physicalNames,
+            TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
             List<String> metadataKeys, DataType produced) {
         List<JsonNode> layouts = new ArrayList<>();
         for (String name : physicalNames) {
@@ -231,14 +236,13 @@ final class Pipeline {
         }
         JsonNode jvm = plan.json.get("native");
         Set<String> made = new LinkedHashSet<>(strings(jvm.get("columns")));
-        RowType input = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
         RowType out = (RowType) produced.getLogicalType();
         RowShape shape = RowShape.declared(out, layouts, input, made);
         if (shape == null) {
             return null;
         }
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core) and makes the declared rows");
-        return parseStream(t, plan, rows, shape);
+        return parseStream(plan, rows, input, shape);
     }
 
     /** The flat columns the parse step makes for {@code needed}, and the internal ones (name -> Flink SQL type). */
@@ -256,11 +260,10 @@ final class Pipeline {
      * The parse step in the JVM ({@link ParseOperator}) to the flat row ({@link RowShape#flat}): the input columns
      * the metadata reads, then the flat columns; SQL makes the declared row of it. No Python worker.
      */
-    private static Table parseInJvm(
-            StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced,
+    private static DataStream<RowData> parseInJvm(
+            TablePlan plan, DataStream<RowData> rows, RowType inputType, Map<String, String> produced,
             java.util.Collection<String> after) {
-        List<String> inputs = rows.getResolvedSchema().getColumnNames();
-        RowType inputType = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
+        List<String> inputs = inputType.getFieldNames();
         List<String> body = new ArrayList<>();
         List<LogicalType> types = new ArrayList<>();
         produced.forEach((name, type) -> {
@@ -280,19 +283,19 @@ final class Pipeline {
         }
         RowShape shape = RowShape.flat(inputType, kept.stream().mapToInt(Integer::intValue).toArray(), body, types);
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
-        return t.fromDataStream(parseStream(t, plan, rows, shape));
+        return parseStream(plan, rows, inputType, shape);
     }
 
-    private static DataStream<RowData> parseStream(StreamTableEnvironment t, TablePlan plan, Table rows, RowShape shape) {
+    /** The parse step's operator on a DataStream of internal rows of {@code inputType}. */
+    private static DataStream<RowData> parseStream(
+            TablePlan plan, DataStream<RowData> in, RowType inputType, RowShape shape) {
         JsonNode jvm = plan.json.get("native");
-        List<String> inputs = rows.getResolvedSchema().getColumnNames();
-        DataStream<RowData> in =
-                t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
+        List<String> inputs = inputType.getFieldNames();
         ParseOperator step =
                 new ParseOperator(
                         jvm.get("document").asText(),
                         shape,
-                        (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType(),
+                        inputType,
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source"),
                         inputs.indexOf("_request_error"),
