@@ -236,6 +236,7 @@ def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
     assert len(set(ids)) == 4  # two identical lines are two requests
     assert request_id_of("s3://b/p.txt", 1, "x") == hashlib.md5(b"s3://b/p.txt\n1\nx").hexdigest()
     assert request_id_of("/data/p.txt", 1, "x") == "7b3e22a3a3196faa1888a782bce0694c"  # FileLinesTest's value
+    assert request_id_of("file:///data/p.txt", 1, "x") == request_id_of("/data/p.txt", 1, "x")
 
 
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------

@@ -49,6 +49,7 @@ import json
 import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -111,7 +112,9 @@ def request_id_of(file: str | os.PathLike[str], line_number: int, line: str) -> 
     """The request id of line `line_number` (from 1) of a 'prompts.path' file: the hex MD5 of
     `<file>\n<line number>\n<line>` (io.dspark.vllm.flink.FileLines.requestId, which makes it in the job), the
     file a local one's absolute path or another's URI. Two identical lines are two ids."""
-    name = os.path.abspath(file) if isinstance(file, os.PathLike) or "://" not in str(file) else str(file)
+    name = os.fspath(file)
+    if name.startswith("file:") or "://" not in name:  # local: the absolute path, as Flink's Path makes it
+        name = os.path.abspath(urllib.parse.urlsplit(name).path if name.startswith("file:") else name)
     return hashlib.md5(f"{name}\n{line_number}\n{line}".encode()).hexdigest()
 
 
