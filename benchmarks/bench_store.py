@@ -3,8 +3,10 @@
     python benchmarks/bench_store.py                     # 8,000 prompts at 100/s, checkpoints every 30 s
     python benchmarks/bench_store.py --prompts 3000 --checkpoint-interval 10 --kill-after 8
     python benchmarks/bench_store.py --kafka             # also the Kafka store, on a broker of its own
+    python benchmarks/bench_store.py --route ml_predict  # the same through ML_PREDICT (jobs/enrich.py)
 
-On a standalone cluster (jobs/standalone_cluster.sh) jobs/responses.py sends `--prompts` distinct prompts from a
+On a standalone cluster (jobs/standalone_cluster.sh) jobs/responses.py (or, with `--route ml_predict`,
+jobs/enrich.py: the prompts as rows through ML_PREDICT with a 'dspark-vllm' model, the same options) sends `--prompts` distinct prompts from a
 file ('request.rate-limit' = `--rate`, 64 in flight) to the simulator (answers in 200-500 ms), with EXACTLY_ONCE
 checkpoints every `--checkpoint-interval` s. `--kill-after` s after the first completed checkpoint the
 TaskManager is SIGKILLed and a new one started; the job restarts from that checkpoint. Three runs, each a fresh
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import hashlib
 import os
 import socket
 import subprocess
@@ -41,6 +44,7 @@ from connector.simulator.testing import serve_simulator  # noqa: E402
 from tests.cluster import SCRIPT, rest, wait_for, wait_for_job_end  # noqa: E402
 
 REQUESTS = "requests /v1/chat/completions"
+ROUTES = {"table": "responses.py", "ml_predict": "enrich.py"}  # the job of each route (same arguments, same rows)
 
 
 def committed(out: Path) -> list[list[str]]:
@@ -72,7 +76,7 @@ def one_run(
         **os.environ,
         "DSPARK_PYTHON": sys.executable,
         "DSPARK_CLUSTER_DIR": str(work / f"cluster-{time.monotonic_ns()}"),
-        "DSPARK_JOB": str(ROOT / "jobs" / "responses.py"),
+        "DSPARK_JOB": str(ROOT / "jobs" / ROUTES[args.route]),
         "DSPARK_DETACHED": "1",
     }
 
@@ -97,7 +101,8 @@ def one_run(
                 "submit", "--endpoint", sim.url, "--prompts", str(prompts), "--output", str(out),
                 "--concurrency", "64", "--checkpoint-interval", str(args.checkpoint_interval), "--detached", *options,
             )  # fmt: skip
-            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("responses: job "))
+            name = ROUTES[args.route].removesuffix(".py")
+            job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith(f"{name}: job "))
             if kill:
                 wait_for(
                     "a completed checkpoint",
@@ -113,7 +118,10 @@ def one_run(
         finally:
             script("stop")
     ids = Counter(r[0] for r in committed(out))
-    expected = set(request_ids_of(prompts))
+    if args.route == "table":  # a line's request id: its file, line number and line
+        expected = set(request_ids_of(prompts))
+    else:  # jobs/enrich.py keys a question by the MD5 of its line
+        expected = {hashlib.md5(line.encode()).hexdigest() for line in prompts.read_text().splitlines()}
     return {
         "state": state,
         "sent": sent,
@@ -132,6 +140,7 @@ def main() -> int:
     p.add_argument("--checkpoint-interval", type=float, default=30.0)
     p.add_argument("--kill-after", type=float, default=25.0, help="seconds after the first completed checkpoint")
     p.add_argument("--kafka", action="store_true", help="also a killed run with the Kafka store")
+    p.add_argument("--route", choices=sorted(ROUTES), default="table", help="a request-mode table, or ML_PREDICT")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="dspark-bench-store-") as tmp:
         work = Path(tmp)
@@ -154,7 +163,7 @@ def main() -> int:
                 broker.stop()
         stored = sum(f.stat().st_size for f in store.iterdir())
     print(
-        f"{args.prompts} prompts at {args.rate}/s, 64 in flight, answers in 200-500 ms, checkpoints every "
+        f"{args.route}: {args.prompts} prompts at {args.rate}/s, 64 in flight, answers in 200-500 ms, checkpoints every "
         f"{args.checkpoint_interval:g} s, TaskManager killed {args.kill_after:g} s after the first checkpoint"
     )
     head = f"{'received':>9} {'paid twice':>11} {'in flight':>10} {'rows':>6} {'lost':>5} {'dup':>4}"

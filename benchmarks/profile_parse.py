@@ -18,16 +18,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-# (phase, a frame that marks it), the first that a sample's stack holds wins; content phases before body ones.
+# (phase, a frame that marks it), the first that a sample's stack holds wins.
 PHASES = [
-    ("content: x-extract (RE2)", "parse_batch", "extract ("),
-    ("content: exact path (cut or odd JSON)", "parse_contents", "_json_content"),
-    ("content: classify (fence, JSON-like), reorder", "parse_contents", ""),
-    ("content: put back in order", "_patched", ""),
-    ("bodies: the native core (bodies and content JSON)", "read_bodies", "read ("),
+    ("bodies: the native core (bodies, content JSON and x-extract)", "read_bodies", "read ("),
     ("bodies: verdicts, filters", "read_bodies", ""),
-    ("bodies: joined buffer", "_bodies", ""),
-    ("bodies: exact path", "decode_body", ""),
+    ("bodies: joined buffer", "_joined", ""),
 ]
 
 

@@ -132,9 +132,6 @@ def _process(command: list[str], output: Path, cpu: list[float]) -> int:
     return int(pq.read_metadata(output).num_rows)
 
 
-_PHASES = ("screen_s", "read_s", "flatten_s", "exact_s", "content_s")
-
-
 def _ours(
     bodies: Sequence[bytes],
     profile: str,
@@ -145,13 +142,14 @@ def _ours(
 ) -> int:
     """Rows parsed; `phases` gets the seconds of this run's phases (see ParseResult.stats)."""
     from connector.decode import parse_batch
+    from connector.decode.batch import PHASES
 
     rows = 0
     phases.clear()
     for start in range(0, len(bodies), batch):
         result = parse_batch(bodies[start : start + batch], profile, backend, columns=columns)
         rows += result.table.num_rows
-        for name in _PHASES:
+        for name in PHASES:
             phases[name] = phases.get(name, 0.0) + result.stats.get(name, 0.0)
     return rows
 
@@ -159,7 +157,7 @@ def _ours(
 def _phase_note(phases: dict[str, float], bodies: int) -> str:
     """Where the time went, in shares, and the content phase per 10k bodies (the figure x-extract moves)."""
     total = sum(phases.values()) or 1.0
-    shares = " ".join(f"{name[:-2]} {phases[name] / total:.0%}" for name in _PHASES)
+    shares = " ".join(f"{name[:-2]} {phases[name] / total:.0%}" for name in phases)
     return f"{shares}; content {phases['content_s'] * 1e3 * 10_000 / max(bodies, 1):.0f} ms/10k bodies"
 
 

@@ -118,7 +118,7 @@ PROFILE_FILE_SCHEMA: dict[str, Any] = {
 @dataclass(frozen=True)
 class Extractor:
     """How to take a content property out of free text: an RE2 pattern, its first/last/all matches or their
-    count (see `connector.decode.extract`).
+    count (see `tests/oracle/extract.py`, the reference; the native core runs them).
 
     `source`: the pattern as given, `.` matching newlines; `pattern`: it compiled by RE2. `arrow_pattern`:
     the same with every capturing group named, as pyarrow's `extract_regex` needs, and `arrow_group` the name

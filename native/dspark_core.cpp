@@ -2,7 +2,7 @@
 // value of the body is visited (so every rule of docs/json.md is checked on the whole text, fields no
 // column reads included), and the values on the plan's paths are written into Arrow builders.
 //
-// The fast pass only says yes when it is sure to give what the exact path (connector/decode/exact.py) gives;
+// The fast pass only says yes when it is sure to give what the exact path (tests/oracle/exact.py) gives;
 // with the plan's "explain" (every caller's) the bodies it leaves go to the slow path (dspark_exact.cpp, the
 // exact path in C++), which gives the row or the reason byte for byte as exact.py would; without it, a verdict
 // leaves them to the caller. Memory: std containers, moved into the exported arrays, freed by their release
@@ -592,7 +592,7 @@ struct Walk {
   }
 
   // A value at the nodes `es`. A JSON-kind slot there takes the value's text as Python's
-  // json.dumps(value, ensure_ascii=False, separators=(",", ":")) writes it (connector/decode/exact.py's
+  // json.dumps(value, ensure_ascii=False, separators=(",", ":")) writes it (tests/oracle/exact.py's
   // json_text), written while the value is visited.
   bool value(ondemand::value v, const Entry* es, int k, int depth) {
     int json_slot = -1;
@@ -1118,7 +1118,7 @@ void put_extracted(const Column& column, const dspark::ExtractedValue& v, Builde
 
 bool space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r'; }
 
-// The text inside one ```lang fence around the whole content (connector/decode/content.py's _FENCE), or
+// The text inside one ```lang fence around the whole content (tests/oracle/content.py's _FENCE), or
 // the content itself.
 std::string_view unfenced(std::string_view s) {
   size_t n = s.size(), p = 0;
@@ -1318,7 +1318,7 @@ int32_t parse(const char* plan_text, size_t plan_len, const uint8_t* data, size_
       if (p == inner.size() || (inner[p] != '{' && inner[p] != '[')) {
         content_verdict = DSPARK_CONTENT_TEXT;
         if (plan.explain && plan.extractor) {
-          // The x-extract patterns read the whole content (connector/decode/extract.py).
+          // The x-extract patterns read the whole content (tests/oracle/extract.py).
           has_error = plan.extractor->extract(content_text, extracted, content_error);
           text_read = true;
         } else if (plan.explain && plan.text_errors) {

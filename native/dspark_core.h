@@ -5,7 +5,7 @@
  * connector/decode/native.py writes it from a Profile), and gives the bodies as one buffer plus n + 1
  * offsets. The core fills one Arrow struct array (Arrow C data interface) with the plan's columns, the
  * content properties' columns, and a per-body verdict. With the plan's "explain" (what every caller of the
- * project passes) the core decides every body as connector/decode/exact.py would, byte for byte: a row
+ * project passes) the core decides every body as tests/oracle/exact.py would, byte for byte: a row
  * (DSPARK_OK), or an error with its category (the verdict), `reason` and `field`, and every content's values
  * and `content_error`; a fast pass reads the bodies it can, a slow path (dspark_exact.cpp) the rest. Only a
  * body over max_body_bytes is left unread (DSPARK_TOO_LARGE; with "explain" its reason is "body too large: over

@@ -1,4 +1,4 @@
-// The core's slow path (dspark_exact.cpp): the reference (connector/decode/exact.py over strict.py's
+// The core's slow path (dspark_exact.cpp): the reference (tests/oracle/exact.py over strict.py's
 // `loads`, which is CPython 3.11/3.12's `json` scanner) rewritten in C++, for the bodies and contents the
 // fast pass of dspark_core.cpp leaves. It gives what the reference gives, byte for byte: a row's values, or
 // the error's reason and field. Internal to the core (not part of its C ABI); nothing here throws but

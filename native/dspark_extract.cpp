@@ -1,4 +1,4 @@
-// connector/decode/extract.py for one text (see dspark_extract.h). Each piece follows the code the reference
+// tests/oracle/extract.py for one text (see dspark_extract.h). Each piece follows the code the reference
 // runs: pyarrow's kernels (extract_regex, match_substring_regex, count_substring_regex) for the first match,
 // its presence and the count; google-re2's finditer for all and last matches; extract.py's text_scalar for
 // the conversions; strict.py's loads and exact.py's json_text (dspark_exact.h's, as bodies are read) for

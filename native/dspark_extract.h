@@ -1,4 +1,4 @@
-// Content properties read from free text with their `x-extract` patterns (RE2): connector/decode/extract.py
+// Content properties read from free text with their `x-extract` patterns (RE2): tests/oracle/extract.py
 // in C++, for one text at a time, so that a caller without Python (the JVM) gets the same columns, value for
 // value and message for message. RE2 (release 2023-03-01, fetched by native/build_native.py) is compiled with the options
 // pyarrow and google-re2 use (UTF-8; `.` matching newlines comes from the "(?s)" the pattern starts with).

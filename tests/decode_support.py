@@ -14,10 +14,10 @@ from typing import Any
 
 from connector.decode import parse_batch
 from connector.decode.batch import ERRORS_SCHEMA
-from connector.decode.content import content_values
-from connector.decode.exact import Rejected, decode_body
 from connector.profiles import load_profile
 from connector.schema.columns import body_columns, output_schema
+from tests.oracle.content import content_values
+from tests.oracle.exact import Rejected, decode_body
 
 PROFILES = Path(__file__).parent / "data" / "profiles"
 

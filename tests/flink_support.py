@@ -70,3 +70,30 @@ def read_json_dir(path: Path) -> list[dict]:
             # (Lines end at "\n" only: a JSON string may hold U+2028 or U+0085 as they are, which splitlines splits.)
             rows += [json.loads(line) for line in file.read_text().split("\n") if line]
     return rows
+
+
+# The model both route suites use (tests/test_flink_request.py's job, tests/test_flink_model.py's refusals).
+TEMPLATE = "Review this code: {question}"
+SYSTEM = "You review code."
+MODEL_OUTPUT = """
+    `language` STRING, code STRING, completion_tokens BIGINT, model STRING,
+    usage ROW<prompt_tokens BIGINT, completion_tokens BIGINT>,
+    `request.latency-ms` DOUBLE, `request.http-status` INT, `request.attempts` INT,
+    `request.prompt` STRING, `error.reason` STRING
+"""
+PREDICT = (
+    "ML_PREDICT(TABLE questions, MODEL reviewer, DESCRIPTOR(question, max_tokens), "
+    "MAP['async', 'true', 'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '32'])"
+)
+
+
+def model_ddl(name: str, endpoint: str, model: str, output: str = MODEL_OUTPUT, **options: str) -> str:
+    """CREATE TEMPORARY MODEL `name` (INPUT question, max_tokens) of profile coder, the template and the system
+    prompt above, structured output, no retries; `options` over those."""
+    given = {
+        "provider": "dspark-vllm", "endpoint": endpoint, "model": model, "profile": "coder",
+        "prompt.template": TEMPLATE, "system-prompt": SYSTEM, "request.structured-output": "true",
+        "request.retry.max-attempts": "1", **options,
+    }  # fmt: skip
+    with_ = ", ".join(f"'{k}' = '{v}'" for k, v in given.items())
+    return f"CREATE TEMPORARY MODEL {name} INPUT (question STRING, max_tokens INT) OUTPUT ({output}) WITH ({with_})"

@@ -9,10 +9,11 @@ one line saying why.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -54,15 +55,30 @@ class Broker:
 
     folder: Path
     bootstrap: str
+    login: dict[str, str] = field(default_factory=dict)  # a SASL broker's client settings
+
+    @property
+    def client(self) -> dict[str, str]:
+        """librdkafka's settings to reach this broker."""
+        return {"bootstrap.servers": self.bootstrap, **self.login}
 
     @classmethod
-    def start(cls, folder: Path) -> Broker:
+    def start(cls, folder: Path, sasl_plain: str | None = None) -> Broker:
+        """`sasl_plain` = "user:password": clients must log in with SASL PLAIN as that user (SASL_PLAINTEXT)."""
+        env = {**os.environ, "KAFKA_SASL_PLAIN": sasl_plain} if sasl_plain else None
         done = subprocess.run(
-            ["bash", str(START), str(folder), str(free_port())], capture_output=True, text=True, timeout=600
+            ["bash", str(START), str(folder), str(free_port())], capture_output=True, text=True, timeout=600, env=env
         )
         if done.returncode != 0:
             raise RuntimeError(done.stderr.strip() or f"deploy/kafka/start.sh exited {done.returncode}")
-        return cls(folder, done.stdout.strip().splitlines()[-1])
+        login = {}
+        if sasl_plain:
+            user, password = sasl_plain.split(":", 1)
+            login = {
+                "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": user,
+                "sasl.password": password,
+            }  # fmt: skip
+        return cls(folder, done.stdout.strip().splitlines()[-1], login)
 
     def stop(self) -> None:
         subprocess.run(["bash", str(STOP), str(self.folder)], capture_output=True, timeout=120)
@@ -75,7 +91,7 @@ class Broker:
     def create_topic(self, name: str, partitions: int = 1, **config: str) -> None:
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = AdminClient({**self.client})
         futures = admin.create_topics([NewTopic(name, partitions, 1, config=config)], operation_timeout=60)
         futures[name].result(timeout=90)
 
@@ -90,7 +106,7 @@ class Broker:
             if err is not None:
                 errors.append(str(err))
 
-        producer = Producer({"bootstrap.servers": self.bootstrap, "enable.idempotence": True, **config})
+        producer = Producer({**self.client, "enable.idempotence": True, **config})
         for record in records:
             producer.produce(topic, on_delivery=delivered, **record)
             producer.poll(0)
@@ -106,7 +122,7 @@ class Broker:
 
         consumer = Consumer(
             {
-                "bootstrap.servers": self.bootstrap,
+                **self.client,
                 "group.id": f"dspark-test-{topic}-{time.monotonic_ns()}",
                 "auto.offset.reset": "earliest",
                 "enable.auto.commit": False,
@@ -141,8 +157,8 @@ class Broker:
         from confluent_kafka import Consumer, TopicPartition
         from confluent_kafka.admin import AdminClient
 
-        partitions = AdminClient({"bootstrap.servers": self.bootstrap}).list_topics(topic, timeout=30).topics[topic]
-        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"dspark-test-ends-{topic}"})
+        partitions = AdminClient({**self.client}).list_topics(topic, timeout=30).topics[topic]
+        consumer = Consumer({**self.client, "group.id": f"dspark-test-ends-{topic}"})
         try:
             return {
                 p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]

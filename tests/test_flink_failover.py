@@ -35,6 +35,7 @@ from connector.simulator.testing import serve_simulator  # noqa: E402
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
 
 PROMPTS = 400
+EARLIER = 300  # records already in the Kafka store's topic
 
 
 def committed_rows(out: Path) -> list[list[str]]:
@@ -65,7 +66,14 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(request, tmp_path, route, s
     if store == "store":
         stored = ("--option", f"request.store={(tmp_path / 'store').as_uri()}")
     elif store == "kafka-store":
-        stored = ("--option", f"request.store=kafka://{request.getfixturevalue('kafka').bootstrap}/failover-{route}")
+        broker = request.getfixturevalue("kafka")
+        topic = f"failover-{route}-{time.monotonic_ns()}"
+        stored = ("--option", f"request.store=kafka://{broker.bootstrap}/{topic}")
+        # Answers of an earlier job (keys of no prompt here): a restored request step reads the topic from the
+        # positions in its checkpoint, so not these; a first opening (and the model, which has no checkpoint hook)
+        # reads them all.
+        broker.create_topic(topic, **{"cleanup.policy": "compact,delete"})
+        broker.produce(topic, [{"key": i.to_bytes(4, "big") * 8, "value": bytes(200)} for i in range(EARLIER)])
     prompts = [f"Prompt {i}: answer briefly." for i in range(PROMPTS)]
     (tmp_path / "prompts.txt").write_text("\n".join(prompts) + "\n")
     out = tmp_path / "out"
@@ -117,6 +125,22 @@ def test_no_prompt_is_lost_when_the_taskmanager_dies(request, tmp_path, route, s
         # to the store (a slot is free once its answer is read, so at most 4 more; a sync takes a few ms).
         # Without the store it is every prompt answered since the checkpoint (30-60 in these runs).
         assert sent_total - PROMPTS <= 4 + 4, (sent_before_kill, sent_total)
+    if store == "kafka-store":
+        # How each opening of the request step read the topic (its INFO line in the TaskManagers' logs).
+        openings = [
+            line.split(" read ", 1)[1]
+            for log in (tmp_path / "cluster" / "log").glob("*taskexecutor*.log*")
+            for line in log.read_text(errors="replace").splitlines()
+            if "dspark-vllm: the response store kafka://" in line
+        ]
+        whole = [int(o.split()[0]) for o in openings if o.endswith("(the whole topic)")]
+        restored = [int(o.split()[0]) for o in openings if "(from the restored checkpoint's positions" in o]
+        assert EARLIER in whole, openings  # the first opening: every earlier answer
+        if route == "table":
+            # restored: only what the killed job stored after its first opening, not the earlier job's answers
+            assert restored and all(n <= sent_before_kill + 8 for n in restored), openings  # (+ a few sent by the kill)
+        else:
+            assert not restored and max(whole) > EARLIER, openings  # ML_PREDICT: the whole topic again
     print(
         f"failover ({route}, {store}): {PROMPTS} prompts, {len(rows)} rows, "
         f"{duplicates} duplicates, {sent_total - PROMPTS:.0f} paid twice, "

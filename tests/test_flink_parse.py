@@ -11,7 +11,7 @@ Routes, each a real Flink job on the mini-cluster over the same bodies (`mixed_b
   payload and the gpu backend's host code run as on a GPU machine.
 The two JVM routes share one job whose 'python.executable' points at nothing (had any Python operator been in
 it, it could not start) and which runs with object reuse; the gpu route needs a Python worker: a second job.
-The model route (ML_PREDICT) parses bodies the simulator answers, not files: tests/test_flink_model.py.
+The model route (ML_PREDICT) parses bodies the simulator answers, not files: tests/test_flink_request.py.
 """
 
 from __future__ import annotations

@@ -231,3 +231,99 @@ def test_a_topic_of_records_the_store_cannot_decompress_loses_no_row(jobs):
     rows = jobs[("first", "compressed")]
     assert sorted(r["rid"] for r in rows) == sorted(f"compressed-{n}" for n in range(N))
     assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
+
+
+# --- a Kafka store on a broker of its own: SASL logins, and the broker dying while the job runs ---------------
+
+USER, PASSWORD = "dspark", "store-s3cret"
+JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="{}" password="{}";'
+
+
+def sasl_uri(broker, topic: str, password: str) -> str:
+    from urllib.parse import quote
+
+    settings = {
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": JAAS.format(USER, password),
+    }  # fmt: skip
+    return f"kafka://{broker.bootstrap}/{topic}?" + "&".join(f"{k}={quote(v, safe='')}" for k, v in settings.items())
+
+
+@pytest.fixture(scope="module")
+def sasl_broker(kafka, tmp_path_factory):
+    """A broker whose clients must log in (SASL PLAIN), for this module only: the last test kills it."""
+    from tests.kafka_broker import Broker
+
+    broker = Broker.start(tmp_path_factory.mktemp("sasl-kafka"), sasl_plain=f"{USER}:{PASSWORD}")
+    try:
+        yield broker
+    finally:
+        broker.stop()
+
+
+def rate_table_job(url: str, model: str, out: Path, tables: dict[str, dict[str, str]]):
+    """One job: each table of `tables` (its options) into a JSON folder out/<name>; returns the TableResult."""
+    from connector.flink import local_environment
+
+    _, t_env = local_environment()
+    statements = t_env.create_statement_set()
+    for name, options in tables.items():
+        t_env.execute_sql(table_ddl(name, url, model, **options))
+        t_env.execute_sql(
+            f"CREATE TEMPORARY TABLE sink_{name} (content STRING, rid STRING, `key` STRING, cached BOOLEAN, "
+            f"reason STRING) WITH ('connector' = 'filesystem', 'path' = '{out / name}', 'format' = 'json')"
+        )
+        statements.add_insert_sql(f"INSERT INTO sink_{name} SELECT content, rid, `key`, cached, reason FROM {name}")
+    return statements.execute()
+
+
+@pytest.mark.kafka
+def test_a_kafka_store_logs_in_with_the_settings_after_its_question_mark(sasl_broker, tmp_path):
+    """Client settings after '?' reach the store's clients (a SASL login); a wrong password is a store that
+    cannot be opened: every row still answered."""
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=5) as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        tables = {
+            "login": {"request.store": sasl_uri(sasl_broker, "answers-sasl", PASSWORD)},
+            "refused": {"request.store": sasl_uri(sasl_broker, "answers-refused", "not-the-password")},
+        }
+        rate_table_job(sim.url, model, tmp_path, tables).wait()
+        sent = sim.stats().get(REQUESTS, 0)
+    for name in tables:
+        rows = read_json_dir(tmp_path / name)
+        assert sorted(r["rid"] for r in rows) == sorted(f"{name}-{n}" for n in range(N))
+        assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
+    assert sent == 2 * N
+    # the login's answers are in its topic (read back with the same login); the refused store wrote nothing
+    assert len(sasl_broker.consume("answers-sasl", expect=N, isolation="read_uncommitted", timeout=60)) == N
+
+
+@pytest.mark.kafka
+def test_a_broker_that_dies_mid_run_loses_no_row(sasl_broker, tmp_path):
+    """The store's broker SIGKILLed while the job runs: the puts on the wire fail (after the producer's delivery
+    timeout), the store is left alone, and every row is still answered once with its content."""
+    import os
+    import signal
+    import time
+
+    count = 240
+    with testing.serve_simulator(mode="thread", profiles=("openai",), seed=9, latency_ms=50.0) as sim:
+        with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        options = {
+            "request.store": sasl_uri(sasl_broker, "answers-dying", PASSWORD), "prompts.rate": "20",
+            "prompts.count": str(count),
+        }  # fmt: skip
+        result = rate_table_job(sim.url, model, tmp_path, {"dying": options})
+        deadline = time.monotonic() + 300
+        while sim.stats().get(REQUESTS, 0) < 60 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        sent_before = sim.stats().get(REQUESTS, 0)
+        os.kill(sasl_broker.pid, signal.SIGKILL)
+        result.wait()
+        sent = sim.stats().get(REQUESTS, 0)
+    rows = read_json_dir(tmp_path / "dying")
+    assert 60 <= sent_before < count  # it died mid-run
+    assert sorted(r["rid"] for r in rows) == sorted(f"dying-{n}" for n in range(count))
+    assert all(r["reason"] is None and r["content"] and r["cached"] is False for r in rows)
+    assert sent == count

@@ -15,9 +15,10 @@ import pytest
 from connector.decode import parse_batch
 from connector.errors import ProfileError
 from connector.profiles import load_profile
-from connector.strict import DEPTH_LIMIT, MAX_BODY_BYTES, quoted
+from connector.strict import DEPTH_LIMIT, MAX_BODY_BYTES
 from tests.bodies import chat, choice, encode
 from tests.decode_support import PROFILES, assert_matches_reference, parse
+from tests.oracle.quoting import quoted
 
 GOOD = [encode(chat(id=f"g{i}")) for i in range(3)]
 DEEP_MESSAGE = f"nested too deeply: more than {DEPTH_LIMIT} levels of arrays and objects"

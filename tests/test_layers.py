@@ -1,5 +1,6 @@
 """The package's modules import top-down: no import circle among them (issue 29 found two, decode's backends <->
-batch and flink's planner -> runtime -> functions -> planner), counting imports inside functions too."""
+batch and flink's planner -> runtime -> functions -> planner), counting imports inside functions too; and none
+imports the Python reference path, which lives with the tests (tests/oracle) as the oracle of the native core."""
 
 from __future__ import annotations
 
@@ -80,3 +81,42 @@ def test_the_flink_packages_lazy_face_lists_what_env_exports():
     assert set(connector.flink.__all__) == set(env.__all__) - {"JAR_DIR"}
     for name in connector.flink.__all__:
         assert getattr(connector.flink, name) is getattr(env, name)
+
+
+def _imports_of(path: Path) -> set[str]:
+    """Every module `path` imports, inside functions too (`from a import b`: a and a.b)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found |= {node.module, *(f"{node.module}.{a.name}" for a in node.names)}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found
+
+
+def _oracle_imports(root: Path) -> dict[str, list[str]]:
+    """The modules under `root` that import the Python reference path (tests/oracle), or a module of it that the
+    package had before it moved there (issue 29: parsing runs in the native core; the reference is the tests')."""
+    moved = ("connector.decode.exact", "connector.decode.content", "connector.decode.extract", "connector._unprintable")
+    found = {}
+    for path in sorted(root.rglob("*.py")):
+        bad = sorted(m for m in _imports_of(path) if m == "tests" or m.startswith(("tests.", *moved)))
+        if bad:
+            found[str(path.relative_to(root.parent))] = bad
+    return found
+
+
+def test_the_package_does_not_import_the_reference_path():
+    assert _oracle_imports(ROOT) == {}
+    assert not any((ROOT / "decode" / f"{name}.py").exists() for name in ("exact", "content", "extract"))
+
+
+def test_the_reference_check_finds_an_import(tmp_path: Path):
+    package = tmp_path / "connector"
+    (package / "decode").mkdir(parents=True)
+    (package / "decode" / "batch.py").write_text("def f():\n    from tests.oracle.exact import decode_body\n")
+    (package / "cli.py").write_text("import connector.decode.exact\nimport tests_of_mine\n")
+    assert _oracle_imports(package) == {
+        "connector/cli.py": ["connector.decode.exact"],
+        "connector/decode/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
+    }

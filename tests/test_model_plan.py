@@ -1,7 +1,7 @@
 """The plan of a 'dspark-vllm' model (`connector.flink.planner.model_plan`): pure code, no Flink job.
 
 The Java face (`DsparkVllmModelFactory`) sends the model's options, INPUT and OUTPUT columns; the end-to-end
-behaviour is in tests/test_flink_model.py.
+behaviour is in tests/test_flink_request.py and tests/test_flink_model.py.
 """
 
 from __future__ import annotations

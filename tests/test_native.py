@@ -22,8 +22,6 @@ import pytest
 from connector.decode import native, parse_batch
 from connector.decode.backends import NativeBackend, select_backend
 from connector.decode.batch import INLINE_ERROR_FIELDS
-from connector.decode.content import content_values
-from connector.decode.exact import Rejected, decode_body
 from connector.decode.plan import plan_for
 from connector.profiles import load_profile
 from connector.schema.columns import output_schema
@@ -31,6 +29,8 @@ from tests.bodies import chat, choice, encode
 from tests.decode_support import FILES as SUITE_FILES
 from tests.decode_support import PROFILES, assert_matches_reference, mutate
 from tests.decode_support import WAYS as SUITE_WAYS
+from tests.oracle.content import content_values
+from tests.oracle.exact import Rejected, decode_body
 
 
 def _read(plan: native.NativePlan, bodies: list[bytes]) -> pa.StructArray:
@@ -126,10 +126,10 @@ def test_explained_verdicts_are_rows_or_the_category_of_the_reason(body: bytes, 
     assert (out.field("reason")[0].as_py() is None) == (verdict == native.OK)
 
 
-def test_the_exact_loop_sees_only_what_is_not_a_body():
+def test_only_what_is_not_a_body_is_decided_outside_the_core():
     bodies = [encode(chat()), b"{", None, encode(chat(model=5)), b'{"created":1.0}', encode(chat(model="a"))]
     result = parse_batch(bodies, "openai", "cpu")  # type: ignore[arg-type]
-    assert result.stats["exact"] == 1
+    assert result.stats["core"] == 0  # (on cpu the core reads every body in its one call: none is "left")
     assert result.errors.column("line").to_pylist() == [2, 3, 4]
     assert result.errors.column("reason").to_pylist()[1] == "not a body: got NoneType (give bytes or str)"
     assert result.errors.column("field").to_pylist() == [None, None, "model"]
@@ -154,7 +154,7 @@ def test_a_2_gib_body_is_refused_by_size_before_it_is_read():
 
 def test_the_size_limit_is_the_exact_paths_in_the_core(monkeypatch):
     """At the limit a body is read, one byte over it refused with the exact path's reason (here a limit of 100)."""
-    from connector.decode import exact
+    from tests.oracle import exact
 
     at = b'{"id":"' + b"x" * 91 + b'"}'
     bodies = [at, at[:-2] + b'x"}']
@@ -452,8 +452,8 @@ def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
 def test_a_length_column_through_a_star_is_walked_as_the_exact_path_walks_it():
     """`reduce: length` on a path with `*`: the exact path takes `*` as a name there; so does the core (it
     refused the plan before)."""
-    from connector.decode.exact import Rejected, decode_body
     from connector.schema.columns import Column
+    from tests.oracle.exact import Rejected, decode_body
 
     column = Column("n", (("choices", "*", "message", "tool_calls"),), "length", False)
     bodies = [
@@ -469,19 +469,68 @@ def test_a_length_column_through_a_star_is_walked_as_the_exact_path_walks_it():
     assert out.field("n").to_pylist()[1:] == [decode_body(b, [column], "seconds")["n"] for b in bodies[1:]] == [2, None]
 
 
-def test_a_batch_the_core_cannot_read_takes_the_exact_path(caplog: pytest.LogCaptureFixture):
-    """A defect of ours (here: a plan the core refuses) costs speed, not the batch."""
+@pytest.mark.parametrize("on", ["cpu", "gpu-emulated"])
+def test_a_batch_the_core_cannot_read_is_error_rows_not_a_failed_batch(
+    on: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+):
+    """A defect of ours (here: a plan the core refuses) costs the bodies the core was given, each an error row
+    saying why (as the JVM's parse step writes it), not the batch: there is no Python parser to fall back on."""
     import dataclasses
 
-    from connector.decode.backends import NativeBackend
-    from connector.decode.batch import _joined, _offsets
+    import connector.decode.batch as batch
+    from connector.decode.backends import GpuBackend
+    from tests.libcudf_emulator import EmulatedLibcudfReader
 
-    plan = plan_for(load_profile("openai"), ["model"])
-    broken = dataclasses.replace(plan, native=native.NativePlan(b"{}", None))
-    backend = NativeBackend()
+    def broken(profile, columns=None):
+        return dataclasses.replace(plan_for(profile, columns), native=native.NativePlan(b"{}", None))
+
+    monkeypatch.setattr(batch, "plan_for", broken)
+    backend = "cpu" if on == "cpu" else GpuBackend(EmulatedLibcudfReader())
+    bodies = [encode(chat()), b"{", None, encode(chat(model=5))]
     with caplog.at_level("ERROR"):
-        read = backend.read_bodies(_joined([b"{}"], [], _offsets([b"{}"])), broken)
-    assert len(read.positions) == 0 and "take the exact path" in caplog.text
+        result = parse_batch(bodies, "openai", backend, columns=["model"])  # type: ignore[arg-type]
+    assert "the native core could not read" in caplog.text and "Traceback" not in caplog.text
+    # On gpu libcudf read body 1; the core was given bodies 2 (not JSON) and 4 (a number for a string).
+    failed = [2, 4] if on != "cpu" else [1, 2, 4]
+    assert result.table.column("line").to_pylist() == ([1] if on != "cpu" else [])
+    assert result.errors.column("line").to_pylist() == sorted([*failed, 3])
+    reasons = dict(
+        zip(result.errors.column("line").to_pylist(), result.errors.column("reason").to_pylist(), strict=True)
+    )
+    assert reasons[3] == "not a body: got NoneType (give bytes or str)"
+    for line in failed:
+        assert reasons[line].startswith(
+            "internal error (the native core could not read this body: native parser core: "
+        )
+        assert reasons[line].endswith("); please report it with this body")
+
+
+@pytest.mark.parametrize("on", ["cpu", "gpu-emulated"])
+def test_a_body_the_core_cannot_read_even_alone_costs_only_its_own_row(on: str, monkeypatch: pytest.MonkeyPatch):
+    """A call the core cannot finish for its output or memory (here a column over the plan's max_column_bytes;
+    in production a std::bad_alloc of the slow path) is made again in halves down to the one body, which alone
+    is an error row, in the JVM parse step's words (tests/test_java_native.py). Before, the whole batch took
+    the Python exact path, which no longer runs. On gpu the bodies' free-text contents send them to the core."""
+    import dataclasses
+
+    import connector.decode.batch as batch
+    from connector.decode.backends import GpuBackend
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    def small(profile, columns=None):
+        plan = plan_for(profile, columns)
+        limited = native.NativePlan.of(plan.columns, plan.created_unit, plan.properties, max_column_bytes=1000)
+        return dataclasses.replace(plan, native=limited)
+
+    monkeypatch.setattr(batch, "plan_for", small)
+    backend = "cpu" if on == "cpu" else GpuBackend(EmulatedLibcudfReader())
+    bodies = [encode(chat(id=i, choices=[choice("free text")])) for i in ("a", "x" * 5000, "b", "c")]
+    result = parse_batch(bodies, "coder", backend, columns=["id", "content_error"])
+    assert result.table.column("id").to_pylist() == ["a", "b", "c"]
+    assert result.errors.column("line").to_pylist() == [2]
+    reason = result.errors.column("reason")[0].as_py()
+    assert reason.startswith("internal error (the native core could not read this body: native parser core: ")
+    assert reason.endswith("); please report it with this body")
 
 
 def test_columns_on_every_backend_are_those_of_the_whole_table(backend):
@@ -950,25 +999,15 @@ def test_python_3_12_reads_the_iso_cases_as_this_python_does():
     assert json.loads(done.stdout) == here
 
 
-def test_free_text_the_core_read_is_not_read_again_in_python(monkeypatch):
+def test_free_text_is_read_by_the_core_alone():
     """The core reads free-text contents with the x-extract patterns itself; parse_batch ran Python's
-    `extract` over the same contents again and threw the result away (a tenth of the batch's time)."""
-    import connector.decode.batch as batch
-
-    seen: list[int] = []
-    original = batch.extract
-
-    def counting(contents, properties):  # type: ignore[no-untyped-def]
-        seen.append(len(contents))
-        return original(contents, properties)
-
-    monkeypatch.setattr(batch, "extract", counting)
+    `extract` over the same contents again and threw the result away (a tenth of the batch's time). There is
+    no Python reader left to run (tests/test_layers.py keeps the package from importing the reference)."""
     from connector.simulator.responses import make_corpus
 
     bodies = make_corpus(200, "coder", seed=5, json_share=0.0)
     result = parse_batch(bodies, "coder", backend="cpu")
     assert result.table.num_rows > 150 and result.table.column("code").null_count < result.table.num_rows
-    assert sum(seen) == 0
 
 
 @pytest.mark.parametrize("bodies", [[b""], [None], [b"", b""], [b"", None, b""], ["", None, b""]])
@@ -990,8 +1029,10 @@ def test_a_batch_of_empty_bodies_is_decided_by_the_core(bodies: list[Any], caplo
         expected.append({"line": i + 1, "reason": rejected.value.reason, "field": rejected.value.field})
     assert result.errors.drop_columns(["body"]).to_pylist() == expected
     assert result.table.num_rows == 0
-    # The core decided the empty ones: only what is not a body took the exact path.
-    assert result.stats["exact"] == sum(b is None for b in bodies)
+    # The core decided the empty ones; what is not a body has its error row from parse_batch.
+    assert result.errors.column("reason").to_pylist().count("not a body: got NoneType (give bytes or str)") == sum(
+        b is None for b in bodies
+    )
     assert result.stats["rejected"] == len(bodies)
     out = _read(plan_for(load_profile("openai"), ["model"]).native, [b""] * 3)
     assert out.field("reason").to_pylist() == ["empty body"] * 3
@@ -1029,7 +1070,7 @@ def test_a_batch_over_the_part_size_is_parsed_in_parts(backend, monkeypatch, inl
     assert parts.errors.to_pylist() == whole.errors.to_pylist() == [r for a in alone for r in a.errors.to_pylist()]
     assert parts.table.schema == whole.table.schema and parts.errors.schema == whole.errors.schema
     assert parts.backend == whole.backend and parts.fallback_reason == whole.fallback_reason
-    for key in ("bodies", "bytes", "rows", "rejected", "exact", "content_exact"):
+    for key in ("bodies", "bytes", "rows", "rejected", "core", "content_core"):
         assert parts.stats[key] == whole.stats[key] == sum(a.stats[key] for a in alone), key
     assert parts.stats["bodies"] == len(bodies) and parts.stats["seconds"] >= parts.stats["read_s"]
     # One part: the whole batch under the size in bodies (the size counts PART_BODY_BYTES a body too).

@@ -22,11 +22,11 @@ import pytest
 import re2
 import yaml
 
-from connector.decode.extract import extract
 from connector.errors import ProfileError
 from connector.profiles import ContentProperty, load_profile
 from connector.simulator.responses import make_corpus
 from tests.java import build_script
+from tests.oracle.extract import extract
 
 ROOT = Path(__file__).resolve().parent.parent
 PROFILES = ("coder", "vl", "math")

@@ -8,17 +8,14 @@
     >>> parse_batch([body], profile="openai", columns=["model", "created"]).table.column_names
     ['line', 'model', 'created']
 
-The way of a batch: a backend (`connector.decode.backends`: the native core on cpu, libcudf on gpu) reads
-the bodies it can into the plan's columns and says which (the native core decides every body, error rows
-included); everything else goes through the exact path (`exact`), which gives a row or says why not.
-Then the contents the backend did not decide are parsed a second time (`content`: the exact path for JSON,
-`x-extract` for free text). All rows come back in input order.
+The way of a batch: a backend (`connector.decode.backends`: the native core on cpu; libcudf on gpu, with
+the native core for what libcudf leaves) decides every body, a row with its contents or an error row; what
+is not a body (None, a number) is an error row written here. All rows come back in input order.
 """
 
 from __future__ import annotations
 
 import itertools
-import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -27,18 +24,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.backends import Backend, Bodies, select_backend
-from connector.decode.content import parse_contents
-from connector.decode.exact import Rejected, decode_body
-from connector.decode.extract import extract
+from connector.decode.backends import REPORT, Backend, Bodies, select_backend
 from connector.decode.plan import Plan, plan_for
 from connector.profiles import Profile, load_profile
-from connector.schema.columns import content_arrow_type
 from connector.strict import MAX_BODY_BYTES
 
-__all__ = ["ERRORS_SCHEMA", "INLINE_ERROR_FIELDS", "ParseResult", "parse_batch"]
-
-log = logging.getLogger(__name__)
+__all__ = ["ERRORS_SCHEMA", "INLINE_ERROR_FIELDS", "PHASES", "ParseResult", "parse_batch"]
 
 ERRORS_SCHEMA = pa.schema(
     [
@@ -48,6 +39,8 @@ ERRORS_SCHEMA = pa.schema(
         pa.field("body", pa.binary()),
     ]
 )
+# Where a batch's seconds go, by stage (`ParseResult.stats`).
+PHASES = ("screen_s", "read_s", "flatten_s", "content_s", "core_s")
 _NO_ERRORS = pa.Table.from_arrays([pa.nulls(0, f.type) for f in ERRORS_SCHEMA], schema=ERRORS_SCHEMA)
 
 
@@ -62,13 +55,15 @@ class ParseResult:
     line, reason, field (null when not about one field) and body (the raw bytes; null for what is not a body
     and for a body over `MAX_BODY_BYTES`, which is not read). `backend` is the
     backend that read the batch ("cpu" or "gpu"); `fallback_reason` says why "auto" did not use the GPU.
-    `stats`: bodies, bytes, rows, rejected, exact (bodies the exact path decided), content_exact, reads
-    (batch reads of the gpu backend, isolation included), seconds, and where the seconds went: screen_s
-    (the gpu backend's JSON screen), read_s (the backend's read: the native core's one pass on cpu, which
-    also reads the contents' JSON; the batch reads on gpu), flatten_s (gpu: the columns made from what was
-    read), exact_s (bodies on the exact path), content_s (contents the backend did not decide: the exact
-    path and `x-extract`; on gpu also its content reads). A batch over `PART_BYTES` is parsed in parts (Arrow
-    string columns stop at 2 GiB): its tables have a chunk a part, its stats are the parts' summed.
+    `stats`: bodies, bytes, rows, rejected, core (gpu: bodies libcudf left to the native core, whole:
+    those it did not read, and those whose values or content it did not decide; 0 on cpu, where the core
+    reads every body), content_core (of those, the bodies handed over only for their content), reads (batch
+    reads of the gpu backend, isolation and contents included), seconds, and where the seconds went
+    (`PHASES`): screen_s (the gpu backend's JSON screen), read_s (the backend's read: the native core's one
+    pass on cpu, which also reads the contents; the batch reads on gpu), flatten_s (gpu: the columns made
+    from what was read), content_s (gpu: its content reads), core_s (gpu: the native core's call on what
+    libcudf left). A batch over `PART_BYTES` is parsed in parts (Arrow string columns stop at 2 GiB): its
+    tables have a chunk a part, its stats are the parts' summed.
     """
 
     table: pa.Table
@@ -130,17 +125,6 @@ def _joined(raw: list[bytes], not_bodies: Sequence[int] | np.ndarray, offsets: n
 PART_BYTES = 1 << 30
 _LINE_MAX = 2**63 - 1  # the `line` column is int64
 PART_BODY_BYTES = 1 << 10
-
-
-def _patched(base: pa.Array, replace: np.ndarray, replacement: pa.Array) -> pa.Array:
-    """`base` with the rows where `replace` is set taken, in order, from `replacement`."""
-    if not replace.any():
-        return base
-    if replace.all():
-        return replacement
-    order = np.concatenate([np.flatnonzero(~replace), np.flatnonzero(replace)])
-    combined = pa.concat_arrays([base.filter(pa.array(~replace)), replacement])
-    return combined.take(pa.array(np.argsort(order, kind="stable")))
 
 
 def parse_batch(
@@ -235,137 +219,59 @@ def _parse(
 
     read = chosen.read_bodies(batch, plan)
 
-    exact_started = time.perf_counter()
-    rejected = read.rejected if read.rejected is not None else np.zeros(0, np.int64)
-    exact_index = np.setdiff1d(np.arange(n), np.concatenate([read.positions, rejected]), assume_unique=True)
-    exact_rows: list[dict[str, Any]] = []
-    exact_lines: list[int] = []
-    errors: dict[str, list[Any]] = {"line": [], "reason": [], "field": [], "body": []}
-    for i in exact_index.tolist():
-        try:
+    errors: dict[str, list[Any]] = {
+        "line": [first_line + i for i in read.rejected.tolist()],
+        "reason": list(read.reasons),
+        "field": list(read.fields),
+        "body": [given(i) for i in read.rejected.tolist()],
+    }
+    # What the backend did not decide: what is not a body, and (a defect of ours) a body it gave no verdict.
+    undecided = np.setdiff1d(np.arange(n), np.concatenate([read.positions, read.rejected]), assume_unique=True)
+    if len(undecided):
+        for i in undecided.tolist():
+            errors["line"].append(first_line + i)
             if i in not_bodies:
-                raise Rejected(f"not a body: got {type(bodies[start + i]).__name__} (give bytes or str)")
-            exact_rows.append(decode_body(batch.raw[i], plan.columns, plan.created_unit))
-            exact_lines.append(i)
-        except Rejected as exc:
-            errors["line"].append(first_line + i)
-            errors["reason"].append(exc.reason)
-            errors["field"].append(exc.field)
-            errors["body"].append(given(i))
-        except Exception as exc:  # a defect of ours must cost this body, not its batch or the job
-            log.exception("body at line %d could not be decoded", first_line + i)
-            errors["line"].append(first_line + i)
-            errors["reason"].append(f"internal error ({type(exc).__name__}); please report it with this body")
+                errors["reason"].append(f"not a body: got {type(bodies[start + i]).__name__} (give bytes or str)")
+            else:
+                errors["reason"].append(
+                    f"internal error (the {chosen.name} backend gave no verdict for this body); {REPORT}"
+                )
             errors["field"].append(None)
             errors["body"].append(given(i))
-
-    if len(rejected):
-        # Error rows the backend decided, merged with the exact path's in line order.
-        decided = rejected.tolist()
         merged = sorted(
-            [
-                (first_line + i, reason, where, given(i))
-                for i, reason, where in zip(decided, read.reasons, read.fields, strict=True)
-            ]
-            + list(zip(errors["line"], errors["reason"], errors["field"], errors["body"], strict=True)),
-            key=lambda e: e[0],
+            zip(errors["line"], errors["reason"], errors["field"], errors["body"], strict=True), key=lambda e: e[0]
         )
         errors = {key: [e[k] for e in merged] for k, key in enumerate(("line", "reason", "field", "body"))}
 
-    # Most batches leave nothing to the exact path: then nothing is built for it or merged.
-    exact_columns = {
-        c.name: pa.array([row[c.name] for row in exact_rows], type=c.arrow_type) if exact_rows else None
-        for c in plan.columns
-    }
-    positions = (
-        np.concatenate([read.positions, np.array(exact_lines, dtype=np.int64)]) if exact_lines else read.positions
-    )
-    order = np.argsort(positions, kind="stable")
+    order = np.argsort(read.positions, kind="stable")
     in_order = np.array_equal(order, np.arange(len(order)))  # most batches are: no copy then
     indices = None if in_order else pa.array(order)
 
-    def ordered(fast: pa.Array, exact: pa.Array | None) -> pa.Array:
-        whole = pa.concat_arrays([fast, exact]) if exact is not None and len(exact) else fast
-        return whole if indices is None else whole.take(indices)
+    def ordered(array: pa.Array) -> pa.Array:
+        return array if indices is None else array.take(indices)
 
-    arrays = {c.name: ordered(read.columns[c.name], exact_columns[c.name]) for c in plan.columns}
-
-    content_exact = 0
-    content_started = time.perf_counter()
+    arrays = {c.name: ordered(read.columns[c.name]) for c in plan.columns}
     if plan.properties:
-        assert plan.content_column is not None
-        content = arrays[plan.content_column]
-        n_exact = len(exact_lines)
-        decided = np.concatenate(
-            [
-                read.content_decided if read.content_decided is not None else np.zeros(len(read.positions), bool),
-                np.zeros(n_exact, dtype=bool),
-            ]
-        )
-        if indices is not None:
-            decided = decided[order]
-        # Contents the backend found to be free text go straight to the x-extract patterns; the other
-        # undecided ones (and free text when no property has a pattern: "not JSON") through `parse_contents`.
-        text = np.zeros(len(decided), dtype=bool)
-        if read.content_text is not None and any(p.extract is not None for p in plan.properties):
-            text = np.concatenate([read.content_text, np.zeros(n_exact, dtype=bool)])
-            if indices is not None:
-                text = text[order]
-            text &= ~decided  # (the native core reads free text itself: those are decided)
-        undecided = np.flatnonzero(~decided & ~text)
-        text_rows = np.flatnonzero(text)
-        # What is left to decide here, in the order of ~decided (nothing when the backend decided all).
-        computed: dict[str, pa.Array] = {p.name: pa.nulls(0, content_arrow_type(p)) for p in plan.properties}
-        computed_errors = pa.nulls(0, pa.string())
-        if len(undecided):
-            computed, computed_errors, content_exact = parse_contents(
-                content.take(pa.array(undecided)) if len(undecided) < len(content) else content,
-                plan.properties,
-                None,
-            )
-        if len(text_rows):
-            extracted, extracted_errors = extract(content.take(pa.array(text_rows)), plan.properties)
-            content_exact += len(text_rows)
-            back = pa.array(np.argsort(np.concatenate([undecided, text_rows]), kind="stable"))
-            computed = {
-                p.name: pa.concat_arrays([computed[p.name], extracted[p.name]]).take(back) for p in plan.properties
-            }
-            computed_errors = pa.concat_arrays([computed_errors, extracted_errors]).take(back)
+        assert read.content is not None and read.content_errors is not None
         for p in plan.properties:
-            fast = (
-                read.content[p.name]
-                if read.content is not None
-                else pa.nulls(len(read.positions), content_arrow_type(p))
-            )
-            base = ordered(fast, pa.nulls(n_exact, content_arrow_type(p)))
-            arrays[p.name] = _patched(base, ~decided, computed[p.name])
-        fast_errors = (
-            read.content_errors if read.content_errors is not None else pa.nulls(len(read.positions), pa.string())
-        )
-        arrays["content_error"] = _patched(
-            ordered(fast_errors, pa.nulls(n_exact, pa.string())), ~decided, computed_errors
-        )
+            arrays[p.name] = ordered(read.content[p.name])
+        arrays["content_error"] = ordered(read.content_errors)
 
-    lines = np.ascontiguousarray(positions[order] + first_line, dtype=np.int64)
+    lines = np.ascontiguousarray(read.positions[order] + first_line, dtype=np.int64)
     table = pa.Table.from_arrays([_int64s(lines), *(arrays[name] for name in plan.names)], schema=plan.output_schema)
     error_table = pa.Table.from_pydict(errors, schema=ERRORS_SCHEMA) if errors["line"] else _NO_ERRORS
     if inline_errors:
         table = _inline(table, error_table, n, first_line)
-    done = time.perf_counter()
     stats = {
         "bodies": float(n),
         "bytes": float(batch.offsets[-1]),
         "rows": float(len(lines)),
         "rejected": float(error_table.num_rows),
-        "exact": float(len(exact_index)),
-        "content_exact": float(content_exact),
+        "core": float(read.core),
+        "content_core": float(read.content_core),
         "reads": float(read.reads),
-        "seconds": done - started,
-        "screen_s": read.timings.get("screen_s", 0.0),
-        "read_s": read.timings.get("read_s", 0.0),
-        "flatten_s": read.timings.get("flatten_s", 0.0),
-        "exact_s": content_started - exact_started,
-        "content_s": done - content_started + read.timings.get("content_s", 0.0),
+        "seconds": time.perf_counter() - started,
+        **{phase: read.timings.get(phase, 0.0) for phase in PHASES},
     }
     return ParseResult(table, error_table, chosen.name, fallback_reason, stats)
 

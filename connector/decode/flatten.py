@@ -2,7 +2,7 @@
 
 Walks each column's path with pyarrow.compute (struct fields, first list element, per-element maps), so the
 cost is per batch, not per body. Rows whose values need a decision the vectorized code does not make (error
-responses, out-of-range timestamps, ISO strings) are flagged for the exact path instead.
+responses, out-of-range timestamps, ISO strings) are flagged for the native core, which decides those bodies.
 """
 
 from __future__ import annotations
@@ -14,8 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.decode.exact import MS_MAX, MS_MIN
-from connector.schema.columns import TIMESTAMP, Column
+from connector.schema.columns import MS_MAX, MS_MIN, TIMESTAMP, Column
 
 __all__ = ["created_ms", "flatten", "list_offsets"]
 
@@ -78,10 +77,10 @@ def list_offsets(lists: pa.Array) -> pa.Array:
 
 
 def created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
-    """`created` as epoch ms, and a mask of rows the vectorized conversion leaves to the exact path."""
+    """`created` as epoch ms, and a mask of rows the vectorized conversion leaves to the native core."""
     if unit == "iso":
         out: list[int | None] = []
-        needs_exact = np.zeros(len(values), dtype=bool)
+        left = np.zeros(len(values), dtype=bool)
         for i, text in enumerate(values.to_numpy(zero_copy_only=False).tolist()):
             if text is None:
                 out.append(None)
@@ -89,16 +88,16 @@ def created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
             try:
                 parsed = datetime.fromisoformat(text)
             except ValueError:
-                needs_exact[i] = True
+                left[i] = True
                 out.append(None)
                 continue
             if parsed.tzinfo is None:
                 parsed = parsed.replace(tzinfo=UTC)
             delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
             ms = delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000
-            needs_exact[i] = not MS_MIN <= ms <= MS_MAX
+            left[i] = not MS_MIN <= ms <= MS_MAX
             out.append(ms)
-        return pa.array(out, pa.int64()), needs_exact
+        return pa.array(out, pa.int64()), left
     scale = 1000 if unit == "seconds" else 1
     in_range = pc.and_(pc.greater_equal(values, MS_MIN // scale), pc.less_equal(values, MS_MAX // scale)).fill_null(
         True
@@ -109,20 +108,20 @@ def created_ms(values: pa.Array, unit: str) -> tuple[pa.Array, np.ndarray]:
 
 
 def flatten(raw: pa.Table, columns: Sequence[Column], created_unit: str) -> tuple[dict[str, pa.Array], np.ndarray]:
-    """The flat columns of `raw`, and a boolean mask of the rows to re-decode on the exact path."""
-    needs_exact = np.zeros(raw.num_rows, dtype=bool)
+    """The flat columns of `raw`, and a boolean mask of the rows left to the native core."""
+    left = np.zeros(raw.num_rows, dtype=bool)
     if raw.num_rows == 0:
-        return {c.name: pa.array([], c.arrow_type) for c in columns}, needs_exact
+        return {c.name: pa.array([], c.arrow_type) for c in columns}, left
     error = _top(raw, "error")
-    needs_exact |= error.is_valid().to_numpy(zero_copy_only=False)
+    left |= error.is_valid().to_numpy(zero_copy_only=False)
     out: dict[str, pa.Array] = {}
     for column in columns:
         values = _column(raw, column)
         if column.kind == "timestamp":
             ms, bad = created_ms(values, created_unit)
-            needs_exact |= bad
+            left |= bad
             values = ms.cast(TIMESTAMP)
         elif column.name == "object":
-            needs_exact |= pc.equal(values, "error").fill_null(False).to_numpy(zero_copy_only=False)
+            left |= pc.equal(values, "error").fill_null(False).to_numpy(zero_copy_only=False)
         out[column.name] = values
-    return out, needs_exact
+    return out, left

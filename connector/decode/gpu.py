@@ -11,7 +11,7 @@ reader and gives the same Arrow table:
   without quotes gives the values.)
 - libcudf is told to be strict where it would accept what the rules refuse (strict validation, no
   leading zeros, no NaN/Infinity, no raw control characters in strings); UTF-8 is checked on the result.
-Such a batch fails with `ReadFailed`, and the exact path decides its bad records.
+Such a batch fails with `ReadFailed`, and the native core decides its bad records.
 """
 
 from __future__ import annotations
@@ -118,14 +118,14 @@ _device_errors_seen: set[str] = set()
 
 def _warn_if_device_error(exc: Exception) -> None:
     """Say so (once per kind) when a read failed for the device rather than the data: isolation then reads
-    smaller parts, which is right for a full device memory, and the exact path takes what still fails."""
+    smaller parts, which is right for a full device memory, and the native core takes what still fails."""
     kind = type(exc).__name__
     if type(exc) in (RuntimeError, ValueError, IndexError, OverflowError) or kind in _device_errors_seen:
         return
     _device_errors_seen.add(kind)
     log.warning(
         "a GPU read failed for the device, not the data (%s: %s); affected records take smaller reads "
-        "or the exact path on the CPU (ParseResult.stats['exact'])",
+        "or the native core on the CPU (ParseResult.stats['core'])",
         kind,
         exc,
     )
@@ -150,7 +150,7 @@ def _check_libcudf() -> bool:
 
     Strings read with quotes kept must have their escapes decoded for one read to do (libcudf's string
     parser does); otherwise a second read gives the values. Strings with an invalid escape must fail the read
-    under strict validation: libcudf's string parser would make them null where the exact path rejects the
+    under strict validation: libcudf's string parser would make them null where the rules (the native core) reject the
     body, so without that the GPU backend refuses to start rather than give other results.
     """
     schema = pa.schema([("a", pa.string())])

@@ -2,7 +2,7 @@
 
 A JSON reader fails a whole batch for one bad record. `read_isolating` re-reads around it: when the reader
 names the failing row it skips straight past it, otherwise it bisects. The good records come back as tables
-(in input order) and the bad ones as positions, for the exact path to explain.
+(in input order) and the bad ones as positions, for the native core to decide.
 """
 
 from __future__ import annotations

@@ -4,11 +4,11 @@ The core is a plain shared library (no Python in it), loaded with ctypes, so one
 version and the same entry point serves the JVM (issue 18). `Plan.of(...)` writes the versioned plan
 document the core reads; `read(plan, data, offsets)` returns the core's struct array: the plan's columns, the
 content properties' columns, `verdict` (per body: 0 a row, else the category of its error), `reason` and
-`field` (the exact path's, byte for byte) and, with content properties, `content_verdict` (see `CONTENT_*`)
-and `content_error`. That is with the plan's "explain" (the default here); without it the core gives only
-verdicts for what its fast pass leaves (and no reasons), for a caller that decides those itself. Arrays come
-through the Arrow C data interface: pyarrow takes the core's buffers as they are, and frees them through the
-core's release callbacks.
+`field` (the reference path's, tests/oracle, byte for byte) and, with content properties, `content_verdict`
+(see `CONTENT_*`) and `content_error`. That is with the plan's "explain" (the default here); without it the
+core gives only verdicts for what its fast pass leaves (and no reasons), for a caller that decides those
+itself. Arrays come through the Arrow C data interface: pyarrow takes the core's buffers as they are, and frees
+them through the core's release callbacks.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from connector.decode._core_contract import (
     PLAN_VERSION,
 )
 from connector.decode._core_contract import DONE as _DONE
+from connector.decode._core_contract import INTERNAL as _INTERNAL
 from connector.decode._core_contract import OUTPUT_TOO_LARGE as _OUTPUT_TOO_LARGE
 from connector.errors import BackendUnavailable
 from connector.profiles import ContentProperty
@@ -48,6 +49,7 @@ __all__ = [
     "CONTENT_NULL",
     "CONTENT_TEXT",
     "OK",
+    "CoreFailed",
     "NativePlan",
     "bools",
     "int8s",
@@ -152,6 +154,19 @@ def available() -> str | None:
     return None
 
 
+class CoreFailed(RuntimeError):
+    """The core could not finish a call; `code` is its return code (the contract's)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+    @property
+    def fewer(self) -> bool:
+        """Whether fewer bodies a call may do: too large an output, or out of memory (the JVM's rule too)."""
+        return self.code in (_OUTPUT_TOO_LARGE, _INTERNAL)
+
+
 @dataclass(frozen=True)
 class NativePlan:
     """The plan document of a set of columns (and the content properties read from one of them)."""
@@ -171,8 +186,8 @@ class NativePlan:
     ) -> NativePlan:
         """`max_column_bytes`: below Arrow's 2 GiB only to test that a batch is then read in parts. `explain`:
         the core decides every body (a row, or the reason and field of its error) and every content (its
-        values and content_error), as the exact path would; without it, what its fast pass leaves gets a
-        verdict and nulls."""
+        values and content_error), as the reference path (tests/oracle) would; without it, what its fast pass
+        leaves gets a verdict and nulls."""
         names = [c.name for c in columns]
         plan: dict[str, object] = {
             "version": PLAN_VERSION,
@@ -225,7 +240,8 @@ def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.S
 
     A batch whose columns would outgrow Arrow's 2 GiB string offsets is read in halves (a plan's small
     `max_column_bytes` in the tests; `parse_batch` gives the core parts small enough never to get there).
-    Halves whose columns together still outgrow 2 GiB cannot be one array: that is a RuntimeError.
+    Halves whose columns together still outgrow 2 GiB cannot be one array. A call the core cannot finish
+    raises `CoreFailed`.
     """
     lib = _library()
     offsets = np.ascontiguousarray(offsets, dtype=np.int64)
@@ -251,7 +267,7 @@ def read(plan: NativePlan, data: pa.Buffer | bytes, offsets: np.ndarray) -> pa.S
         try:
             return pa.concat_arrays(parts)  # type: ignore[return-value]
         except pa.ArrowInvalid as exc:  # offset overflow: more than one array can hold
-            raise RuntimeError(f"native parser core: {exc}: give fewer bodies at a time") from exc
+            raise CoreFailed(f"native parser core: {exc}: give fewer bodies at a time", _OUTPUT_TOO_LARGE) from exc
     if code != _DONE:
-        raise RuntimeError(f"native parser core: {error.value.decode(errors='replace')} (code {code})")
+        raise CoreFailed(f"native parser core: {error.value.decode(errors='replace')} (code {code})", code)
     return pa.Array._import_from_c(ctypes.addressof(array), ctypes.addressof(schema))  # type: ignore[attr-defined]

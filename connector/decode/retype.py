@@ -4,7 +4,7 @@ libcudf's JSON reader converts values to whatever type it is asked for: it takes
 `5` for a string, and wraps integers beyond 64 bits. So the GPU reader asks it for every primitive leaf as
 a string with the quotes kept, which tells a JSON string (`"..."`, escapes decoded) from a number or a
 literal (their text). `retype` then checks each leaf's JSON type against the schema and converts the text
-with pyarrow's own casts, which agree with the exact path (and so with the cpu backend) to the last bit
+with pyarrow's own casts, which agree with the native core (the cpu backend) to the last bit
 (overflow fails, doubles are correctly rounded). Anything that does not fit raises `ReadFailed`, and the
 batch's records are isolated as with any reader.
 
@@ -112,7 +112,7 @@ def _leaf(values: pa.Array, quoted: pa.Array, field: pa.Field, unquote: bool) ->
 
 def _decoded(text: pa.Array, is_string: pa.Array, field: pa.Field) -> pa.Array:
     """`text`, or ReadFailed where libcudf left a JSON string null: it does so for escapes it cannot decode
-    (`\\-`, `\\u12`), which the screen and the exact path reject."""
+    (`\\-`, `\\u12`), which the screen and the native core reject."""
     if text.null_count != is_string.null_count and pc.any(pc.and_(pc.is_null(text), is_string)).as_py():
         raise ReadFailed(f"'{field.name}': a string libcudf could not decode")
     return text

@@ -8,7 +8,8 @@ Group `dspark` of each operator:
 - request, registered on the JVM by `io.dspark.vllm.flink.RequestStep`: counters `numRequests`, `numResponses`
   (a body came back), `numRequestsFailed`, `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
-  1,000 requests).
+  1,000 requests); with 'request.store': `numAnsweredFromStore`, `numAnsweredFromCache`, `numTokensSaved`,
+  `numStored`, `numStoreFailures`, `storePutMsP50`, `storePutMsP99` (the last 1,000 puts).
 
 Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
 reporter shows a meter as its rate.
@@ -19,7 +20,22 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["Recent"]
+__all__ = ["GROUP", "PARSE_METRICS", "REQUEST_METRICS", "Recent"]
+
+# The metrics' names, declared once: the Python parse function registers PARSE_METRICS by these names, and the
+# jar by the constants generated from them (`io.dspark.vllm.request.PlanContract`, connector.flink.contract).
+GROUP = "dspark"
+PARSE_METRICS: tuple[str, ...] = (
+    "numRecordsIn", "numRecordsOut", "numRecordsInErrors", "numBytesIn", "numBatches", "gpuFallbackBatches",
+    "numRecordsInPerSecond", "numRecordsOutPerSecond", "parseTimeMsP50", "parseTimeMsP99", "lastBatchParseTimeMs",
+    "backendGpu", "backendJvm",
+)  # fmt: skip
+REQUEST_METRICS: tuple[str, ...] = (
+    "numRequests", "numResponses", "numRequestsFailed", "numRetries", "numBytesIn", "numResponsesPerSecond",
+    "inFlight", "concurrencyLimit", "numThrottled", "latencyMsP50", "latencyMsP95", "latencyMsP99",
+    "numAnsweredFromStore", "numAnsweredFromCache", "numTokensSaved", "numStored", "numStoreFailures",
+    "storePutMsP50", "storePutMsP99",
+)  # fmt: skip
 
 
 class Recent:

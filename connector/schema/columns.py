@@ -37,6 +37,8 @@ ARROW_OF: dict[str, pa.DataType] = {
     "boolean": pa.bool_(),
 }
 TIMESTAMP = pa.timestamp("ms", tz="UTC")
+# The timestamps Flink's TIMESTAMP(3) can hold: years 1..9999, in milliseconds since the epoch.
+MS_MIN, MS_MAX = -62135596800000, 253402300799999
 # Marks a read-schema leaf that may hold an integer or a string (`stop_reason`): the GPU reader checks such
 # leaves by this mark; pyarrow.json ignores field metadata.
 INT_OR_STRING = {b"dspark.json": b"integer|string"}
@@ -199,7 +201,7 @@ def content_arrow_type(prop: ContentProperty) -> pa.DataType:
 
 
 def content_read_schema(properties: Sequence[ContentProperty]) -> pa.Schema:
-    """What the JSON readers parse content objects with (JSON-text properties are done by the exact path)."""
+    """What the JSON readers parse content objects with (JSON-text properties are the native core's)."""
     return pa.schema([pa.field(p.name, content_arrow_type(p)) for p in properties if p.kind != "json"])
 
 

@@ -9,7 +9,9 @@
 # that was formatted before keeps its topics. PORT defaults to 9092; the controller listens on a free port
 # of its own. The jars are cached by deploy/maven/fetch.sh (fetched once a machine). Needs Java 17 and, the
 # first time, Maven; exits 1 with one line on stderr when the broker cannot start.
-# Environment: KAFKA_HEAP_OPTS (default -Xms128m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90).
+# Environment: KAFKA_HEAP_OPTS (default -Xms128m -Xmx1g), KAFKA_START_TIMEOUT (seconds, default 90),
+# KAFKA_SASL_PLAIN=USER:PASSWORD: clients on PORT must log in with SASL PLAIN as that user (SASL_PLAINTEXT; the
+# broker talks to itself on a PLAINTEXT listener of another free port, which clients on PORT are not told of).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 dir="${1:?usage: start.sh DIR [PORT]}"
@@ -32,15 +34,28 @@ listening() { (: <"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 listening "$port" && fail "port $port on 127.0.0.1 is taken"
 controller_port="$(free_port)"
 
+if [ -n "${KAFKA_SASL_PLAIN:-}" ]; then
+    user="${KAFKA_SASL_PLAIN%%:*}"
+    password="${KAFKA_SASL_PLAIN#*:}"
+    internal_port="$(free_port)"
+    listeners="listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$internal_port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=SASL_PLAINTEXT://127.0.0.1:$port,INTERNAL://127.0.0.1:$internal_port
+inter.broker.listener.name=INTERNAL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,INTERNAL:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT
+sasl.enabled.mechanisms=PLAIN
+listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_$user=\"$password\";"
+else
+    listeners="listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
+advertised.listeners=PLAINTEXT://127.0.0.1:$port
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT"
+fi
 cat >"$dir/server.properties" <<PROPERTIES
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$controller_port
-listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$controller_port
-advertised.listeners=PLAINTEXT://127.0.0.1:$port
+$listeners
 controller.listener.names=CONTROLLER
-inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
 offsets.topic.replication.factor=1

@@ -1,4 +1,4 @@
-// What dspark_extract gives, for tests/test_native_extract.py to hold against connector/decode/extract.py.
+// What dspark_extract gives, for tests/test_native_extract.py to hold against tests/oracle/extract.py.
 // stdin: JSON lines {"properties": [{"name", "kind", "item_kind"?, "extract"?: {"pattern", "mode"}}], "text"};
 // stdout, a JSON line each: {"values": [...], "error": str|null} (a json-kind value is its text, a number has
 // a "." or an "e" so that it reads back as a float), or {"plan_error": str}.

@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.parse.ArrowColumn;
 import io.dspark.vllm.parse.NativeCore;
 import io.dspark.vllm.parse.NativeParser;
@@ -58,7 +59,7 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         leaves(produced, leaves);
         parser = new NativeParser(document, leaves);
         one = new byte[1][];
-        rejected = context.getMetricGroup().addGroup("dspark").counter("numRecordsInErrors");
+        rejected = context.getMetricGroup().addGroup(PlanContract.GROUP).counter(PlanContract.NUM_RECORDS_IN_ERRORS);
     }
 
     private static void leaves(RowType row, List<String> out) {

@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.parse.ArrowColumn;
 import io.dspark.vllm.parse.NativeCore;
 import io.dspark.vllm.parse.NativeParser;
@@ -53,7 +54,7 @@ final class ParseBatch implements Serializable {
     private transient Counter bytes;
     private transient Counter batches;
     private transient Counter fallbacks;
-    private transient RequestStep.Recent parseTimes;
+    private transient io.dspark.vllm.request.Recent parseTimes;
     private transient double lastMillis;
 
     ParseBatch(
@@ -81,21 +82,21 @@ final class ParseBatch implements Serializable {
         }
         parser = new NativeParser(document, shape.coreColumns());
         lines = new HashMap<>();
-        MetricGroup group = operatorGroup.addGroup("dspark");
-        bodies = group.counter("numRecordsIn");
-        parsed = group.counter("numRecordsOut");
-        rejected = group.counter("numRecordsInErrors");
-        bytes = group.counter("numBytesIn");
-        batches = group.counter("numBatches");
-        group.meter("numRecordsInPerSecond", new MeterView(bodies, 60));
-        group.meter("numRecordsOutPerSecond", new MeterView(parsed, 60));
-        parseTimes = new RequestStep.Recent(100);
-        group.gauge("parseTimeMsP50", () -> parseTimes.percentile(50));
-        group.gauge("parseTimeMsP99", () -> parseTimes.percentile(99));
-        group.gauge("lastBatchParseTimeMs", () -> (long) lastMillis);
-        group.gauge("backendGpu", () -> 0);
-        group.gauge("backendJvm", () -> 1);
-        fallbacks = group.counter("gpuFallbackBatches");
+        MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
+        bodies = group.counter(PlanContract.NUM_RECORDS_IN);
+        parsed = group.counter(PlanContract.NUM_RECORDS_OUT);
+        rejected = group.counter(PlanContract.NUM_RECORDS_IN_ERRORS);
+        bytes = group.counter(PlanContract.NUM_BYTES_IN);
+        batches = group.counter(PlanContract.NUM_BATCHES);
+        group.meter(PlanContract.NUM_RECORDS_IN_PER_SECOND, new MeterView(bodies, 60));
+        group.meter(PlanContract.NUM_RECORDS_OUT_PER_SECOND, new MeterView(parsed, 60));
+        parseTimes = new io.dspark.vllm.request.Recent(100);
+        group.gauge(PlanContract.PARSE_TIME_MS_P50, () -> parseTimes.percentile(50));
+        group.gauge(PlanContract.PARSE_TIME_MS_P99, () -> parseTimes.percentile(99));
+        group.gauge(PlanContract.LAST_BATCH_PARSE_TIME_MS, () -> (long) lastMillis);
+        group.gauge(PlanContract.BACKEND_GPU, () -> 0);
+        group.gauge(PlanContract.BACKEND_JVM, () -> 1);
+        fallbacks = group.counter(PlanContract.GPU_FALLBACK_BATCHES);
         if (sayWhere) {
             LOG.info("dspark-vllm: the parse step runs in the JVM with the native core ({}), no Python worker",
                     NativeCore.coreName());

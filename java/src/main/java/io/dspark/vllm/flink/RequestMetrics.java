@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
@@ -12,7 +13,8 @@ import org.apache.flink.metrics.MetricGroup;
  * The request step's metrics, group {@code dspark}, for the table's {@link RequestStep} and the model's
  * {@link ModelPredictFunction}: numRequests, numResponses, numRequestsFailed, numRetries, numBytesIn,
  * numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled, latencyMsP50/P95/P99; with a response store
- * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures.
+ * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures,
+ * storePutMsP50/P99 (a put's time until its record is durable: what the store adds before a row leaves).
  */
 final class RequestMetrics {
     private final Counter requests;
@@ -20,28 +22,30 @@ final class RequestMetrics {
     private final Counter failed;
     private final Counter retries;
     private final Counter bytes;
-    private final RequestStep.Recent latencies = new RequestStep.Recent(1000);
+    private final io.dspark.vllm.request.Recent latencies = new io.dspark.vllm.request.Recent(1000);
 
     RequestMetrics(MetricGroup operatorGroup, StoredRequests answers) {
         Requester requester = answers.requester();
-        MetricGroup group = operatorGroup.addGroup("dspark");
-        group.gauge("numAnsweredFromStore", answers::answeredFromStore);
-        group.gauge("numAnsweredFromCache", answers::answeredFromCache);
-        group.gauge("numTokensSaved", answers::tokensSaved);
-        group.gauge("numStored", answers::stored);
-        group.gauge("numStoreFailures", answers::storeFailures);
-        requests = group.counter("numRequests");
-        responses = group.counter("numResponses");
-        failed = group.counter("numRequestsFailed");
-        retries = group.counter("numRetries");
-        bytes = group.counter("numBytesIn");
-        group.meter("numResponsesPerSecond", new MeterView(responses, 60));
-        group.gauge("inFlight", requester::inFlight);
-        group.gauge("concurrencyLimit", requester::concurrencyLimit);
-        group.gauge("numThrottled", requester::throttled);
-        group.gauge("latencyMsP50", () -> latencies.percentile(50));
-        group.gauge("latencyMsP95", () -> latencies.percentile(95));
-        group.gauge("latencyMsP99", () -> latencies.percentile(99));
+        MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
+        group.gauge(PlanContract.NUM_ANSWERED_FROM_STORE, answers::answeredFromStore);
+        group.gauge(PlanContract.NUM_ANSWERED_FROM_CACHE, answers::answeredFromCache);
+        group.gauge(PlanContract.NUM_TOKENS_SAVED, answers::tokensSaved);
+        group.gauge(PlanContract.NUM_STORED, answers::stored);
+        group.gauge(PlanContract.NUM_STORE_FAILURES, answers::storeFailures);
+        group.gauge(PlanContract.STORE_PUT_MS_P50, () -> answers.putMs(50));
+        group.gauge(PlanContract.STORE_PUT_MS_P99, () -> answers.putMs(99));
+        requests = group.counter(PlanContract.NUM_REQUESTS);
+        responses = group.counter(PlanContract.NUM_RESPONSES);
+        failed = group.counter(PlanContract.NUM_REQUESTS_FAILED);
+        retries = group.counter(PlanContract.NUM_RETRIES);
+        bytes = group.counter(PlanContract.NUM_BYTES_IN);
+        group.meter(PlanContract.NUM_RESPONSES_PER_SECOND, new MeterView(responses, 60));
+        group.gauge(PlanContract.IN_FLIGHT, requester::inFlight);
+        group.gauge(PlanContract.CONCURRENCY_LIMIT, requester::concurrencyLimit);
+        group.gauge(PlanContract.NUM_THROTTLED, requester::throttled);
+        group.gauge(PlanContract.LATENCY_MS_P50, () -> latencies.percentile(50));
+        group.gauge(PlanContract.LATENCY_MS_P95, () -> latencies.percentile(95));
+        group.gauge(PlanContract.LATENCY_MS_P99, () -> latencies.percentile(99));
     }
 
     void sent() {

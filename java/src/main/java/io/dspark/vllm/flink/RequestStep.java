@@ -1,13 +1,19 @@
 package io.dspark.vllm.flink;
 
 import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.api.common.functions.OpenContext;
+import org.apache.flink.api.common.state.ListState;
+import org.apache.flink.api.common.state.ListStateDescriptor;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
+import org.apache.flink.runtime.state.FunctionInitializationContext;
+import org.apache.flink.runtime.state.FunctionSnapshotContext;
+import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.streaming.api.functions.async.ResultFuture;
 import org.apache.flink.streaming.api.functions.async.RichAsyncFunction;
 import org.apache.flink.table.data.GenericRowData;
@@ -17,7 +23,6 @@ import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 
-import java.util.Arrays;
 import java.util.Collections;
 import java.util.List;
 
@@ -35,16 +40,12 @@ import java.util.List;
  * numRequestsFailed, numRetries, numBytesIn, numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled,
  * latencyMsP50/P95/P99.
  */
-final class RequestStep extends RichAsyncFunction<RowData, RowData> {
+final class RequestStep extends RichAsyncFunction<RowData, RowData> implements CheckpointedFunction {
     private static final long serialVersionUID = 1L;
-    // The row this step makes, as contract.REQUEST_COLUMNS declares it (name, Flink SQL type): checked against
-    // the plan in the constructor, so the two sides cannot drift apart.
-    static final List<String> COLUMNS =
-            Arrays.asList(
-                    "_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts",
-                    "_request_error", "_received_ms", "_request_key", "_cached");
-    static final List<String> TYPES =
-            Arrays.asList("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT", "STRING", "BOOLEAN");
+    // The row this step makes, as contract.REQUEST_COLUMNS declares it (generated into PlanContract); checked
+    // against the plan in the constructor, so a plan of another release is refused.
+    static final List<String> COLUMNS = PlanContract.REQUEST_COLUMN_NAMES;
+    static final List<String> TYPES = PlanContract.REQUEST_COLUMN_TYPES;
 
     /** The rows this step makes (COLUMNS, TYPES), declared once for the operator that runs it. */
     static final RowType ROW = rowType();
@@ -67,7 +68,11 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> {
     private final String store; // 'request.store', or null
     private final long cacheTtlMs; // 'request.cache', or 0
 
+    private final long marginMs; // the async operator's timeout and a minute: no row stays in it longer
+
     private transient StoredRequests requests;
+    private transient ListState<String> storePositions; // a Kafka store's, union: every subtask's after a restore
+    private transient java.util.Map<Integer, Long> restoredPositions;
     private transient RequestMetrics metrics;
 
     RequestStep(JsonNode request) {
@@ -89,13 +94,37 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> {
         JsonNode stored = request.path("store");
         this.store = stored.isObject() ? stored.get("uri").asText() : null;
         this.cacheTtlMs = stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0;
+        this.marginMs = request.get("timeout_ms").asLong() + 60_000;
+    }
+
+    /**
+     * A Kafka store's positions in the checkpoint (union state, {@link StoredRequests#checkpointEntry}): a restored
+     * step reads the topic from the lowest of them, not whole. Flink's async operator hands a function that
+     * implements {@link CheckpointedFunction} its state (AbstractUdfStreamOperator), before {@link #open}.
+     */
+    @Override
+    public void initializeState(FunctionInitializationContext context) throws Exception {
+        storePositions = context.getOperatorStateStore().getUnionListState(
+                new ListStateDescriptor<>("dspark-vllm response store positions", String.class));
+        if (context.isRestored() && store != null) {
+            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store);
+        }
+    }
+
+    @Override
+    public void snapshotState(FunctionSnapshotContext context) throws Exception {
+        storePositions.clear();
+        String entry = requests == null ? null : requests.checkpointEntry(marginMs);
+        if (entry != null) {
+            storePositions.add(entry);
+        }
     }
 
     @Override
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
         requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
-                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask());
+                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
@@ -143,7 +172,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> {
         requests.send(text == null ? "" : text, id).whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
                 answer = new StoredRequests.Answer(new Outcome(null, null, 0.0, 0,
-                        "request: internal error (" + bug + ")", "request", System.currentTimeMillis()), null, false);
+                        "request: internal error (" + bug + ")", PlanContract.REQUEST, System.currentTimeMillis()), null, false);
             }
             complete(text, id, answer.outcome, answer.key, answer.cached, result);
         });
@@ -169,7 +198,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> {
     public void timeout(RowData prompt, ResultFuture<RowData> result) {
         // A backstop only: the operator's timeout is longer than any request's deadline.
         Outcome outcome = new Outcome(null, null, 0.0, 0,
-                "timeout: the request step did not answer within the operator's timeout", "timeout",
+                "timeout: the request step did not answer within the operator's timeout", PlanContract.TIMEOUT,
                 System.currentTimeMillis());
         complete(prompt.isNullAt(0) ? null : prompt.getString(0).toString(),
                 prompt.isNullAt(1) ? null : prompt.getString(1).toString(), outcome, null, false, result);
@@ -179,33 +208,6 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> {
     public void close() throws Exception {
         if (requests != null) {
             requests.close();
-        }
-    }
-
-    /** The latest latencies, for percentiles. */
-    static final class Recent {
-        private final double[] values;
-        private int next;
-        private int size;
-
-        Recent(int capacity) {
-            values = new double[capacity];
-        }
-
-        synchronized void add(double value) {
-            values[next] = value;
-            next = (next + 1) % values.length;
-            size = Math.min(size + 1, values.length);
-        }
-
-        synchronized double percentile(double p) {
-            if (size == 0) {
-                return 0.0;
-            }
-            double[] sorted = Arrays.copyOf(values, size);
-            Arrays.sort(sorted);
-            int index = (int) Math.ceil(p / 100.0 * size) - 1;
-            return sorted[Math.max(0, Math.min(size - 1, index))];
         }
     }
 }

@@ -20,7 +20,7 @@ final class TablePlan {
     final ObjectIdentifier identifier; // the table it was made for
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
-    static final int VERSION = 5;
+    static final int VERSION = io.dspark.vllm.request.PlanContract.PLAN_VERSION;
 
     TablePlan(JsonNode json, ObjectIdentifier identifier) {
         int version = json.path("version").asInt(-1);

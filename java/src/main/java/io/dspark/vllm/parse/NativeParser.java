@@ -153,7 +153,7 @@ public final class NativeParser {
         try (NativeCore.Result result = NativeCore.parse(plan, bodies, from, to)) {
             // Too much for one call (a column over 2 GiB, out of memory, all columns over what one Java array
             // holds): fewer bodies at a time, down to one body, whose failure is its own error row. One body must
-            // not cost its batch (Python's parse_batch gives such a batch to its exact path).
+            // not cost its batch (Python's parse_batch does the same).
             String failed = null;
             Map<String, ArrowColumn> all = null;
             if (result.code == CoreContract.OUTPUT_TOO_LARGE || result.code == CoreContract.INTERNAL) {

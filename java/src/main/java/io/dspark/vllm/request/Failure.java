@@ -55,11 +55,11 @@ final class Failure {
     }
 
     static Failure timeout(String message) {
-        return new Failure("timeout", message, true);
+        return new Failure(PlanContract.TIMEOUT, message, true);
     }
 
     static Failure request(String message) {
-        return new Failure("request", message, false);
+        return new Failure(PlanContract.REQUEST, message, false);
     }
 
     /** A body larger than the limit: raised by the body subscriber, so that the exchange stops there. */
@@ -88,40 +88,40 @@ final class Failure {
         }
         TooLarge large = find(e, TooLarge.class);
         if (large != null) {
-            return new Failure("too-large", large.getMessage(), false);
+            return new Failure(PlanContract.TOO_LARGE, large.getMessage(), false);
         }
         Undecodable undecodable = find(e, Undecodable.class);
         if (undecodable != null) {
-            return new Failure("protocol", undecodable.getMessage(), false);
+            return new Failure(PlanContract.PROTOCOL, undecodable.getMessage(), false);
         }
         if (find(e, ConnectTimeoutException.class) != null) {
-            return new Failure("connect", "connecting timed out: " + target, true);
+            return new Failure(PlanContract.CONNECT, "connecting timed out: " + target, true);
         }
         SSLException tls = find(e, SSLException.class);
         if (tls != null) {
-            return new Failure("tls", tls(e, tls, target) + "; " + TLS_HINT, false);
+            return new Failure(PlanContract.TLS, tls(e, tls, target) + "; " + TLS_HINT, false);
         }
         if (find(e, UnresolvedAddressException.class) != null || find(e, UnknownHostException.class) != null) {
-            return new Failure("connect", "the host name does not resolve: " + target, true);
+            return new Failure(PlanContract.CONNECT, "the host name does not resolve: " + target, true);
         }
         if (find(e, ConnectException.class) != null || find(e, NoRouteToHostException.class) != null) {
-            return new Failure("connect", "cannot connect to the server: " + target + ": " + detail(e), true);
+            return new Failure(PlanContract.CONNECT, "cannot connect to the server: " + target + ": " + detail(e), true);
         }
         if (find(e, ProtocolException.class) != null) {
             // not retried (connector.client.transport): the same server answers the same way
-            return new Failure("protocol", "not a valid HTTP/1.1 response: " + detail(e), false);
+            return new Failure(PlanContract.PROTOCOL, "not a valid HTTP/1.1 response: " + detail(e), false);
         }
         if (e instanceof IOException) {
             String detail = detail(e);
             if (detail.toLowerCase(java.util.Locale.ROOT).contains("reset")) {
-                return new Failure("stream", "the connection was reset: " + detail, true);
+                return new Failure(PlanContract.STREAM, "the connection was reset: " + detail, true);
             }
             if (headArrived) {
-                return new Failure("stream", "the response body broke off: " + detail, true);
+                return new Failure(PlanContract.STREAM, "the response body broke off: " + detail, true);
             }
-            return new Failure("stream", "the server closed the connection: " + detail, true);
+            return new Failure(PlanContract.STREAM, "the server closed the connection: " + detail, true);
         }
-        return new Failure("protocol", "the request failed: " + detail(e), false);
+        return new Failure(PlanContract.PROTOCOL, "the request failed: " + detail(e), false);
     }
 
     private static String tls(Throwable e, SSLException tls, String target) {
@@ -186,7 +186,7 @@ final class Failure {
             message = "redirects are not followed: point 'endpoint' at "
                     + (location != null ? location : "the new address");
         }
-        return new Failure("status", "HTTP " + status + ": " + message, retryable);
+        return new Failure(PlanContract.STATUS, "HTTP " + status + ": " + message, retryable);
     }
 
     /**
@@ -224,7 +224,7 @@ final class Failure {
         }
         String message = "the client could not handle the response: " + e.getClass().getSimpleName()
                 + (detail.isEmpty() ? "" : ": " + detail);
-        return new Failure("protocol", message, false);
+        return new Failure(PlanContract.PROTOCOL, message, false);
     }
 
     private static String pyStr(JsonNode v) {

@@ -18,7 +18,7 @@ import java.util.Map;
  */
 public final class RequestSpec implements Serializable {
     private static final long serialVersionUID = 1L;
-    public static final int VERSION = 1;
+    public static final int VERSION = PlanContract.CLIENT_SPEC_VERSION;
 
     public final String url; // the endpoint: http(s)://host:port/v1/chat/completions or /v1/completions
     public final String healthUrl; // probed while the server looks down

@@ -239,7 +239,7 @@ public final class Requester implements AutoCloseable {
 
     /** An error outcome of a request that was never sent ("request: " + why), for a caller's own checks. */
     public static Outcome notSent(String why) {
-        return new Outcome(null, null, 0.0, 0, "request: " + why, "request", System.currentTimeMillis());
+        return new Outcome(null, null, 0.0, 0, "request: " + why, PlanContract.REQUEST, System.currentTimeMillis());
     }
 
     private CompletableFuture<Outcome> sendBody(byte[] content, String requestId, long start) {
@@ -324,7 +324,7 @@ public final class Requester implements AutoCloseable {
     }
 
     private Outcome invalid(String message, long startNs) {
-        return new Outcome(null, null, (System.nanoTime() - startNs) / 1e6, 0, "request: " + message, "request",
+        return new Outcome(null, null, (System.nanoTime() - startNs) / 1e6, 0, "request: " + message, PlanContract.REQUEST,
                 System.currentTimeMillis());
     }
 
@@ -459,7 +459,7 @@ public final class Requester implements AutoCloseable {
             if (throttle) {
                 throttled.incrementAndGet();
             }
-            boolean timedOut = r.failure != null && r.failure.kind.equals("timeout");
+            boolean timedOut = r.failure != null && r.failure.kind.equals(PlanContract.TIMEOUT);
             double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
             // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
             slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
@@ -511,7 +511,7 @@ public final class Requester implements AutoCloseable {
                 return;
             }
             Failure f = r.failure;
-            if (f != null && (f.kind.equals("connect") || (r.status != null && (r.status == 502 || r.status == 503)))) {
+            if (f != null && (f.kind.equals(PlanContract.CONNECT) || (r.status != null && (r.status == 502 || r.status == 503)))) {
                 gate.close(f);
             } else if (r.status != null) {
                 gate.open();
@@ -546,7 +546,7 @@ public final class Requester implements AutoCloseable {
                 a.cancel();
             }
             future.complete(new Outcome(null, result.status, (System.nanoTime() - startNs) / 1e6, attempts,
-                    "request: the request step was closed", "request", System.currentTimeMillis()));
+                    "request: the request step was closed", PlanContract.REQUEST, System.currentTimeMillis()));
         }
     }
 
@@ -594,7 +594,7 @@ public final class Requester implements AutoCloseable {
                 end(new Result(head, null, Failure.request("the request step was closed"), null));
             } else {
                 Failure f = Failure.of(e, head != null, target);
-                end(new Result(f.kind.equals("tls") ? null : head, null, f, null));
+                end(new Result(f.kind.equals(PlanContract.TLS) ? null : head, null, f, null));
             }
         }
 

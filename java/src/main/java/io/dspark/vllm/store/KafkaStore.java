@@ -34,13 +34,12 @@ import java.util.concurrent.TimeUnit;
  * status, received at, body, CRC). A topic that is not there is created (compacted and deleted after 7 days:
  * {@code cleanup.policy=compact,delete}, {@code retention.ms=604800000}; create it beforehand to choose otherwise).
  *
- * <p>Opening reads the whole topic once, every partition from its start to its end, and keeps an index of each key
- * to (partition, offset, stored at), never the bodies (about 150 bytes a response); a hit fetches its one record by
- * offset. It reads the whole topic, not only what arrived after the offsets of the restored checkpoint: answers
- * stored before the checkpoint can belong to rows still queued in the request step (the async operator puts them in
- * the checkpoint and sends them again on restore), the model's ML_PREDICT function has no checkpoint hook, and a
- * rescaled job's rows move between subtasks; so only the whole topic answers every row that was paid for.
- * Compaction keeps it to one record a key, retention to the time a job may be restored from.
+ * <p>Opening reads the topic once, every partition from its start (or from the positions a restored checkpoint
+ * gave: {@link #KafkaStore(String, Map)}) to its end, and keeps an index of each key to (partition, offset, stored
+ * at), never the bodies (about 150 bytes a response); a hit fetches its one record by offset. {@link #positions()}
+ * is how far this store knows each partition (read at opening, or acknowledged since): a lower bound of the
+ * partition's end, so every response put later lies at or after it. Compaction keeps the topic to one record a
+ * key, retention to the time a job may be restored from.
  *
  * <p>A put is produced idempotently with {@code acks=all}, uncompressed, and completes when the broker acknowledged
  * it. Records compressed with lz4, snappy or zstd (a topic whose {@code compression.type} is one of those) cannot be
@@ -57,6 +56,8 @@ public final class KafkaStore implements ResponseStore {
     private final KafkaConsumer<byte[], byte[]> reader; // fetches a hit's record by offset; guarded by itself
     private final Map<ByteBuffer, long[]> index = new ConcurrentHashMap<>(); // key -> {partition, offset, stored at}
     private final Map<ByteBuffer, long[]> cacheIndex = new ConcurrentHashMap<>();
+    private final Map<Integer, Long> known = new ConcurrentHashMap<>(); // partition -> an offset below its end
+    private long read; // records read at opening
 
     /**
      * Opens the topic of {@code uri} (creating it if missing) and indexes its records. kafka-clients loads the
@@ -64,6 +65,14 @@ public final class KafkaStore implements ResponseStore {
      * (the jar's, in a job's user-code class loader), so they are made with this class's loader as the context.
      */
     public KafkaStore(String uri) throws IOException {
+        this(uri, null);
+    }
+
+    /**
+     * @param from where to start reading each partition (a restored checkpoint's positions; a partition missing
+     *     from it, or an offset no longer in the log, from its start), or null for the whole topic
+     */
+    public KafkaStore(String uri, Map<Integer, Long> from) throws IOException {
         Thread thread = Thread.currentThread();
         ClassLoader was = thread.getContextClassLoader();
         thread.setContextClassLoader(KafkaStore.class.getClassLoader());
@@ -80,7 +89,7 @@ public final class KafkaStore implements ResponseStore {
             common.put("request.timeout.ms", String.valueOf(TIMEOUT.toMillis()));
             common.put("default.api.timeout.ms", String.valueOf(TIMEOUT.toMillis()));
             KafkaConsumer<byte[], byte[]>[] consumer = new KafkaConsumer[1];
-            producer = open(common, consumer);
+            producer = open(common, consumer, from);
             reader = consumer[0];
         } finally {
             thread.setContextClassLoader(was);
@@ -112,8 +121,8 @@ public final class KafkaStore implements ResponseStore {
         return settings;
     }
 
-    private KafkaProducer<byte[], byte[]> open(Properties common, KafkaConsumer<byte[], byte[]>[] opened)
-            throws IOException {
+    private KafkaProducer<byte[], byte[]> open(
+            Properties common, KafkaConsumer<byte[], byte[]>[] opened, Map<Integer, Long> from) throws IOException {
         KafkaConsumer<byte[], byte[]> consumer = null;
         KafkaProducer<byte[], byte[]> made = null;
         try {
@@ -122,9 +131,10 @@ public final class KafkaStore implements ResponseStore {
             c.put("enable.auto.commit", "false");
             c.put("allow.auto.create.topics", "false");
             c.put("max.poll.records", "2000");
+            c.put("auto.offset.reset", "earliest"); // a position below the log's start (retention): from its start
             consumer = new KafkaConsumer<>(c, new ByteArrayDeserializer(), new ByteArrayDeserializer());
             List<TopicPartition> partitions = partitions(consumer, common);
-            readAll(consumer, partitions);
+            readAll(consumer, partitions, from);
             Properties p = new Properties();
             p.putAll(common);
             p.put("acks", "all");
@@ -193,11 +203,24 @@ public final class KafkaStore implements ResponseStore {
         return partitions;
     }
 
-    /** Indexes every record of the topic, each partition from its start to the end it had when opening began. */
-    private void readAll(KafkaConsumer<byte[], byte[]> consumer, List<TopicPartition> partitions) throws IOException {
+    /**
+     * Indexes the records of the topic, each partition from {@code from}'s position (else its start) to the end it
+     * had when opening began.
+     */
+    private void readAll(KafkaConsumer<byte[], byte[]> consumer, List<TopicPartition> partitions,
+            Map<Integer, Long> from) throws IOException {
         Map<TopicPartition, Long> end = new HashMap<>(consumer.endOffsets(partitions, TIMEOUT));
+        end.forEach((p, offset) -> known.put(p.partition(), offset));
         consumer.assign(partitions);
         consumer.seekToBeginning(partitions);
+        if (from != null) {
+            for (TopicPartition p : partitions) {
+                Long at = from.get(p.partition());
+                if (at != null && at > 0) {
+                    consumer.seek(p, at);
+                }
+            }
+        }
         end.entrySet().removeIf(e -> consumer.position(e.getKey(), TIMEOUT) >= e.getValue());
         long quietSince = System.nanoTime();
         while (!end.isEmpty()) {
@@ -211,6 +234,7 @@ public final class KafkaStore implements ResponseStore {
             quietSince = System.nanoTime();
             for (ConsumerRecord<byte[], byte[]> r : records) {
                 add(r.key(), r.value(), r.partition(), r.offset());
+                read++;
             }
             end.entrySet().removeIf(e -> consumer.position(e.getKey(), TIMEOUT) >= e.getValue());
         }
@@ -235,6 +259,20 @@ public final class KafkaStore implements ResponseStore {
 
     private void newest(ByteBuffer cacheKey, long[] at) {
         cacheIndex.merge(cacheKey, at, (old, now) -> now[2] >= old[2] ? now : old);
+    }
+
+    /** Records read at opening. */
+    public long recordsRead() {
+        return read;
+    }
+
+    /**
+     * How far this store knows each partition (partition -> offset): the end read at opening or the offset after
+     * a record acknowledged since, whichever is further. Below or at each partition's end: a response put from now
+     * on lies at or after it.
+     */
+    public Map<Integer, Long> positions() {
+        return new HashMap<>(known);
     }
 
     /** Responses indexed (read at opening and put since). */
@@ -298,6 +336,7 @@ public final class KafkaStore implements ResponseStore {
                     return;
                 }
                 long[] at = {metadata.partition(), metadata.offset(), response.storedAtMs};
+                known.merge(metadata.partition(), metadata.offset() + 1, Math::max);
                 index.put(ByteBuffer.wrap(key), at);
                 newest(ByteBuffer.wrap(cacheKey), at);
                 done.complete(null);

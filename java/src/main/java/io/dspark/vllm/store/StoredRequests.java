@@ -1,6 +1,7 @@
 package io.dspark.vllm.store;
 
 import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.Recent;
 import io.dspark.vllm.request.Requester;
 
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
@@ -12,6 +13,11 @@ import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
@@ -27,15 +33,21 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>The keys, SHA-256 over length-prefixed parts: the request key of (endpoint URL, request body, the row's
  * identity: the table's request id, or the model's name and whole INPUT row); the cache key of (endpoint URL,
  * request body). The store's own failures (it cannot be opened, read or written) are said once in one line and
- * counted ({@link #storeFailures}); the request is then sent (or its row completed) as without a store: a row is
- * never lost and the job never fails for the store.
+ * counted ({@link #storeFailures}); the request is then sent (or its row completed) as without a store, and the
+ * store is left alone for {@link #PAUSE_MS} (a broker that went down would otherwise hold each row until its put
+ * timed out), then tried again: a row is never lost and the job never fails for the store.
  */
 public final class StoredRequests implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(StoredRequests.class);
     private static final ObjectMapper JSON = new ObjectMapper();
 
     private final Requester requester;
+    /** How long the store is left alone after one of its failures before it is tried again. */
+    public static final long PAUSE_MS = 60_000;
+
     private ResponseStore store; // null: no store (not asked for, or it could not be opened); set once
+    private final long pauseMs;
+    private volatile long pausedUntilNs = System.nanoTime(); // after a failure: requests go without the store
     private final long cacheTtlMs; // 0: no cache
     private final byte[] url;
     private final AtomicBoolean said = new AtomicBoolean();
@@ -44,6 +56,8 @@ public final class StoredRequests implements AutoCloseable {
     private final AtomicLong tokensSaved = new AtomicLong();
     private final AtomicLong failures = new AtomicLong();
     private final AtomicLong stored = new AtomicLong();
+    private final Recent putTimes = new Recent(1000); // ms from a put to its record being durable
+    private final List<Object[]> positions = new ArrayList<>(); // a Kafka store's {nanoTime, positions}, oldest first
 
     /** A request's answer: its outcome, its request key (hex) and whether it came from the store. */
     public static final class Answer {
@@ -63,10 +77,26 @@ public final class StoredRequests implements AutoCloseable {
      * @param cacheTtlMs {@code 'request.cache'} in ms, 0 for none
      */
     public StoredRequests(Requester requester, String storeUri, long cacheTtlMs, int subtask) {
-        this(requester, null, cacheTtlMs);
+        this(requester, storeUri, cacheTtlMs, subtask, null);
+    }
+
+    /**
+     * @param from a Kafka store's positions from the restored checkpoint ({@link #restoredPositions}): its topic is
+     *     read from there instead of whole (not with a cache, which answers from the whole topic); or null
+     */
+    public StoredRequests(
+            Requester requester, String storeUri, long cacheTtlMs, int subtask, Map<Integer, Long> from) {
+        this(requester, null, cacheTtlMs, PAUSE_MS);
         if (storeUri != null) {
             try {
-                store = open(storeUri, subtask);
+                store = open(storeUri, subtask, cacheTtlMs > 0 ? null : from);
+                if (store instanceof KafkaStore) {
+                    KafkaStore kafka = (KafkaStore) store;
+                    positions.add(new Object[] {System.nanoTime(), kafka.positions()});
+                    LOG.info("dspark-vllm: the response store {} read {} records at opening ({})", store.where(),
+                            kafka.recordsRead(), from != null && cacheTtlMs == 0
+                                    ? "from the restored checkpoint's positions " + from : "the whole topic");
+                }
             } catch (Exception e) {
                 failed("cannot be opened", storeUri.split("\\?", 2)[0], e); // (a query may hold secrets)
             }
@@ -75,6 +105,12 @@ public final class StoredRequests implements AutoCloseable {
 
     /** Over a store already open (or null); the other constructor opens the one 'request.store' names. */
     public StoredRequests(Requester requester, ResponseStore store, long cacheTtlMs) {
+        this(requester, store, cacheTtlMs, PAUSE_MS);
+    }
+
+    /** With a pause of its own after a store failure (tests). */
+    public StoredRequests(Requester requester, ResponseStore store, long cacheTtlMs, long pauseMs) {
+        this.pauseMs = pauseMs;
         this.requester = requester;
         this.url = requester.url().getBytes(StandardCharsets.UTF_8);
         this.cacheTtlMs = cacheTtlMs;
@@ -82,19 +118,74 @@ public final class StoredRequests implements AutoCloseable {
     }
 
     /** The store 'request.store' names: a Kafka topic ({@code kafka://...}), else a folder of Flink's file systems. */
-    static ResponseStore open(String uri, int subtask) throws Exception {
-        return uri.startsWith("kafka://") ? new KafkaStore(uri) : new FileSystemStore(uri, subtask);
+    static ResponseStore open(String uri, int subtask, Map<Integer, Long> from) throws Exception {
+        return uri.startsWith("kafka://") ? new KafkaStore(uri, from) : new FileSystemStore(uri, subtask);
     }
 
-    /** One line, once per request step: the store failed; the requests are sent as without it. */
+    /**
+     * What a checkpoint keeps of a Kafka store (one line: where, then partition=offset pairs), or null: positions
+     * of the topic below which no response of a row still in the request step can lie. A row in Flink's async
+     * operator at a checkpoint (sent again after a restore, its response perhaps stored already) entered it at most
+     * {@code marginMs} before (the operator's timeout and some slack), when this store knew the topic at least as
+     * far as its positions taken {@code marginMs} before now; so those are kept (the opening's, if younger).
+     */
+    public String checkpointEntry(long marginMs) {
+        if (!(store instanceof KafkaStore)) {
+            return null;
+        }
+        long now = System.nanoTime();
+        synchronized (positions) {
+            positions.add(new Object[] {now, ((KafkaStore) store).positions()});
+            // the newest taken at least marginMs ago stays, with all after it; older ones are of no more use
+            while (positions.size() > 1 && now - (long) positions.get(1)[0] >= marginMs * 1_000_000L) {
+                positions.remove(0);
+            }
+            @SuppressWarnings("unchecked")
+            Map<Integer, Long> kept = (Map<Integer, Long>) positions.get(0)[1];
+            StringBuilder line = new StringBuilder(store.where());
+            new TreeMap<>(kept).forEach((p, o) -> line.append(' ').append(p).append('=').append(o));
+            return line.toString();
+        }
+    }
+
+    /**
+     * The positions to read a Kafka store from after a restore: of the checkpoint's entries (every subtask's, from
+     * union state) for this store, each partition's lowest; a partition some entry does not know, from its start.
+     * Null when no entry is of this store (the whole topic is read).
+     */
+    public static Map<Integer, Long> restoredPositions(Iterable<String> entries, String storeUri) {
+        String where = storeUri == null ? null : storeUri.split("\\?", 2)[0];
+        Map<Integer, Long> lowest = null;
+        for (String entry : entries) {
+            String[] parts = entry.split(" ");
+            if (!parts[0].equals(where)) {
+                continue;
+            }
+            Map<Integer, Long> these = new HashMap<>();
+            for (int i = 1; i < parts.length; i++) {
+                String[] pair = parts[i].split("=", 2);
+                these.put(Integer.parseInt(pair[0]), Long.parseLong(pair[1]));
+            }
+            if (lowest == null) {
+                lowest = these;
+            } else {
+                lowest.keySet().retainAll(these.keySet());
+                lowest.replaceAll((p, o) -> Math.min(o, these.get(p)));
+            }
+        }
+        return lowest;
+    }
+
+    /** One line, once per request step: the store failed; requests go without it for a pause. */
     private void failed(String what, String where, Throwable e) {
         failures.incrementAndGet();
+        pausedUntilNs = System.nanoTime() + pauseMs * 1_000_000L;
         if (said.compareAndSet(false, true)) {
             Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null
                     ? e.getCause() : e;
             String line = "dspark-vllm: the response store '" + where + "' " + what + " (" + cause
-                    + "); requests are sent and rows completed as without a store (counted in dspark.numStoreFailures; "
-                    + "said once)";
+                    + "); requests are sent and rows completed as without a store, which is tried again "
+                    + pauseMs / 1000 + " s after each failure (counted in dspark.numStoreFailures; said once)";
             System.err.println(line);
             LOG.warn(line);
         }
@@ -115,7 +206,7 @@ public final class StoredRequests implements AutoCloseable {
         byte[] key = digest(url, body, identity);
         String hex = hex(key);
         String id = requestId == null ? hex : requestId;
-        if (store == null) {
+        if (store == null || System.nanoTime() - pausedUntilNs < 0) {
             return requester.sendBody(body, id).thenApply(o -> new Answer(o, hex, false));
         }
         byte[] cacheKey = digest(url, body);
@@ -148,11 +239,16 @@ public final class StoredRequests implements AutoCloseable {
     }
 
     private CompletableFuture<Answer> keep(byte[] key, byte[] cacheKey, ResponseStore.Stored r, Answer answer) {
+        if (System.nanoTime() - pausedUntilNs < 0) { // it failed while this request was on the wire
+            return CompletableFuture.completedFuture(answer);
+        }
+        long started = System.nanoTime();
         return store.put(key, cacheKey, r).handle((ok, e) -> {
             if (e != null) {
                 failed("cannot be written", store.where(), e);
             } else {
                 stored.incrementAndGet();
+                putTimes.add((System.nanoTime() - started) / 1e6);
             }
             return answer;
         });
@@ -221,6 +317,11 @@ public final class StoredRequests implements AutoCloseable {
     /** Responses put in the store and durable. */
     public long stored() {
         return stored.get();
+    }
+
+    /** A percentile of the time a put took until its record was durable, in ms (the last 1,000 puts). */
+    public double putMs(double percentile) {
+        return putTimes.percentile(percentile);
     }
 
     @Override

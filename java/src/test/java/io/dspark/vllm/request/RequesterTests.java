@@ -1985,8 +1985,8 @@ public final class RequesterTests {
 
     /**
      * The request step's shared cases (tests/data/request_cases.json, written once for both clients; the Python
-     * client runs them in tests/test_request_cases.py): a scripted server per case, one request, its outcome.
-     * Every case runs; the failures are listed together.
+     * client runs them in tests/test_request_cases.py): a scripted server per case (or none: refused), one
+     * request, its outcome. Every case runs; the failures are listed together.
      */
     @Test
     void test90SharedCases() throws Exception {
@@ -2003,27 +2003,37 @@ public final class RequesterTests {
         int ran = 0;
         for (JsonNode c : all.get("cases")) {
             ran++;
-            JsonNode answers = c.get("answers");
-            AtomicInteger n = new AtomicInteger();
-            try (Web web = new Web((x, s) -> {
-                JsonNode a = answers.get(Math.min(n.incrementAndGet(), answers.size()) - 1);
-                List<String> headers = new ArrayList<>();
-                if (a.has("headers")) {
-                    a.get("headers").fields().forEachRemaining(e -> {
-                        headers.add(e.getKey());
-                        headers.add(e.getValue().asText());
-                    });
+            JsonNode own = c.path("clients").path("java");
+            ObjectNode e = ((ObjectNode) c.get("expect").deepCopy());
+            if (own.has("expect")) {
+                e.setAll((ObjectNode) own.get("expect").deepCopy());
+            }
+            AtomicInteger posts = new AtomicInteger();
+            Raw raw = c.path("server").asText("scripted").equals("none") ? null : new Raw((s, in, out) -> {
+                for (String line = Servers.readRequest(in); line != null; line = Servers.readRequest(in)) {
+                    JsonNode a;
+                    if (line.startsWith("GET /health ")) {
+                        a = c.has("health") ? c.get("health") : JSON_OK_HEALTH;
+                    } else {
+                        JsonNode answers = c.get("answers");
+                        a = answers.get(Math.min(posts.incrementAndGet(), answers.size()) - 1);
+                    }
+                    if (!scripted(s, in, out, a)) {
+                        return;
+                    }
                 }
-                respond(x, a.get("status").asInt(), a.get("body").asText(), headers.toArray(new String[0]));
-            })) {
-                ObjectNode sp = spec(web.base);
+            }, false);
+            try {
+                ObjectNode sp = spec(raw == null ? "http://127.0.0.1:" + Servers.freePort() : raw.base);
                 sp.setAll((ObjectNode) all.get("defaults").deepCopy());
                 if (c.has("options")) {
                     sp.setAll((ObjectNode) c.get("options").deepCopy());
                 }
+                if (own.has("options")) {
+                    sp.setAll((ObjectNode) own.get("options").deepCopy());
+                }
                 try (Requester r = new Requester(of(sp))) {
                     Outcome o = get(r.send("p", "case-" + ran));
-                    JsonNode e = c.get("expect");
                     List<String> wrong = new ArrayList<>();
                     if (o.ok() != e.get("ok").asBoolean()) {
                         wrong.add("ok " + o.ok());
@@ -2040,21 +2050,88 @@ public final class RequesterTests {
                             : o.attempts < e.get("attempts_at_least").asInt()) {
                         wrong.add("attempts " + o.attempts);
                     }
-                    if (web.posts().size() != o.attempts) {
-                        wrong.add(web.posts().size() + " requests seen for " + o.attempts + " attempts");
+                    if (raw != null && posts.get() != o.attempts) {
+                        wrong.add(posts.get() + " requests seen for " + o.attempts + " attempts");
                     }
-                    if (e.has("error") && (o.error == null || !Pattern.compile(
+                    if (e.has("error") ? o.error == null || !Pattern.compile(
                             e.get("error").asText().replace("{gave_up}", gaveUp), Pattern.DOTALL).matcher(o.error)
-                            .matches())) {
+                            .matches() : o.error != null) {
                         wrong.add("error <" + o.error + ">");
                     }
-                    if (!wrong.isEmpty()) {
+                    if (e.has("body")) {
+                        String expected = e.get("body").isNull() ? null : e.get("body").asText();
+                        String got = o.body == null ? null : new String(o.body, StandardCharsets.ISO_8859_1);
+                        if (!java.util.Objects.equals(expected, got)) {
+                            wrong.add("body <" + got + ">");
+                        }
+                    }
+                    if (e.has("probes_at_least") && r.probes() < e.get("probes_at_least").asLong()) {
+                        wrong.add("probes " + r.probes());
+                    }
+                    if (e.has("concurrency_limit_below")
+                            && r.concurrencyLimit() >= e.get("concurrency_limit_below").asInt()) {
+                        wrong.add("concurrency limit " + r.concurrencyLimit());
+                    }
+                    if (c.path("defect").has("java")) { // a known defect: it must still fail (strict), so the fix shows
+                        if (wrong.isEmpty()) {
+                            failures.add(c.get("name").asText() + ": passes, yet its 'defect' names the JVM");
+                        }
+                    } else if (!wrong.isEmpty()) {
                         failures.add(c.get("name").asText() + ": " + String.join(", ", wrong));
                     }
                 }
+            } finally {
+                if (raw != null) {
+                    raw.close();
+                }
             }
         }
-        check(ran >= 10, "the shared cases: " + ran);
+        check(ran >= 25, "the shared cases: " + ran);
         check(failures.isEmpty(), "shared request cases that fail: " + String.join("; ", failures));
+    }
+
+    private static final JsonNode JSON_OK_HEALTH = Servers.JSON.createObjectNode().put("status", 200).put("body", "{}");
+
+    /**
+     * One answer of a shared case on the wire (tests/test_request_cases.py's {@code reply} builds the same bytes):
+     * wait {@code delay_s}, write it, then keep the connection (true: read the next request), close it, reset it
+     * or hang until the client goes.
+     */
+    private static boolean scripted(java.net.Socket s, java.io.InputStream in, OutputStream out, JsonNode a)
+            throws Exception {
+        byte[] bytes;
+        if (a.has("raw")) {
+            bytes = a.get("raw").asText().getBytes(StandardCharsets.ISO_8859_1);
+        } else {
+            byte[] body = a.get("body").asText().getBytes(StandardCharsets.UTF_8);
+            StringBuilder head = new StringBuilder("HTTP/1.1 " + a.get("status").asInt() + " X\r\ncontent-length: "
+                    + body.length + "\r\n");
+            a.path("headers").fields().forEachRemaining(h -> head.append(h.getKey()).append(": ")
+                    .append(h.getValue().asText()).append("\r\n"));
+            byte[] h = head.append("\r\n").toString().getBytes(StandardCharsets.UTF_8);
+            bytes = Arrays.copyOf(h, h.length + body.length);
+            System.arraycopy(body, 0, bytes, h.length, body.length);
+        }
+        if (a.has("delay_s")) {
+            sleep(Math.round(a.get("delay_s").asDouble() * 1000));
+        }
+        out.write(bytes);
+        out.flush();
+        switch (a.path("then").asText("keep")) {
+            case "keep":
+                return true;
+            case "reset":
+                sleep(50); // the bytes reach the client before the RST that would drop them
+                s.setSoLinger(true, 0);
+                s.close();
+                return false;
+            case "hang":
+                while (in.read() >= 0) {
+                    // until the client closes its end
+                }
+                return false;
+            default: // close
+                return false;
+        }
     }
 }

@@ -281,10 +281,11 @@ final class Servers {
         }
     }
 
-    /** Reads one request's head and its Content-Length body. */
-    static void readRequest(InputStream in) throws IOException {
+    /** Reads one request's head and its Content-Length body; returns its request line ("POST /v1/... HTTP/1.1"). */
+    static String readRequest(InputStream in) throws IOException {
         ByteArrayOutputStream line = new ByteArrayOutputStream();
         int length = 0;
+        String first = null;
         while (true) {
             int c = in.read();
             if (c < 0) {
@@ -296,6 +297,7 @@ final class Servers {
                 if (l.isEmpty()) {
                     break;
                 }
+                first = first == null ? l : first;
                 if (l.toLowerCase().startsWith("content-length:")) {
                     length = Integer.parseInt(l.substring(15).strip());
                 }
@@ -304,6 +306,7 @@ final class Servers {
             }
         }
         in.readNBytes(length);
+        return first;
     }
 
     static int freePort() throws IOException {

@@ -16,10 +16,11 @@ from typing import Any
 import pyarrow as pa
 import re2
 
-from connector.decode.exact import INT64_MAX, INT64_MIN, json_text
 from connector.profiles import ContentProperty, Extractor
 from connector.schema.columns import content_arrow_type
-from connector.strict import Rejected, loads, quoted
+from connector.strict import Rejected, loads
+from tests.oracle.exact import INT64_MAX, INT64_MIN, json_text
+from tests.oracle.quoting import quoted
 
 __all__ = ["extract", "text_scalar"]
 

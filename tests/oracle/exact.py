@@ -1,8 +1,7 @@
-"""The exact path: one body (or one content string) at a time, with Python's `json`.
+"""The exact path: one body (or one content string) at a time, with Python's `json`: the reference.
 
-This is the reference semantics of the deserializer. The fast backends parse whole batches and hand every
-body they cannot take (or might read differently) to this module, so a batch's result is always what this
-module would give for each body, whichever backend ran. It is also what the tests compare the backends with.
+This is the reference semantics of the deserializer, with the tests: the native core (native/dspark_exact.cpp
+is its port) and the gpu backend are held to give, for every body, what this module gives.
 """
 
 from __future__ import annotations
@@ -13,9 +12,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 from connector.profiles import ContentProperty
-from connector.schema.columns import Column
+from connector.schema.columns import MS_MAX, MS_MIN, Column
 from connector.schema.json_types import json_type
-from connector.strict import MAX_BODY_BYTES, Rejected, loads, quoted
+from connector.strict import MAX_BODY_BYTES, Rejected, loads
+from tests.oracle.quoting import quoted
 
 __all__ = [
     "Rejected",
@@ -27,8 +27,6 @@ __all__ = [
 ]
 
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
-# Timestamps Flink's TIMESTAMP(3) can hold: years 1..9999, in milliseconds since the epoch.
-MS_MIN, MS_MAX = -62135596800000, 253402300799999
 
 
 def load_json_object(text: str) -> dict[str, Any]:
