@@ -110,7 +110,7 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
     }
 
     /**
-     * A file as the rows name it ({@code source.path} and the request id): a local file by its absolute path
+     * A file as a request id names it: a local file by its absolute path
      * ({@code /data/prompts.txt}, without {@code file:}), any other by its URI ({@code s3://bucket/prompts.txt}).
      */
     static String fileName(Path path) {
@@ -131,7 +131,8 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
         Rows(Reader<byte[]> lines, Path path, boolean prompts) {
             this.lines = lines;
             this.file = fileName(path);
-            this.fileData = StringData.fromString(file);
+            // source.path as the filesystem connector's 'file.path' gave it: the path part of the file's URI
+            this.fileData = StringData.fromString(path.getPath());
             this.prompts = prompts;
         }
 
