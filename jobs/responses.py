@@ -5,9 +5,9 @@
 
 Every prompt is one row of the 'dspark-vllm' table `responses` (a failed request or a rejected body is a row
 with the metadata column `error` set), written to a filesystem sink (CSV under OUTPUT, committed at
-checkpoints): request_id, response_id, model, finish_reason, http_status, attempts, error. Request ids are the
-MD5 of the prompt (`connector.flink.planner.request_id_of`), so a prompt sent again after a failover is
-recognisable: the failover test (tests/test_flink_failover.py) counts them.
+checkpoints): request_id, response_id, model, finish_reason, http_status, attempts, error. Request ids are made
+of the prompt's file, line number and line (`connector.flink.planner.request_id_of`), so a prompt sent again
+after a failover is recognisable: the failover test (tests/test_flink_failover.py) counts them.
 """
 
 from __future__ import annotations

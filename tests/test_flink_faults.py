@@ -23,7 +23,7 @@ from tests.cluster import ROOT, SCRIPT, rest, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
-from connector.flink.planner import request_id_of  # noqa: E402
+from connector.flink.planner import request_ids_of  # noqa: E402
 from connector.flink.progress import free_port  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
 
@@ -110,7 +110,7 @@ def test_fault_matrix(tmp_path):
     kinds = Counter(e.split(":")[0] if not e.startswith("request failed") else e.split(":")[1].strip() for e in errors)
     print(f"error rows by kind: {dict(kinds)}; {len(rows) - len(errors)} rows; {seen_before_outage} requests before")
     ids = Counter(r[0] for r in rows)
-    assert len(rows) == PROMPTS and set(ids) == {request_id_of(p) for p in prompts}  # each prompt once
+    assert len(rows) == PROMPTS and set(ids) == set(request_ids_of(tmp_path / "prompts.txt"))  # each prompt once
     # The outage cost no prompt: while the server was down requests waited for it instead of failing.
     assert not [e for e in errors if "connect" in e], errors
     assert 0 < seen_before_outage < PROMPTS and after.get("requests /v1/chat/completions", 0) > 0

@@ -34,13 +34,13 @@ def read_json_dir(path: Path) -> list[dict]:
     return [json.loads(line) for f in sorted(path.rglob("part-*")) for line in f.read_text().splitlines() if line]
 
 
-def table_ddl(name: str, url: str, model: str, **options: str) -> str:
+def table_ddl(name: str, url: str, model: str, **options: str | None) -> str:
     given = {
         "connector": "dspark-vllm", "endpoint": url, "model": model, "prompts.rate": "200",
         "prompts.count": str(N), "prompts.template": "The same question for every row",
         "request.retry.max-attempts": "1", "parse.backend": "cpu", **options,
     }  # fmt: skip
-    with_ = ", ".join(f"'{k}' = '{v}'" for k, v in given.items())
+    with_ = ", ".join(f"'{k}' = '{v}'" for k, v in given.items() if v is not None)
     return (
         f"CREATE TEMPORARY TABLE {name} (content STRING, "
         "rid STRING METADATA FROM 'request.id' VIRTUAL, `key` STRING METADATA FROM 'request.key' VIRTUAL, "
@@ -75,6 +75,11 @@ def run(url: str, model: str, out: Path, stores: dict[str, str], second: bool) -
         tables["broken"] = {"request.store": stores["broken"]}
         if "compressed" in stores:
             tables["compressed"] = {"request.store": stores["compressed"]}
+        # a prompts file of two identical lines: two rows, so two requests and two keys
+        tables["lines"] = {
+            "request.store": stores["lines"], "prompts.path": str(out / "same.txt"), "prompts.rate": None,
+            "prompts.count": None, "prompts.template": None,
+        }  # fmt: skip
     statements = t_env.create_statement_set()
     run_name = "second" if second else "first"
     for name, options in tables.items():
@@ -108,6 +113,7 @@ def closed_port() -> int:
 @pytest.fixture(scope="module", params=["filesystem", pytest.param("kafka", marks=pytest.mark.kafka)])
 def jobs(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("store")
+    (out / "same.txt").write_text("The same line twice\nThe same line twice\n")
     with open(out / "questions.csv", "w", newline="") as f:
         csv.writer(f).writerows([f"user-{i}", q] for i, q in enumerate(QUESTIONS))
     if request.param == "kafka":
@@ -119,13 +125,17 @@ def jobs(request, tmp_path_factory):
             # records compressed with zstd, a codec neither the jar nor Flink's lib carries: the store cannot read
             # them (lz4 and snappy it can: flink-dist has both)
             "compressed": f"kafka://{broker.bootstrap}/answers-zstd",
+            "lines": f"kafka://{broker.bootstrap}/answers-lines",
         }
         broker.create_topic("answers-zstd")
         broker.produce("answers-zstd", [{"key": bytes(32), "value": bytes(200)}] * 3, **{"compression.type": "zstd"})
     else:
         broken = out / "not-a-folder"
         broken.write_text("a file where the store's folder should be\n")
-        stores = {"table": (out / "table-store").as_uri(), "model": str(out / "model-store"), "broken": broken.as_uri()}
+        stores = {
+            "table": (out / "table-store").as_uri(), "model": str(out / "model-store"), "broken": broken.as_uri(),
+            "lines": (out / "lines-store").as_uri(),
+        }  # fmt: skip
     with testing.serve_simulator(mode="thread", profiles=("openai",), seed=3) as sim:
         with urllib.request.urlopen(sim.url + "/v1/models", timeout=10) as response:
             model = json.load(response)["data"][0]["id"]
@@ -135,7 +145,7 @@ def jobs(request, tmp_path_factory):
         second = sim.stats().get(REQUESTS, 0) - first
     result = {"sent_first": first, "sent_second": second}
     for run_name in ("first", "second"):
-        for name in ("first", "broken", "compressed", "cached", "uncached", "model"):
+        for name in ("first", "broken", "compressed", "cached", "uncached", "model", "lines"):
             if (out / run_name / name).exists():
                 result[(run_name, name)] = read_json_dir(out / run_name / name)
     if request.param == "kafka":
@@ -162,8 +172,9 @@ def test_a_first_run_sends_every_row_once_and_keeps_its_answer(jobs):
     assert sorted(r["user_id"] for r in model) == [f"user-{i}" for i in range(len(QUESTIONS))]
     assert len({r["key"] for r in model}) == len(QUESTIONS)  # the same question from two rows: two keys
     assert all(r["reason"] is None and r["cached"] is False for r in model)
-    # the table, the model and the table whose store is broken (and, on Kafka, the zstd topic's) each sent every row
-    assert jobs["sent_first"] == N + len(QUESTIONS) + N * (2 if ("first", "compressed") in jobs else 1)
+    # the table, the model and the table whose store is broken (and, on Kafka, the zstd topic's) each sent every
+    # row; the prompts file its two lines
+    assert jobs["sent_first"] == N + len(QUESTIONS) + N * (2 if ("first", "compressed") in jobs else 1) + 2
 
 
 def test_a_restarted_job_answers_from_the_store_and_sends_nothing_of_it(jobs):
@@ -189,6 +200,16 @@ def test_the_cache_answers_an_identical_request_of_another_row(jobs):
     assert all(r["cached"] is True and r["content"] in first for r in cached)
     uncached = jobs[("second", "uncached")]
     assert len(uncached) == N and all(r["cached"] is False and r["reason"] is None for r in uncached)
+
+
+def test_two_identical_lines_of_a_prompts_file_are_two_requests(jobs):
+    """A line's request id is made of its file, its line number and the line (FileLines.requestId): it was the MD5
+    of the line, so two identical lines had one request id and one key, and the store could answer the second
+    from the first's response."""
+    rows = jobs[("first", "lines")]
+    assert len(rows) == 2 and all(r["reason"] is None and r["content"] for r in rows)
+    assert len({r["rid"] for r in rows}) == 2 and len({r["key"] for r in rows}) == 2
+    assert not any(r["cached"] for r in rows)  # each sent (the simulator's count: test_a_first_run_sends_...)
 
 
 def test_a_store_that_cannot_be_opened_loses_no_row(jobs):

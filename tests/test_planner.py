@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import hashlib
 import json
 import pickle
 import re
@@ -14,7 +15,7 @@ import pytest
 
 from connector.errors import OptionsError
 from connector.flink.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
-from connector.flink.planner import TablePlan, plan
+from connector.flink.planner import TablePlan, plan, request_id_of, request_ids_of
 from connector.profiles import load_profile
 
 
@@ -83,7 +84,7 @@ def test_columns_become_sql_over_flat_columns():
         "error.reason", "error.field", "raw.body", "parse.backend", "source.path", "source.line",
     ]  # fmt: skip
     assert result["bounded"] is True and result["mode"] == "replay"
-    assert result["source"]["options"] == {"connector": "filesystem", "path": "/data", "format": "raw"}
+    assert result["source"] == {"kind": "replay", "path": "/data", "monitor_interval_ms": None}  # data, no SQL
     assert result["parse_inputs"] == [["_body", "BYTES"], ["_source", "STRING"]]
     assert result["flat"][-4:] == [
         {"name": "_line", "type": "BIGINT"},
@@ -102,11 +103,8 @@ def test_request_mode_plan():
     assert result["physical"]["model"]["from"] == {"column": "model", "default": "m"}
     received = next(m for m in result["metadata"] if m["key"] == "request.received-at")
     assert received["from"] == {"column": "_received_ms"}  # TIMESTAMP_LTZ(3) from epoch milliseconds
-    assert result["source"]["select"] == [
-        ["_prompt", "REPLACE('it''s {n}', '{n}', CAST(`n` AS STRING))"],
-        ["_request_id", "'responses-' || CAST(`n` AS STRING)"],
-    ]
-    assert result["source"]["sequence"] == {"rate": 5, "count": 10}
+    # what the jar builds the source from, as data: the template's {n} is replaced in Java (Sources.Numbered)
+    assert result["source"] == {"kind": "rate", "rate": 5, "count": 10, "template": "it's {n}", "table": "responses"}
     assert result["request"]["columns"][2] == ["_body", "BYTES"]
     # The parse function's own operator: bundles of at most 1000 bodies that end after 20 ms (no Python async).
     assert result["settings"] == {
@@ -210,8 +208,35 @@ def test_api_key_file_is_read_where_the_table_is_planned(tmp_path):
 def test_prompts_rate_without_a_count_plans_an_endless_sequence():
     options = {k: v for k, v in REQUEST.items() if k != "prompts.count"}
     result = plan(declared(options, column("model", "VARCHAR(2147483647)", "VARCHAR")))
-    assert result["source"]["sequence"] == {"rate": 5, "count": -1}
+    assert result["source"]["kind"] == "rate" and result["source"]["count"] == -1
     assert result["bounded"] is False
+
+
+def test_file_sources_are_planned_as_data():
+    watched = plan(declared({**REPLAY, "replay.monitor-interval": "2 s"}))
+    assert watched["source"] == {"kind": "replay", "path": "/data", "monitor_interval_ms": 2000}
+    assert watched["bounded"] is False
+    options = {k: v for k, v in REQUEST.items() if not k.startswith("prompts.")}
+    prompts = plan(declared({**options, "prompts.path": "/p.txt"}, column("model", "VARCHAR(2147483647)", "VARCHAR")))
+    assert prompts["source"] == {"kind": "prompts", "path": "/p.txt"} and prompts["bounded"] is True
+
+
+def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_bytes(b"same\nsame\r\n\nlast")
+    ids = request_ids_of(prompts)
+    path = str(prompts)
+    # the twin of FileLines.requestId (JUnit FileLinesTest holds the jar to the same values)
+    assert ids == [
+        hashlib.md5(f"{path}\n1\nsame".encode()).hexdigest(),
+        hashlib.md5(f"{path}\n2\nsame".encode()).hexdigest(),
+        hashlib.md5(f"{path}\n3\n".encode()).hexdigest(),
+        hashlib.md5(f"{path}\n4\nlast".encode()).hexdigest(),
+    ]
+    assert len(set(ids)) == 4  # two identical lines are two requests
+    assert request_id_of("s3://b/p.txt", 1, "x") == hashlib.md5(b"s3://b/p.txt\n1\nx").hexdigest()
+    assert request_id_of("/data/p.txt", 1, "x") == "7b3e22a3a3196faa1888a782bce0694c"  # FileLinesTest's value
+    assert request_id_of("file:///data/p.txt", 1, "x") == request_id_of("/data/p.txt", 1, "x")
 
 
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------

@@ -57,7 +57,9 @@ METADATA: tuple[MetadataKey, ...] = (
         "_request_id",
         "STRING",
         ("request",),
-        "the request id (deterministic: `<table>-<n>` for 'prompts.rate', MD5 of the prompt otherwise)",
+        "the request id, deterministic: `<table>-<n>` for 'prompts.rate'; for 'prompts.path' the hex MD5 of "
+        "`<file>\\n<line number>\\n<line>` (the file's absolute path, or its URI when not local; lines counted "
+        "from 1), so two identical lines are two requests",
     ),
     MetadataKey("request.prompt", "_prompt", "STRING", ("request",), "the prompt sent"),
     MetadataKey(

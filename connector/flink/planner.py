@@ -8,9 +8,11 @@ on the client when Flink plans a query over the table (the same way Flink runs P
 with `python.client.executable`. Input: the table's options, its resolved columns and its watermark. Output:
 either `{"error": "..."}`, a message for the user (Flink raises it as a ValidationException), or the plan:
 
-- `source`: the internal table the bodies (replay) or prompts (request mode) come from, as a connector (or,
-  for `prompts.rate`, a `sequence`: numbers 0, 1, ... at a rate, `count` of them or -1 for no end), a schema
-  and the SQL expressions that name its columns `_body`/`_source` or `_prompt`/`_request_id`;
+- `source`: what the bodies (replay) or prompts (request mode) come from, as data the jar builds a DataStream
+  of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or null: the
+  lines of the files, `_body`/`_source`), `prompts` (`path`: the lines of the files, `_prompt`/`_request_id`,
+  the id made of the file, the line number and the line) or `rate` (`rate`, `count` or -1 for no end,
+  `template` whose `{n}` is the number, `table`: the ids are `<table>-<n>`);
 - `version`: `connector.flink.contract.PLAN_VERSION`, checked by the jar;
 - `request`: the request step (Java async I/O, `io.dspark.vllm.flink.RequestStep`): the client's settings
   (`contract.client_spec`), the columns it adds, the output mode, what a failed request does, the operator's
@@ -47,6 +49,7 @@ import json
 import os
 import re
 import sys
+import urllib.parse
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -90,15 +93,41 @@ from connector.profiles import Profile, load_profile
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
 
-__all__ = ["INTERNAL_COLUMNS", "TablePlan", "format_plan", "model_plan", "plan", "request_id_of", "sql_literal"]
+__all__ = [
+    "INTERNAL_COLUMNS",
+    "TablePlan",
+    "format_plan",
+    "model_plan",
+    "plan",
+    "request_id_of",
+    "request_ids_of",
+    "sql_literal",
+]
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
 INTERNAL_COLUMNS = PARSE_INTERNAL
 
 
-def request_id_of(prompt: str) -> str:
-    """The request id a prompt from 'prompts.path' gets: `MD5(prompt)` in the plan's SQL."""
-    return hashlib.md5(prompt.encode("utf-8")).hexdigest()
+def request_id_of(file: str | os.PathLike[str], line_number: int, line: str) -> str:
+    """The request id of line `line_number` (from 1) of a 'prompts.path' file: the hex MD5 of
+    `<file>\n<line number>\n<line>` (io.dspark.vllm.flink.FileLines.requestId, which makes it in the job), the
+    file a local one's absolute path or another's URI. Two identical lines are two ids."""
+    name = os.fspath(file)
+    if name.startswith("file:") or "://" not in name:  # local: the absolute path, as Flink's Path makes it
+        name = os.path.abspath(urllib.parse.urlsplit(name).path if name.startswith("file:") else name)
+    return hashlib.md5(f"{name}\n{line_number}\n{line}".encode()).hexdigest()
+
+
+def request_ids_of(path: str | os.PathLike[str]) -> list[str]:
+    """The request ids of every line of a local 'prompts.path' file, in order (`request_id_of`)."""
+    with open(path, "rb") as file:
+        lines = file.read().split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()  # a file ending in a newline has no empty last line
+    return [
+        request_id_of(path, n, line.removesuffix(b"\r").decode("utf-8", "replace"))
+        for n, line in enumerate(lines, start=1)
+    ]
 
 
 def sql_literal(text: str) -> str:
@@ -204,35 +233,27 @@ def _column_sql(
 
 
 def _source(table: str, options: Options) -> dict[str, Any]:
+    """What the jar builds the internal source from (io.dspark.vllm.flink.Sources): data, no SQL."""
     mode = options.get(MODE)
     if mode == "replay":
-        connector: dict[str, str] = {"connector": "filesystem", "path": str(options.get(REPLAY_PATH)), "format": "raw"}
         interval = options.get(REPLAY_MONITOR_INTERVAL)
-        if interval is not None:
-            connector["source.monitor-interval"] = f"{max(1, round(interval * 1000))} ms"
         return {
-            "schema": [{"name": "body", "type": "BYTES"}, {"name": "path", "type": "STRING", "metadata": "file.path"}],
-            "options": connector,
-            "select": [["_body", "`body`"], ["_source", "`path`"]],
+            "kind": "replay",
+            "path": str(options.get(REPLAY_PATH)),
+            "monitor_interval_ms": None if interval is None else max(1, round(interval * 1000)),
         }
     if options.get(PROMPTS_RATE) is not None:
         count = options.get(PROMPTS_COUNT)
-        template = sql_literal(options.get(PROMPTS_TEMPLATE))
         # Not SQL's datagen 'sequence': it holds every number still to come in memory and in each checkpoint,
-        # and cannot start at all without an end (Pipeline.java's sequence() keeps ranges instead).
+        # and cannot start at all without an end (Sources.java keeps ranges instead).
         return {
-            "schema": [{"name": "n", "type": "BIGINT"}],
-            "sequence": {"rate": options.get(PROMPTS_RATE), "count": -1 if count is None else count},
-            "select": [
-                ["_prompt", f"REPLACE({template}, '{{n}}', CAST(`n` AS STRING))"],
-                ["_request_id", f"{sql_literal(table + '-')} || CAST(`n` AS STRING)"],
-            ],
+            "kind": "rate",
+            "rate": options.get(PROMPTS_RATE),
+            "count": -1 if count is None else count,
+            "template": str(options.get(PROMPTS_TEMPLATE)),
+            "table": table,
         }
-    return {
-        "schema": [{"name": "line", "type": "STRING"}],
-        "options": {"connector": "filesystem", "path": str(options.get(PROMPTS_PATH)), "format": "raw"},
-        "select": [["_prompt", "`line`"], ["_request_id", "MD5(`line`)"]],
-    }
+    return {"kind": "prompts", "path": str(options.get(PROMPTS_PATH))}
 
 
 def _store(options: Options) -> dict[str, Any] | None:

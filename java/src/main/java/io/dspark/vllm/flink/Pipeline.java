@@ -1,9 +1,6 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.api.common.cache.DistributedCache;
-import org.apache.flink.api.common.eventtime.WatermarkStrategy;
-import org.apache.flink.api.common.typeinfo.Types;
-import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
 import org.apache.flink.configuration.PipelineOptions;
@@ -12,10 +9,8 @@ import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.Schema;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.EnvironmentSettings;
-import org.apache.flink.table.api.TableDescriptor;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
@@ -27,7 +22,6 @@ import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
-import org.apache.flink.types.Row;
 
 import java.util.ArrayList;
 import java.util.Iterator;
@@ -41,27 +35,34 @@ import java.util.concurrent.TimeUnit;
 import static org.apache.flink.table.api.Expressions.$;
 import static org.apache.flink.table.api.Expressions.call;
 import static org.apache.flink.table.api.Expressions.callSql;
-import static org.apache.flink.table.api.Expressions.lit;
 import static org.apache.flink.table.api.Expressions.withAllColumns;
 
 /**
- * The pipeline behind a scan, built in a table environment of its own on the job's execution environment:
+ * The pipeline behind a scan, one DataStream of internal rows (RowData) on the job's execution environment:
  *
  * <pre>
- *   internal source (files of bodies | prompts)          a TableDescriptor from the plan
- *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep})
+ *   internal source (files of bodies | prompts)          a DataStream from the plan ({@link Sources})
+ *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep}),
+ *                                                       the source's DataStream in, internal rows in and out
  *     -> parse(_body, ...)                              cpu: {@link ParseOperator} (the native core, in the JVM)
  *                                                       gpu: a vectorized Python function, flat columns
  *     -> the declared columns (ROW(...)) and metadata    cpu: the ParseOperator's {@link RowShape} (the plan's
  *                                                       layouts); else SQL expressions from the plan
  * </pre>
  *
- * The parse step runs only when the query reads a column it makes.
+ * The parse step runs only when the query reads a column it makes. Tables and streams are converted only where
+ * SQL still makes a column, in a table environment of this scan's own: per route,
+ *
+ * <pre>
+ *   cpu, every column with a layout (the declared row made by the ParseOperator)   0 conversions
+ *   COUNT(*) (no column read)                                                       0
+ *   cpu with a column only SQL makes: fromDataStream after the parse, toDataStream  2
+ *   gpu (the parse step in Python): fromDataStream of the source, toDataStream      2
+ *   metadata only (no parse step): fromDataStream of the source, toDataStream       2
+ * </pre>
  */
 final class Pipeline {
 
-    static final String SOURCE = "__dspark_source";
-    static final String REQUEST = "__dspark_request";
     static final String PARSE = "__dspark_parse";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
@@ -76,18 +77,11 @@ final class Pipeline {
             List<String> metadataKeys,
             DataType produced,
             ClassLoader classLoader) {
-        // In the session's class loader, the one the factory was found in (a jar added with ADD JAR or
-        // 'pipeline.jars'); the internal sources are Flink's own (files, a sequence).
-        StreamTableEnvironment t = StreamTableEnvironment.create(
-                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
-        Map<String, String> settings = new LinkedHashMap<>(config);
-        settings.putAll(plan.settings());
-        t.getConfig().addConfiguration(Configuration.fromMap(settings));
-
-        Table rows = plan.source().has("sequence") ? sequence(env, t, plan.source()) : source(t, plan.source());
+        DataStream<RowData> stream = Sources.build(env, plan.source());
         if (plan.request() != null) {
-            rows = request(t, plan, rows);
+            stream = request(plan, stream);
         }
+        RowType type = (RowType) ((InternalTypeInfo<RowData>) stream.getType()).toLogicalType();
         Set<String> flat = new LinkedHashSet<>();
         for (String name : physicalNames) {
             for (JsonNode need : plan.physical(name).get("needs")) {
@@ -102,18 +96,34 @@ final class Pipeline {
         for (String sql : metadataSql.values()) {
             parse |= plan.parseInternal().contains(sql.replace("`", ""));
         }
-        if (parse) {
-            Map<String, String> made = producedFlat(plan, flat);
-            String python = plan.pythonParseReason(made.keySet());
-            DataStream<RowData> declared =
-                    python == null ? parseToDeclared(t, plan, rows, physicalNames, metadataKeys, produced) : null;
+        if (!parse && physicalNames.isEmpty() && metadataKeys.isEmpty()) {
+            // A query that reads no column (COUNT(*)): one empty row per body.
+            return stream.map(row -> (RowData) new GenericRowData(0)).returns(InternalTypeInfo.of(RowType.of()));
+        }
+        Map<String, String> made = parse ? producedFlat(plan, flat) : null;
+        String python = parse ? plan.pythonParseReason(made.keySet()) : null;
+        if (parse && python == null) {
+            DataStream<RowData> declared = parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
             if (declared != null) {
-                shipPythonFiles(t, env);
-                return declared;
+                return declared; // no table environment, no conversion between tables and streams
             }
-            rows = python == null
-                    ? parseInJvm(t, plan, rows, made, metadataSql.values())
-                    : parseInPython(t, config, plan, rows, made, python);
+        }
+
+        // A column that needs SQL (another cast, NOT NULL, metadata without a parse step) or a parse step in
+        // Python: a table environment of its own on the job's environment, in the session's class loader (the
+        // one the factory was found in: a jar added with ADD JAR or 'pipeline.jars').
+        StreamTableEnvironment t = StreamTableEnvironment.create(
+                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
+        Map<String, String> settings = new LinkedHashMap<>(config);
+        settings.putAll(plan.settings());
+        t.getConfig().addConfiguration(Configuration.fromMap(settings));
+        Table rows;
+        if (!parse) {
+            rows = t.fromDataStream(stream);
+        } else if (python == null) {
+            rows = t.fromDataStream(parseInJvm(plan, stream, type, made, metadataSql.values()));
+        } else {
+            rows = parseInPython(t, config, plan, t.fromDataStream(stream), made, python);
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -124,16 +134,6 @@ final class Pipeline {
         }
         for (String sql : metadataSql.values()) {
             select.add(callSql(sql).as(names.next()));
-        }
-        if (select.isEmpty()) {
-            // A query that reads no column (COUNT(*)): one empty row per body.
-            RowType empty = RowType.of();
-            DataStream<RowData> out =
-                    t.toDataStream(rows.select(lit(1)))
-                            .map(row -> (RowData) new GenericRowData(0))
-                            .returns(InternalTypeInfo.of(empty));
-            shipPythonFiles(t, env);
-            return out;
         }
         DataStream<RowData> out =
                 t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
@@ -170,68 +170,20 @@ final class Pipeline {
         }
     }
 
-    private static Table source(StreamTableEnvironment t, JsonNode source) {
-        Schema.Builder schema = Schema.newBuilder();
-        for (JsonNode column : source.get("schema")) {
-            DataType type = TablePlan.dataType(column.get("type").asText());
-            if (column.has("metadata")) {
-                schema.columnByMetadata(column.get("name").asText(), type, column.get("metadata").asText(), true);
-            } else {
-                schema.column(column.get("name").asText(), type);
-            }
-        }
-        Map<String, String> options = new LinkedHashMap<>();
-        source.get("options").fields().forEachRemaining(e -> options.put(e.getKey(), e.getValue().asText()));
-        TableDescriptor.Builder descriptor = TableDescriptor.forConnector(options.remove("connector"));
-        descriptor.schema(schema.build());
-        options.forEach(descriptor::option);
-        t.createTemporaryTable(SOURCE, descriptor.build());
-        return t.from(SOURCE).select(named(source.get("select")));
-    }
-
     /**
-     * 'prompts.rate': the numbers 0, 1, 2, ... at a rate ({@link PacedRate}), from Flink's DataGeneratorSource,
-     * whose checkpoint holds the ranges still to emit. SQL's datagen 'sequence' kind keeps every number still to
-     * come in memory and in each checkpoint, and refuses to start without an end (more than Integer.MAX_VALUE).
+     * Request mode: the source's prompt rows straight through Flink's async I/O operator with {@link RequestStep}
+     * (unordered by default), the in-flight prompts in its checkpoint state; internal rows in and out.
      */
-    private static Table sequence(StreamExecutionEnvironment env, StreamTableEnvironment t, JsonNode source) {
-        JsonNode sequence = source.get("sequence");
-        long count = sequence.get("count").asLong();
-        DataGeneratorSource<Long> numbers =
-                new DataGeneratorSource<>(
-                        n -> n,
-                        count < 0 ? Long.MAX_VALUE : count,
-                        new PacedRate<>(sequence.get("rate").asDouble()),
-                        Types.LONG);
-        DataStream<Long> stream = env.fromSource(numbers, WatermarkStrategy.noWatermarks(), SOURCE);
-        String column = source.get("schema").get(0).get("name").asText();
-        return t.fromDataStream(stream).as(column).select(named(source.get("select")));
-    }
-
-    /** The source's columns under our names: [[name, SQL expression], ...]. */
-    private static Expression[] named(JsonNode pairs) {
-        List<Expression> select = new ArrayList<>();
-        for (JsonNode pair : pairs) {
-            select.add(callSql(pair.get(1).asText()).as(pair.get(0).asText()));
-        }
-        return select.toArray(new Expression[0]);
-    }
-
-    /**
-     * Request mode: the prompts through Flink's async I/O operator with {@link RequestStep} (unordered by default),
-     * the in-flight prompts in its checkpoint state; the rows come back as a table for the parse step.
-     */
-    private static Table request(StreamTableEnvironment t, TablePlan plan, Table prompts) {
+    private static DataStream<RowData> request(TablePlan plan, DataStream<RowData> prompts) {
         JsonNode request = plan.request();
-        DataStream<Row> in = t.toDataStream(prompts.select($("_prompt"), $("_request_id")));
         RequestStep step = new RequestStep(request);
         long timeout = request.get("timeout_ms").asLong();
         int capacity = request.get("capacity").asInt();
-        SingleOutputStreamOperator<Row> out =
+        SingleOutputStreamOperator<RowData> out =
                 "ordered".equals(request.get("output_mode").asText())
-                        ? AsyncDataStream.orderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity)
-                        : AsyncDataStream.unorderedWait(in, step, timeout, TimeUnit.MILLISECONDS, capacity);
-        return t.fromDataStream(out.returns(RequestStep.rowType()).name("dspark-vllm requests"));
+                        ? AsyncDataStream.orderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity)
+                        : AsyncDataStream.unorderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity);
+        return out.returns(RequestStep.typeInfo()).name("dspark-vllm requests");
     }
 
     /** The parse step in a Python worker (the gpu path): {@code python} says why it runs there. */
@@ -269,11 +221,11 @@ final class Pipeline {
     }
 
     /**
-     * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}): no SQL after it.
-     * Null where a column needs SQL (the plan's {@code from}).
+     * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}) from the source's
+     * (or request step's) DataStream: no SQL, no table. Null where a column needs SQL (the plan's {@code from}).
      */
     private static DataStream<RowData> parseToDeclared(
-            StreamTableEnvironment t, TablePlan plan, Table rows, List<String> physicalNames,
+            TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
             List<String> metadataKeys, DataType produced) {
         List<JsonNode> layouts = new ArrayList<>();
         for (String name : physicalNames) {
@@ -284,14 +236,13 @@ final class Pipeline {
         }
         JsonNode jvm = plan.json.get("native");
         Set<String> made = new LinkedHashSet<>(strings(jvm.get("columns")));
-        RowType input = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
         RowType out = (RowType) produced.getLogicalType();
         RowShape shape = RowShape.declared(out, layouts, input, made);
         if (shape == null) {
             return null;
         }
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core) and makes the declared rows");
-        return parseStream(t, plan, rows, shape);
+        return parseStream(plan, rows, input, shape);
     }
 
     /** The flat columns the parse step makes for {@code needed}, and the internal ones (name -> Flink SQL type). */
@@ -309,11 +260,10 @@ final class Pipeline {
      * The parse step in the JVM ({@link ParseOperator}) to the flat row ({@link RowShape#flat}): the input columns
      * the metadata reads, then the flat columns; SQL makes the declared row of it. No Python worker.
      */
-    private static Table parseInJvm(
-            StreamTableEnvironment t, TablePlan plan, Table rows, Map<String, String> produced,
+    private static DataStream<RowData> parseInJvm(
+            TablePlan plan, DataStream<RowData> rows, RowType inputType, Map<String, String> produced,
             java.util.Collection<String> after) {
-        List<String> inputs = rows.getResolvedSchema().getColumnNames();
-        RowType inputType = (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType();
+        List<String> inputs = inputType.getFieldNames();
         List<String> body = new ArrayList<>();
         List<LogicalType> types = new ArrayList<>();
         produced.forEach((name, type) -> {
@@ -333,19 +283,19 @@ final class Pipeline {
         }
         RowShape shape = RowShape.flat(inputType, kept.stream().mapToInt(Integer::intValue).toArray(), body, types);
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
-        return t.fromDataStream(parseStream(t, plan, rows, shape));
+        return parseStream(plan, rows, inputType, shape);
     }
 
-    private static DataStream<RowData> parseStream(StreamTableEnvironment t, TablePlan plan, Table rows, RowShape shape) {
+    /** The parse step's operator on a DataStream of internal rows of {@code inputType}. */
+    private static DataStream<RowData> parseStream(
+            TablePlan plan, DataStream<RowData> in, RowType inputType, RowShape shape) {
         JsonNode jvm = plan.json.get("native");
-        List<String> inputs = rows.getResolvedSchema().getColumnNames();
-        DataStream<RowData> in =
-                t.toDataStream(rows, rows.getResolvedSchema().toPhysicalRowDataType().bridgedTo(RowData.class));
+        List<String> inputs = inputType.getFieldNames();
         ParseOperator step =
                 new ParseOperator(
                         jvm.get("document").asText(),
                         shape,
-                        (RowType) rows.getResolvedSchema().toPhysicalRowDataType().getLogicalType(),
+                        inputType,
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source"),
                         inputs.indexOf("_request_error"),

@@ -9,9 +9,6 @@ import io.dspark.vllm.store.StoredRequests;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
-import org.apache.flink.api.common.typeinfo.PrimitiveArrayTypeInfo;
-import org.apache.flink.api.common.typeinfo.TypeInformation;
-import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
@@ -19,14 +16,21 @@ import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
 import org.apache.flink.streaming.api.functions.async.ResultFuture;
 import org.apache.flink.streaming.api.functions.async.RichAsyncFunction;
-import org.apache.flink.types.Row;
+import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
+import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.RowType;
 
 import java.util.Collections;
 import java.util.List;
 
 /**
- * The request step of a table in request mode: one prompt row ({@code _prompt}, {@code _request_id}) in, the same
- * row with the request's outcome out ({@code contract.REQUEST_COLUMNS}). Flink's async I/O operator
+ * The request step of a table in request mode: one prompt row ({@code _prompt}, {@code _request_id}: the source's
+ * {@link FileLines#PROMPTS}) in, the same row with the request's outcome out ({@code contract.REQUEST_COLUMNS},
+ * {@link #ROW}), both as Flink's internal rows: the source's DataStream goes in and the parse step reads what
+ * comes out, with no conversion between. Flink's async I/O operator
  * ({@code AsyncWaitOperator}) runs it: the elements in flight are part of every checkpoint and are sent again
  * after a restore, and nothing waits for them at a checkpoint; in unordered mode a row leaves as soon as its
  * response is read (no row overtakes a watermark).
@@ -36,27 +40,27 @@ import java.util.List;
  * numRequestsFailed, numRetries, numBytesIn, numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled,
  * latencyMsP50/P95/P99.
  */
-final class RequestStep extends RichAsyncFunction<Row, Row> implements CheckpointedFunction {
+final class RequestStep extends RichAsyncFunction<RowData, RowData> implements CheckpointedFunction {
     private static final long serialVersionUID = 1L;
     // The row this step makes, as contract.REQUEST_COLUMNS declares it (generated into PlanContract); checked
     // against the plan in the constructor, so a plan of another release is refused.
     static final List<String> COLUMNS = PlanContract.REQUEST_COLUMN_NAMES;
     static final List<String> TYPES = PlanContract.REQUEST_COLUMN_TYPES;
 
-    /** The rows this step makes, for the operator that runs it. */
-    static TypeInformation<Row> rowType() {
-        return Types.ROW_NAMED(
-                COLUMNS.toArray(new String[0]),
-                Types.STRING,
-                Types.STRING,
-                PrimitiveArrayTypeInfo.BYTE_PRIMITIVE_ARRAY_TYPE_INFO,
-                Types.INT,
-                Types.DOUBLE,
-                Types.INT,
-                Types.STRING,
-                Types.LONG,
-                Types.STRING,
-                Types.BOOLEAN);
+    /** The rows this step makes (COLUMNS, TYPES), declared once for the operator that runs it. */
+    static final RowType ROW = rowType();
+
+    private static RowType rowType() {
+        LogicalType[] types = new LogicalType[COLUMNS.size()];
+        for (int i = 0; i < types.length; i++) {
+            types[i] = TablePlan.dataType(TYPES.get(i)).getLogicalType();
+        }
+        return RowType.of(types, COLUMNS.toArray(new String[0]));
+    }
+
+    /** The type information of {@link #ROW}, for the operator's output. */
+    static InternalTypeInfo<RowData> typeInfo() {
+        return InternalTypeInfo.of(ROW);
     }
 
     private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
@@ -161,9 +165,9 @@ final class RequestStep extends RichAsyncFunction<Row, Row> implements Checkpoin
     }
 
     @Override
-    public void asyncInvoke(Row prompt, ResultFuture<Row> result) {
-        String text = (String) prompt.getField(0);
-        String id = (String) prompt.getField(1);
+    public void asyncInvoke(RowData prompt, ResultFuture<RowData> result) {
+        String text = prompt.isNullAt(0) ? null : prompt.getString(0).toString();
+        String id = prompt.isNullAt(1) ? null : prompt.getString(1).toString();
         metrics.sent();
         requests.send(text == null ? "" : text, id).whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
@@ -175,26 +179,29 @@ final class RequestStep extends RichAsyncFunction<Row, Row> implements Checkpoin
     }
 
     private void complete(
-            String text, String id, Outcome outcome, String key, boolean cached, ResultFuture<Row> result) {
+            String text, String id, Outcome outcome, String key, boolean cached, ResultFuture<RowData> result) {
         metrics.ended(outcome);
         if (!outcome.ok() && failJob) {
             result.completeExceptionally(new RuntimeException(
                     "request " + id + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error));
             return;
         }
-        Row row = Row.of(
-                text, id, outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
-                outcome.attempts, outcome.error, outcome.receivedAtMs, key, cached);
+        RowData row = GenericRowData.of(
+                StringData.fromString(text), StringData.fromString(id),
+                outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
+                outcome.attempts, StringData.fromString(outcome.error), outcome.receivedAtMs,
+                StringData.fromString(key), cached);
         result.complete(Collections.singletonList(row));
     }
 
     @Override
-    public void timeout(Row prompt, ResultFuture<Row> result) {
+    public void timeout(RowData prompt, ResultFuture<RowData> result) {
         // A backstop only: the operator's timeout is longer than any request's deadline.
         Outcome outcome = new Outcome(null, null, 0.0, 0,
                 "timeout: the request step did not answer within the operator's timeout", PlanContract.TIMEOUT,
                 System.currentTimeMillis());
-        complete((String) prompt.getField(0), (String) prompt.getField(1), outcome, null, false, result);
+        complete(prompt.isNullAt(0) ? null : prompt.getString(0).toString(),
+                prompt.isNullAt(1) ? null : prompt.getString(1).toString(), outcome, null, false, result);
     }
 
     @Override
