@@ -162,6 +162,8 @@ def prompt_job(
         env.enable_checkpointing(int(args.checkpoint_interval * 1000), CheckpointingMode.EXACTLY_ONCE)
     t_env = StreamTableEnvironment.create(env)
     t_env.get_config().set("pipeline.name", f"dspark-vllm {name}")
+    # uids on every stateful step (the sink's, the request step's), so a savepoint restores into a rescaled job
+    t_env.get_config().set("table.exec.uid.generation", "ALWAYS")
     use_connector(t_env)
     return args, t_env, model
 

@@ -88,7 +88,8 @@ PROMPTS_COUNT: ConfigOption[int | None] = _option(
 REPLAY_PATH: ConfigOption[str | None] = _option(
     "replay.path",
     "string",
-    "File or directory of captured raw response bodies, one per line.",
+    "File or directory of captured raw response bodies, one per line (a file is read whole by one task: give "
+    "several files to read them in parallel).",
     group="Replay",
 )
 REPLAY_MONITOR_INTERVAL: ConfigOption[float | None] = _option(

@@ -58,7 +58,8 @@ final class DsparkVllmTableSource implements ScanTableSource, SupportsProjection
             @Override
             public DataStream<RowData> produceDataStream(
                     ProviderContext providerContext, StreamExecutionEnvironment env) {
-                return Pipeline.build(env, config, plan, physicalNames, metadataKeys, produced, classLoader);
+                return Pipeline.build(
+                        env, config, plan, physicalNames, metadataKeys, produced, classLoader, providerContext);
             }
 
             @Override

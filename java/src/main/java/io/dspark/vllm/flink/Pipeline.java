@@ -12,6 +12,7 @@ import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.api.Table;
 import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
+import org.apache.flink.table.connector.ProviderContext;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.expressions.Expression;
@@ -76,10 +77,11 @@ final class Pipeline {
             List<String> physicalNames,
             List<String> metadataKeys,
             DataType produced,
-            ClassLoader classLoader) {
-        DataStream<RowData> stream = Sources.build(env, plan.source());
+            ClassLoader classLoader,
+            ProviderContext context) {
+        DataStream<RowData> stream = uid(Sources.build(env, plan.source()), context, "source");
         if (plan.request() != null) {
-            stream = request(plan, stream);
+            stream = uid(request(plan, stream), context, "requests");
         }
         RowType type = (RowType) ((InternalTypeInfo<RowData>) stream.getType()).toLogicalType();
         Set<String> flat = new LinkedHashSet<>();
@@ -174,7 +176,21 @@ final class Pipeline {
      * Request mode: the source's prompt rows straight through Flink's async I/O operator with {@link RequestStep}
      * (unordered by default), the in-flight prompts in its checkpoint state; internal rows in and out.
      */
-    private static DataStream<RowData> request(TablePlan plan, DataStream<RowData> prompts) {
+    /**
+     * The uid the planner gives this step of the scan ({@code 'table.exec.uid.generation'} = 'ALWAYS', or a
+     * compiled plan), so that a savepoint's state maps to the same step after a change of parallelism; without
+     * one, Flink derives the step's id from the job graph, which a rescale changes (its state then cannot be
+     * restored).
+     */
+    private static SingleOutputStreamOperator<RowData> uid(
+            SingleOutputStreamOperator<RowData> step, ProviderContext context, String name) {
+        if (context != null) {
+            context.generateUid(name).ifPresent(step::uid);
+        }
+        return step;
+    }
+
+    private static SingleOutputStreamOperator<RowData> request(TablePlan plan, DataStream<RowData> prompts) {
         JsonNode request = plan.request();
         RequestStep step = new RequestStep(request);
         long timeout = request.get("timeout_ms").asLong();

@@ -7,6 +7,7 @@ import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.core.fs.Path;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.DataStream;
+import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
@@ -32,7 +33,7 @@ final class Sources {
 
     private Sources() {}
 
-    static DataStream<RowData> build(StreamExecutionEnvironment env, JsonNode source) {
+    static SingleOutputStreamOperator<RowData> build(StreamExecutionEnvironment env, JsonNode source) {
         String kind = source.get("kind").asText();
         switch (kind) {
             case "replay": {
@@ -62,7 +63,7 @@ final class Sources {
      * 'sequence' kind keeps every number still to come in memory and in each checkpoint, and refuses to start
      * without an end (more than Integer.MAX_VALUE).
      */
-    private static DataStream<RowData> rate(StreamExecutionEnvironment env, JsonNode source) {
+    private static SingleOutputStreamOperator<RowData> rate(StreamExecutionEnvironment env, JsonNode source) {
         long count = source.get("count").asLong();
         DataGeneratorSource<RowData> numbers =
                 new DataGeneratorSource<>(

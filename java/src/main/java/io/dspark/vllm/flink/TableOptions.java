@@ -48,7 +48,7 @@ final class TableOptions {
             ConfigOptions.key("prompts.rate").stringType().noDefaultValue().withDescription("Send 'prompts.template' at this many prompts per second (load and health checks)."),
             ConfigOptions.key("prompts.template").stringType().noDefaultValue().withDescription("Prompt sent with 'prompts.rate'; '{n}' is replaced by the prompt's sequence number."),
             ConfigOptions.key("prompts.count").stringType().noDefaultValue().withDescription("Number of prompts sent with 'prompts.rate' (unbounded when unset)."),
-            ConfigOptions.key("replay.path").stringType().noDefaultValue().withDescription("File or directory of captured raw response bodies, one per line."),
+            ConfigOptions.key("replay.path").stringType().noDefaultValue().withDescription("File or directory of captured raw response bodies, one per line (a file is read whole by one task: give several files to read them in parallel)."),
             ConfigOptions.key("replay.monitor-interval").stringType().noDefaultValue().withDescription("Watch 'replay.path' for new files at this interval (unbounded stream); read once when unset."),
             ConfigOptions.key("request.api").stringType().noDefaultValue().withDescription("Endpoint used: /v1/chat/completions or /v1/completions."),
             ConfigOptions.key("request.timeout").stringType().noDefaultValue().withDescription("Timeout of one attempt of one request (first byte sent to last byte read)."),
