@@ -153,6 +153,13 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, bodies: Path):
 # -- exit status per subcommand and signal ------------------------------------------------------------------------
 
 
+def interruptible() -> None:
+    """In the child, before it runs: SIGINT to its default, as a terminal's Ctrl-C finds it. A shell without job
+    control starts a background command with SIGINT ignored (`bash .ci/run &`), and Python keeps an ignored
+    SIGINT ignored: the command under test would then never see the signal these tests send."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def stop_with(proc: subprocess.Popen[bytes], signum: int, expected_line: str) -> None:
     proc.send_signal(signum)
     try:
@@ -175,7 +182,7 @@ SIGNALS = [
 @pytest.mark.parametrize("signum,said", SIGNALS)
 def test_simulate_exits_as_the_readme_says_on_each_signal(signum: int, said: str):
     """`simulate` exited 0 on SIGINT and SIGTERM (the README promises 130 and 143), and died on SIGHUP."""
-    proc = subprocess.Popen([*CLI, "simulate", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "simulate", "--port", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             env=_env())  # fmt: skip
     try:
         assert proc.stdout is not None
@@ -201,7 +208,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
     tmp_path: Path, silent_server: str, signum: int, said: str
 ):
     """`schema` waiting for a server, `parse` reading a stdin that stays open: 130, 143, 129, one line each."""
-    proc = subprocess.Popen([*CLI, "schema", "--endpoint", silent_server, "--timeout", "60"],
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "schema", "--endpoint", silent_server, "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
         wait_for("the command to connect", lambda: _has_connected(proc.pid), timeout=60, every=0.05)
@@ -210,7 +217,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
         if proc.poll() is None:
             proc.kill()
             proc.wait()
-    proc = subprocess.Popen([*CLI, "parse", "-", "--backend", "cpu", "--output", str(tmp_path / "o.parquet")],
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "parse", "-", "--backend", "cpu", "--output", str(tmp_path / "o.parquet")],
                             stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
         assert proc.stdin is not None
@@ -233,7 +240,7 @@ def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,said", SIGNALS)
 def test_bench_exits_as_the_readme_says_on_a_signal(signum: int, said: str):
-    proc = subprocess.Popen([*CLI, "bench", "parse", "--no-flink", "--bodies", "20000", "--repeat", "50"],
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "bench", "parse", "--no-flink", "--bodies", "20000", "--repeat", "50"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
         assert proc.stderr is not None
@@ -365,7 +372,13 @@ def test_sql_exits_as_the_readme_says_on_each_signal(tmp_path: Path, signum: int
         "CREATE TABLE b (x INT) WITH ('connector' = 'blackhole');\n"
         "INSERT INTO b SELECT x FROM g;\n"
     )
-    proc = subprocess.Popen([*CLI, "sql", str(running)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        preexec_fn=interruptible,
+        args=[*CLI, "sql", str(running)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     try:
         assert proc.stderr is not None
         said_before = []
