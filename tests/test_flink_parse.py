@@ -111,7 +111,7 @@ def jvm_job(root) -> dict[str, list[dict]]:
     _sink(t_env, "sink_format", SINK, out / "format")
     _sink(t_env, "sink_skipping", "id STRING, total_tokens BIGINT", out / "skipping")
     # Declared types other than the profile's: the parse step casts them itself (Casts.java), held to Flink's own
-    # CAST of the same flat columns in SQL (in a session time zone 5:30 from UTC, for TIMESTAMP_LTZ).
+    # CAST of the same flat columns in SQL (in a session time zone 5:30 from UTC: TIMESTAMP_LTZ does not move).
     t_env.get_config().set("table.local-time-zone", "Asia/Kolkata")
     (root / "casts").mkdir()
     (root / "casts" / "a.jsonl").write_bytes(b"\n".join(cast_corpus()) + b"\n")
@@ -167,7 +167,13 @@ CASTS = {
     "casts_a": [
         ("id", "VARCHAR(3)"),
         ("object", "CHAR(20)"),
-        ("created", "TIMESTAMP_LTZ(3)"),
+        # `created` (epoch seconds) as TIMESTAMP_LTZ is that instant in any session zone (Flink's CAST reads the
+        # UTC time as the session's: 5:30 off here).
+        (
+            "created",
+            "TIMESTAMP_LTZ(3)",
+            "TO_TIMESTAMP_LTZ(TIMESTAMPDIFF(SECOND, TIMESTAMP '1970-01-01 00:00:00', `created`), 0)",
+        ),
         ("prompt_tokens", "TINYINT"),
         ("completion_tokens", "DECIMAL(5, 1)"),
         ("total_tokens", "STRING"),

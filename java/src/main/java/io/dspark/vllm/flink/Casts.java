@@ -16,7 +16,6 @@ import org.apache.flink.table.types.logical.utils.LogicalTypeChecks;
 import org.apache.flink.table.utils.DateTimeUtils;
 
 import java.io.Serializable;
-import java.time.ZoneId;
 import java.util.TimeZone;
 
 /**
@@ -24,7 +23,9 @@ import java.util.TimeZone;
  * {@code _TABLE_CASTS}: the ones that cannot fail at run time), on internal values (RowData fields), written
  * with the same runtime functions the code Flink's planner generates for CAST calls (its cast rules, with
  * 'table.exec.legacy-cast-behaviour' off): so the parse step writes every declared column itself and no SQL
- * runs after it. One difference, deliberate: a TIMESTAMP before 1970 to DATE or TIME is its calendar day and
+ * runs after it. Two differences, deliberate: a TIMESTAMP column (the UTC time of an epoch value) as
+ * TIMESTAMP_LTZ is that instant in any session time zone (Flink's CAST reads it as the session's local time,
+ * another instant where that zone is not UTC); a TIMESTAMP before 1970 as DATE or TIME is its calendar day and
  * time of day (Flink's generated code gives the day after, and a negative TIME that fails the job where a sink
  * writes it). {@code tests/test_flink_parse.py} holds these to Flink's own CAST over the same values.
  */
@@ -32,22 +33,13 @@ final class Casts {
 
     private Casts() {}
 
-    /** The session's time zone from 'table.local-time-zone' (null or 'default': this JVM's), as Flink reads it. */
-    static TimeZone sessionZone(String setting) {
-        return TimeZone.getTimeZone(
-                setting == null || "default".equals(setting) ? ZoneId.systemDefault() : ZoneId.of(setting));
-    }
-
     /** One cast, of a value that is not NULL. */
     interface Cast extends Serializable {
         Object apply(Object value);
     }
 
-    /**
-     * The cast of {@code from} values to {@code to} ({@code zone}: the session's time zone, for
-     * TIMESTAMP_LTZ), or null where this is not one of them.
-     */
-    static Cast of(LogicalType from, LogicalType to, TimeZone zone) {
+    /** The cast of {@code from} values to {@code to}, or null where this is not one of them. */
+    static Cast of(LogicalType from, LogicalType to) {
         if (to.is(LogicalTypeFamily.CHARACTER_STRING)) {
             Cast text = toText(from);
             return text == null ? null : fitted(text, to, from.is(LogicalTypeRoot.ARRAY));
@@ -57,7 +49,7 @@ final class Casts {
             case DOUBLE:
                 return numeric(to);
             case TIMESTAMP_WITHOUT_TIME_ZONE:
-                return timestamp(LogicalTypeChecks.getPrecision(from), to, zone);
+                return timestamp(LogicalTypeChecks.getPrecision(from), to);
             case ARRAY:
                 if (!to.is(LogicalTypeRoot.ARRAY)) {
                     return null;
@@ -65,7 +57,7 @@ final class Casts {
                 LogicalType fromElement = ((ArrayType) from).getElementType();
                 LogicalType toElement = ((ArrayType) to).getElementType();
                 Cast element = fromElement.copy(true).equals(toElement.copy(true))
-                        ? v -> v : of(fromElement, toElement, zone);
+                        ? v -> v : of(fromElement, toElement);
                 return element == null ? null : v -> elements((ArrayData) v, fromElement, element);
             default:
                 return null;
@@ -101,19 +93,16 @@ final class Casts {
         }
     }
 
-    /** TIMESTAMP(p) to another TIMESTAMP, TIMESTAMP_LTZ, DATE or TIME. */
-    private static Cast timestamp(int precision, LogicalType to, TimeZone zone) {
+    /**
+     * TIMESTAMP(p) to another TIMESTAMP, TIMESTAMP_LTZ, DATE or TIME. A profile's TIMESTAMP column is the UTC time
+     * of an epoch value (`created`): as TIMESTAMP_LTZ it is that instant in every session time zone.
+     */
+    private static Cast timestamp(int precision, LogicalType to) {
         switch (to.getTypeRoot()) {
             case TIMESTAMP_WITHOUT_TIME_ZONE:
             case TIMESTAMP_WITH_LOCAL_TIME_ZONE: {
                 int target = LogicalTypeChecks.getPrecision(to);
-                boolean local = to.is(LogicalTypeRoot.TIMESTAMP_WITH_LOCAL_TIME_ZONE);
-                return v -> {
-                    TimestampData t = local
-                            ? DateTimeUtils.timestampToTimestampWithLocalZone((TimestampData) v, zone)
-                            : (TimestampData) v;
-                    return precision <= target ? t : DateTimeUtils.truncate(t, target);
-                };
+                return v -> precision <= target ? v : DateTimeUtils.truncate((TimestampData) v, target);
             }
             case DATE: // the day it falls in, before 1970 too (Flink's code divides: the day after)
                 return v -> (int) Math.floorDiv(((TimestampData) v).getMillisecond(), DateTimeUtils.MILLIS_PER_DAY);

@@ -3,8 +3,6 @@ package io.dspark.vllm.flink;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
-import org.apache.flink.table.api.config.TableConfigOptions;
 import org.apache.flink.table.api.config.ExecutionConfigOptions;
 import org.apache.flink.table.catalog.ResolvedCatalogModel;
 import org.apache.flink.table.factories.ModelProviderFactory;
@@ -52,8 +50,6 @@ public final class DsparkVllmModelFactory implements ModelProviderFactory {
         ResolvedCatalogModel model = context.getCatalogModel();
         JsonNode plan =
                 PythonPlanner.planModel(context.getObjectIdentifier(), model, context.getConfiguration().toMap());
-        // The session's time zone, for OUTPUT columns cast to TIMESTAMP_LTZ (Casts).
-        ((ObjectNode) plan).put("time_zone", context.getConfiguration().get(TableConfigOptions.LOCAL_TIME_ZONE));
         String output =
                 model.getResolvedOutputSchema().toPhysicalRowDataType().getLogicalType().asSerializableString();
         String input = model.getResolvedInputSchema().toPhysicalRowDataType().getLogicalType().asSerializableString();

@@ -123,8 +123,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         List<JsonNode> layouts = new ArrayList<>();
         plan.get("outputs").forEach(o -> layouts.add(o.get("from")));
         JsonNode jvm = plan.get("native");
-        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm),
-                Casts.sessionZone(plan.path("time_zone").asText(null)));
+        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm));
         if (shape == null) {
             throw new IllegalStateException("dspark-vllm: the model's OUTPUT columns have no layout; please report it");
         }

@@ -31,7 +31,6 @@ import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Set;
-import java.util.TimeZone;
 import java.util.concurrent.TimeUnit;
 
 import static org.apache.flink.table.api.Expressions.$;
@@ -103,18 +102,16 @@ final class Pipeline {
             // A query that reads no column (COUNT(*)): one empty row per body.
             return stream.map(row -> (RowData) new GenericRowData(0)).returns(InternalTypeInfo.of(RowType.of()));
         }
-        TimeZone zone = Casts.sessionZone(config.get("table.local-time-zone"));
         if (!parse) {
             // Metadata only (the request's, the file's): the declared row of the input row's columns, no parse.
             RowShape shape = RowShape.declared(
-                    (RowType) produced.getLogicalType(), layouts(plan, physicalNames, metadataKeys), type, Map.of(),
-                    zone);
+                    (RowType) produced.getLogicalType(), layouts(plan, physicalNames, metadataKeys), type, Map.of());
             return stream.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
         }
         Map<String, String> made = producedFlat(plan, flat);
         String python = plan.pythonParseReason(made.keySet());
         if (python == null) {
-            return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced, zone);
+            return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
         }
 
         // The parse step in Python: a table environment of its own on the job's environment, in the session's
@@ -275,10 +272,10 @@ final class Pipeline {
      */
     private static DataStream<RowData> parseToDeclared(
             TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
-            List<String> metadataKeys, DataType produced, TimeZone zone) {
+            List<String> metadataKeys, DataType produced) {
         RowType out = (RowType) produced.getLogicalType();
         RowShape shape = RowShape.declared(out, layouts(plan, physicalNames, metadataKeys), input,
-                TablePlan.madeTypes(plan.json.get("native")), zone);
+                TablePlan.madeTypes(plan.json.get("native")));
         if (shape == null) {
             throw new IllegalStateException(
                     "dspark-vllm: a column of " + out + " has no layout the parse step can make; please report it");

@@ -23,7 +23,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.TimeZone;
 
 /**
  * How the parse step in the JVM ({@link ParseOperator}) assembles each row it emits from what it has for a
@@ -138,7 +137,7 @@ final class RowShape implements Serializable {
      * {@code types}), then the internal ones.
      */
     static RowShape flat(RowType input, int[] kept, List<String> body, List<LogicalType> types) {
-        Builder b = new Builder(input, Map.of(), null);
+        Builder b = new Builder(input, Map.of());
         List<Field> fields = new ArrayList<>();
         for (int index : kept) {
             fields.add(b.input(index, input.getTypeAt(index)));
@@ -168,12 +167,11 @@ final class RowShape implements Serializable {
     /**
      * The declared row ({@code produced}: the physical columns, then the metadata's), each field from its
      * layout ({@code layouts}, in the same order; see the planner's docstring), cast as Flink's CAST does where
-     * the declared type is another ({@link Casts}; {@code zone}: the session's, for TIMESTAMP_LTZ); null when one
-     * has none. {@code made}: the columns the core makes, and their types.
+     * the declared type is another ({@link Casts}); null when one has none. {@code made}: the columns the core
+     * makes, and their types.
      */
-    static RowShape declared(
-            RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made, TimeZone zone) {
-        Builder b = new Builder(input, made, zone);
+    static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made) {
+        Builder b = new Builder(input, made);
         Field[] fields = new Field[produced.getFieldCount()];
         for (int k = 0; k < fields.length; k++) {
             JsonNode layout = layouts.get(k);
@@ -189,14 +187,12 @@ final class RowShape implements Serializable {
     private static final class Builder {
         final RowType input;
         final Map<String, LogicalType> made; // what the core makes, as which type
-        final TimeZone zone;
         final List<String> core = new ArrayList<>();
         boolean line;
 
-        Builder(RowType input, Map<String, LogicalType> made, TimeZone zone) {
+        Builder(RowType input, Map<String, LogicalType> made) {
             this.input = input;
             this.made = made;
-            this.zone = zone;
         }
 
         Field field(JsonNode layout, LogicalType type) {
@@ -261,7 +257,7 @@ final class RowShape implements Serializable {
             if (direct) {
                 return f;
             }
-            Casts.Cast cast = Casts.of(made, type, zone);
+            Casts.Cast cast = Casts.of(made, type);
             return cast == null ? null : new Converted(f, cast);
         }
 
