@@ -315,7 +315,7 @@ def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
         ({"on-error": "drop"}, [column("id", "STRING", "VARCHAR")], "'dspark-vllm.on-error' is 'drop'"),
         ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
         ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
-        ({"on-error": "skip"}, [column("created", "STRING", "VARCHAR")], "declare it TIMESTAMP(3)"),
+        ({"on-error": "skip"}, [column("created", "INT", "INTEGER")], "declare it TIMESTAMP(3)"),
         ({"on-error": "fail"}, [column("e", "STRING", kind="metadata", key="error.reason")], "no metadata of its own"),
     ],
 )
