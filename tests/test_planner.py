@@ -85,7 +85,7 @@ def test_columns_become_sql_over_flat_columns():
     ]  # fmt: skip
     assert result["bounded"] is True and result["mode"] == "replay"
     assert result["source"] == {"kind": "replay", "path": "/data", "monitor_interval_ms": None}  # data, no SQL
-    assert result["parse_inputs"] == [["_body", "BYTES"], ["_source", "STRING"]]
+    assert result["parse_inputs"] == [["_body", "BYTES"], ["_source_line", "BIGINT"]]
     assert result["flat"][-4:] == [
         {"name": "_line", "type": "BIGINT"},
         {"name": "_error", "type": "STRING"},

@@ -10,8 +10,9 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 
 - `source`: what the bodies (replay) or prompts (request mode) come from, as data the jar builds a DataStream
   of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or null: the
-  lines of the files, `_body`/`_source`), `prompts` (`path`: the lines of the files, `_prompt`/`_request_id`,
-  the id made of the file, the line number and the line) or `rate` (`rate`, `count` or -1 for no end,
+  lines of the files, `_body`/`_source`/`_source_line`: the line in its file), `prompts` (`path`: the lines
+  of the files, `_prompt`/`_request_id`, the id made of the file, the line number and the line) or `rate`
+  (`rate`, `count` or -1 for no end,
   `template` whose `{n}` is the number, `table`: the ids are `<table>-<n>`);
 - `version`: `connector.flink.contract.PLAN_VERSION`, checked by the jar;
 - `request`: the request step (Java async I/O, `io.dspark.vllm.flink.RequestStep`): the client's settings
@@ -395,9 +396,9 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "capacity": options.queue_size,
             "timeout_ms": round((options.get(RETRY_DEADLINE) + 60.0) * 1000),
         }
-        result["parse_inputs"] = [["_body", "BYTES"], ["_prompt", "STRING"], ["_request_error", "STRING"]]
+        result["parse_inputs"] = [["_body", "BYTES"], ["_request_error", "STRING"]]
     else:
-        result["parse_inputs"] = [["_body", "BYTES"], ["_source", "STRING"]]
+        result["parse_inputs"] = [["_body", "BYTES"], ["_source_line", "BIGINT"]]
     result["native"] = _native_parse(options, profile, require_created)
     return result
 
