@@ -37,8 +37,9 @@ class SqlParseFunction(ParseFunction):
     """`parse_<profile>(body)`: the table's parse step with the profile's every column."""
 
     def eval(self, body: pd.Series, *unused: pd.Series) -> pa.StructArray:  # type: ignore[override]
-        # The fields take the declared names (error, error_field) from the result type.
-        return super().eval(body, pd.Series([""] * len(body)))
+        # The fields take the declared names (error, error_field) from the result type; no `_line` is returned
+        # (a body given to a function has no line of a file).
+        return super().eval(body, pd.Series(0, index=body.index, dtype="int64"))
 
 
 def parse_function_for(profile_name: str, backend: str = "auto") -> Any:
