@@ -1,9 +1,6 @@
 package io.dspark.vllm.flink;
 
-import org.apache.flink.api.common.cache.DistributedCache;
-import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
@@ -16,9 +13,6 @@ import org.apache.flink.table.connector.ProviderContext;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.expressions.Expression;
-import org.apache.flink.table.functions.python.PythonEnv;
-import org.apache.flink.table.functions.python.PythonFunctionKind;
-import org.apache.flink.table.functions.python.PythonScalarFunction;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.LogicalType;
@@ -34,9 +28,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 import static org.apache.flink.table.api.Expressions.$;
-import static org.apache.flink.table.api.Expressions.call;
 import static org.apache.flink.table.api.Expressions.callSql;
-import static org.apache.flink.table.api.Expressions.withAllColumns;
 
 /**
  * The pipeline behind a scan, one DataStream of internal rows (RowData) on the job's execution environment:
@@ -63,8 +55,6 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  * </pre>
  */
 final class Pipeline {
-
-    static final String PARSE = "__dspark_parse";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
@@ -125,7 +115,7 @@ final class Pipeline {
         } else if (python == null) {
             rows = t.fromDataStream(parseInJvm(plan, stream, type, made, metadataSql.values()));
         } else {
-            rows = parseInPython(t, config, plan, t.fromDataStream(stream), made, python);
+            rows = t.fromDataStream(PythonParseStep.parse(plan, stream, type, made, config, python));
         }
 
         List<String> fields = DataType.getFieldNames(produced);
@@ -137,39 +127,7 @@ final class Pipeline {
         for (String sql : metadataSql.values()) {
             select.add(callSql(sql).as(names.next()));
         }
-        DataStream<RowData> out =
-                t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
-        shipPythonFiles(t, env);
-        return out;
-    }
-
-    /**
-     * Our planner put the Python files our functions need ('python.files', 'python.archives', ...) into its own
-     * table config as 'pipeline.cached-files'; the job is made from the outer environment, so they are registered
-     * there too. The planner hands a source a read-only wrapper of that environment, whose registerCachedFile
-     * refuses; its getCachedFiles() is the outer environment's own list (public API), so they are added to it.
-     */
-    private static void shipPythonFiles(StreamTableEnvironment t, StreamExecutionEnvironment env) {
-        List<String> cached = t.getConfig().getConfiguration().get(PipelineOptions.CACHED_FILES);
-        if (cached == null || cached.isEmpty()) {
-            return;
-        }
-        List<Tuple2<String, DistributedCache.DistributedCacheEntry>> files = env.getCachedFiles();
-        Set<String> known = new LinkedHashSet<>();
-        files.forEach(f -> known.add(f.f0));
-        for (Tuple2<String, DistributedCache.DistributedCacheEntry> file :
-                DistributedCache.parseCachedFilesFromString(cached)) {
-            if (known.add(file.f0)) {
-                try {
-                    files.add(file);
-                } catch (UnsupportedOperationException e) {
-                    throw new IllegalStateException(
-                            "dspark-vllm cannot ship the Python files of its functions ('python.files', "
-                                    + "'python.archives') with this job; install dspark-vllm in the workers' Python "
-                                    + "('python.executable') instead.", e);
-                }
-            }
-        }
+        return t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
     }
 
     /**
@@ -200,40 +158,6 @@ final class Pipeline {
                         ? AsyncDataStream.orderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity)
                         : AsyncDataStream.unorderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity);
         return out.returns(RequestStep.typeInfo()).name("dspark-vllm requests");
-    }
-
-    /** The parse step in a Python worker (the gpu path): {@code python} says why it runs there. */
-    private static Table parseInPython(
-            StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows,
-            Map<String, String> produced, String python) {
-        LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", python);
-        List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
-        List<String> inputNames = new ArrayList<>();
-        List<String> inputTypes = new ArrayList<>();
-        for (String[] input : inputs) {
-            inputNames.add(input[0]);
-            inputTypes.add(input[1]);
-        }
-        PythonScalarFunction function =
-                new PythonScalarFunction(
-                        PARSE,
-                        PythonPlanner.parseFunction(plan, new ArrayList<>(produced.keySet()), config),
-                        inputTypes.toArray(new String[0]),
-                        TablePlan.row(produced).getLogicalType().asSerializableString(),
-                        PythonFunctionKind.PANDAS,
-                        true,
-                        false,
-                        new PythonEnv(PythonEnv.ExecType.PROCESS));
-        t.createTemporarySystemFunction(PARSE, function);
-        Table called = rows.select(withAllColumns(), call(PARSE, columns(inputNames)).as("_p"));
-        List<Expression> select = new ArrayList<>();
-        for (String name : rows.getResolvedSchema().getColumnNames()) {
-            select.add($(name));
-        }
-        for (String name : produced.keySet()) {
-            select.add($("_p").get(name).as(name));
-        }
-        return called.select(select.toArray(new Expression[0]));
     }
 
     /**
@@ -320,10 +244,6 @@ final class Pipeline {
                         jvm.get("batch_ms").asLong(),
                         jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
         return in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
-    }
-
-    private static Object[] columns(List<String> names) {
-        return names.stream().map(n -> $(n)).toArray();
     }
 
     private static List<String> strings(JsonNode array) {
