@@ -95,7 +95,7 @@ final class PythonParseStep {
         int[] all = IntStream.range(0, input.getFieldCount()).toArray();
         RowType udfInput = project(input, read);
         RowType udfOutput = RowType.of(new LogicalType[] {made}, new String[] {"_p"});
-        Configuration python = pythonConfig(plan, config, rows.getExecutionEnvironment());
+        Configuration python = pythonConfig(config, plan.settings(), rows.getExecutionEnvironment());
         ArrowPythonScalarFunctionOperator operator =
                 new ArrowPythonScalarFunctionOperator(
                         python,
@@ -123,16 +123,17 @@ final class PythonParseStep {
     /**
      * The operator's Python configuration, as Flink's planner makes it ({@code PythonConfigUtil
      * .extractPythonConfiguration}): the job's options with the plan's settings over them (bundle size and time,
-     * Arrow batch size: this table's operator only). The Python files and archives of the job ('python.files',
-     * 'python.archives', 'python.requirements') become cached files there, which are registered with the job.
+     * Arrow batch size: this table's operator only, {@code settings}). The Python files and archives of the job
+     * ('python.files', 'python.archives', 'python.requirements') become cached files there, which are registered
+     * with the job ({@code env}).
      */
-    private static Configuration pythonConfig(
-            TablePlan plan, Map<String, String> config, StreamExecutionEnvironment env) {
-        Configuration settings = new Configuration();
-        settings.addAll(Configuration.fromMap(config));
-        settings.addAll(Configuration.fromMap(plan.settings()));
-        Configuration python = PythonConfigUtil.extractPythonConfiguration(settings);
-        shipPythonFiles(settings.get(PipelineOptions.CACHED_FILES), env);
+    static Configuration pythonConfig(
+            Map<String, String> config, Map<String, String> settings, StreamExecutionEnvironment env) {
+        Configuration job = new Configuration();
+        job.addAll(Configuration.fromMap(config));
+        job.addAll(Configuration.fromMap(settings));
+        Configuration python = PythonConfigUtil.extractPythonConfiguration(job);
+        shipPythonFiles(job.get(PipelineOptions.CACHED_FILES), env);
         return python;
     }
 
@@ -221,7 +222,7 @@ final class PythonParseStep {
     }
 
     /** The operator's row (the input's fields, then one ROW of the flat columns) as one flat row. */
-    private static final class Flatten implements MapFunction<RowData, RowData> {
+    static final class Flatten implements MapFunction<RowData, RowData> {
         private static final long serialVersionUID = 1L;
 
         private final int[] input;
