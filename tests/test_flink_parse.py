@@ -68,9 +68,9 @@ def root(tmp_path_factory, bodies: list[bytes]):
     return root
 
 
-def _sink(t_env, name: str, columns: str, path) -> None:
+def _sink(t_env, name: str, columns: str, path, *, quote: bool = True) -> None:
     t_env.execute_sql(
-        f"CREATE TEMPORARY TABLE {name} ({quoted(columns)}) WITH "
+        f"CREATE TEMPORARY TABLE {name} ({quoted(columns) if quote else columns}) WITH "
         f"('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
     )
 
@@ -110,16 +110,26 @@ def jvm_job(root) -> dict[str, list[dict]]:
     _sink(t_env, "sink_cpu", SINK, out / "cpu")
     _sink(t_env, "sink_format", SINK, out / "format")
     _sink(t_env, "sink_skipping", "id STRING, total_tokens BIGINT", out / "skipping")
-    # Columns the parse step cannot write as declared (a number as text, a DECIMAL): its flat row, then SQL.
-    t_env.execute_sql(f"""
-        CREATE TEMPORARY TABLE casted (
-            id STRING, usage ROW<prompt_tokens STRING>, metrics ROW<tokens_per_second DECIMAL(10, 2)>,
-            line BIGINT METADATA FROM 'source.line' VIRTUAL
-        ) WITH (
-            'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "bodies"}',
-            'profile' = 'openai', 'parse.backend' = 'cpu'
-        )""")
-    _sink(t_env, "sink_casted", "id STRING, prompt_tokens STRING, tps STRING, line BIGINT", out / "casted")
+    # Declared types other than the profile's: the parse step casts them itself (Casts.java), held to Flink's own
+    # CAST of the same flat columns in SQL (in a session time zone 5:30 from UTC: TIMESTAMP_LTZ does not move).
+    t_env.get_config().set("table.local-time-zone", "Asia/Kolkata")
+    (root / "casts").mkdir()
+    (root / "casts" / "a.jsonl").write_bytes(b"\n".join(cast_corpus()) + b"\n")
+    flat = dict(every_flat_column("coder"))
+    for name, casts in CASTS.items():
+        declared = ", ".join(f"`{column}` {sql}" for column, sql, *_ in casts)
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY TABLE {name} ({declared}, line BIGINT METADATA FROM 'source.line' VIRTUAL)
+            WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "casts"}',
+                  'profile' = 'coder', 'parse.backend' = 'cpu')""")
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY TABLE {name}_flat (
+                {", ".join(f"`{column}` {flat[column]}" for column, *_ in casts)},
+                line BIGINT METADATA FROM 'source.line' VIRTUAL
+            ) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "casts"}',
+                    'profile' = 'coder', 'parse.backend' = 'cpu')""")
+        _sink(t_env, f"sink_{name}", declared + ", line BIGINT", out / name, quote=False)
+        _sink(t_env, f"sink_{name}_flat", declared + ", line BIGINT", out / f"{name}_flat", quote=False)
     # Every column of a profile over mutated bodies: the parse step writes the declared rows itself.
     every = every_flat_column("coder")
     (root / "every").mkdir()
@@ -141,12 +151,90 @@ def jvm_job(root) -> dict[str, list[dict]]:
         "error_reason, error_field FROM format_table"
     )
     statements.add_insert_sql("INSERT INTO sink_skipping SELECT id, usage.total_tokens FROM format_skipping")
-    statements.add_insert_sql("""
-        INSERT INTO sink_casted SELECT id, usage.prompt_tokens, CAST(metrics.tokens_per_second AS STRING), line
-        FROM casted""")
+    for name, casts in CASTS.items():
+        statements.add_insert_sql(f"INSERT INTO sink_{name} SELECT * FROM {name}")
+        sql = ", ".join(ref[0] if ref else f"CAST(`{column}` AS {sql})" for column, sql, *ref in casts)
+        statements.add_insert_sql(f"INSERT INTO sink_{name}_flat SELECT {sql}, line FROM {name}_flat")
     statements.add_insert_sql("INSERT INTO sink_every SELECT * FROM every_column")
     statements.execute().wait()
-    return {name: read_json_dir(out / name) for name in ("cpu", "format", "skipping", "casted", "every")}
+    casts = [n for name in CASTS for n in (name, f"{name}_flat")]
+    return {name: read_json_dir(out / name) for name in ("cpu", "format", "skipping", "every", *casts)}
+
+
+# Tables of the same bodies whose columns are declared as other types than the profile's (each a cast Flink's CAST
+# makes of the flat column, and which cannot fail: connector.flink.planner._TABLE_CASTS); a column once per table.
+CASTS = {
+    "casts_a": [
+        ("id", "VARCHAR(3)"),
+        ("object", "CHAR(20)"),
+        # `created` (epoch seconds) as TIMESTAMP_LTZ is that instant in any session zone (Flink's CAST reads the
+        # UTC time as the session's: 5:30 off here).
+        (
+            "created",
+            "TIMESTAMP_LTZ(3)",
+            "TO_TIMESTAMP_LTZ(TIMESTAMPDIFF(SECOND, TIMESTAMP '1970-01-01 00:00:00', `created`), 0)",
+        ),
+        ("prompt_tokens", "TINYINT"),
+        ("completion_tokens", "DECIMAL(5, 1)"),
+        ("total_tokens", "STRING"),
+        ("tokens_per_second", "DECIMAL(10, 2)"),
+        ("generation_time_ms", "BIGINT"),
+        ("mean_itl_ms", "CHAR(8)"),
+        ("choice_contents", "STRING"),
+        ("n_choices", "SMALLINT"),
+        ("time_to_first_token_ms", "INT"),
+        ("code_blocks", "FLOAT"),
+    ],
+    "casts_b": [
+        # Before 1970, Flink's CAST to DATE gives the day after and to TIME a negative time that fails the job:
+        # Casts.java gives the calendar's, held to the date and time Flink writes as text.
+        ("id", "CHAR(3)"),
+        ("created", "DATE", "CAST(DATE_FORMAT(`created`, 'yyyy-MM-dd') AS DATE)"),
+        ("prompt_tokens", "DOUBLE"),
+        ("total_tokens", "FLOAT"),
+        ("tokens_per_second", "STRING"),
+        ("choice_contents", "ARRAY<VARCHAR(2)>"),
+        ("completion_tokens", "INT"),
+        ("time_to_first_token_ms", "TINYINT"),
+        ("generation_time_ms", "DECIMAL(38, 18)"),
+        ("choice_finish_reasons", "VARCHAR(9)"),
+        ("code_blocks", "DECIMAL(2, 1)"),
+    ],
+    "casts_c": [
+        ("created", "TIME(0)", "CAST(DATE_FORMAT(`created`, 'HH:mm:ss') AS TIME(0))"),
+        ("tokens_per_second", "SMALLINT"),
+        ("prompt_tokens", "CHAR(3)"),
+    ],
+    "casts_d": [("created", "TIMESTAMP(0)"), ("completion_tokens", "VARCHAR(2)")],
+    "casts_e": [("created", "STRING"), ("choice_contents", "CHAR(30)")],
+}
+
+
+def cast_corpus() -> list[bytes]:
+    """Coder bodies and what the casts are hardest on: numbers out of a TINYINT's range or a DECIMAL's, times
+    before 1970, text beyond the BMP, NULLs in arrays; then mutated bodies."""
+    import json
+
+    from tests.flink_support import T0
+
+    out = []
+    edges = [
+        (300, 1e300, -5.25, "ñandú😀x", T0 + 7, ["a😀b", None, ""]),
+        (-129, 123456.789, 1e-7, "日本語のid", -86401, [None]),
+        (9007199254740993, -0.0, 99.995, "x", 1.0, []),
+        (127, 5e-324, 1.5e10, "", 0, ["0123456789" * 5]),
+    ]
+    for i, (tokens, tps, ttft, text, created, contents) in enumerate(edges):
+        body = good_body(i)
+        body.update(id=text, created=created)
+        body["usage"] = {"prompt_tokens": tokens, "completion_tokens": -tokens, "total_tokens": tokens * 3}
+        body["metrics"] = {"tokens_per_second": tps, "time_to_first_token_ms": ttft, "generation_time_ms": ttft}
+        body["choices"] = [
+            {"index": k, "message": {"role": "assistant", "content": c}, "finish_reason": "stop"}
+            for k, c in enumerate(contents)
+        ]
+        out.append(json.dumps(body, ensure_ascii=False).encode())
+    return out + mutated_corpus()[:300]
 
 
 @pytest.fixture(scope="module")
@@ -251,16 +339,15 @@ def test_skip_gives_the_good_bodies_only(jvm_job):
     assert sorted(r["id"] for r in jvm_job["skipping"]) == sorted(good)
 
 
-def test_columns_only_sql_can_make_go_through_the_flat_row(jvm_job, bodies):
-    expected = parse_batch(bodies, "openai", backend="cpu", columns=["id", "prompt_tokens", "tokens_per_second"])
-    want = {row["line"]: row for row in expected.table.to_pylist()}
-    got = {r["line"]: r for r in jvm_job["casted"]}
-    assert sorted(got) == list(range(1, len(bodies) + 1))
+@pytest.mark.parametrize("table", sorted(CASTS))
+def test_a_column_declared_as_another_type_is_what_flinks_cast_gives(jvm_job, table):
+    """The parse step writes a column declared as another type than the profile's itself (Casts.java, no SQL
+    after it: issue 29 point 3): each row as Flink's CAST of the same flat column makes it."""
+    got = {r["line"]: r for r in jvm_job[table]}
+    want = {r["line"]: r for r in jvm_job[f"{table}_flat"]}
+    assert sorted(got) == sorted(want) == list(range(1, len(cast_corpus()) + 1))
     for line, row in want.items():
-        assert got[line]["id"] == row["id"]
-        assert got[line]["prompt_tokens"] == (None if row["prompt_tokens"] is None else str(row["prompt_tokens"]))
-        tps = row["tokens_per_second"]
-        assert got[line]["tps"] == (None if tps is None else f"{tps:.2f}"), line
+        assert got[line] == row, line
 
 
 def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(jvm_job):

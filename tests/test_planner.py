@@ -344,16 +344,17 @@ def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
     assert function.backend == "gpu"
 
 
-def test_only_sql_builds_other_casts_and_not_null_columns():
-    """The parse step in the JVM writes a column as declared only where it does what Flink's CAST does: the
-    same type, INT from BIGINT, FLOAT from DOUBLE; anything else (and NOT NULL) is left to SQL."""
+def test_every_declared_column_has_a_layout_the_parse_step_casts_itself():
+    """Every cast a declared column may make is Flink's CAST done by the parse step in the JVM (Casts.java): each
+    column has a layout, so no SQL runs after the parse step (issue 29 point 3)."""
     result = plan(
         declared(
             REPLAY,
-            column("prompt_tokens", "VARCHAR(2147483647)", "VARCHAR"),  # a number as text: SQL's CAST
-            column("id", "VARCHAR(2147483647) NOT NULL", "VARCHAR"),
+            column("prompt_tokens", "VARCHAR(2147483647)", "VARCHAR"),  # a number as text
+            column("id", "VARCHAR(8)", "VARCHAR"),
             column("tokens_per_second", "FLOAT"),
             column("choice_contents", "ARRAY<VARCHAR(2147483647)>", "ARRAY"),
+            column("created", "TIMESTAMP_LTZ(3)", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"),
             column(
                 "usage",
                 "ROW<`completion_tokens` DECIMAL(10, 0)>",
@@ -362,13 +363,35 @@ def test_only_sql_builds_other_casts_and_not_null_columns():
             ),
         )
     )
-    assert result["physical"]["prompt_tokens"]["from"] is None
-    assert result["physical"]["choice_contents"] == {  # as Flink writes the type: no CAST, a layout
+    assert result["physical"]["prompt_tokens"]["from"] == {"column": "prompt_tokens"}
+    assert result["physical"]["choice_contents"] == {  # as Flink writes the type: no CAST
         "sql": "`choice_contents`", "needs": ["choice_contents"], "from": {"column": "choice_contents"},
     }  # fmt: skip
-    assert result["physical"]["id"]["from"] is None
-    assert result["physical"]["tokens_per_second"]["from"] == {"column": "tokens_per_second"}
-    assert result["physical"]["usage"]["from"] is None  # one field SQL's: the whole ROW is
+    assert result["physical"]["id"]["from"] == {"column": "id"}
+    assert result["physical"]["created"]["from"] == {"column": "created"}
+    assert result["physical"]["usage"]["from"] == {
+        "row": [{"name": "completion_tokens", "from": {"column": "completion_tokens"}}]
+    }
+
+
+@pytest.mark.parametrize(
+    "declared_column",
+    [
+        column("id", "VARCHAR(2147483647) NOT NULL", "VARCHAR"),  # as a PRIMARY KEY makes it
+        column(
+            "usage",
+            "ROW<`prompt_tokens` BIGINT NOT NULL>",
+            "ROW",
+            [{"name": "prompt_tokens", "type": {"sql": "BIGINT NOT NULL", "root": "BIGINT"}}],
+        ),
+        column("choice_contents", "ARRAY<VARCHAR(2147483647) NOT NULL>", "ARRAY"),
+    ],
+)
+def test_a_not_null_column_is_refused_as_error_rows_have_no_value_for_it(declared_column):
+    """An error row has NULL in every parsed column: Flink failed the job on the first one ("Column 'id' is NOT
+    NULL, however, a null value is being written into it"), so NOT NULL is refused where the table is planned."""
+    with pytest.raises(OptionsError, match="declared NOT NULL, but an error row"):
+        plan(declared(REPLAY, declared_column))
 
 
 # --- mistakes in the options that the jar could only find at run time (or not at all): each refused here, in

@@ -83,7 +83,10 @@ class DiscoveredSchema:
         return output_schema(self.profile)
 
     def ddl(self) -> str:
-        return ddl_columns(self.arrow_schema())
+        """The columns as a 'dspark-vllm' table declares them: `line` is no body column (the table gives it as
+        the metadata key 'source.line')."""
+        schema = self.arrow_schema()
+        return ddl_columns(schema.remove(schema.get_field_index("line")))
 
     def json_schema(self) -> dict[str, Any]:
         return self.profile.response_json_schema()

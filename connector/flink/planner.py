@@ -23,10 +23,11 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
   each of them also has `from`, the same as a layout that the parse step in the JVM builds without SQL:
   `{"column": NAME}` (a flat, internal or input column, written as the declared type: the same type, INT from
   BIGINT, FLOAT from DOUBLE, TIMESTAMP_LTZ(3) from BIGINT epoch milliseconds; `default`: a value for NULL),
-  or `{"row": [{"name", "from"}, ...]}`; `from` is null where only SQL can build it;
+  or `{"row": [{"name", "from"}, ...]}`; a declared type other than the flat column's is Flink's CAST, which the
+  parse step does itself (`io.dspark.vllm.flink.Casts`);
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
 - `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
-  makes, the batching), or `why` the parse step runs in Python (`_native_parse`);
+  makes and their types, the batching), or `why` the parse step runs in Python (`_native_parse`);
 - `plan`: what the Python parse function is built from on the workers (`TablePlan.document()`: the table's
   options less its secrets, the profile's files as JSON, whether `created` is required), JSON like the rest;
   `connector.flink.runtime` rebuilds the `TablePlan` from it, with the flat columns the query really reads.
@@ -145,11 +146,6 @@ def _same_type(declared: str, produced: str) -> bool:
     return canonical(declared.removesuffix(" NOT NULL")) == canonical(produced)
 
 
-# Declared types the parse step in the JVM writes from a flat column's type, as Flink's CAST does (Java's
-# narrowing for the numbers); any other difference is left to SQL.
-_JVM_CASTS = {("INT", "BIGINT"), ("FLOAT", "DOUBLE")}
-
-
 # The declared types a flat column may be cast to, by the flat column's type: those whose CAST cannot fail at
 # run time. Text to a number, a boolean or a time fails on the first value that is not one (`id INT` planned,
 # then the job failed on 'cmpl-0'), and a number to BOOLEAN is TRUE for any but 0 (a token count read as TRUE).
@@ -195,23 +191,30 @@ def _castable(flat_type: str, declared: str, root: str) -> bool:
 
 def _column_sql(
     name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
-) -> tuple[str, list[str], dict[str, Any] | None]:
-    """SQL building a declared column (or ROW field) from the flat columns, the flat columns it reads, and
-    the same as a layout the parse step in the JVM builds itself (`{"column": name}` or `{"row": [{"name",
-    "from"}, ...]}`), or None where only SQL can (another cast, NOT NULL)."""
+) -> tuple[str, list[str], dict[str, Any]]:
+    """SQL building a declared column (or ROW field) from the flat columns (Flink's CAST: what the parse step in
+    the JVM does, `io.dspark.vllm.flink.Casts`), the flat columns it reads, and its layout (`{"column": name}` or
+    `{"row": [{"name", "from"}, ...]}`)."""
     declared = str(ftype["sql"])
-    sql_type = declared.removesuffix(" NOT NULL")
+    if " NOT NULL" in declared:
+        # An error row (a body that cannot be read, a failed request) has no value for it: Flink's not-null
+        # enforcer would fail the job on the first one.
+        raise OptionsError(
+            f"Column '{where}' is declared NOT NULL, but an error row (a body that cannot be read, a failed "
+            "request) has no value for it: declare it nullable (a PRIMARY KEY makes its columns NOT NULL: declare "
+            "the key on the sink), and filter on 'error.reason' IS NULL where a query needs values."
+        )
+    sql_type = declared
     if ftype.get("root") == "ROW":
         parts: list[str] = []
         needs: list[str] = []
-        fields: list[dict[str, Any]] | None = []
+        fields: list[dict[str, Any]] = []
         for field in ftype.get("fields", []):
             part, part_needs, layout = _column_sql(field["name"], field["type"], flat, f"{where}.{field['name']}")
             parts.append(part)
             needs += part_needs
-            fields = None if fields is None or layout is None else [*fields, {"name": field["name"], "from": layout}]
-        row_layout = None if fields is None or declared.endswith(" NOT NULL") else {"row": fields}
-        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs, row_layout
+            fields.append({"name": field["name"], "from": layout})
+        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs, {"row": fields}
     if name not in flat:
         known = ", ".join(sorted(flat))
         raise OptionsError(
@@ -219,17 +222,15 @@ def _column_sql(
             "(or a ROW whose fields are among them), or a METADATA column."
         )
     root = str(ftype.get("root") or _sql_root(sql_type))
-    if not _castable(flat[name], sql_type, root):
-        text = "" if flat[name] == "STRING" else " (or STRING)"
+    same = _same_type(sql_type, flat[name])
+    if not _castable(flat[name], sql_type, root) or (flat[name].startswith("MAP<") and not same):
+        text = "" if flat[name] == "STRING" or flat[name].startswith("MAP<") else " (or STRING)"
         raise OptionsError(
             f"Column '{where}' is {flat[name]} in this profile; declared {sql_type}, its CAST would fail or mislead "
             f"at run time: declare it {flat[name]}{text}."
         )
-    jvm = not declared.endswith(" NOT NULL")
-    if _same_type(sql_type, flat[name]):
-        return quote_identifier(name), [name], {"column": name} if jvm else None
-    cast = (sql_type, flat[name]) in _JVM_CASTS and jvm
-    return f"CAST({quote_identifier(name)} AS {sql_type})", [name], {"column": name} if cast else None
+    sql = quote_identifier(name) if same else f"CAST({quote_identifier(name)} AS {sql_type})"
+    return sql, [name], {"column": name}
 
 
 def _source(table: str, options: Options) -> dict[str, Any]:
@@ -427,9 +428,11 @@ def _core_parse(options: Options, profile: Profile, require_created: bool, fallb
     made = [c.name for c in columns]
     if profile.content_properties:
         made += [p.name for p in profile.content_properties] + ["content_error"]
+    types = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile)}
     return {
         "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
         "columns": made,
+        "types": [types[name] for name in made],  # as the core makes them (Flink SQL types)
         "require_created": require_created,
         "batch_size": options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
@@ -575,11 +578,6 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 f"Columns: {', '.join(flat)}. Metadata keys: {', '.join(metadata)}."
             )
         _, _, layout = _column_sql(cname, column["type"], flat, cname)
-        if layout is None:
-            raise OptionsError(
-                f"OUTPUT column '{cname}' cannot be made as declared ({column['type']['sql']}): declare it "
-                f"{flat.get(cname, 'a ROW of nullable fields')}, nullable."
-            )
         if cname == "model" and options.get(MODEL) and layout == {"column": "model"}:
             layout = {**layout, "default": str(options.get(MODEL))}
         outputs.append({"name": cname, "from": layout})

@@ -123,9 +123,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         List<JsonNode> layouts = new ArrayList<>();
         plan.get("outputs").forEach(o -> layouts.add(o.get("from")));
         JsonNode jvm = plan.get("native");
-        java.util.Set<String> made = new java.util.LinkedHashSet<>();
-        jvm.get("columns").forEach(n -> made.add(n.asText()));
-        RowShape shape = RowShape.declared(out, layouts, requestRow, made);
+        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm));
         if (shape == null) {
             throw new IllegalStateException("dspark-vllm: the model's OUTPUT columns have no layout; please report it");
         }

@@ -1,25 +1,19 @@
 package io.dspark.vllm.flink;
 
-import org.apache.flink.configuration.Configuration;
+import org.apache.flink.api.common.functions.MapFunction;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.Table;
-import org.apache.flink.table.api.EnvironmentSettings;
-import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.connector.ProviderContext;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
-import org.apache.flink.table.expressions.Expression;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
-import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -27,8 +21,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
-import static org.apache.flink.table.api.Expressions.$;
-import static org.apache.flink.table.api.Expressions.callSql;
 
 /**
  * The pipeline behind a scan, one DataStream of internal rows (RowData) on the job's execution environment:
@@ -56,6 +48,8 @@ import static org.apache.flink.table.api.Expressions.callSql;
  */
 final class Pipeline {
 
+    static final String PARSE = "__dspark_parse";
+
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
     private Pipeline() {}
@@ -67,7 +61,6 @@ final class Pipeline {
             List<String> physicalNames,
             List<String> metadataKeys,
             DataType produced,
-            ClassLoader classLoader,
             ProviderContext context) {
         DataStream<RowData> stream = uid(Sources.build(env, plan.source()), context, "source");
         if (plan.request() != null) {
@@ -80,54 +73,68 @@ final class Pipeline {
                 flat.add(need.asText());
             }
         }
-        Map<String, String> metadataSql = new LinkedHashMap<>();
-        for (String key : metadataKeys) {
-            metadataSql.put(key, plan.metadataSql(key));
-        }
         boolean parse = !flat.isEmpty();
-        for (String sql : metadataSql.values()) {
-            parse |= plan.parseInternal().contains(sql.replace("`", ""));
+        for (String key : metadataKeys) { // a key the parse step makes ('error.reason', 'source.line', ...)
+            parse |= plan.parseInternal().contains(plan.metadata(key).get("from").get("column").asText());
         }
         if (!parse && physicalNames.isEmpty() && metadataKeys.isEmpty()) {
             // A query that reads no column (COUNT(*)): one empty row per body.
             return stream.map(row -> (RowData) new GenericRowData(0)).returns(InternalTypeInfo.of(RowType.of()));
         }
-        Map<String, String> made = parse ? producedFlat(plan, flat) : null;
-        String python = parse ? plan.pythonParseReason(made.keySet()) : null;
-        if (parse && python == null) {
-            DataStream<RowData> declared = parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
-            if (declared != null) {
-                return declared; // no table environment, no conversion between tables and streams
-            }
-        }
-
-        // A column that needs SQL (another cast, NOT NULL, metadata without a parse step) or a parse step in
-        // Python: a table environment of its own on the job's environment, in the session's class loader (the
-        // one the factory was found in: a jar added with ADD JAR or 'pipeline.jars').
-        StreamTableEnvironment t = StreamTableEnvironment.create(
-                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
-        Map<String, String> settings = new LinkedHashMap<>(config);
-        settings.putAll(plan.settings());
-        t.getConfig().addConfiguration(Configuration.fromMap(settings));
-        Table rows;
         if (!parse) {
-            rows = t.fromDataStream(stream);
-        } else if (python == null) {
-            rows = t.fromDataStream(parseInJvm(plan, stream, type, made, metadataSql.values()));
-        } else {
-            rows = t.fromDataStream(PythonParseStep.parse(plan, stream, type, made, config, python));
+            // Metadata only (the request's, the file's): the declared row of the input row's columns, no parse.
+            RowShape shape = RowShape.declared(
+                    (RowType) produced.getLogicalType(), layouts(plan, physicalNames, metadataKeys), type, Map.of());
+            return stream.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
+        }
+        Map<String, String> made = producedFlat(plan, flat);
+        String python = plan.pythonParseReason(made.keySet());
+        if (python == null) {
+            return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
         }
 
-        List<String> fields = DataType.getFieldNames(produced);
-        List<Expression> select = new ArrayList<>();
-        Iterator<String> names = fields.iterator();
-        for (String column : physicalNames) {
-            select.add(callSql(plan.physical(column).get("sql").asText()).as(names.next()));
+        // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields, then the
+        // flat columns the function makes), as for a metadata-only query.
+        DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, made, config, python);
+        RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
+        RowShape shape = RowShape.declared(
+                (RowType) produced.getLogicalType(), layouts(plan, physicalNames, metadataKeys), flatRow, Map.of());
+        return parsed.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
+    }
+
+    /** Each declared column's layout, then each metadata key's (the plan's {@code from}). */
+    private static List<JsonNode> layouts(TablePlan plan, List<String> physicalNames, List<String> metadataKeys) {
+        List<JsonNode> layouts = new ArrayList<>();
+        for (String name : physicalNames) {
+            layouts.add(plan.physical(name).get("from"));
         }
-        for (String sql : metadataSql.values()) {
-            select.add(callSql(sql).as(names.next()));
+        for (String key : metadataKeys) {
+            layouts.add(plan.metadata(key).get("from"));
         }
-        return t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
+        return layouts;
+    }
+
+    /** The declared row of each input row by a {@link RowShape} of input columns only (no parse step). */
+    private static final class Shaped implements MapFunction<RowData, RowData> {
+        private static final long serialVersionUID = 1L;
+        private final RowShape shape;
+        private transient RowShape.Body body;
+
+        Shaped(RowShape shape) {
+            if (shape == null) {
+                throw new IllegalStateException("dspark-vllm: a metadata column has no layout; please report it");
+            }
+            this.shape = shape;
+        }
+
+        @Override
+        public RowData map(RowData row) {
+            if (body == null) {
+                body = new RowShape.Body();
+            }
+            body.in = row;
+            return shape.row(body);
+        }
     }
 
     /**
@@ -167,19 +174,12 @@ final class Pipeline {
     private static DataStream<RowData> parseToDeclared(
             TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
             List<String> metadataKeys, DataType produced) {
-        List<JsonNode> layouts = new ArrayList<>();
-        for (String name : physicalNames) {
-            layouts.add(plan.physical(name).get("from"));
-        }
-        for (String key : metadataKeys) {
-            layouts.add(plan.metadata(key).get("from"));
-        }
-        JsonNode jvm = plan.json.get("native");
-        Set<String> made = new LinkedHashSet<>(strings(jvm.get("columns")));
         RowType out = (RowType) produced.getLogicalType();
-        RowShape shape = RowShape.declared(out, layouts, input, made);
+        RowShape shape = RowShape.declared(out, layouts(plan, physicalNames, metadataKeys), input,
+                TablePlan.madeTypes(plan.json.get("native")));
         if (shape == null) {
-            return null;
+            throw new IllegalStateException(
+                    "dspark-vllm: a column of " + out + " has no layout the parse step can make; please report it");
         }
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core) and makes the declared rows");
         return parseStream(plan, rows, input, shape);
@@ -194,36 +194,6 @@ final class Pipeline {
             }
         });
         return produced;
-    }
-
-    /**
-     * The parse step in the JVM ({@link ParseOperator}) to the flat row ({@link RowShape#flat}): the input columns
-     * the metadata reads, then the flat columns; SQL makes the declared row of it. No Python worker.
-     */
-    private static DataStream<RowData> parseInJvm(
-            TablePlan plan, DataStream<RowData> rows, RowType inputType, Map<String, String> produced,
-            java.util.Collection<String> after) {
-        List<String> inputs = inputType.getFieldNames();
-        List<String> body = new ArrayList<>();
-        List<LogicalType> types = new ArrayList<>();
-        produced.forEach((name, type) -> {
-            if (!plan.parseInternal().contains(name)) {
-                body.add(name);
-                types.add(TablePlan.dataType(type).getLogicalType());
-            }
-        });
-        // Only the input columns the metadata columns read go on (the body only for 'raw.body'): every column
-        // of a row is copied between chained operators.
-        List<Integer> kept = new ArrayList<>();
-        for (int i = 0; i < inputs.size(); i++) {
-            String name = inputs.get(i);
-            if (after.stream().anyMatch(sql -> sql.contains(name))) {
-                kept.add(i);
-            }
-        }
-        RowShape shape = RowShape.flat(inputType, kept.stream().mapToInt(Integer::intValue).toArray(), body, types);
-        LOG.info("dspark-vllm: the parse step runs in the JVM (native core), no Python worker");
-        return parseStream(plan, rows, inputType, shape);
     }
 
     /** The parse step's operator on a DataStream of internal rows of {@code inputType}. */
@@ -244,11 +214,5 @@ final class Pipeline {
                         jvm.get("batch_ms").asLong(),
                         jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
         return in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
-    }
-
-    private static List<String> strings(JsonNode array) {
-        List<String> list = new ArrayList<>();
-        array.forEach(node -> list.add(node.asText()));
-        return list;
     }
 }

@@ -23,7 +23,6 @@ import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
-import java.util.Set;
 
 /**
  * How the parse step in the JVM ({@link ParseOperator}) assembles each row it emits from what it has for a
@@ -138,13 +137,13 @@ final class RowShape implements Serializable {
      * {@code types}), then the internal ones.
      */
     static RowShape flat(RowType input, int[] kept, List<String> body, List<LogicalType> types) {
-        Builder b = new Builder(input, Set.of());
+        Builder b = new Builder(input, Map.of());
         List<Field> fields = new ArrayList<>();
         for (int index : kept) {
             fields.add(b.input(index, input.getTypeAt(index)));
         }
         for (int k = 0; k < body.size(); k++) {
-            fields.add(b.core(body.get(k), types.get(k)));
+            fields.add(b.core(body.get(k), types.get(k), types.get(k)));
         }
         for (Internal i : Internal.values()) {
             fields.add(i);
@@ -167,9 +166,11 @@ final class RowShape implements Serializable {
 
     /**
      * The declared row ({@code produced}: the physical columns, then the metadata's), each field from its
-     * layout ({@code layouts}, in the same order; see the planner's docstring); null when one has none.
+     * layout ({@code layouts}, in the same order; see the planner's docstring), cast as Flink's CAST does where
+     * the declared type is another ({@link Casts}); null when one has none. {@code made}: the columns the core
+     * makes, and their types.
      */
-    static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Set<String> made) {
+    static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made) {
         Builder b = new Builder(input, made);
         Field[] fields = new Field[produced.getFieldCount()];
         for (int k = 0; k < fields.length; k++) {
@@ -185,11 +186,11 @@ final class RowShape implements Serializable {
     /** Resolves layouts into fields, collecting the core columns they read. */
     private static final class Builder {
         final RowType input;
-        final Set<String> made; // what the core makes
+        final Map<String, LogicalType> made; // what the core makes, as which type
         final List<String> core = new ArrayList<>();
         boolean line;
 
-        Builder(RowType input, Set<String> made) {
+        Builder(RowType input, Map<String, LogicalType> made) {
             this.input = input;
             this.made = made;
         }
@@ -214,13 +215,18 @@ final class RowShape implements Serializable {
                 return null;
             }
             Field f;
-            Internal internal = Internal.of(name);
             int index = input.getFieldNames().indexOf(name);
+            // The parse step's own columns ('_line', '_error', ...): the ParseOperator's, unless the input row has
+            // them (the flat row of the Python parse step, PythonParseStep).
+            Internal internal = index >= 0 ? null : Internal.of(name);
             if (internal != null) {
                 line |= internal == Internal.LINE;
                 f = internal;
-            } else if (made.contains(name)) {
-                f = core(name, type);
+            } else if (made.containsKey(name)) {
+                f = core(name, made.get(name), type);
+                if (f == null) {
+                    return null;
+                }
             } else if (index >= 0) {
                 f = input(index, type);
                 if (f == null) {
@@ -235,13 +241,26 @@ final class RowShape implements Serializable {
             return f;
         }
 
-        Field core(String name, LogicalType type) {
+        /**
+         * A core column the core makes as {@code made}, written as {@code type}: read as it is where that is the
+         * same (or INT from BIGINT, FLOAT from DOUBLE: Java's narrowing, as Flink's CAST), else cast.
+         */
+        Field core(String name, LogicalType made, LogicalType type) {
             int slot = core.indexOf(name);
             if (slot < 0) {
                 slot = core.size();
                 core.add(name);
             }
-            return name.equals(CREATED) ? new Created(slot, type) : new Core(slot, type);
+            boolean direct = made.copy(true).equals(type.copy(true))
+                    || (made.is(LogicalTypeRoot.BIGINT) && type.is(LogicalTypeRoot.INTEGER))
+                    || (made.is(LogicalTypeRoot.DOUBLE) && type.is(LogicalTypeRoot.FLOAT));
+            LogicalType read = direct ? type : made;
+            Field f = name.equals(CREATED) ? new Created(slot, read) : new Core(slot, read);
+            if (direct) {
+                return f;
+            }
+            Casts.Cast cast = Casts.of(made, type);
+            return cast == null ? null : new Converted(f, cast);
         }
 
         /** An input column as {@code type}: the same, or TIMESTAMP_LTZ from BIGINT epoch milliseconds. */
@@ -352,6 +371,24 @@ final class RowShape implements Serializable {
         @Override
         public Object value(Body b) {
             return b.in.isNullAt(index) ? null : TimestampData.fromEpochMillis(b.in.getLong(index));
+        }
+    }
+
+    /** A value cast to the declared type ({@link Casts}); NULL stays NULL. */
+    private static final class Converted implements Field {
+        private static final long serialVersionUID = 1L;
+        final Field value;
+        final Casts.Cast cast;
+
+        Converted(Field value, Casts.Cast cast) {
+            this.value = value;
+            this.cast = cast;
+        }
+
+        @Override
+        public Object value(Body b) {
+            Object v = value.value(b);
+            return v == null ? null : cast.apply(v);
         }
     }
 

@@ -66,6 +66,15 @@ final class TablePlan {
         return names;
     }
 
+    /** The columns the native core makes (the plan's {@code native} part) and their types, in its order. */
+    static Map<String, LogicalType> madeTypes(JsonNode jvm) {
+        Map<String, LogicalType> made = new LinkedHashMap<>();
+        for (int k = 0; k < jvm.get("columns").size(); k++) {
+            made.put(jvm.get("columns").get(k).asText(), dataType(jvm.get("types").get(k).asText()).getLogicalType());
+        }
+        return made;
+    }
+
     /**
      * Null when the parse step can run in the JVM for these flat columns (the plan has a "native" part: the
      * backend is cpu, or auto where no GPU backend is installed, and the native core makes every column read),
