@@ -30,25 +30,25 @@ import java.util.concurrent.TimeUnit;
  *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep}),
  *                                                       the source's DataStream in, internal rows in and out
  *     -> parse(_body, ...)                              cpu: {@link ParseOperator} (the native core, in the JVM)
- *                                                       gpu: a vectorized Python function, flat columns
- *     -> the declared columns (ROW(...)) and metadata    cpu: the ParseOperator's {@link RowShape} (the plan's
- *                                                       layouts); else SQL expressions from the plan
+ *                                                       gpu: {@link PythonParseStep}: Flink's Arrow Python
+ *                                                       operator calls a vectorized function (libcudf), flat
+ *                                                       columns beside the input row's
+ *     -> the declared columns (ROW(...)) and metadata    a {@link RowShape} of the plan's layouts: the
+ *                                                       ParseOperator's own (cpu), or a map over the flat row
+ *                                                       (gpu) or over the input row (metadata only)
  * </pre>
  *
- * The parse step runs only when the query reads a column it makes. Tables and streams are converted only where
- * SQL still makes a column, in a table environment of this scan's own: per route,
+ * The parse step runs only when the query reads a column it makes. No route has a table environment of its own
+ * or converts between tables and streams: per route,
  *
  * <pre>
- *   cpu, every column with a layout (the declared row made by the ParseOperator)   0 conversions
- *   COUNT(*) (no column read)                                                       0
- *   cpu with a column only SQL makes: fromDataStream after the parse, toDataStream  2
- *   gpu (the parse step in Python): fromDataStream of the source, toDataStream      2
- *   metadata only (no parse step): fromDataStream of the source, toDataStream       2
+ *   cpu (the declared row made by the ParseOperator)                 0 conversions
+ *   gpu (PythonParseStep, then the declared row in a map)            0
+ *   metadata only (no parse step: the declared row in a map)         0
+ *   COUNT(*) (no column read)                                        0
  * </pre>
  */
 final class Pipeline {
-
-    static final String PARSE = "__dspark_parse";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
