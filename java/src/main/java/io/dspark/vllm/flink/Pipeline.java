@@ -93,12 +93,12 @@ final class Pipeline {
             return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
         }
 
-        // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields, then the
-        // flat columns the function makes), as for a metadata-only query.
-        DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, made, config, python);
+        // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields the layouts
+        // read, then the flat columns the function makes), as for a metadata-only query.
+        List<JsonNode> layouts = layouts(plan, physicalNames, metadataKeys);
+        DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, columnsRead(layouts), made, config, python);
         RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
-        RowShape shape = RowShape.declared(
-                (RowType) produced.getLogicalType(), layouts(plan, physicalNames, metadataKeys), flatRow, Map.of());
+        RowShape shape = RowShape.declared((RowType) produced.getLogicalType(), layouts, flatRow, Map.of());
         return parsed.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
     }
 
@@ -114,7 +114,27 @@ final class Pipeline {
         return layouts;
     }
 
-    /** The declared row of each input row by a {@link RowShape} of input columns only (no parse step). */
+    /** The columns {@code layouts} read (their {@code column}s, in ROWs too). */
+    private static Set<String> columnsRead(List<JsonNode> layouts) {
+        Set<String> read = new LinkedHashSet<>();
+        List<JsonNode> open = new ArrayList<>(layouts);
+        while (!open.isEmpty()) {
+            JsonNode layout = open.remove(open.size() - 1);
+            if (layout == null || layout.isNull()) {
+                continue;
+            }
+            if (layout.has("column")) {
+                read.add(layout.get("column").asText());
+            }
+            layout.path("row").forEach(field -> open.add(field.get("from")));
+        }
+        return read;
+    }
+
+    /**
+     * The declared row of each input row by a {@link RowShape} of its columns only: the source's or request step's
+     * row (no parse step), or the Python parse step's flat row.
+     */
     private static final class Shaped implements MapFunction<RowData, RowData> {
         private static final long serialVersionUID = 1L;
         private final RowShape shape;
@@ -122,7 +142,7 @@ final class Pipeline {
 
         Shaped(RowShape shape) {
             if (shape == null) {
-                throw new IllegalStateException("dspark-vllm: a metadata column has no layout; please report it");
+                throw new IllegalStateException("dspark-vllm: a column has no layout over the row it is made of; please report it");
             }
             this.shape = shape;
         }

@@ -46,8 +46,8 @@ import java.util.stream.IntStream;
  * job ships, the managed memory its Python worker uses, and the two projections the operator takes (here small
  * classes of ours, not generated code).
  *
- * <p>The rows out are the input row's fields, then the flat columns the function makes (in {@code produced}'s
- * order).
+ * <p>The rows out are the input row's fields that are read after it, then the flat columns the function makes (in
+ * {@code produced}'s order).
  */
 final class PythonParseStep {
 
@@ -58,13 +58,15 @@ final class PythonParseStep {
     private PythonParseStep() {}
 
     /**
-     * The parse step on {@code rows} (internal rows of {@code input}): each row out is the row in, then the
-     * {@code produced} flat columns (name -> Flink SQL type). {@code config} is the job's configuration (the table
-     * config of the query), {@code reason} why the parse step runs in Python.
+     * The parse step on {@code rows} (internal rows of {@code input}): each row out is the row in's fields named in
+     * {@code forwarded} (in the input's order: the ones the declared row reads; every copy of a row between
+     * operators copies them, a body too), then the {@code produced} flat columns (name -> Flink SQL type).
+     * {@code config} is the job's configuration (the table config of the query), {@code reason} why the parse step
+     * runs in Python.
      */
     static DataStream<RowData> parse(
-            TablePlan plan, DataStream<RowData> rows, RowType input, Map<String, String> produced,
-            Map<String, String> config, String reason) {
+            TablePlan plan, DataStream<RowData> rows, RowType input, Set<String> forwarded,
+            Map<String, String> produced, Map<String, String> config, String reason) {
         LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", reason);
         List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
         List<String> inputTypes = new ArrayList<>();
@@ -92,7 +94,8 @@ final class PythonParseStep {
                         false,
                         new PythonEnv(PythonEnv.ExecType.PROCESS));
 
-        int[] all = IntStream.range(0, input.getFieldCount()).toArray();
+        int[] kept = IntStream.range(0, input.getFieldCount())
+                .filter(i -> forwarded.contains(input.getFieldNames().get(i))).toArray();
         RowType udfInput = project(input, read);
         RowType udfOutput = RowType.of(new LogicalType[] {made}, new String[] {"_p"});
         Configuration python = pythonConfig(config, plan.settings(), rows.getExecutionEnvironment());
@@ -104,19 +107,19 @@ final class PythonParseStep {
                         udfInput,
                         udfOutput,
                         Fields.generated("DsparkVllmParseInput", input, read),
-                        Fields.generated("DsparkVllmParseForwarded", input, all));
+                        Fields.generated("DsparkVllmParseForwarded", input, kept));
 
-        List<RowType.RowField> called = new ArrayList<>(input.getFields());
+        List<RowType.RowField> called = new ArrayList<>(project(input, kept).getFields());
         called.addAll(udfOutput.getFields());
         SingleOutputStreamOperator<RowData> out =
                 rows.transform("dspark-vllm parse (Python)", InternalTypeInfo.of(new RowType(called)), operator);
         if (python.get(PythonOptions.USE_MANAGED_MEMORY)) {
             out.getTransformation().declareManagedMemoryUseCaseAtSlotScope(ManagedMemoryUseCase.PYTHON);
         }
-        List<RowType.RowField> flat = new ArrayList<>(input.getFields());
+        List<RowType.RowField> flat = new ArrayList<>(project(input, kept).getFields());
         flat.addAll(made.getFields());
         RowType flatType = new RowType(flat);
-        return out.map(new Flatten(input.getFieldCount(), made.getFieldCount()), InternalTypeInfo.of(flatType))
+        return out.map(new Flatten(kept.length, made.getFieldCount()), InternalTypeInfo.of(flatType))
                 .name("dspark-vllm parse (flat columns)");
     }
 
@@ -221,7 +224,7 @@ final class PythonParseStep {
         }
     }
 
-    /** The operator's row (the input's fields, then one ROW of the flat columns) as one flat row. */
+    /** The operator's row (the forwarded fields, then one ROW of the flat columns) as one flat row. */
     static final class Flatten implements MapFunction<RowData, RowData> {
         private static final long serialVersionUID = 1L;
 
