@@ -16,6 +16,7 @@ The model route (ML_PREDICT) parses bodies the simulator answers, not files: tes
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -137,6 +138,12 @@ def jvm_job(root) -> dict[str, list[dict]]:
                 line BIGINT METADATA FROM 'source.line' VIRTUAL
             ) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "casts"}',
                     'profile' = 'coder', 'parse.backend' = 'cpu')""")
+        # The format makes the same casts (the same RowShape), one body at a time.
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY TABLE {name}_format ({declared}) WITH (
+                'connector' = 'filesystem', 'path' = '{root / "casts"}', 'format' = 'dspark-vllm',
+                'dspark-vllm.profile' = 'coder', 'dspark-vllm.on-error' = 'skip')""")
+        _sink(t_env, f"sink_{name}_format", declared, out / f"{name}_format", quote=False)
         _sink(t_env, f"sink_{name}", declared + ", line BIGINT", out / name, quote=False)
         _sink(t_env, f"sink_{name}_flat", declared + ", line BIGINT", out / f"{name}_flat", quote=False)
     # Every column of a profile over mutated bodies: the parse step writes the declared rows itself.
@@ -162,11 +169,12 @@ def jvm_job(root) -> dict[str, list[dict]]:
     statements.add_insert_sql("INSERT INTO sink_skipping SELECT id, usage.total_tokens FROM format_skipping")
     for name, casts in CASTS.items():
         statements.add_insert_sql(f"INSERT INTO sink_{name} SELECT * FROM {name}")
+        statements.add_insert_sql(f"INSERT INTO sink_{name}_format SELECT * FROM {name}_format")
         sql = ", ".join(ref[0] if ref else f"CAST(`{column}` AS {sql})" for column, sql, *ref in casts)
         statements.add_insert_sql(f"INSERT INTO sink_{name}_flat SELECT {sql}, line FROM {name}_flat")
     statements.add_insert_sql("INSERT INTO sink_every SELECT * FROM every_column")
     statements.execute().wait()
-    casts = [n for name in CASTS for n in (name, f"{name}_flat")]
+    casts = [n for name in CASTS for n in (name, f"{name}_flat", f"{name}_format")]
     return {name: read_json_dir(out / name) for name in ("cpu", "format", "skipping", "every", *casts)}
 
 
@@ -402,6 +410,10 @@ def test_a_column_declared_as_another_type_is_what_flinks_cast_gives(jvm_job, ta
     assert sorted(got) == sorted(want) == list(range(1, len(cast_corpus()) + 1))
     for line, row in want.items():
         assert got[line] == row, line
+    # The format: the same rows for the bodies it reads (it skips the rejected ones here).
+    parsed = sorted(json.dumps({k: v for k, v in r.items() if k != "line"}) for r in want.values())
+    by_format = sorted(json.dumps(r) for r in jvm_job[f"{table}_format"])
+    assert set(by_format) <= set(parsed) and len(by_format) > len(parsed) // 2
 
 
 def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(jvm_job):

@@ -85,7 +85,7 @@ def test_columns_become_sql_over_flat_columns():
     ]  # fmt: skip
     assert result["bounded"] is True and result["mode"] == "replay"
     assert result["source"] == {"kind": "replay", "path": "/data", "monitor_interval_ms": None}  # data, no SQL
-    assert result["parse_inputs"] == [["_body", "BYTES"], ["_source", "STRING"]]
+    assert result["parse_inputs"] == [["_body", "BYTES"], ["_source_line", "BIGINT"]]
     assert result["flat"][-4:] == [
         {"name": "_line", "type": "BIGINT"},
         {"name": "_error", "type": "STRING"},
@@ -315,7 +315,7 @@ def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
         ({"on-error": "drop"}, [column("id", "STRING", "VARCHAR")], "'dspark-vllm.on-error' is 'drop'"),
         ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
         ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
-        ({"on-error": "skip"}, [column("created", "STRING", "VARCHAR")], "declare it TIMESTAMP(3)"),
+        ({"on-error": "skip"}, [column("created", "INT", "INTEGER")], "declare it TIMESTAMP(3)"),
         ({"on-error": "fail"}, [column("e", "STRING", kind="metadata", key="error.reason")], "no metadata of its own"),
     ],
 )

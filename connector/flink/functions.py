@@ -27,9 +27,9 @@ __all__ = ["ParseFunction"]
 
 
 class ParseFunction(ScalarFunction):
-    """Called with (body BYTES, source STRING[, request_error STRING]) per Arrow batch.
-
-    `source` is the file a replayed body came from (lines are counted per file), or the prompt of a request.
+    """Called with (body BYTES, source_line BIGINT) in replay mode, (body BYTES, request_error STRING) in request
+    mode, per Arrow batch: `source_line` is a replayed body's line in its file (the source counts them); a
+    response's line is its number in this subtask.
     Metrics: see `connector.flink.metrics` (`backendGpu` is 1 while the GPU parses, `gpuFallbackBatches`
     counts the batches 'auto' parsed on the CPU).
     """
@@ -69,7 +69,7 @@ class ParseFunction(ScalarFunction):
         )
 
     def open(self, function_context: FunctionContext) -> None:
-        self._lines: dict[str, int] = {}
+        self._responses = 0
         self._last_created: int | None = None  # ms: the newest event time so far
         self._last_ms = 0.0
         self._gpu = 0
@@ -101,17 +101,20 @@ class ParseFunction(ScalarFunction):
         group.gauge("lastBatchParseTimeMs", lambda: int(self._last_ms))
         group.gauge("backendGpu", lambda: int(self._gpu))
 
-    def eval(self, body: pd.Series, source: pd.Series, *request_error: pd.Series) -> pa.StructArray:
+    def eval(self, body: pd.Series, more: pd.Series) -> pa.StructArray:
         """The batch's rows as Arrow, in the order of `columns` (PyFlink takes it as it is: `arrow_results`)."""
         count = len(body)
         started = time.perf_counter()
         result = parse_batch(list(body), self.profile, backend=self._effective, inline_errors=True)
         elapsed_ms = (time.perf_counter() - started) * 1000.0
 
-        lines = self._count_lines(source)
         # A failed request has no `created`: it happened now (servers set `created` to now too).
-        now = int(time.time() * 1000) if self.mode == "request" else None
-        errors = request_error[0] if request_error else None
+        if self.mode == "request":
+            lines = np.arange(self._responses + 1, self._responses + count + 1, dtype=np.int64)
+            self._responses += count
+            now, errors = int(time.time() * 1000), more
+        else:
+            lines, now, errors = more.to_numpy(dtype=np.int64), None, None
         table = to_table(result, count, lines, self._last_created, errors, self.require_created, now)
         if "created" in table.column_names and count:
             newest = pc.max(table.column("created").cast(pa.int64())).as_py()
@@ -134,18 +137,6 @@ class ParseFunction(ScalarFunction):
         if self.backend == "auto" and result.backend != "gpu":
             self._fallbacks.inc(1)
         return rows
-
-    def _count_lines(self, source: pd.Series) -> np.ndarray:
-        if self.mode == "request":
-            start = self._lines.get("", 0)
-            self._lines[""] = start + len(source)
-            return np.arange(start + 1, start + len(source) + 1, dtype=np.int64)
-        lines = np.empty(len(source), dtype=np.int64)
-        for i, path in enumerate(source):
-            n = self._lines.get(path, 0) + 1
-            self._lines[path] = n
-            lines[i] = n
-        return lines
 
 
 def _subtask_index(context: FunctionContext) -> int:

@@ -10,8 +10,9 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
 
 - `source`: what the bodies (replay) or prompts (request mode) come from, as data the jar builds a DataStream
   of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or null: the
-  lines of the files, `_body`/`_source`), `prompts` (`path`: the lines of the files, `_prompt`/`_request_id`,
-  the id made of the file, the line number and the line) or `rate` (`rate`, `count` or -1 for no end,
+  lines of the files, `_body`/`_source`/`_source_line`: the line in its file), `prompts` (`path`: the lines
+  of the files, `_prompt`/`_request_id`, the id made of the file, the line number and the line) or `rate`
+  (`rate`, `count` or -1 for no end,
   `template` whose `{n}` is the number, `table`: the ids are `<table>-<n>`);
 - `version`: `connector.flink.contract.PLAN_VERSION`, checked by the jar;
 - `request`: the request step (Java async I/O, `io.dspark.vllm.flink.RequestStep`): the client's settings
@@ -221,16 +222,24 @@ def _column_sql(
             f"Column '{where}' is not produced by this profile; declare one of: {known} "
             "(or a ROW whose fields are among them), or a METADATA column."
         )
-    root = str(ftype.get("root") or _sql_root(sql_type))
-    same = _same_type(sql_type, flat[name])
-    if not _castable(flat[name], sql_type, root) or (flat[name].startswith("MAP<") and not same):
-        text = "" if flat[name] == "STRING" or flat[name].startswith("MAP<") else " (or STRING)"
-        raise OptionsError(
-            f"Column '{where}' is {flat[name]} in this profile; declared {sql_type}, its CAST would fail or mislead "
-            f"at run time: declare it {flat[name]}{text}."
-        )
+    same = _check_cast(flat[name], ftype, where)
     sql = quote_identifier(name) if same else f"CAST({quote_identifier(name)} AS {sql_type})"
     return sql, [name], {"column": name}
+
+
+def _check_cast(flat_type: str, ftype: Mapping[str, Any], where: str) -> bool:
+    """Whether a column the profile makes as `flat_type` is declared as that type (True) or as one the parse step
+    casts it to (False, `io.dspark.vllm.flink.Casts`); raises where the cast could fail or mislead."""
+    sql_type = str(ftype["sql"]).removesuffix(" NOT NULL")
+    root = str(ftype.get("root") or _sql_root(sql_type))
+    same = _same_type(sql_type, flat_type)
+    if not _castable(flat_type, sql_type, root) or (flat_type.startswith("MAP<") and not same):
+        text = "" if flat_type == "STRING" or flat_type.startswith("MAP<") else " (or STRING)"
+        raise OptionsError(
+            f"Column '{where}' is {flat_type} in this profile; declared {sql_type}, its CAST would fail or mislead "
+            f"at run time: declare it {flat_type}{text}."
+        )
+    return same
 
 
 def _source(table: str, options: Options) -> dict[str, Any]:
@@ -387,9 +396,9 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "capacity": options.queue_size,
             "timeout_ms": round((options.get(RETRY_DEADLINE) + 60.0) * 1000),
         }
-        result["parse_inputs"] = [["_body", "BYTES"], ["_prompt", "STRING"], ["_request_error", "STRING"]]
+        result["parse_inputs"] = [["_body", "BYTES"], ["_request_error", "STRING"]]
     else:
-        result["parse_inputs"] = [["_body", "BYTES"], ["_source", "STRING"]]
+        result["parse_inputs"] = [["_body", "BYTES"], ["_source_line", "BIGINT"]]
     result["native"] = _native_parse(options, profile, require_created)
     return result
 
@@ -605,16 +614,9 @@ FORMAT_OPTIONS = ("profile", "on-error")
 FORMAT_ON_ERROR = ("column", "skip", "fail")
 # Where a rejected body's reason and field go with 'on-error' = 'column' (parse_batch's inline error columns).
 FORMAT_ERROR_COLUMNS = ("error_reason", "error_field")
+
+
 # The Flink type roots a declared column may have for a flat column of each type (the format converts).
-_FORMAT_ROOTS = {
-    "STRING": ("VARCHAR", "CHAR"),
-    "BIGINT": ("BIGINT", "INTEGER"),
-    "DOUBLE": ("DOUBLE", "FLOAT"),
-    "BOOLEAN": ("BOOLEAN",),
-    "TIMESTAMP(3)": ("TIMESTAMP_WITHOUT_TIME_ZONE", "TIMESTAMP_WITH_LOCAL_TIME_ZONE"),
-}
-
-
 def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of a table with 'format' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmFormatFactory`).
 
@@ -662,6 +664,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "version": PLAN_VERSION,
         "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
         "columns": sorted(made),
+        "types": [flat[name] for name in sorted(made)],
         "on_error": on_error,
     }
 
@@ -678,10 +681,7 @@ def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str],
         return
     if name not in flat:
         raise OptionsError(f"Column '{where}' is not made by this profile; declare one of: {', '.join(sorted(flat))}.")
-    wanted = flat[name]
-    allowed = ("ARRAY",) if wanted.startswith("ARRAY<") else _FORMAT_ROOTS.get(wanted, ())
-    if root not in allowed:
-        raise OptionsError(f"Column '{where}' is {wanted} in this profile; declare it {wanted}.")
+    _check_cast(flat[name], ftype, where)  # the table's casts (the same RowShape makes the format's rows)
 
 
 def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:

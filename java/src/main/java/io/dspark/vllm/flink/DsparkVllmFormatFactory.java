@@ -16,6 +16,7 @@ import org.apache.flink.table.factories.DeserializationFormatFactory;
 import org.apache.flink.table.factories.DynamicTableFactory;
 import org.apache.flink.table.factories.FactoryUtil;
 import org.apache.flink.table.types.DataType;
+import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 
 import java.util.LinkedHashMap;
@@ -79,7 +80,7 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
                     "dspark-vllm: the planner made a format plan of version " + version + ", this jar reads version "
                             + TablePlan.VERSION + ": use the jar of the installed package");
         }
-        return new Format(plan.get("document").asText(), plan.get("on_error").asText());
+        return new Format(plan.get("document").asText(), TablePlan.madeTypes(plan), plan.get("on_error").asText());
     }
 
     /**
@@ -106,10 +107,12 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
 
     private static final class Format implements ProjectableDecodingFormat<DeserializationSchema<RowData>> {
         private final String document;
+        private final Map<String, LogicalType> made;
         private final String onError;
 
-        Format(String document, String onError) {
+        Format(String document, Map<String, LogicalType> made, String onError) {
             this.document = document;
+            this.made = made;
             this.onError = onError;
         }
 
@@ -118,7 +121,7 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
                 DynamicTableSource.Context context, DataType physicalDataType, int[][] projections) {
             DataType produced = Projection.of(projections).project(physicalDataType);
             return new NativeDeserializationSchema(
-                    document, (RowType) produced.getLogicalType(), onError,
+                    document, made, (RowType) produced.getLogicalType(), onError,
                     context.createTypeInformation(produced));
         }
 

@@ -15,6 +15,7 @@ import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
+import org.apache.flink.table.types.logical.BigIntType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.table.types.logical.VarBinaryType;
@@ -28,7 +29,7 @@ import java.util.Arrays;
 
 /**
  * The lines of files, for Flink's {@code FileSource}: each line with its file and its line number, as a row of
- * the pipeline's internal columns. Replay: {@code (_body BYTES, _source STRING)}; prompts: {@code (_prompt STRING,
+ * the pipeline's internal columns. Replay: {@code (_body BYTES, _source STRING, _source_line BIGINT)}; prompts: {@code (_prompt STRING,
  * _request_id STRING)}, the request id made of the file, the line number and the line ({@link #requestId}).
  *
  * <p>A line is what Flink's filesystem connector with the 'raw' format made a record of (the internal source
@@ -44,10 +45,10 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
     private static final long serialVersionUID = 1L;
 
     private static final LogicalType STRING = new VarCharType(VarCharType.MAX_LENGTH);
-    /** Replay mode's rows: the body and its file. */
+    /** Replay mode's rows: the body, its file and its line there (the one count of a file's lines). */
     static final RowType BODIES =
-            RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH), STRING},
-                    new String[] {"_body", "_source"});
+            RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH), STRING, new BigIntType()},
+                    new String[] {"_body", "_source", "_source_line"});
     /** Request mode's rows: the prompt and its request id (the first two of contract.REQUEST_COLUMNS). */
     static final RowType PROMPTS = RowType.of(new LogicalType[] {STRING, STRING}, new String[] {"_prompt", "_request_id"});
 
@@ -58,7 +59,7 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
         this.prompts = prompts;
     }
 
-    /** Replay: {@code (_body, _source)}. */
+    /** Replay: {@code (_body, _source, _source_line)}. */
     static FileLines bodies() {
         return new FileLines(false);
     }
@@ -164,7 +165,7 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
 
         private RowData row(byte[] bytes, long number) {
             if (!prompts) {
-                return GenericRowData.of(bytes, fileData);
+                return GenericRowData.of(bytes, fileData, number);
             }
             String line = new String(bytes, StandardCharsets.UTF_8);
             return GenericRowData.of(StringData.fromString(line), StringData.fromString(requestId(file, number, line)));

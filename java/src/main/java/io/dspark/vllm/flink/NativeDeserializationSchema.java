@@ -8,7 +8,10 @@ import io.dspark.vllm.parse.NativeParser;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.metrics.Counter;
-import org.apache.flink.table.data.GenericRowData;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.types.logical.LogicalType;
@@ -21,8 +24,9 @@ import java.util.Map;
 
 /**
  * One body in, one row out ({@code 'format' = 'dspark-vllm'}): the native core reads the columns of the
- * produced (projected) row type, by name, ROWs of them too; a rejected body gives, by 'on-error', a row of nulls
- * with {@code error_reason}/{@code error_field}, no row, or an IOException that fails the job.
+ * produced (projected) row type, by name, ROWs of them too, and the row is made as a table's parse step makes
+ * it ({@link RowShape}, casts included); a rejected body gives, by 'on-error', a row of nulls with
+ * {@code error_reason}/{@code error_field}, no row, or an IOException that fails the job.
  */
 final class NativeDeserializationSchema implements DeserializationSchema<RowData> {
 
@@ -33,20 +37,49 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
     static final String NOT_A_BODY = "not a body: got NoneType (give bytes or str)";
 
     private final String document;
-    private final RowType produced;
+    private final RowShape shape;
     private final String onError;
     private final TypeInformation<RowData> typeInfo;
 
     private transient NativeParser parser;
     private transient byte[][] one;
+    private transient RowShape.Body body;
     private transient Counter rejected;
     private transient boolean warned;
 
-    NativeDeserializationSchema(String document, RowType produced, String onError, TypeInformation<RowData> type) {
+    /** {@code made}: the columns the core makes and their types (the format plan's). */
+    NativeDeserializationSchema(
+            String document, Map<String, LogicalType> made, RowType produced, String onError,
+            TypeInformation<RowData> type) {
         this.document = document;
-        this.produced = produced;
+        // The row as a table's parse step makes it (the same layouts and casts): error_reason and error_field are
+        // the step's own error columns; any other field the core's column of its name, ROWs of them.
+        this.shape = RowShape.declared(produced, layouts(produced), RowType.of(), made);
+        if (shape == null) {
+            throw new IllegalArgumentException("dspark-vllm format: the columns " + produced + " have no layout");
+        }
         this.onError = onError;
         this.typeInfo = type;
+    }
+
+    private static List<JsonNode> layouts(RowType row) {
+        List<JsonNode> out = new ArrayList<>();
+        for (RowType.RowField field : row.getFields()) {
+            out.add(layout(field.getName(), field.getType()));
+        }
+        return out;
+    }
+
+    private static JsonNode layout(String name, LogicalType type) {
+        ObjectNode node = JsonNodeFactory.instance.objectNode();
+        if (type instanceof RowType) {
+            ArrayNode fields = node.putArray("row");
+            for (RowType.RowField field : ((RowType) type).getFields()) {
+                fields.addObject().put("name", field.getName()).set("from", layout(field.getName(), field.getType()));
+            }
+            return node;
+        }
+        return node.put("column", name.equals(ERROR_REASON) ? "_error" : name.equals(ERROR_FIELD) ? "_error_field" : name);
     }
 
     @Override
@@ -55,22 +88,10 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         if (problem != null) {
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
-        List<String> leaves = new ArrayList<>();
-        leaves(produced, leaves);
-        parser = new NativeParser(document, leaves);
+        parser = new NativeParser(document, shape.coreColumns());
         one = new byte[1][];
+        body = new RowShape.Body();
         rejected = context.getMetricGroup().addGroup(PlanContract.GROUP).counter(PlanContract.NUM_RECORDS_IN_ERRORS);
-    }
-
-    private static void leaves(RowType row, List<String> out) {
-        for (RowType.RowField field : row.getFields()) {
-            if (field.getType() instanceof RowType) {
-                leaves((RowType) field.getType(), out);
-            } else if (!field.getName().equals(ERROR_REASON) && !field.getName().equals(ERROR_FIELD)
-                    && !out.contains(field.getName())) {
-                out.add(field.getName());
-            }
-        }
     }
 
     @Override
@@ -81,8 +102,8 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         if (message == null) { // a record without a value (a Kafka tombstone): as parse_batch and the table say
             reason = NOT_A_BODY;
         }
+        String field = reason == null || message == null ? null : part.get(NativeParser.FIELD).getString(0);
         if (reason != null) {
-            String field = message == null ? null : part.get(NativeParser.FIELD).getString(0);
             rejected.inc();
             if ("fail".equals(onError)) {
                 throw new IOException("dspark-vllm format: a rejected body ('dspark-vllm.on-error' = 'fail'): "
@@ -96,29 +117,12 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
                 }
                 return null;
             }
-            return row(produced, part, reason, field);
         }
-        return row(produced, part, null, null);
-    }
-
-    private static GenericRowData row(RowType type, Map<String, ArrowColumn> part, String reason, String field) {
-        List<RowType.RowField> fields = type.getFields();
-        GenericRowData row = new GenericRowData(fields.size());
-        for (int k = 0; k < fields.size(); k++) {
-            RowType.RowField f = fields.get(k);
-            LogicalType t = f.getType();
-            if (t instanceof RowType) {
-                row.setField(k, row((RowType) t, part, reason, field));
-            } else if (f.getName().equals(ERROR_REASON)) {
-                row.setField(k, reason == null ? null : StringData.fromString(reason));
-            } else if (f.getName().equals(ERROR_FIELD)) {
-                row.setField(k, field == null ? null : StringData.fromString(field));
-            } else if (reason == null) {
-                ArrowColumn column = part.get(f.getName());
-                row.setField(k, column.isNull(0) ? null : NativeRows.value(column, 0, t));
-            }
-        }
-        return row;
+        body.columns = reason == null ? shape.bind(part) : null;
+        body.i = 0;
+        body.reason = reason == null ? null : StringData.fromString(reason);
+        body.field = field == null ? null : StringData.fromString(field);
+        return shape.generic(body);
     }
 
     @Override

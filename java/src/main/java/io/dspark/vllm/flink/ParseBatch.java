@@ -12,7 +12,6 @@ import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
 
 import java.io.Serializable;
-import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.function.Consumer;
@@ -38,15 +37,13 @@ final class ParseBatch implements Serializable {
     private final RowShape shape;
     private final boolean hasCreated;
     private final int bodyIndex;
-    private final int sourceIndex; // replay: the file a body came from (lines are counted per file); else -1
+    private final int lineIndex; // replay: the body's line in its file (FileLines'); else -1: responses counted
     private final int requestErrorIndex; // request mode: the request's error; else -1
     private final boolean requireCreated;
     private final String autoFallback; // 'auto' without a GPU backend: why the CPU parses (else null)
 
     private transient NativeParser parser;
-    private transient String lastSource;
-    private transient StringData lastSourceData;
-    private transient Map<String, Long> lines;
+    private transient long responses;
     private transient Long lastCreated;
     private transient Counter bodies;
     private transient Counter parsed;
@@ -58,13 +55,13 @@ final class ParseBatch implements Serializable {
     private transient double lastMillis;
 
     ParseBatch(
-            String document, RowShape shape, int bodyIndex, int sourceIndex, int requestErrorIndex,
+            String document, RowShape shape, int bodyIndex, int lineIndex, int requestErrorIndex,
             boolean requireCreated, String autoFallback) {
         this.document = document;
         this.shape = shape;
         this.hasCreated = shape.coreColumns().contains(CREATED);
         this.bodyIndex = bodyIndex;
-        this.sourceIndex = sourceIndex;
+        this.lineIndex = lineIndex;
         this.requestErrorIndex = requestErrorIndex;
         this.requireCreated = requireCreated;
         this.autoFallback = autoFallback;
@@ -81,7 +78,6 @@ final class ParseBatch implements Serializable {
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
         parser = new NativeParser(document, shape.coreColumns());
-        lines = new HashMap<>();
         MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
         bodies = group.counter(PlanContract.NUM_RECORDS_IN);
         parsed = group.counter(PlanContract.NUM_RECORDS_OUT);
@@ -205,18 +201,8 @@ final class ParseBatch implements Serializable {
         }
     }
 
+    /** 'source.line': the body's line in its file (replay), or the response's number in this subtask. */
     private long line(RowData in) {
-        String source = "";
-        if (sourceIndex >= 0 && !in.isNullAt(sourceIndex)) {
-            StringData data = in.getString(sourceIndex);
-            if (!data.equals(lastSourceData)) { // bodies come file by file
-                lastSourceData = data;
-                lastSource = data.toString();
-            }
-            source = lastSource;
-        }
-        long next = lines.getOrDefault(source, 0L) + 1;
-        lines.put(source, next);
-        return next;
+        return lineIndex >= 0 ? in.getLong(lineIndex) : ++responses;
     }
 }

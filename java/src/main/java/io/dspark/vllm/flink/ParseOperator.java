@@ -37,10 +37,10 @@ final class ParseOperator extends AbstractStreamOperator<RowData>
     private transient long timer;
 
     ParseOperator(
-            String document, RowShape shape, RowType inputType, int bodyIndex, int sourceIndex,
+            String document, RowShape shape, RowType inputType, int bodyIndex, int lineIndex,
             int requestErrorIndex, boolean requireCreated, int batchSize, long batchMillis, String autoFallback) {
         this.parse = new ParseBatch(
-                document, shape, bodyIndex, sourceIndex, requestErrorIndex, requireCreated, autoFallback);
+                document, shape, bodyIndex, lineIndex, requestErrorIndex, requireCreated, autoFallback);
         this.inputType = inputType;
         this.batchSize = batchSize;
         this.batchMillis = batchMillis;

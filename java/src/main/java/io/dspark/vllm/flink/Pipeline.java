@@ -227,7 +227,7 @@ final class Pipeline {
                         shape,
                         inputType,
                         inputs.indexOf("_body"),
-                        inputs.indexOf("_source"),
+                        inputs.indexOf("_source_line"),
                         inputs.indexOf("_request_error"),
                         jvm.get("require_created").asBoolean(),
                         jvm.get("batch_size").asInt(),

@@ -130,6 +130,18 @@ final class RowShape implements Serializable {
         return out;
     }
 
+    /**
+     * The emitted row of one body as a new GenericRowData: a format's rows (connectors such as Kafka's take a
+     * format's rows as GenericRowData).
+     */
+    GenericRowData generic(Body b) {
+        GenericRowData row = new GenericRowData(fields.length);
+        for (int k = 0; k < fields.length; k++) {
+            row.setField(k, fields[k].value(b));
+        }
+        return row;
+    }
+
     // --- the two shapes -------------------------------------------------------------------
 
     /**

@@ -132,6 +132,26 @@ final class FileLinesTest {
     }
 
     @Test
+    void aReplayedBodyCarriesItsLineInItsFileAlsoAfterARestore() throws Exception {
+        StringBuilder text = new StringBuilder();
+        for (int i = 1; i <= 5000; i++) {
+            text.append("{\"id\": \"").append(i).append("\"}\n");
+        }
+        File file = write("bodies.jsonl", text.toString().getBytes(StandardCharsets.UTF_8));
+        List<Read> all = readAll(FileLines.bodies().createReader(new Configuration(), split(file)));
+        for (int i = 0; i < all.size(); i++) {
+            assertEquals(i + 1, all.get(i).row.getLong(2)); // _source_line
+        }
+        Read last = all.get(2999);
+        FileSourceSplit restored =
+                split(file).updateWithCheckpointedPosition(new CheckpointedPosition(last.offset, last.count));
+        List<Read> rest = readAll(FileLines.bodies().restoreReader(new Configuration(), restored));
+        // the parse step counted a file's lines itself, from 1 again after a restore
+        assertEquals(3001, rest.get(0).row.getLong(2));
+        assertEquals(5000, rest.get(rest.size() - 1).row.getLong(2));
+    }
+
+    @Test
     void aRateSourcesNumberReplacesEveryNInItsTemplate() {
         RowData row = new Sources.Numbered("it's {n} of {n}", "t").map(42L);
         assertEquals("it's 42 of 42", row.getString(0).toString());

@@ -6,6 +6,7 @@ import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.table.types.logical.VarCharType;
 import org.apache.flink.util.UserCodeClassLoader;
 
 import java.nio.charset.StandardCharsets;
@@ -24,7 +25,8 @@ public final class FormatNullCheck {
                 DataTypes.FIELD("id", DataTypes.STRING()),
                 DataTypes.FIELD("error_reason", DataTypes.STRING()),
                 DataTypes.FIELD("error_field", DataTypes.STRING())).getLogicalType();
-        NativeDeserializationSchema schema = new NativeDeserializationSchema(document, type, args[1], null);
+        NativeDeserializationSchema schema = new NativeDeserializationSchema(
+                document, java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null);
         schema.open(new DeserializationSchema.InitializationContext() {
             @Override
             public MetricGroup getMetricGroup() {

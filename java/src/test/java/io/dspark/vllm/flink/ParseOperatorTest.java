@@ -7,6 +7,7 @@ import org.apache.flink.streaming.util.OneInputStreamOperatorTestHarness;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.runtime.typeutils.RowDataSerializer;
+import org.apache.flink.table.types.logical.BigIntType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.table.types.logical.VarBinaryType;
@@ -94,6 +95,24 @@ final class ParseOperatorTest {
             assertNotNull(state);
             assertEquals(0, state.getManagedOperatorState().size(), "no operator state");
             assertEquals(0, state.getManagedKeyedState().size(), "no keyed state");
+        }
+    }
+
+    @Test
+    void aBodysLineIsTheOneItsSourceGaveIt() throws Exception {
+        RowType in = RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH), new BigIntType()},
+                new String[] {"_body", "_source_line"});
+        RowShape lined = RowShape.flat(in, new int[0], List.of("id"), List.of(new VarCharType(VarCharType.MAX_LENGTH)));
+        ParseOperator step = new ParseOperator(plan, lined, in, 0, 1, -1, false, 1000, BATCH_MILLIS, null);
+        try (OneInputStreamOperatorTestHarness<RowData, RowData> h = new OneInputStreamOperatorTestHarness<>(step)) {
+            h.setup(new RowDataSerializer(lined.type()));
+            h.open();
+            // a restored file source goes on at line 3001: so does source.line (the step counted from 1 again)
+            h.processElement(new StreamRecord<>(GenericRowData.of("{\"id\": \"a\"}".getBytes(StandardCharsets.UTF_8), 3001L)));
+            h.prepareSnapshotPreBarrier(1);
+            @SuppressWarnings("unchecked")
+            RowData row = ((StreamRecord<RowData>) h.getOutput().poll()).getValue();
+            assertEquals(3001L, row.getLong(lined.type().getFieldNames().indexOf("_line")));
         }
     }
 
