@@ -325,6 +325,32 @@ def test_the_gpu_route_through_the_sql_runner_gives_the_pyflink_programs_rows(gp
     assert sorted(gpu_sql_job, key=repr) == sorted(gpu_job["gpu"], key=repr)
 
 
+def test_the_gpu_route_without_flinks_python_jar_says_so_in_one_line(root):
+    """A JVM without flink-python (a Flink distribution keeps it in opt/): the gpu route's planning says what to
+    do in one line (Flink's planner said "The dependency of 'flink-python' is not present on the classpath")."""
+    import subprocess
+
+    from connector.flink.sql_cli import java_command
+
+    script = root / "no-python-jar.sql"
+    script.write_text(";\n".join([
+        _replay_ddl("gpu_table", root, "gpu", 16),
+        "CREATE TEMPORARY TABLE sink (id STRING) WITH ('connector' = 'blackhole')",
+        "INSERT INTO sink SELECT id FROM gpu_table",
+    ]) + ";\n")  # fmt: skip
+    command = java_command(str(script), [], str(root / "no-python-jar.log"))
+    classpath = command.index("-cp") + 1
+    jars = command[classpath].split(":")
+    assert any("flink-python" in jar for jar in jars)
+    command[classpath] = ":".join(jar for jar in jars if "flink-python" not in jar)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("SqlRunner: statement 3 (INSERT INTO sink SELECT id FROM gpu_table) failed: "), last
+    assert "the parse step runs in a Python worker ('parse.backend' = 'gpu'" in last, last
+    assert "needs Flink's flink-python jar on the classpath" in last and "Exception" not in last.split(": ", 1)[1]
+
+
 def every_flat_column(profile: str) -> list[tuple[str, str]]:
     """Every column of `profile` (but `line`) with its Flink type, as a user declares them all."""
     from connector.profiles import load_profile

@@ -95,6 +95,7 @@ final class Pipeline {
 
         // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields the layouts
         // read, then the flat columns the function makes), as for a metadata-only query.
+        requirePython(python);
         List<JsonNode> layouts = layouts(plan, physicalNames, metadataKeys);
         DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, columnsRead(layouts), made, config, python);
         RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
@@ -112,6 +113,24 @@ final class Pipeline {
             layouts.add(plan.metadata(key).get("from"));
         }
         return layouts;
+    }
+
+    static final String ARROW_PYTHON_OPERATOR =
+            "org.apache.flink.table.runtime.operators.python.scalar.arrow.ArrowPythonScalarFunctionOperator";
+
+    /**
+     * Flink's Python operators are in its flink-python jar, which a Flink distribution keeps in opt/: said in one
+     * line before {@link PythonParseStep}, which uses them, is loaded (a NoClassDefFoundError otherwise).
+     */
+    private static void requirePython(String reason) {
+        try {
+            Class.forName(ARROW_PYTHON_OPERATOR, false, Pipeline.class.getClassLoader());
+        } catch (ClassNotFoundException | LinkageError e) {
+            throw new org.apache.flink.table.api.ValidationException(
+                    "dspark-vllm: the parse step runs in a Python worker (" + reason + "), which needs Flink's "
+                            + "flink-python jar on the classpath (a distribution's opt/flink-python-*.jar into lib/); "
+                            + "or set 'parse.backend' = 'cpu'.");
+        }
     }
 
     /** The columns {@code layouts} read (their {@code column}s, in ROWs too). */
