@@ -43,8 +43,9 @@ import java.util.stream.IntStream;
  * batches of the input rows. No table environment and no conversion between tables and streams: this class does
  * what Flink's planner does around that operator ({@code CommonExecPythonCalc}): the Python configuration (the
  * job's {@code python.*} options and the plan's bundle and Arrow batch sizes), the Python files and archives the
- * job ships, the managed memory its Python worker uses, and the two projections the operator takes (here small
- * classes of ours, not generated code).
+ * job ships, the managed memory its Python worker uses, and the two projections the operator takes (a few lines of
+ * source that Flink compiles as it compiles the planner's generated code, handing each row to {@link Fields}). No
+ * class of Flink's planner is used: it is loaded in a class loader of its own.
  *
  * <p>The rows out are the input row's fields that are read after it, then the flat columns the function makes (in
  * {@code produced}'s order).
