@@ -172,6 +172,7 @@ TEST_CLASSES = (
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.flink.CompletionsTest",
     "io.dspark.vllm.flink.FileLinesTest",
+    "io.dspark.vllm.flink.PythonParseStepTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",
     "io.dspark.vllm.store.FileSystemStoreTest",
     "io.dspark.vllm.request.StoredRequestsTest",

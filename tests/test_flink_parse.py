@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import pytest
 
@@ -69,19 +70,27 @@ def root(tmp_path_factory, bodies: list[bytes]):
     return root
 
 
-def _sink(t_env, name: str, columns: str, path, *, quote: bool = True) -> None:
-    t_env.execute_sql(
+def _sink_ddl(name: str, columns: str, path, *, quote: bool = True) -> str:
+    return (
         f"CREATE TEMPORARY TABLE {name} ({quoted(columns) if quote else columns}) WITH "
         f"('connector' = 'filesystem', 'path' = '{path}', 'format' = 'json')"
     )
 
 
-def _replay(t_env, name: str, root, backend: str, batch_size: int) -> None:
-    t_env.execute_sql(f"""
+def _sink(t_env, name: str, columns: str, path, *, quote: bool = True) -> None:
+    t_env.execute_sql(_sink_ddl(name, columns, path, quote=quote))
+
+
+def _replay_ddl(name: str, root, backend: str, batch_size: int) -> str:
+    return f"""
         CREATE TEMPORARY TABLE {name} ({DECLARED}{REPLAY_METADATA}) WITH (
             'connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "bodies"}',
             'profile' = '{PROFILE}', 'parse.backend' = '{backend}', 'parse.batch-size' = '{batch_size}'
-        )""")
+        )"""
+
+
+def _replay(t_env, name: str, root, backend: str, batch_size: int) -> None:
+    t_env.execute_sql(_replay_ddl(name, root, backend, batch_size))
 
 
 def _format(t_env, name: str, root, on_error: str) -> None:
@@ -264,11 +273,82 @@ def gpu_job(root) -> dict[str, list[dict]]:
         return {"gpu": read_json_dir(root / "gpu")}
 
 
+@pytest.fixture(scope="module")
+def gpu_sql_job(root) -> list[dict]:
+    """The 'gpu' route in a job with no Python program (`dspark-vllm sql`'s SQL runner, a plain JVM): the parse
+    step's Python workers are processes of their own, which `tests/worker_site` (on their PYTHONPATH) gives the
+    emulated libcudf; their parse step imports a module the job ships with 'python.files' (the job fails where it
+    did not reach them)."""
+    import os
+    import subprocess
+    import sys
+
+    from connector.flink.sql_cli import java_command
+
+    shipped = root / "shipped"
+    shipped.mkdir()
+    (shipped / "dspark_shipped_probe.py").write_text("SHIPPED = True\n")
+    script = root / "gpu.sql"
+    script.write_text(";\n".join([
+        _replay_ddl("gpu_table", root, "gpu", 16),
+        _sink_ddl("sink_gpu", SINK, root / "gpu-sql"),
+        f"INSERT INTO sink_gpu SELECT {PROFILE_SELECT}, backend, line, reason, field FROM gpu_table",
+    ]) + ";\n")  # fmt: skip
+    tests = Path(__file__).resolve().parent
+    # Not what PyFlink's loopback workers put into this process's environment when the other jobs ran here (its
+    # PYTHON_LOOPBACK_SERVER_ADDRESS would send the runner's Python work to this process).
+    leaked = {"PYTHON_LOOPBACK_SERVER_ADDRESS", "PYTHONPATH", "_PYTHON_WORKING_DIR"}
+    env = {
+        **{k: v for k, v in os.environ.items() if k not in leaked},
+        "PYTHONPATH": os.pathsep.join([str(tests / "worker_site"), str(tests.parent)]),
+        "DSPARK_TEST_EMULATE_LIBCUDF": "1",
+        "DSPARK_TEST_WORKER_IMPORTS": "dspark_shipped_probe",
+    }
+    command = java_command(str(script), [f"python.files={shipped}"], str(root / "gpu-sql.log"))
+    assert f"python.executable={sys.executable}" in command  # its workers are this Python
+    run = subprocess.run(command, env=env, capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, f"{run.stdout[-2000:]}{run.stderr[-3000:]}"
+    return read_json_dir(root / "gpu-sql")
+
+
 @pytest.fixture(params=ROUTES)
 def route(request) -> tuple[str, list[dict]]:
     """(route, the rows its job wrote): only the jobs of the routes selected run."""
     job = request.getfixturevalue("gpu_job" if request.param == "gpu" else "jvm_job")
     return request.param, job[request.param]
+
+
+def test_the_gpu_route_through_the_sql_runner_gives_the_pyflink_programs_rows(gpu_job, gpu_sql_job):
+    """The gpu parse step set up by the jar alone (the job's Python options and files, as Flink's planner sets them
+    up) gives in Python workers of their own what it gives in a PyFlink program's."""
+    assert len(gpu_sql_job) == len(gpu_job["gpu"])
+    assert sorted(gpu_sql_job, key=repr) == sorted(gpu_job["gpu"], key=repr)
+
+
+def test_the_gpu_route_without_flinks_python_jar_says_so_in_one_line(root):
+    """A JVM without flink-python (a Flink distribution keeps it in opt/): the gpu route's planning says what to
+    do in one line (Flink's planner said "The dependency of 'flink-python' is not present on the classpath")."""
+    import subprocess
+
+    from connector.flink.sql_cli import java_command
+
+    script = root / "no-python-jar.sql"
+    script.write_text(";\n".join([
+        _replay_ddl("gpu_table", root, "gpu", 16),
+        "CREATE TEMPORARY TABLE sink (id STRING) WITH ('connector' = 'blackhole')",
+        "INSERT INTO sink SELECT id FROM gpu_table",
+    ]) + ";\n")  # fmt: skip
+    command = java_command(str(script), [], str(root / "no-python-jar.log"))
+    classpath = command.index("-cp") + 1
+    jars = command[classpath].split(":")
+    assert any("flink-python" in jar for jar in jars)
+    command[classpath] = ":".join(jar for jar in jars if "flink-python" not in jar)
+    run = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
+    last = run.stderr.strip().splitlines()[-1]
+    assert last.startswith("SqlRunner: statement 3 (INSERT INTO sink SELECT id FROM gpu_table) failed: "), last
+    assert "the parse step runs in a Python worker ('parse.backend' = 'gpu'" in last, last
+    assert "needs Flink's flink-python jar on the classpath" in last and "Exception" not in last.split(": ", 1)[1]
 
 
 def every_flat_column(profile: str) -> list[tuple[str, str]]:

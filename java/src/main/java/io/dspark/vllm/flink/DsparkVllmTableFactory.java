@@ -67,7 +67,6 @@ public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
                         context.getObjectIdentifier(),
                         context.getCatalogTable(),
                         context.getConfiguration().toMap());
-        return new DsparkVllmTableSource(
-                plan, context.getPhysicalRowDataType(), context.getConfiguration().toMap(), context.getClassLoader());
+        return new DsparkVllmTableSource(plan, context.getPhysicalRowDataType(), context.getConfiguration().toMap());
     }
 }

@@ -25,23 +25,20 @@ final class DsparkVllmTableSource implements ScanTableSource, SupportsProjection
     private final TablePlan plan;
     private final DataType physical;
     private final Map<String, String> config;
-    // The session's class loader (its ADD JAR jars, 'pipeline.jars'): the prompts' source table is planned in it.
-    private final ClassLoader classLoader;
     private List<String> physicalNames;
     private List<String> metadataKeys = new ArrayList<>();
     private DataType produced;
 
-    DsparkVllmTableSource(TablePlan plan, DataType physical, Map<String, String> config, ClassLoader classLoader) {
+    DsparkVllmTableSource(TablePlan plan, DataType physical, Map<String, String> config) {
         this.plan = plan;
         this.physical = physical;
         this.config = config;
-        this.classLoader = classLoader;
         this.physicalNames = DataType.getFieldNames(physical);
         this.produced = physical;
     }
 
     private DsparkVllmTableSource(DsparkVllmTableSource other) {
-        this(other.plan, other.physical, other.config, other.classLoader);
+        this(other.plan, other.physical, other.config);
         this.physicalNames = new ArrayList<>(other.physicalNames);
         this.metadataKeys = new ArrayList<>(other.metadataKeys);
         this.produced = other.produced;
@@ -58,8 +55,7 @@ final class DsparkVllmTableSource implements ScanTableSource, SupportsProjection
             @Override
             public DataStream<RowData> produceDataStream(
                     ProviderContext providerContext, StreamExecutionEnvironment env) {
-                return Pipeline.build(
-                        env, config, plan, physicalNames, metadataKeys, produced, classLoader, providerContext);
+                return Pipeline.build(env, config, plan, physicalNames, metadataKeys, produced, providerContext);
             }
 
             @Override

@@ -1,31 +1,19 @@
 package io.dspark.vllm.flink;
 
-import org.apache.flink.api.common.cache.DistributedCache;
 import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.api.java.tuple.Tuple2;
-import org.apache.flink.configuration.Configuration;
-import org.apache.flink.configuration.PipelineOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
-import org.apache.flink.table.api.Table;
-import org.apache.flink.table.api.EnvironmentSettings;
-import org.apache.flink.table.api.bridge.java.StreamTableEnvironment;
 import org.apache.flink.table.connector.ProviderContext;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
-import org.apache.flink.table.expressions.Expression;
-import org.apache.flink.table.functions.python.PythonEnv;
-import org.apache.flink.table.functions.python.PythonFunctionKind;
-import org.apache.flink.table.functions.python.PythonScalarFunction;
 import org.apache.flink.table.runtime.typeutils.InternalTypeInfo;
 import org.apache.flink.table.types.DataType;
 import org.apache.flink.table.types.logical.RowType;
 
 import java.util.ArrayList;
-import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.LinkedHashSet;
 import java.util.List;
@@ -33,10 +21,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
-import static org.apache.flink.table.api.Expressions.$;
-import static org.apache.flink.table.api.Expressions.call;
-import static org.apache.flink.table.api.Expressions.callSql;
-import static org.apache.flink.table.api.Expressions.withAllColumns;
 
 /**
  * The pipeline behind a scan, one DataStream of internal rows (RowData) on the job's execution environment:
@@ -46,25 +30,25 @@ import static org.apache.flink.table.api.Expressions.withAllColumns;
  *     -> request(_prompt, _request_id)                  request mode: Flink's async I/O ({@link RequestStep}),
  *                                                       the source's DataStream in, internal rows in and out
  *     -> parse(_body, ...)                              cpu: {@link ParseOperator} (the native core, in the JVM)
- *                                                       gpu: a vectorized Python function, flat columns
- *     -> the declared columns (ROW(...)) and metadata    cpu: the ParseOperator's {@link RowShape} (the plan's
- *                                                       layouts); else SQL expressions from the plan
+ *                                                       gpu: {@link PythonParseStep}: Flink's Arrow Python
+ *                                                       operator calls a vectorized function (libcudf), flat
+ *                                                       columns beside the input row's
+ *     -> the declared columns (ROW(...)) and metadata    a {@link RowShape} of the plan's layouts: the
+ *                                                       ParseOperator's own (cpu), or a map over the flat row
+ *                                                       (gpu) or over the input row (metadata only)
  * </pre>
  *
- * The parse step runs only when the query reads a column it makes. Tables and streams are converted only where
- * SQL still makes a column, in a table environment of this scan's own: per route,
+ * The parse step runs only when the query reads a column it makes. No route has a table environment of its own
+ * or converts between tables and streams: per route,
  *
  * <pre>
- *   cpu, every column with a layout (the declared row made by the ParseOperator)   0 conversions
- *   COUNT(*) (no column read)                                                       0
- *   cpu with a column only SQL makes: fromDataStream after the parse, toDataStream  2
- *   gpu (the parse step in Python): fromDataStream of the source, toDataStream      2
- *   metadata only (no parse step): fromDataStream of the source, toDataStream       2
+ *   cpu (the declared row made by the ParseOperator)                 0 conversions
+ *   gpu (PythonParseStep, then the declared row in a map)            0
+ *   metadata only (no parse step: the declared row in a map)         0
+ *   COUNT(*) (no column read)                                        0
  * </pre>
  */
 final class Pipeline {
-
-    static final String PARSE = "__dspark_parse";
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(Pipeline.class);
 
@@ -77,7 +61,6 @@ final class Pipeline {
             List<String> physicalNames,
             List<String> metadataKeys,
             DataType produced,
-            ClassLoader classLoader,
             ProviderContext context) {
         DataStream<RowData> stream = uid(Sources.build(env, plan.source()), context, "source");
         if (plan.request() != null) {
@@ -89,10 +72,6 @@ final class Pipeline {
             for (JsonNode need : plan.physical(name).get("needs")) {
                 flat.add(need.asText());
             }
-        }
-        Map<String, String> metadataSql = new LinkedHashMap<>();
-        for (String key : metadataKeys) {
-            metadataSql.put(key, plan.metadataSql(key));
         }
         boolean parse = !flat.isEmpty();
         for (String key : metadataKeys) { // a key the parse step makes ('error.reason', 'source.line', ...)
@@ -114,28 +93,14 @@ final class Pipeline {
             return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
         }
 
-        // The parse step in Python: a table environment of its own on the job's environment, in the session's
-        // class loader (the one the factory was found in: a jar added with ADD JAR or 'pipeline.jars').
-        StreamTableEnvironment t = StreamTableEnvironment.create(
-                env, EnvironmentSettings.newInstance().inStreamingMode().withClassLoader(classLoader).build());
-        Map<String, String> settings = new LinkedHashMap<>(config);
-        settings.putAll(plan.settings());
-        t.getConfig().addConfiguration(Configuration.fromMap(settings));
-        Table rows = parseInPython(t, config, plan, t.fromDataStream(stream), made, python);
-
-        List<String> fields = DataType.getFieldNames(produced);
-        List<Expression> select = new ArrayList<>();
-        Iterator<String> names = fields.iterator();
-        for (String column : physicalNames) {
-            select.add(callSql(plan.physical(column).get("sql").asText()).as(names.next()));
-        }
-        for (String sql : metadataSql.values()) {
-            select.add(callSql(sql).as(names.next()));
-        }
-        DataStream<RowData> out =
-                t.toDataStream(rows.select(select.toArray(new Expression[0])), produced.bridgedTo(RowData.class));
-        shipPythonFiles(t, env);
-        return out;
+        // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields the layouts
+        // read, then the flat columns the function makes), as for a metadata-only query.
+        requirePython(python);
+        List<JsonNode> layouts = layouts(plan, physicalNames, metadataKeys);
+        DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, columnsRead(layouts), made, config, python);
+        RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
+        RowShape shape = RowShape.declared((RowType) produced.getLogicalType(), layouts, flatRow, Map.of());
+        return parsed.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
     }
 
     /** Each declared column's layout, then each metadata key's (the plan's {@code from}). */
@@ -150,7 +115,45 @@ final class Pipeline {
         return layouts;
     }
 
-    /** The declared row of each input row by a {@link RowShape} of input columns only (no parse step). */
+    static final String ARROW_PYTHON_OPERATOR =
+            "org.apache.flink.table.runtime.operators.python.scalar.arrow.ArrowPythonScalarFunctionOperator";
+
+    /**
+     * Flink's Python operators are in its flink-python jar, which a Flink distribution keeps in opt/: said in one
+     * line before {@link PythonParseStep}, which uses them, is loaded (a NoClassDefFoundError otherwise).
+     */
+    private static void requirePython(String reason) {
+        try {
+            Class.forName(ARROW_PYTHON_OPERATOR, false, Pipeline.class.getClassLoader());
+        } catch (ClassNotFoundException | LinkageError e) {
+            throw new org.apache.flink.table.api.ValidationException(
+                    "dspark-vllm: the parse step runs in a Python worker (" + reason + "), which needs Flink's "
+                            + "flink-python jar on the classpath (a distribution's opt/flink-python-*.jar into lib/); "
+                            + "or set 'parse.backend' = 'cpu'.");
+        }
+    }
+
+    /** The columns {@code layouts} read (their {@code column}s, in ROWs too). */
+    private static Set<String> columnsRead(List<JsonNode> layouts) {
+        Set<String> read = new LinkedHashSet<>();
+        List<JsonNode> open = new ArrayList<>(layouts);
+        while (!open.isEmpty()) {
+            JsonNode layout = open.remove(open.size() - 1);
+            if (layout == null || layout.isNull()) {
+                continue;
+            }
+            if (layout.has("column")) {
+                read.add(layout.get("column").asText());
+            }
+            layout.path("row").forEach(field -> open.add(field.get("from")));
+        }
+        return read;
+    }
+
+    /**
+     * The declared row of each input row by a {@link RowShape} of its columns only: the source's or request step's
+     * row (no parse step), or the Python parse step's flat row.
+     */
     private static final class Shaped implements MapFunction<RowData, RowData> {
         private static final long serialVersionUID = 1L;
         private final RowShape shape;
@@ -158,7 +161,7 @@ final class Pipeline {
 
         Shaped(RowShape shape) {
             if (shape == null) {
-                throw new IllegalStateException("dspark-vllm: a metadata column has no layout; please report it");
+                throw new IllegalStateException("dspark-vllm: a column has no layout over the row it is made of; please report it");
             }
             this.shape = shape;
         }
@@ -170,35 +173,6 @@ final class Pipeline {
             }
             body.in = row;
             return shape.row(body);
-        }
-    }
-
-    /**
-     * Our planner put the Python files our functions need ('python.files', 'python.archives', ...) into its own
-     * table config as 'pipeline.cached-files'; the job is made from the outer environment, so they are registered
-     * there too. The planner hands a source a read-only wrapper of that environment, whose registerCachedFile
-     * refuses; its getCachedFiles() is the outer environment's own list (public API), so they are added to it.
-     */
-    private static void shipPythonFiles(StreamTableEnvironment t, StreamExecutionEnvironment env) {
-        List<String> cached = t.getConfig().getConfiguration().get(PipelineOptions.CACHED_FILES);
-        if (cached == null || cached.isEmpty()) {
-            return;
-        }
-        List<Tuple2<String, DistributedCache.DistributedCacheEntry>> files = env.getCachedFiles();
-        Set<String> known = new LinkedHashSet<>();
-        files.forEach(f -> known.add(f.f0));
-        for (Tuple2<String, DistributedCache.DistributedCacheEntry> file :
-                DistributedCache.parseCachedFilesFromString(cached)) {
-            if (known.add(file.f0)) {
-                try {
-                    files.add(file);
-                } catch (UnsupportedOperationException e) {
-                    throw new IllegalStateException(
-                            "dspark-vllm cannot ship the Python files of its functions ('python.files', "
-                                    + "'python.archives') with this job; install dspark-vllm in the workers' Python "
-                                    + "('python.executable') instead.", e);
-                }
-            }
         }
     }
 
@@ -230,40 +204,6 @@ final class Pipeline {
                         ? AsyncDataStream.orderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity)
                         : AsyncDataStream.unorderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity);
         return out.returns(RequestStep.typeInfo()).name("dspark-vllm requests");
-    }
-
-    /** The parse step in a Python worker (the gpu path): {@code python} says why it runs there. */
-    private static Table parseInPython(
-            StreamTableEnvironment t, Map<String, String> config, TablePlan plan, Table rows,
-            Map<String, String> produced, String python) {
-        LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", python);
-        List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
-        List<String> inputNames = new ArrayList<>();
-        List<String> inputTypes = new ArrayList<>();
-        for (String[] input : inputs) {
-            inputNames.add(input[0]);
-            inputTypes.add(input[1]);
-        }
-        PythonScalarFunction function =
-                new PythonScalarFunction(
-                        PARSE,
-                        PythonPlanner.parseFunction(plan, new ArrayList<>(produced.keySet()), config),
-                        inputTypes.toArray(new String[0]),
-                        TablePlan.row(produced).getLogicalType().asSerializableString(),
-                        PythonFunctionKind.PANDAS,
-                        true,
-                        false,
-                        new PythonEnv(PythonEnv.ExecType.PROCESS));
-        t.createTemporarySystemFunction(PARSE, function);
-        Table called = rows.select(withAllColumns(), call(PARSE, columns(inputNames)).as("_p"));
-        List<Expression> select = new ArrayList<>();
-        for (String name : rows.getResolvedSchema().getColumnNames()) {
-            select.add($(name));
-        }
-        for (String name : produced.keySet()) {
-            select.add($("_p").get(name).as(name));
-        }
-        return called.select(select.toArray(new Expression[0]));
     }
 
     /**
@@ -314,9 +254,4 @@ final class Pipeline {
                         jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
         return in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
     }
-
-    private static Object[] columns(List<String> names) {
-        return names.stream().map(n -> $(n)).toArray();
-    }
-
 }

@@ -227,8 +227,10 @@ final class RowShape implements Serializable {
                 return null;
             }
             Field f;
-            Internal internal = Internal.of(name);
             int index = input.getFieldNames().indexOf(name);
+            // The parse step's own columns ('_line', '_error', ...): the ParseOperator's, unless the input row has
+            // them (the flat row of the Python parse step, PythonParseStep).
+            Internal internal = index >= 0 ? null : Internal.of(name);
             if (internal != null) {
                 line |= internal == Internal.LINE;
                 f = internal;
