@@ -227,6 +227,9 @@ CASTS = {
 }
 
 
+GPU_CASTS = ("casts_a", "casts_b")
+
+
 def cast_corpus() -> list[bytes]:
     """Coder bodies and what the casts are hardest on: numbers out of a TINYINT's range or a DECIMAL's, times
     before 1970, text beyond the BMP, NULLs in arrays; then mutated bodies."""
@@ -267,10 +270,23 @@ def gpu_job(root) -> dict[str, list[dict]]:
         env, t_env = local_environment()
         _replay(t_env, "gpu_table", root, "gpu", 16)
         _sink(t_env, "sink_gpu", SINK, root / "gpu")
-        t_env.execute_sql(
+        statements = t_env.create_statement_set()
+        statements.add_insert_sql(
             f"INSERT INTO sink_gpu SELECT {PROFILE_SELECT}, backend, line, reason, field FROM gpu_table"
-        ).wait()
-        return {"gpu": read_json_dir(root / "gpu")}
+        )
+        # The casts of the Python parse step's flat columns (the same RowShape and Casts over its row).
+        (root / "casts-gpu").mkdir()
+        (root / "casts-gpu" / "a.jsonl").write_bytes(b"\n".join(cast_corpus()) + b"\n")
+        for name in GPU_CASTS:
+            declared = ", ".join(f"`{column}` {sql}" for column, sql, *_ in CASTS[name])
+            t_env.execute_sql(f"""
+                CREATE TEMPORARY TABLE {name}_gpu ({declared}, line BIGINT METADATA FROM 'source.line' VIRTUAL)
+                WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '{root / "casts-gpu"}',
+                      'profile' = 'coder', 'parse.backend' = 'gpu')""")
+            _sink(t_env, f"sink_{name}_gpu", declared + ", line BIGINT", root / f"{name}_gpu", quote=False)
+            statements.add_insert_sql(f"INSERT INTO sink_{name}_gpu SELECT * FROM {name}_gpu")
+        statements.execute().wait()
+        return {"gpu": read_json_dir(root / "gpu"), **{n: read_json_dir(root / f"{n}_gpu") for n in GPU_CASTS}}
 
 
 @pytest.fixture(scope="module")
@@ -440,6 +456,16 @@ def test_a_column_declared_as_another_type_is_what_flinks_cast_gives(jvm_job, ta
     parsed = sorted(json.dumps({k: v for k, v in r.items() if k != "line"}) for r in want.values())
     by_format = sorted(json.dumps(r) for r in jvm_job[f"{table}_format"])
     assert set(by_format) <= set(parsed) and len(by_format) > len(parsed) // 2
+
+
+@pytest.mark.parametrize("table", GPU_CASTS)
+def test_the_gpu_route_makes_the_same_casts(jvm_job, gpu_job, table):
+    """The gpu route's declared row is made of its Python parse step's flat row by the same RowShape and Casts."""
+    got = {r["line"]: r for r in gpu_job[table]}
+    want = {r["line"]: r for r in jvm_job[f"{table}_flat"]}
+    assert sorted(got) == sorted(want)
+    for line, row in want.items():
+        assert got[line] == row, line
 
 
 def test_every_column_of_a_profile_over_mutated_bodies_is_what_parse_batch_gives(jvm_job):

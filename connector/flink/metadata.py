@@ -22,11 +22,6 @@ class MetadataKey:
     type: str  # Flink SQL type
     modes: tuple[str, ...]
     description: str
-    sql: str | None = None  # when the value is an expression over `column`
-
-    @property
-    def expression(self) -> str:
-        return self.sql or "`" + self.column + "`"
 
 
 METADATA: tuple[MetadataKey, ...] = (
@@ -78,8 +73,7 @@ METADATA: tuple[MetadataKey, ...] = (
         "_received_ms",
         "TIMESTAMP_LTZ(3)",
         ("request",),
-        "when the response's last byte was read (or the request gave up)",
-        sql="TO_TIMESTAMP_LTZ(`_received_ms`, 3)",
+        "when the response's last byte was read (or the request gave up)",  # epoch ms, made TIMESTAMP_LTZ(3)
     ),
     MetadataKey(
         "request.error", "_request_error", "STRING", ("request",), "why the request failed (NULL when it got a body)"

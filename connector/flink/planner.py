@@ -19,13 +19,11 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
   (`contract.client_spec`), the columns it adds, the output mode, what a failed request does, the operator's
   capacity and backstop timeout;
 - `parse_inputs`, `flat`: the parse function's arguments and every column it can produce (Flink SQL types);
-- `physical`: for each declared physical column, the SQL expression that builds it from flat columns (nested
-  ROWs with `ROW(...)`) and the flat columns it needs; `metadata`: the readable keys, their types and SQL;
-  each of them also has `from`, the same as a layout that the parse step in the JVM builds without SQL:
-  `{"column": NAME}` (a flat, internal or input column, written as the declared type: the same type, INT from
-  BIGINT, FLOAT from DOUBLE, TIMESTAMP_LTZ(3) from BIGINT epoch milliseconds; `default`: a value for NULL),
-  or `{"row": [{"name", "from"}, ...]}`; a declared type other than the flat column's is Flink's CAST, which the
-  parse step does itself (`io.dspark.vllm.flink.Casts`);
+- `physical`: for each declared physical column, the flat columns it needs and its layout `from`; `metadata`:
+  the readable keys, their types and layouts. A layout is what the JVM makes the declared row of, with no SQL
+  (`io.dspark.vllm.flink.RowShape`): `{"column": NAME}` (a flat, internal or input column, written as the
+  declared type: Flink's CAST where that is another, `io.dspark.vllm.flink.Casts`; TIMESTAMP_LTZ(3) from BIGINT
+  epoch milliseconds; `default`: a value for NULL), or `{"row": [{"name", "from"}, ...]}`;
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
 - `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
   makes and their types, the batching), or `why` the parse step runs in Python (`_native_parse`);
@@ -93,7 +91,7 @@ from connector.options import (
 from connector.params import REQUEST_PARAMS
 from connector.profiles import Profile, load_profile
 from connector.schema.columns import body_columns, output_schema
-from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
+from connector.schema.flink_types import arrow_to_flink_sql
 
 __all__ = [
     "INTERNAL_COLUMNS",
@@ -190,12 +188,11 @@ def _castable(flat_type: str, declared: str, root: str) -> bool:
     return root in _TABLE_CASTS.get(flat_type, (root,))
 
 
-def _column_sql(
+def _column_layout(
     name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
-) -> tuple[str, list[str], dict[str, Any]]:
-    """SQL building a declared column (or ROW field) from the flat columns (Flink's CAST: what the parse step in
-    the JVM does, `io.dspark.vllm.flink.Casts`), the flat columns it reads, and its layout (`{"column": name}` or
-    `{"row": [{"name", "from"}, ...]}`)."""
+) -> tuple[list[str], dict[str, Any]]:
+    """The flat columns a declared column (or ROW field) reads, and its layout (`{"column": name}`, cast to the
+    declared type by the parse step, `io.dspark.vllm.flink.Casts`, or `{"row": [{"name", "from"}, ...]}`)."""
     declared = str(ftype["sql"])
     if " NOT NULL" in declared:
         # An error row (a body that cannot be read, a failed request) has no value for it: Flink's not-null
@@ -205,26 +202,22 @@ def _column_sql(
             "request) has no value for it: declare it nullable (a PRIMARY KEY makes its columns NOT NULL: declare "
             "the key on the sink), and filter on 'error.reason' IS NULL where a query needs values."
         )
-    sql_type = declared
     if ftype.get("root") == "ROW":
-        parts: list[str] = []
         needs: list[str] = []
         fields: list[dict[str, Any]] = []
         for field in ftype.get("fields", []):
-            part, part_needs, layout = _column_sql(field["name"], field["type"], flat, f"{where}.{field['name']}")
-            parts.append(part)
+            part_needs, layout = _column_layout(field["name"], field["type"], flat, f"{where}.{field['name']}")
             needs += part_needs
             fields.append({"name": field["name"], "from": layout})
-        return f"CAST(ROW({', '.join(parts)}) AS {sql_type})", needs, {"row": fields}
+        return needs, {"row": fields}
     if name not in flat:
         known = ", ".join(sorted(flat))
         raise OptionsError(
             f"Column '{where}' is not produced by this profile; declare one of: {known} "
             "(or a ROW whose fields are among them), or a METADATA column."
         )
-    same = _check_cast(flat[name], ftype, where)
-    sql = quote_identifier(name) if same else f"CAST({quote_identifier(name)} AS {sql_type})"
-    return sql, [name], {"column": name}
+    _check_cast(flat[name], ftype, where)
+    return [name], {"column": name}
 
 
 def _check_cast(flat_type: str, ftype: Mapping[str, Any], where: str) -> bool:
@@ -358,12 +351,11 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     physical: dict[str, dict[str, Any]] = {}
     for column in declared["columns"]:
         if column["kind"] == "physical":
-            sql, needs, layout = _column_sql(column["name"], column["type"], flat, column["name"])
+            needs, layout = _column_layout(column["name"], column["type"], flat, column["name"])
             if column["name"] == "model" and options.get(MODEL) and needs == ["model"]:
                 # A failed request or an unreadable body still belongs to the table's model.
-                sql = f"COALESCE({sql}, {sql_literal(str(options.get(MODEL)))})"
-                layout = layout and {**layout, "default": str(options.get(MODEL))}
-            physical[column["name"]] = {"sql": sql, "needs": sorted(set(needs)), "from": layout}
+                layout = {**layout, "default": str(options.get(MODEL))}
+            physical[column["name"]] = {"needs": sorted(set(needs)), "from": layout}
 
     rowtime = declared.get("watermark")
     require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
@@ -378,9 +370,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
         "parse_internal": [n for n, _ in INTERNAL_COLUMNS],
         "physical": physical,
-        "metadata": [
-            {"key": m.key, "type": m.type, "sql": m.expression, "from": {"column": m.column}} for m in metadata
-        ],
+        "metadata": [{"key": m.key, "type": m.type, "from": {"column": m.column}} for m in metadata],
         "settings": _settings(options),
         "plan": table_plan.document(),
     }
@@ -586,7 +576,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 f"OUTPUT column '{cname}' is neither a column of profile '{profile.name}' nor a metadata key. "
                 f"Columns: {', '.join(flat)}. Metadata keys: {', '.join(metadata)}."
             )
-        _, _, layout = _column_sql(cname, column["type"], flat, cname)
+        _, layout = _column_layout(cname, column["type"], flat, cname)
         if cname == "model" and options.get(MODEL) and layout == {"column": "model"}:
             layout = {**layout, "default": str(options.get(MODEL))}
         outputs.append({"name": cname, "from": layout})

@@ -16,7 +16,6 @@ import org.apache.flink.table.runtime.typeutils.InternalSerializers;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.LogicalTypeRoot;
 import org.apache.flink.table.types.logical.RowType;
-import org.apache.flink.table.types.logical.VarCharType;
 
 import java.io.Serializable;
 import java.nio.charset.StandardCharsets;
@@ -27,15 +26,12 @@ import java.util.Map;
 /**
  * How the parse step in the JVM ({@link ParseOperator}) assembles each row it emits from what it has for a
  * body: the native core's columns, the step's own values ({@code contract.PARSE_INTERNAL}: line, error, error
- * field, backend) and the columns of its input row (the request's, the file's). Two shapes:
- *
- * <ul>
- *   <li>{@link #declared}: the table's row as the query reads it, from the plan's {@code from} layouts, so no
- *       SQL runs after the parse step (no conversion between tables and streams, no Calc, no copy of a wide
- *       intermediate row): the path of every table whose columns the core makes as declared;
- *   <li>{@link #flat}: the input columns the metadata reads, the flat columns and the internal ones, which SQL
- *       then turns into the declared row (other casts, NOT NULL columns).
- * </ul>
+ * field, backend) and the columns of its input row (the request's, the file's), or of an input row alone (the
+ * Python parse step's flat row; the request's or the file's where no parse step runs): {@link #declared}, the
+ * table's row as the query reads it, from the plan's {@code from} layouts, each cast as Flink's CAST where the
+ * declared type is another ({@link Casts}), so no SQL runs after the parse step (no conversion between tables and
+ * streams, no Calc, no copy of a wide intermediate row). The table, the format and the model all make their rows
+ * so.
  */
 final class RowShape implements Serializable {
     private static final long serialVersionUID = 1L;
@@ -142,39 +138,7 @@ final class RowShape implements Serializable {
         return row;
     }
 
-    // --- the two shapes -------------------------------------------------------------------
-
-    /**
-     * The intermediate row of the SQL path: {@code kept} input columns, the core's {@code body} columns (as
-     * {@code types}), then the internal ones.
-     */
-    static RowShape flat(RowType input, int[] kept, List<String> body, List<LogicalType> types) {
-        Builder b = new Builder(input, Map.of());
-        List<Field> fields = new ArrayList<>();
-        for (int index : kept) {
-            fields.add(b.input(index, input.getTypeAt(index)));
-        }
-        for (int k = 0; k < body.size(); k++) {
-            fields.add(b.core(body.get(k), types.get(k), types.get(k)));
-        }
-        for (Internal i : Internal.values()) {
-            fields.add(i);
-        }
-        List<LogicalType> outTypes = new ArrayList<>();
-        List<String> names = new ArrayList<>();
-        for (int index : kept) {
-            outTypes.add(input.getTypeAt(index));
-            names.add(input.getFieldNames().get(index));
-        }
-        outTypes.addAll(types);
-        names.addAll(body);
-        for (Internal i : Internal.values()) {
-            outTypes.add(i.type());
-            names.add(i.column);
-        }
-        RowType type = RowType.of(outTypes.toArray(new LogicalType[0]), names.toArray(new String[0]));
-        return new RowShape(fields.toArray(new Field[0]), type, b.core, true);
-    }
+    // --- the shape -----------------------------------------------------------------------
 
     /**
      * The declared row ({@code produced}: the physical columns, then the metadata's), each field from its
@@ -275,17 +239,20 @@ final class RowShape implements Serializable {
             return cast == null ? null : new Converted(f, cast);
         }
 
-        /** An input column as {@code type}: the same, or TIMESTAMP_LTZ from BIGINT epoch milliseconds. */
+        /** An input column as {@code type}: the same, TIMESTAMP_LTZ from BIGINT epoch milliseconds, or cast. */
         Field input(int index, LogicalType type) {
             LogicalType from = input.getTypeAt(index);
             if (from.getTypeRoot() == LogicalTypeRoot.BIGINT
                     && type.getTypeRoot() == LogicalTypeRoot.TIMESTAMP_WITH_LOCAL_TIME_ZONE) {
                 return new Millis(index);
             }
-            if (from.getTypeRoot() != type.getTypeRoot()) {
-                return null;
+            Field f = new Input(index, from);
+            if (from.copy(true).equals(type.copy(true))) {
+                return f;
             }
-            return new Input(index, from);
+            // another type: Flink's CAST (the Python parse step's flat columns as declared)
+            Casts.Cast cast = Casts.of(from, type);
+            return cast == null ? null : new Converted(f, cast);
         }
     }
 
@@ -451,11 +418,6 @@ final class RowShape implements Serializable {
 
         Internal(String column) {
             this.column = column;
-        }
-
-        LogicalType type() {
-            return this == LINE ? new org.apache.flink.table.types.logical.BigIntType()
-                    : new org.apache.flink.table.types.logical.VarCharType(VarCharType.MAX_LENGTH);
         }
 
         static Internal of(String name) {

@@ -111,10 +111,6 @@ final class TablePlan {
         return types;
     }
 
-    String metadataSql(String key) {
-        return metadata(key).get("sql").asText();
-    }
-
     /** A readable metadata key's entry: its type, its SQL and its layout ({@code from}). */
     JsonNode metadata(String key) {
         for (JsonNode entry : json.get("metadata")) {

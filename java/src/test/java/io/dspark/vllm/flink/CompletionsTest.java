@@ -110,8 +110,7 @@ final class CompletionsTest {
     void eachRowOfAParsedBatchCompletesItsOwnFutureOnce() throws Exception {
         RowType input = RowType.of(
                 new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH)}, new String[] {"_body"});
-        RowShape shape = RowShape.flat(input, new int[0], List.of("id"),
-                List.of(new VarCharType(VarCharType.MAX_LENGTH)));
+        RowShape shape = Shapes.idAndInternal(input);
         ParseBatch parse = new ParseBatch(PythonPlan.of("openai"), shape, 0, -1, -1, false, null);
         parse.open(new UnregisteredMetricsGroup(), false);
         int n = 500;

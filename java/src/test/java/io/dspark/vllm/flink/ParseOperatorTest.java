@@ -46,7 +46,7 @@ final class ParseOperatorTest {
     static void plan() throws Exception {
         plan = PythonPlan.of("openai");
         input = RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH)}, new String[] {"_body"});
-        shape = RowShape.flat(input, new int[0], List.of("id"), List.of(new VarCharType(VarCharType.MAX_LENGTH)));
+        shape = Shapes.idAndInternal(input);
     }
 
     private static OneInputStreamOperatorTestHarness<RowData, RowData> harness(int batchSize) throws Exception {
@@ -102,7 +102,7 @@ final class ParseOperatorTest {
     void aBodysLineIsTheOneItsSourceGaveIt() throws Exception {
         RowType in = RowType.of(new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH), new BigIntType()},
                 new String[] {"_body", "_source_line"});
-        RowShape lined = RowShape.flat(in, new int[0], List.of("id"), List.of(new VarCharType(VarCharType.MAX_LENGTH)));
+        RowShape lined = Shapes.idAndInternal(in);
         ParseOperator step = new ParseOperator(plan, lined, in, 0, 1, -1, false, 1000, BATCH_MILLIS, null);
         try (OneInputStreamOperatorTestHarness<RowData, RowData> h = new OneInputStreamOperatorTestHarness<>(step)) {
             h.setup(new RowDataSerializer(lined.type()));
