@@ -56,9 +56,12 @@ final class Casts {
                 }
                 LogicalType fromElement = ((ArrayType) from).getElementType();
                 LogicalType toElement = ((ArrayType) to).getElementType();
-                Cast element = fromElement.copy(true).equals(toElement.copy(true))
-                        ? v -> v : of(fromElement, toElement);
-                return element == null ? null : v -> elements((ArrayData) v, fromElement, element);
+                Cast element = of(fromElement, toElement);
+                if (element == null) {
+                    return null;
+                }
+                ArrayData.ElementGetter getter = ArrayData.createElementGetter(fromElement);
+                return v -> elements((ArrayData) v, getter, element);
             default:
                 return null;
         }
@@ -182,8 +185,7 @@ final class Casts {
         };
     }
 
-    private static ArrayData elements(ArrayData array, LogicalType from, Cast element) {
-        ArrayData.ElementGetter getter = ArrayData.createElementGetter(from);
+    private static ArrayData elements(ArrayData array, ArrayData.ElementGetter getter, Cast element) {
         Object[] out = new Object[array.size()];
         for (int i = 0; i < out.length; i++) {
             Object item = getter.getElementOrNull(array, i);

@@ -30,7 +30,6 @@ final class NativeRows {
             case BOOLEAN:
                 return column.getBoolean(i);
             case TIMESTAMP_WITHOUT_TIME_ZONE:
-            case TIMESTAMP_WITH_LOCAL_TIME_ZONE:
                 return TimestampData.fromEpochMillis(column.getLong(i));
             case ARRAY: {
                 LogicalType element = ((ArrayType) type).getElementType();

@@ -208,7 +208,7 @@ final class Pipeline {
 
     /**
      * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}) from the source's
-     * (or request step's) DataStream: no SQL, no table. Null where a column needs SQL (the plan's {@code from}).
+     * (or request step's) DataStream: no SQL, no table.
      */
     private static DataStream<RowData> parseToDeclared(
             TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
