@@ -19,9 +19,11 @@ tests/test_java_contract.py fails on a stale file or a name the Java code writes
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -92,15 +94,22 @@ def _client_config(options: Options, profile: Profile, api_key: str | None) -> C
     )
 
 
-def client_spec(options: Options, profile: Profile, api_key: str | None) -> dict[str, Any]:
+def client_spec(
+    options: Options, profile: Profile, api_key: str | None, answer_body: Mapping[str, Any] | None = None
+) -> dict[str, Any]:
     """The request step's settings for `RequestSpec` (Java): endpoint, headers, the body around the prompt,
     deadlines, retries, the gate, TLS, concurrency. Each value comes from the table's (validated) options; the
-    body is rendered by `prepare_request` (connector.client.request), written once."""
+    body is rendered by `prepare_request` (connector.client.request), written once. `answer_body`: what holds
+    the server to the answer fields' schema (`response_format` or `structured_outputs`), which replaces the
+    profile's structured output."""
     config = _client_config(options, profile, api_key)
     chat = options.get(REQUEST_API) != "completions"
     payload: dict[str, Any] = (
         {"messages": [{"role": "user", "content": _PLACEHOLDER}]} if chat else {"prompt": _PLACEHOLDER}
     )
+    if answer_body is not None:
+        config = dataclasses.replace(config, structured_output=None)
+        payload.update(answer_body)
     body = json.dumps(
         prepare_request(config, payload, None, response_format_of(config)), ensure_ascii=False, allow_nan=False
     )

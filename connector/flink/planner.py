@@ -60,6 +60,7 @@ from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUM
 from connector.flink.metadata import METADATA, metadata_for
 from connector.flink.table_plan import TablePlan
 from connector.options import (
+    ANSWER_CONSTRAINT,
     API_KEY,
     API_KEY_ENV,
     API_KEY_FILE,
@@ -80,6 +81,7 @@ from connector.options import (
     REQUEST_API,
     REQUEST_CACHE,
     REQUEST_OUTPUT_MODE,
+    REQUEST_PARAM_OPTIONS,
     REQUEST_STORE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
@@ -89,7 +91,8 @@ from connector.options import (
     validate_model,
 )
 from connector.params import REQUEST_PARAMS
-from connector.profiles import Profile, load_profile
+from connector.profiles import Profile, load_profile, profile_of_document
+from connector.schema.answer import AnswerField, answer_profile_data, answer_schema, instruction
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql
 
@@ -452,6 +455,51 @@ _ROW_BODY_ROOTS = {
 }
 
 
+def _of_profile(ftype: Mapping[str, Any], name: str, flat: Mapping[str, str]) -> bool:
+    """Whether a declared column is the profile's: a flat column, or a ROW whose fields all are."""
+    if name in flat:
+        return True
+    if ftype.get("root") != "ROW" or not ftype.get("fields"):
+        return False
+    return all(_of_profile(f["type"], str(f["name"]), flat) for f in ftype["fields"])
+
+
+def _answer(
+    owner: str, profile: Profile, fields: Sequence[AnswerField], options: Options
+) -> tuple[Profile, dict[str, Any], dict[str, Any] | None]:
+    """Answer fields (declared columns that are neither the profile's nor metadata keys, `connector.schema.answer`):
+    the profile that reads them (the base profile with their schema as its content schema), the plan's "answer"
+    (each field's schema, for the JVM's answer check, `io.dspark.vllm.flink.Answers`), and what the request
+    carries to hold the server to the schema ('answer.constraint'; None: the prompt says it)."""
+    names = ", ".join(f.name for f in fields)
+    if profile.content_properties:
+        raise OptionsError(
+            f"Columns {names} are answer fields (neither columns of profile '{profile.name}' nor metadata keys), "
+            f"but profile '{profile.name}' has a content schema of its own "
+            f"({', '.join(p.name for p in profile.content_properties)}): remove 'profile' (the openai body and "
+            "your answer fields), or declare only the profile's columns."
+        )
+    schema = answer_schema(fields, options.raw)
+    data = answer_profile_data(f"{profile.name}-answer", profile.name, schema)
+    answered = profile_of_document([*profile.document(), {"path": f"the answer fields of {owner}", "data": data}])
+    constraint = options.get(ANSWER_CONSTRAINT)
+    body: dict[str, Any] | None
+    if constraint == "response-format":
+        body = {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema,
+                                                                             "strict": True}}}
+    elif constraint == "structured-outputs":
+        body = {"structured_outputs": {"json": schema}}
+    else:
+        body = None
+    plan = {
+        "fields": [{"name": f.name, "schema": schema["properties"][f.name]} for f in fields],
+        "schema": schema,
+        "constraint": constraint,
+        "max_tokens": options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
+    }
+    return answered, plan, body
+
+
 def _is_messages(ftype: Mapping[str, Any]) -> bool:
     """ARRAY<ROW<role STRING, content STRING>>: the chat messages of a request, as they are."""
     sql = str(ftype["sql"]).replace("VARCHAR(2147483647)", "STRING").replace(" NOT NULL", "")
@@ -511,6 +559,17 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     metadata = {m.key: m for m in metadata_for("request")}
+    fields = [
+        AnswerField(str(c["name"]), c["type"], c.get("comment"))
+        for c in declared["output"]
+        if str(c["name"]) not in metadata and not _of_profile(c["type"], str(c["name"]), flat)
+    ]
+    answer: dict[str, Any] | None = None
+    answer_body: dict[str, Any] | None = None
+    if fields:
+        profile, answer, answer_body = _answer(f"model '{name}'", profile, fields, options)
+        flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    answered = {f.name for f in fields}
 
     inputs = [str(c["name"]) for c in declared["input"]]
     types = {str(c["name"]): c["type"] for c in declared["input"]}
@@ -559,6 +618,19 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         prompt["column"] = inputs.index(texts[0])
     if system is not None and not chat:
         raise OptionsError("Option 'system-prompt' needs 'request.api' = 'chat'; remove it or put it in the template.")
+    if answer is not None and answer_body is None:  # 'answer.constraint' = 'prompt': the prompt asks for the schema
+        said = instruction(answer["schema"])
+        if prompt["messages"] is not None:
+            raise OptionsError(
+                f"INPUT column '{messages[0]}' holds the chat messages, sent as they are: with 'answer.constraint' = "
+                "'prompt' put the schema in them yourself, or let the server keep to it ('response-format')."
+            )
+        if chat:
+            prompt["system"] = said if system is None else f"{system}\n\n{said}"
+        else:
+            parts = prompt["template"] or [["", prompt["column"]]]
+            prompt["template"] = [[f"{said}\n\n", None], *parts]
+            prompt["column"] = None
 
     outputs = []
     for column in declared["output"]:
@@ -571,11 +643,11 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 raise OptionsError(f"OUTPUT column '{cname}' is the metadata key '{cname}': declare it {m.type}.")
             outputs.append({"name": cname, "from": {"column": m.column}})
             continue
-        if cname not in flat and column["type"].get("root") != "ROW":
-            raise OptionsError(
-                f"OUTPUT column '{cname}' is neither a column of profile '{profile.name}' nor a metadata key. "
-                f"Columns: {', '.join(flat)}. Metadata keys: {', '.join(metadata)}."
-            )
+        if cname in answered:
+            if " NOT NULL" in str(column["type"]["sql"]):
+                _column_layout(cname, column["type"], flat, cname)  # refused, as any NOT NULL column
+            outputs.append({"name": cname, "from": {"answer": cname}})
+            continue
         _, layout = _column_layout(cname, column["type"], flat, cname)
         if cname == "model" and options.get(MODEL) and layout == {"column": "model"}:
             layout = {**layout, "default": str(options.get(MODEL))}
@@ -586,7 +658,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "version": PLAN_VERSION,
         "model": name,
         "request": {
-            "client": client_spec(options, profile, api_key),
+            "client": client_spec(options, profile, api_key, answer_body),
             "columns": [list(c) for c in REQUEST_COLUMNS],
             "on_failure": options.get(RETRY_ON_FAILURE),
             "store": _store(options),
@@ -594,6 +666,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "prompt": prompt,
         "body_columns": body_columns_,
         "outputs": outputs,
+        "answer": answer,
         "native": _core_parse(options, profile, False, None),
     }
 

@@ -16,6 +16,8 @@ tables and the JVM's TableOptions; `python -m connector.options --update FILE | 
 from __future__ import annotations
 
 from connector.options.declared import (
+    ANSWER_CONSTRAINT,
+    ANSWER_NULLABLE_OPTION,
     API_KEY,
     API_KEY_ENV,
     API_KEY_FILE,
@@ -113,6 +115,8 @@ from connector.options.types import (
 )
 
 __all__ = [
+    "ANSWER_CONSTRAINT",
+    "ANSWER_NULLABLE_OPTION",
     "API_KEY",
     "API_KEY_ENV",
     "API_KEY_FILE",

@@ -249,6 +249,26 @@ REQUEST_PARAM_OPTIONS: dict[str, ConfigOption[Any]] = {
     )
     for name, param in REQUEST_PARAMS.items()
 }
+# ---------------------------------------------------------------- answer fields (connector.schema.answer)
+ANSWER_CONSTRAINT: ConfigOption[str] = _option(
+    "answer.constraint",
+    "enum",
+    "With answer fields (declared columns that are neither profile columns nor metadata keys), how the server "
+    "is held to their JSON Schema: 'response-format' sends it as response_format json_schema (strict), "
+    "'structured-outputs' as vLLM's own structured_outputs, 'prompt' only as an instruction in the prompt "
+    "(servers without structured outputs). Each answer is checked against the schema either way.",
+    default="response-format",
+    values=("response-format", "structured-outputs", "prompt"),
+    group="Answer",
+)
+ANSWER_NULLABLE_OPTION: ConfigOption[list[str] | None] = _option(
+    "answer.nullable",
+    "list",
+    "Answer fields the model may answer null, separated by ';' (a nested field as 'field.inner'); every other "
+    "field is required and not null. Per field also 'answer.<field>.enum' (values separated by ';', for a "
+    "CHAR/VARCHAR/STRING field), 'answer.<field>.min-items' and 'answer.<field>.max-items' (for an ARRAY).",
+    group="Answer",
+)
 # ---------------------------------------------------------------- retries and outages
 RETRY_DEADLINE: ConfigOption[float] = _option(
     "request.retry.deadline",
@@ -384,6 +404,8 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_STORE,
     REQUEST_CACHE,
     *REQUEST_PARAM_OPTIONS.values(),
+    ANSWER_CONSTRAINT,
+    ANSWER_NULLABLE_OPTION,
     RETRY_DEADLINE,
     RETRY_MAX_ATTEMPTS,
     RETRY_INITIAL_BACKOFF,
@@ -423,7 +445,7 @@ MODEL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     *(
         o
         for o in OPTIONS
-        if o.group in ("General", "Request", "Request body", "Retry", "Parse")
+        if o.group in ("General", "Request", "Request body", "Answer", "Retry", "Parse")
         and not o.required
         and o not in _NOT_FOR_MODELS
     ),

@@ -331,12 +331,18 @@ RULES: tuple[Rule, ...] = (
 )
 
 
+def _answer_setting(key: str) -> bool:
+    """'answer.<field>.<setting>': a per-field setting of the answer, checked against the declared fields where
+    they are known (connector.schema.answer.answer_options)."""
+    return key.startswith("answer.") and key.count(".") >= 2
+
+
 def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
     for key in sorted(raw):
         if (message := retired(key)) is not None:
             raise OptionsError(message)
-    unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS)
+    unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS and not _answer_setting(k))
     if unknown:
         # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
         # usual cause, and the list hid the one meant).
@@ -382,7 +388,7 @@ def validate_model(raw: Mapping[str, str]) -> Options:
     """Check a model's WITH options (`CREATE MODEL ... WITH ('provider' = 'dspark-vllm', ...)`) as `validate` checks
     a table's: the same keys and defaults for what they share, Flink's wording for unknown keys."""
     known = {o.key: o for o in MODEL_OPTIONS}
-    unknown = sorted(k for k in raw if k not in known)
+    unknown = sorted(k for k in raw if k not in known and not _answer_setting(k))
     if unknown:
         raise OptionsError(
             f"Unsupported options found for model provider '{CONNECTOR}'.\n\n"
@@ -392,7 +398,7 @@ def validate_model(raw: Mapping[str, str]) -> Options:
     if raw.get("provider") != CONNECTOR:
         raise OptionsError(f"Option 'provider' must be '{CONNECTOR}', got '{raw.get('provider')}'.")
     values = {o.key: o.default for o in (*OPTIONS, *MODEL_ONLY)}
-    values.update({k: known[k].parse(v) for k, v in raw.items()})
+    values.update({k: known[k].parse(v) for k, v in raw.items() if k in known})
     options = Options(parsed=values, given=frozenset(raw), raw=dict(raw))
     for rule in MODEL_RULES:
         rule(options)

@@ -123,7 +123,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         List<JsonNode> layouts = new ArrayList<>();
         plan.get("outputs").forEach(o -> layouts.add(o.get("from")));
         JsonNode jvm = plan.get("native");
-        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm));
+        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm), plan.get("answer"));
         if (shape == null) {
             throw new IllegalStateException("dspark-vllm: the model's OUTPUT columns have no layout; please report it");
         }

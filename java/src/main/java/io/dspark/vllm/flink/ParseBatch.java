@@ -132,6 +132,7 @@ final class ParseBatch implements Serializable {
                 b.line = shape.needsLine() ? line(in) : 0;
                 b.reason = internal;
                 b.field = null;
+                b.answer = null;
                 // as for any error row: the newest time so far (replay) or now (request)
                 b.hasCreated = hasCreated;
                 b.created = requestErrorIndex >= 0 ? System.currentTimeMillis() : (lastCreated != null ? lastCreated : 0L);
@@ -187,7 +188,7 @@ final class ParseBatch implements Serializable {
                 b.line = shape.needsLine() ? line(in) : 0;
                 b.reason = reason == null ? null : StringData.fromString(reason);
                 b.field = field == null ? null : StringData.fromString(field);
-                errors += reason == null ? 0 : 1;
+                errors += shape.check(b) ? 1 : 0;
                 emit.accept(shape.row(b));
             }
         }

@@ -10,8 +10,16 @@ import org.apache.flink.table.catalog.ObjectIdentifier;
 import org.apache.flink.table.catalog.ResolvedCatalogModel;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.catalog.ResolvedSchema;
+import org.apache.flink.table.types.logical.ArrayType;
+import org.apache.flink.table.types.logical.CharType;
+import org.apache.flink.table.types.logical.DecimalType;
+import org.apache.flink.table.types.logical.LocalZonedTimestampType;
 import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.MapType;
 import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.table.types.logical.TimeType;
+import org.apache.flink.table.types.logical.TimestampType;
+import org.apache.flink.table.types.logical.VarCharType;
 
 import java.io.ByteArrayOutputStream;
 import java.io.IOException;
@@ -114,6 +122,7 @@ final class PythonPlanner {
             ObjectNode node = columns.addObject();
             node.put("name", column.getName());
             node.set("type", type(column.getDataType().getLogicalType()));
+            column.getComment().ifPresent(c -> node.put("comment", c));
         }
         return columns;
     }
@@ -199,6 +208,7 @@ final class PythonPlanner {
                 node.put("kind", "physical");
             }
             node.set("type", type(column.getDataType().getLogicalType()));
+            column.getComment().ifPresent(c -> node.put("comment", c));
         }
         if (schema.getWatermarkSpecs().isEmpty()) {
             root.putNull("watermark");
@@ -219,7 +229,26 @@ final class PythonPlanner {
                 ObjectNode f = fields.addObject();
                 f.put("name", field.getName());
                 f.set("type", type(field.getType()));
+                field.getDescription().ifPresent(d -> f.put("description", d));
             }
+        } else if (logical instanceof ArrayType) {
+            node.set("element", type(((ArrayType) logical).getElementType()));
+        } else if (logical instanceof MapType) {
+            node.set("key", type(((MapType) logical).getKeyType()));
+            node.set("value", type(((MapType) logical).getValueType()));
+        } else if (logical instanceof VarCharType) {
+            node.put("length", ((VarCharType) logical).getLength());
+        } else if (logical instanceof CharType) {
+            node.put("length", ((CharType) logical).getLength());
+        } else if (logical instanceof DecimalType) {
+            node.put("precision", ((DecimalType) logical).getPrecision());
+            node.put("scale", ((DecimalType) logical).getScale());
+        } else if (logical instanceof TimeType) {
+            node.put("precision", ((TimeType) logical).getPrecision());
+        } else if (logical instanceof TimestampType) {
+            node.put("precision", ((TimestampType) logical).getPrecision());
+        } else if (logical instanceof LocalZonedTimestampType) {
+            node.put("precision", ((LocalZonedTimestampType) logical).getPrecision());
         }
         return node;
     }

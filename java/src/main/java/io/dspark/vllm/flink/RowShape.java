@@ -48,6 +48,7 @@ final class RowShape implements Serializable {
         StringData field;
         boolean hasCreated; // the row's `created`, as the step settled it (the body's, or filled in)
         long created;
+        Object[] answer; // the answer fields' values, as checked (check); null for an error row
     }
 
     /** One value of the emitted row. */
@@ -70,15 +71,48 @@ final class RowShape implements Serializable {
     private final RowType type; // the emitted row's
     private final List<String> core; // the core columns the fields read, by slot
     private final boolean needsLine;
+    private final Answers answers; // the answer fields' check, or null
+    private final Field[] answerInputs; // per answer field, its flat value; then finish_reason, refusal,
+                                        // completion_tokens, content_error
     private transient TypeSerializer<?>[] serializers;
     private transient BinaryRowData out;
     private transient BinaryRowWriter writer;
 
-    private RowShape(Field[] fields, RowType type, List<String> core, boolean needsLine) {
+    private RowShape(Field[] fields, RowType type, List<String> core, boolean needsLine, Answers answers,
+            Field[] answerInputs) {
         this.fields = fields;
         this.type = type;
         this.core = core;
         this.needsLine = needsLine;
+        this.answers = answers;
+        this.answerInputs = answerInputs;
+    }
+
+    /**
+     * Holds the body's answer to its schema ({@link Answers}) where the shape has answer fields and the body is no
+     * error row yet: fills {@code b.answer}, or makes the row an error row ({@code b.reason}, {@code b.field}).
+     * Returns whether the row is an error row.
+     */
+    boolean check(Body b) {
+        b.answer = null;
+        if (answers == null || b.reason != null) {
+            return b.reason != null;
+        }
+        int n = answers.size();
+        Object[] flat = new Object[n];
+        for (int k = 0; k < n; k++) {
+            flat[k] = answerInputs[k].value(b);
+        }
+        Object[] out = new Object[n];
+        String[] bad = answers.check(flat, answerInputs[n].value(b), answerInputs[n + 1].value(b),
+                answerInputs[n + 2].value(b), answerInputs[n + 3].value(b), out);
+        if (bad != null) {
+            b.reason = StringData.fromString(bad[0]);
+            b.field = bad[1] == null ? null : StringData.fromString(bad[1]);
+            return true;
+        }
+        b.answer = out;
+        return false;
     }
 
     /** The emitted rows' type. */
@@ -147,7 +181,35 @@ final class RowShape implements Serializable {
      * makes, and their types.
      */
     static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made) {
+        return declared(produced, layouts, input, made, null);
+    }
+
+    /**
+     * The declared row, with answer fields where {@code answer} (the plan's "answer": its fields and their schemas)
+     * is not null: a layout {@code {"answer": NAME}} is the checked value of that field.
+     */
+    static RowShape declared(
+            RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made, JsonNode answer) {
         Builder b = new Builder(input, made);
+        Answers answers = null;
+        Field[] answerInputs = null;
+        if (answer != null && !answer.isNull()) {
+            answers = new Answers(answer, produced, produced.getFieldNames());
+            answerInputs = new Field[answers.size() + 4];
+            for (int k = 0; k < answers.size(); k++) {
+                answerInputs[k] = b.flat(answers.name(k));
+                b.answers.add(answers.name(k));
+            }
+            String[] facts = {"finish_reason", "refusal", "completion_tokens", "content_error"};
+            for (int k = 0; k < facts.length; k++) {
+                answerInputs[answers.size() + k] = b.flat(facts[k]);
+            }
+            for (Field f : answerInputs) {
+                if (f == null) {
+                    return null;
+                }
+            }
+        }
         Field[] fields = new Field[produced.getFieldCount()];
         for (int k = 0; k < fields.length; k++) {
             JsonNode layout = layouts.get(k);
@@ -156,7 +218,7 @@ final class RowShape implements Serializable {
                 return null;
             }
         }
-        return new RowShape(fields, produced, b.core, b.line);
+        return new RowShape(fields, produced, b.core, b.line, answers, answerInputs);
     }
 
     /** Resolves layouts into fields, collecting the core columns they read. */
@@ -164,6 +226,7 @@ final class RowShape implements Serializable {
         final RowType input;
         final Map<String, LogicalType> made; // what the core makes, as which type
         final List<String> core = new ArrayList<>();
+        final List<String> answers = new ArrayList<>(); // the answer fields, by index
         boolean line;
 
         Builder(RowType input, Map<String, LogicalType> made) {
@@ -171,7 +234,20 @@ final class RowShape implements Serializable {
             this.made = made;
         }
 
+        /** A flat column as it is made (the core's, or the input row's), for the answer check; null if none. */
+        Field flat(String name) {
+            int index = input.getFieldNames().indexOf(name);
+            if (index >= 0) {
+                return new Input(index, input.getTypeAt(index));
+            }
+            return made.containsKey(name) ? core(name, made.get(name), made.get(name)) : null;
+        }
+
         Field field(JsonNode layout, LogicalType type) {
+            if (layout.has("answer")) {
+                int k = answers.indexOf(layout.get("answer").asText());
+                return k < 0 ? null : new AnswerValue(k);
+            }
             if (layout.has("row")) {
                 if (!(type instanceof RowType) || layout.get("row").size() != ((RowType) type).getFieldCount()) {
                     return null;
@@ -368,6 +444,21 @@ final class RowShape implements Serializable {
         public Object value(Body b) {
             Object v = value.value(b);
             return v == null ? null : cast.apply(v);
+        }
+    }
+
+    /** An answer field's value, as the answer check made it ({@link #check}); NULL for an error row. */
+    private static final class AnswerValue implements Field {
+        private static final long serialVersionUID = 1L;
+        final int k;
+
+        AnswerValue(int k) {
+            this.k = k;
+        }
+
+        @Override
+        public Object value(Body b) {
+            return b.answer == null ? null : b.answer[k];
         }
     }
 
