@@ -109,7 +109,10 @@ def client_spec(
     )
     if answer_body is not None:
         config = dataclasses.replace(config, structured_output=None)
-        payload.update(answer_body)
+        before = list(answer_body.get("messages", ()))  # a system message that states the schema
+        payload.update({k: v for k, v in answer_body.items() if k != "messages"})
+        if before and chat:
+            payload["messages"] = [*before, *payload["messages"]]
     body = json.dumps(
         prepare_request(config, payload, None, response_format_of(config)), ensure_ascii=False, allow_nan=False
     )

@@ -350,10 +350,34 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    fields = [
+        AnswerField(str(c["name"]), c["type"], c.get("comment"))
+        for c in declared["columns"]
+        if c["kind"] == "physical" and not _of_profile(c["type"], str(c["name"]), flat)
+    ]
+    answer: dict[str, Any] | None = None
+    answer_body: dict[str, Any] | None = None
+    if fields:
+        profile, answer, answer_body = _answer(f"table '{name}'", profile, fields, options)
+        flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+        if answer_body is None and mode == "request":  # 'answer.constraint' = 'prompt': a system message says it
+            if options.get(REQUEST_API) == "completions":
+                raise OptionsError(
+                    "Option 'answer.constraint' = 'prompt' puts the answer's schema in a system message, which "
+                    "'request.api' = 'completions' has not: use 'chat', or 'response-format'."
+                )
+            answer_body = {"messages": [{"role": "system", "content": instruction(answer["schema"])}]}
+    answered = [f.name for f in fields]
+    # Every answer field is checked on every row, whichever columns a query reads: all are parsed.
+    answer_needs = sorted({*answered, *ANSWER_FACTS}) if answered else []
 
     physical: dict[str, dict[str, Any]] = {}
     for column in declared["columns"]:
-        if column["kind"] == "physical":
+        if column["kind"] == "physical" and column["name"] in answered:
+            if " NOT NULL" in str(column["type"]["sql"]):
+                _column_layout(column["name"], column["type"], flat, column["name"])  # refused, as any NOT NULL
+            physical[column["name"]] = {"needs": answer_needs, "from": {"answer": column["name"]}}
+        elif column["kind"] == "physical":
             needs, layout = _column_layout(column["name"], column["type"], flat, column["name"])
             if column["name"] == "model" and options.get(MODEL) and needs == ["model"]:
                 # A failed request or an unreadable body still belongs to the table's model.
@@ -376,10 +400,11 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "metadata": [{"key": m.key, "type": m.type, "from": {"column": m.column}} for m in metadata],
         "settings": _settings(options),
         "plan": table_plan.document(),
+        "answer": answer,
     }
     if mode == "request":
         result["request"] = {
-            "client": client_spec(options, profile, api_key),
+            "client": client_spec(options, profile, api_key, answer_body),
             "columns": [list(c) for c in REQUEST_COLUMNS],
             "output_mode": options.get(REQUEST_OUTPUT_MODE),
             "on_failure": options.get(RETRY_ON_FAILURE),
@@ -492,12 +517,16 @@ def _answer(
     else:
         body = None
     plan = {
-        "fields": [{"name": f.name, "schema": schema["properties"][f.name]} for f in fields],
+        "fields": [{"name": f.name, "type": f.type["sql"], "schema": schema["properties"][f.name]} for f in fields],
         "schema": schema,
         "constraint": constraint,
         "max_tokens": options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
     }
     return answered, plan, body
+
+
+# What the answer check reads beside the fields (io.dspark.vllm.flink.Answers): all made by the answer's profile.
+ANSWER_FACTS = ("finish_reason", "refusal", "completion_tokens", "content_error")
 
 
 def _is_messages(ftype: Mapping[str, Any]) -> bool:
@@ -690,7 +719,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     Answer: the native core's plan document for every column, the columns it makes, 'on-error'.
     """
     given = dict(declared["format"])
-    unknown = sorted(set(given) - set(FORMAT_OPTIONS))
+    unknown = sorted(k for k in set(given) - set(FORMAT_OPTIONS) if not (k.startswith("answer.") and (k.count(".") >= 2 or k == "answer.nullable")))
     if unknown:
         raise OptionsError(
             f"'format' = 'dspark-vllm' has no option {', '.join(repr('dspark-vllm.' + k) for k in unknown)}; "
@@ -702,8 +731,20 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         raise OptionsError(
             f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {', '.join(map(repr, FORMAT_ON_ERROR))}."
         )
-    columns = body_columns(profile)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    fields = [
+        AnswerField(str(c["name"]), c["type"], c.get("comment"))
+        for c in declared["columns"]
+        if c["kind"] == "physical" and str(c["name"]) not in FORMAT_ERROR_COLUMNS
+        and not _of_profile(c["type"], str(c["name"]), flat)
+    ]
+    answer: dict[str, Any] | None = None
+    if fields:
+        options = Options(parsed={ANSWER_CONSTRAINT.key: "response-format", REQUEST_PARAM_OPTIONS["max_tokens"].key: None},
+                          given=frozenset(), raw={k: v for k, v in given.items() if k.startswith("answer.")})
+        profile, answer, _ = _answer("the format", profile, fields, options)
+        flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
+    columns = body_columns(profile)
     made = set(flat)
     names = []
     table_keys = {m.key for m in METADATA}
@@ -716,6 +757,8 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         if column["kind"] != "physical":
             continue  # the connector's metadata (Kafka's offset, ...), which Flink checks, or an expression
         names.append(column["name"])
+        if answer is not None and column["name"] in {f.name for f in fields}:
+            continue
         _format_column(column["name"], column["type"], flat, column["name"])
     if on_error == "column" and FORMAT_ERROR_COLUMNS[0] not in names:
         raise OptionsError(
@@ -729,6 +772,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         "columns": sorted(made),
         "types": [flat[name] for name in sorted(made)],
         "on_error": on_error,
+        "answer": answer,
     }
 
 

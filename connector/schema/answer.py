@@ -210,8 +210,8 @@ def answer_options(
                     )
                 nullable.add(path)
             continue
-        if not key.startswith(ANSWER_PREFIX):
-            continue
+        if not key.startswith(ANSWER_PREFIX) or key.count(".") < 2:
+            continue  # not an answer option, or one the options table declares ('answer.constraint')
         rest = key[len(ANSWER_PREFIX):]
         path, _, setting = rest.rpartition(".")
         if setting not in _SETTINGS or not path:

@@ -126,13 +126,14 @@ final class Answers implements Serializable {
     private final Spec[] specs;
     private final Long maxTokens; // 'request.max-tokens', where the plan sets one
 
-    Answers(JsonNode answer, RowType declared, List<String> declaredNames) {
+    /** From the plan's "answer": every answer field's name, declared type and schema (read or not by a query). */
+    Answers(JsonNode answer) {
         JsonNode fields = answer.get("fields");
         names = new String[fields.size()];
         specs = new Spec[fields.size()];
         for (int k = 0; k < names.length; k++) {
             names[k] = fields.get(k).get("name").asText();
-            LogicalType type = declared.getTypeAt(declaredNames.indexOf(names[k]));
+            LogicalType type = TablePlan.dataType(fields.get(k).get("type").asText()).getLogicalType();
             specs[k] = new Spec(type, fields.get(k).get("schema"));
         }
         maxTokens = answer.path("max_tokens").isNumber() ? answer.get("max_tokens").asLong() : null;

@@ -80,7 +80,8 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
                     "dspark-vllm: the planner made a format plan of version " + version + ", this jar reads version "
                             + TablePlan.VERSION + ": use the jar of the installed package");
         }
-        return new Format(plan.get("document").asText(), TablePlan.madeTypes(plan), plan.get("on_error").asText());
+        return new Format(plan.get("document").asText(), TablePlan.madeTypes(plan), plan.get("on_error").asText(),
+                plan.path("answer").isObject() ? plan.get("answer").toString() : null);
     }
 
     /**
@@ -109,11 +110,13 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
         private final String document;
         private final Map<String, LogicalType> made;
         private final String onError;
+        private final String answer; // the plan's "answer" (JSON), or null
 
-        Format(String document, Map<String, LogicalType> made, String onError) {
+        Format(String document, Map<String, LogicalType> made, String onError, String answer) {
             this.document = document;
             this.made = made;
             this.onError = onError;
+            this.answer = answer;
         }
 
         @Override
@@ -122,7 +125,7 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
             DataType produced = Projection.of(projections).project(physicalDataType);
             return new NativeDeserializationSchema(
                     document, made, (RowType) produced.getLogicalType(), onError,
-                    context.createTypeInformation(produced));
+                    context.createTypeInformation(produced), answer);
         }
 
         @Override

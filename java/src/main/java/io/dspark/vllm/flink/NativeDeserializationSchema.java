@@ -50,11 +50,23 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
     /** {@code made}: the columns the core makes and their types (the format plan's). */
     NativeDeserializationSchema(
             String document, Map<String, LogicalType> made, RowType produced, String onError,
-            TypeInformation<RowData> type) {
+            TypeInformation<RowData> type, String answer) {
         this.document = document;
         // The row as a table's parse step makes it (the same layouts and casts): error_reason and error_field are
-        // the step's own error columns; any other field the core's column of its name, ROWs of them.
-        this.shape = RowShape.declared(produced, layouts(produced), RowType.of(), made);
+        // the step's own error columns; an answer field the answer check's value; any other field the core's
+        // column of its name, ROWs of them.
+        JsonNode answers;
+        try {
+            answers = answer == null ? null : new org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind
+                    .ObjectMapper().readTree(answer);
+        } catch (IOException e) {
+            throw new IllegalArgumentException("dspark-vllm format: the plan's answer cannot be read", e);
+        }
+        java.util.Set<String> answered = new java.util.HashSet<>();
+        if (answers != null) {
+            answers.get("fields").forEach(f -> answered.add(f.get("name").asText()));
+        }
+        this.shape = RowShape.declared(produced, layouts(produced, answered), RowType.of(), made, answers);
         if (shape == null) {
             throw new IllegalArgumentException("dspark-vllm format: the columns " + produced + " have no layout");
         }
@@ -62,10 +74,12 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         this.typeInfo = type;
     }
 
-    private static List<JsonNode> layouts(RowType row) {
+    private static List<JsonNode> layouts(RowType row, java.util.Set<String> answered) {
         List<JsonNode> out = new ArrayList<>();
         for (RowType.RowField field : row.getFields()) {
-            out.add(layout(field.getName(), field.getType()));
+            out.add(answered.contains(field.getName())
+                    ? JsonNodeFactory.instance.objectNode().put("answer", field.getName())
+                    : layout(field.getName(), field.getType()));
         }
         return out;
     }
@@ -103,6 +117,14 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
             reason = NOT_A_BODY;
         }
         String field = reason == null || message == null ? null : part.get(NativeParser.FIELD).getString(0);
+        body.columns = reason == null ? shape.bind(part) : null;
+        body.i = 0;
+        body.reason = reason == null ? null : StringData.fromString(reason);
+        body.field = field == null ? null : StringData.fromString(field);
+        if (shape.check(body) && reason == null) { // an answer that does not keep its schema
+            reason = body.reason.toString();
+            field = body.field == null ? null : body.field.toString();
+        }
         if (reason != null) {
             rejected.inc();
             if ("fail".equals(onError)) {
@@ -118,10 +140,6 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
                 return null;
             }
         }
-        body.columns = reason == null ? shape.bind(part) : null;
-        body.i = 0;
-        body.reason = reason == null ? null : StringData.fromString(reason);
-        body.field = field == null ? null : StringData.fromString(field);
         return shape.generic(body);
     }
 

@@ -99,7 +99,8 @@ final class Pipeline {
         List<JsonNode> layouts = layouts(plan, physicalNames, metadataKeys);
         DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, columnsRead(layouts), made, config, python);
         RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
-        RowShape shape = RowShape.declared((RowType) produced.getLogicalType(), layouts, flatRow, Map.of());
+        RowShape shape = RowShape.declared(
+                (RowType) produced.getLogicalType(), layouts, flatRow, Map.of(), plan.json.get("answer"));
         return parsed.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
     }
 
@@ -172,6 +173,9 @@ final class Pipeline {
                 body = new RowShape.Body();
             }
             body.in = row;
+            body.reason = null;
+            body.field = null;
+            shape.check(body);
             return shape.row(body);
         }
     }
@@ -215,7 +219,7 @@ final class Pipeline {
             List<String> metadataKeys, DataType produced) {
         RowType out = (RowType) produced.getLogicalType();
         RowShape shape = RowShape.declared(out, layouts(plan, physicalNames, metadataKeys), input,
-                TablePlan.madeTypes(plan.json.get("native")));
+                TablePlan.madeTypes(plan.json.get("native")), plan.json.get("answer"));
         if (shape == null) {
             throw new IllegalStateException(
                     "dspark-vllm: a column of " + out + " has no layout the parse step can make; please report it");

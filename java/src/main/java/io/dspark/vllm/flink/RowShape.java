@@ -74,18 +74,20 @@ final class RowShape implements Serializable {
     private final Answers answers; // the answer fields' check, or null
     private final Field[] answerInputs; // per answer field, its flat value; then finish_reason, refusal,
                                         // completion_tokens, content_error
+    private final int inputError; // the input row's '_error' (the Python parse step's flat row), or -1
     private transient TypeSerializer<?>[] serializers;
     private transient BinaryRowData out;
     private transient BinaryRowWriter writer;
 
     private RowShape(Field[] fields, RowType type, List<String> core, boolean needsLine, Answers answers,
-            Field[] answerInputs) {
+            Field[] answerInputs, int inputError) {
         this.fields = fields;
         this.type = type;
         this.core = core;
         this.needsLine = needsLine;
         this.answers = answers;
         this.answerInputs = answerInputs;
+        this.inputError = inputError;
     }
 
     /**
@@ -97,6 +99,9 @@ final class RowShape implements Serializable {
         b.answer = null;
         if (answers == null || b.reason != null) {
             return b.reason != null;
+        }
+        if (inputError >= 0 && !b.in.isNullAt(inputError)) {
+            return true; // the Python parse step's error row
         }
         int n = answers.size();
         Object[] flat = new Object[n];
@@ -194,7 +199,7 @@ final class RowShape implements Serializable {
         Answers answers = null;
         Field[] answerInputs = null;
         if (answer != null && !answer.isNull()) {
-            answers = new Answers(answer, produced, produced.getFieldNames());
+            answers = new Answers(answer);
             answerInputs = new Field[answers.size() + 4];
             for (int k = 0; k < answers.size(); k++) {
                 answerInputs[k] = b.flat(answers.name(k));
@@ -218,7 +223,8 @@ final class RowShape implements Serializable {
                 return null;
             }
         }
-        return new RowShape(fields, produced, b.core, b.line, answers, answerInputs);
+        return new RowShape(fields, produced, b.core, b.line, answers, answerInputs,
+                input.getFieldNames().indexOf("_error"));
     }
 
     /** Resolves layouts into fields, collecting the core columns they read. */
@@ -274,6 +280,9 @@ final class RowShape implements Serializable {
             if (internal != null) {
                 line |= internal == Internal.LINE;
                 f = internal;
+            } else if (index >= 0 && (name.equals(Internal.ERROR.column) || name.equals(Internal.ERROR_FIELD.column))) {
+                // the Python parse step's error columns, unless the answer check made the row an error row
+                f = new Checked(Internal.of(name), input(index, type));
             } else if (made.containsKey(name)) {
                 f = core(name, made.get(name), type);
                 if (f == null) {
@@ -459,6 +468,23 @@ final class RowShape implements Serializable {
         @Override
         public Object value(Body b) {
             return b.answer == null ? null : b.answer[k];
+        }
+    }
+
+    /** An error column of the input row, or the answer check's reason where it made the row an error row. */
+    private static final class Checked implements Field {
+        private static final long serialVersionUID = 1L;
+        final Internal own;
+        final Field input;
+
+        Checked(Internal own, Field input) {
+            this.own = own;
+            this.input = input;
+        }
+
+        @Override
+        public Object value(Body b) {
+            return b.reason != null ? own.value(b) : input.value(b);
         }
     }
 

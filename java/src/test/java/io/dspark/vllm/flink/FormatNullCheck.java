@@ -26,7 +26,7 @@ public final class FormatNullCheck {
                 DataTypes.FIELD("error_reason", DataTypes.STRING()),
                 DataTypes.FIELD("error_field", DataTypes.STRING())).getLogicalType();
         NativeDeserializationSchema schema = new NativeDeserializationSchema(
-                document, java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null);
+                document, java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null, null);
         schema.open(new DeserializationSchema.InitializationContext() {
             @Override
             public MetricGroup getMetricGroup() {
