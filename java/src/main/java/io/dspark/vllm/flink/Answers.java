@@ -29,7 +29,6 @@ import java.time.LocalDate;
 import java.time.LocalDateTime;
 import java.time.LocalTime;
 import java.time.format.DateTimeParseException;
-import java.util.HashSet;
 import java.util.Iterator;
 import java.util.LinkedHashMap;
 import java.util.List;
@@ -80,7 +79,7 @@ final class Answers implements Serializable {
             }
             nullable = allowsNull;
             if (s.has("enum")) {
-                values = new HashSet<>();
+                values = new java.util.LinkedHashSet<>();
                 s.get("enum").forEach(v -> values.add(v.asText()));
             } else {
                 values = null;
@@ -410,6 +409,9 @@ final class Answers implements Serializable {
                 }
                 if (spec.values != null && !spec.values.contains(s)) {
                     throw new Mismatch(path, "is '" + s + "', not one of its values " + spec.values);
+                }
+                if (type.getTypeRoot() == org.apache.flink.table.types.logical.LogicalTypeRoot.CHAR) {
+                    s = s + " ".repeat(length - s.codePointCount(0, s.length())); // CHAR(n) is padded, as CAST does
                 }
                 return StringData.fromString(s);
             }
