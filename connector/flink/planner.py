@@ -61,6 +61,7 @@ from connector.flink.metadata import METADATA, metadata_for
 from connector.flink.table_plan import TablePlan
 from connector.options import (
     ANSWER_CONSTRAINT,
+    ANSWER_STRING_CHARACTERS,
     API_KEY,
     API_KEY_ENV,
     API_KEY_FILE,
@@ -504,7 +505,7 @@ def _answer(
             f"({', '.join(p.name for p in profile.content_properties)}): remove 'profile' (the openai body and "
             "your answer fields), or declare only the profile's columns."
         )
-    schema = answer_schema(fields, options.raw)
+    schema = answer_schema(fields, options.raw, options.get(ANSWER_STRING_CHARACTERS))
     data = answer_profile_data(f"{profile.name}-answer", profile.name, schema)
     answered = profile_of_document([*profile.document(), {"path": f"the answer fields of {owner}", "data": data}])
     constraint = options.get(ANSWER_CONSTRAINT)
@@ -740,7 +741,8 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     ]
     answer: dict[str, Any] | None = None
     if fields:
-        options = Options(parsed={ANSWER_CONSTRAINT.key: "response-format", REQUEST_PARAM_OPTIONS["max_tokens"].key: None},
+        options = Options(parsed={ANSWER_CONSTRAINT.key: "response-format", ANSWER_STRING_CHARACTERS.key: "all",
+                                  REQUEST_PARAM_OPTIONS["max_tokens"].key: None},
                           given=frozenset(), raw={k: v for k, v in given.items() if k.startswith("answer.")})
         profile, answer, _ = _answer("the format", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}

@@ -18,6 +18,7 @@ from __future__ import annotations
 from connector.options.declared import (
     ANSWER_CONSTRAINT,
     ANSWER_NULLABLE_OPTION,
+    ANSWER_STRING_CHARACTERS,
     API_KEY,
     API_KEY_ENV,
     API_KEY_FILE,
@@ -117,6 +118,7 @@ from connector.options.types import (
 __all__ = [
     "ANSWER_CONSTRAINT",
     "ANSWER_NULLABLE_OPTION",
+    "ANSWER_STRING_CHARACTERS",
     "API_KEY",
     "API_KEY_ENV",
     "API_KEY_FILE",

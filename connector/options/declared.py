@@ -261,6 +261,16 @@ ANSWER_CONSTRAINT: ConfigOption[str] = _option(
     values=("response-format", "structured-outputs", "prompt"),
     group="Answer",
 )
+ANSWER_STRING_CHARACTERS: ConfigOption[str] = _option(
+    "answer.string-characters",
+    "enum",
+    "The characters an answer's strings may hold (their schema's pattern): 'all' but the control characters, or "
+    "'safe': ASCII, U+00A0-U+07FF, U+1000-U+D7FF and U+E000-U+FFFD, which vLLM's xgrammar backend constrains "
+    "exactly (for the others it can write bytes that are not UTF-8: such an answer is an error row).",
+    default="all",
+    values=("all", "safe"),
+    group="Answer",
+)
 ANSWER_NULLABLE_OPTION: ConfigOption[list[str] | None] = _option(
     "answer.nullable",
     "list",
@@ -405,6 +415,7 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_CACHE,
     *REQUEST_PARAM_OPTIONS.values(),
     ANSWER_CONSTRAINT,
+    ANSWER_STRING_CHARACTERS,
     ANSWER_NULLABLE_OPTION,
     RETRY_DEADLINE,
     RETRY_MAX_ATTEMPTS,

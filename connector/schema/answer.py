@@ -76,9 +76,18 @@ def _decimal_bound(precision: int, scale: int) -> int | float:
     return int(bound) if scale == 0 else float(bound)
 
 
-def _string_pattern(length: int) -> str:
+# The characters a string may hold ('answer.string-characters'): 'all' but the control characters, or 'safe':
+# those whose UTF-8 forms vLLM's xgrammar backend constrains exactly. It writes overlong forms for a class that
+# holds U+0800-U+0FFF (lead byte E0) or characters beyond the BMP, which the server's decoder turns into U+FFFD.
+CHARACTERS = {
+    "all": "^\\u0000-\\u001f",
+    "safe": "\\u0020-\\u007e\\u00a0-\\u07ff\\u1000-\\ud7ff\\ue000-\\ufffd",
+}
+
+
+def _string_pattern(length: int, characters: str = "all") -> str:
     most = "*" if length >= _MAX_LENGTH else f"{{0,{length}}}"
-    return f"^[^\\u0000-\\u001f]{most}$"
+    return f"^[{CHARACTERS[characters]}]{most}$"
 
 
 @dataclass(frozen=True)
@@ -97,6 +106,7 @@ def field_schema(
     settings: Mapping[str, Mapping[str, str]] | None = None,
     nullable: frozenset[str] = frozenset(),
     description: str | None = None,
+    characters: str = "all",
 ) -> dict[str, Any]:
     """The JSON Schema of a value of Flink type `ftype` (`{"sql", "root", "length", "precision", "scale",
     "element", "key", "value", "fields"}`, as io.dspark.vllm.flink.PythonPlanner describes a type) at `where` (the
@@ -114,8 +124,11 @@ def field_schema(
     elif root in ("FLOAT", "DOUBLE"):
         schema = {"type": "number"}
     elif root == "DECIMAL":
-        bound = _decimal_bound(int(ftype["precision"]), int(ftype["scale"]))
-        schema = {"type": "number", "minimum": -bound, "maximum": bound}
+        precision, scale = int(ftype["precision"]), int(ftype["scale"])
+        schema = {"type": "number"}
+        if scale == 0 or precision <= 15:  # a bound JSON's readers take exactly (a double holds 15 digits)
+            bound = _decimal_bound(precision, scale)
+            schema.update(minimum=-bound, maximum=bound)
     elif root in ("CHAR", "VARCHAR"):
         values = mine.pop("enum", None)
         if values is not None:
@@ -130,7 +143,7 @@ def field_schema(
                 )
             schema = {"type": "string", "enum": items}
         else:
-            schema = {"type": "string", "pattern": _string_pattern(int(ftype["length"]))}
+            schema = {"type": "string", "pattern": _string_pattern(int(ftype["length"]), characters)}
     elif root == "DATE":
         schema = {"type": "string", "pattern": f"^{_DATE}$"}
     elif root == "TIME_WITHOUT_TIME_ZONE":
@@ -139,7 +152,7 @@ def field_schema(
         zone = "Z" if root == "TIMESTAMP_WITH_LOCAL_TIME_ZONE" else ""
         schema = {"type": "string", "pattern": f"^{_DATE}T{_TIME}{_fraction(int(ftype['precision']))}{zone}$"}
     elif root == "ARRAY":
-        schema = {"type": "array", "items": field_schema(ftype["element"], f"{where}[]", settings, nullable)}
+        schema = {"type": "array", "items": field_schema(ftype["element"], f"{where}[]", settings, nullable, None, characters)}
         for setting, key in (("min-items", "minItems"), ("max-items", "maxItems")):
             raw = mine.pop(setting, None)
             if raw is not None:
@@ -154,13 +167,13 @@ def field_schema(
             raise OptionsError(
                 f"Column '{where}' is {ftype['sql']}: a JSON object's keys are strings, declare MAP<STRING, ...>."
             )
-        schema = {"type": "object", "additionalProperties": field_schema(ftype["value"], f"{where}{{}}", settings,
-                                                                          nullable)}
+        value = field_schema(ftype["value"], f"{where}{{}}", settings, nullable, None, characters)
+        schema = {"type": "object", "additionalProperties": value}
     elif root == "ROW":
         properties = {}
         for f in ftype.get("fields", []):
             properties[str(f["name"])] = field_schema(
-                f["type"], f"{where}.{f['name']}", settings, nullable, f.get("description")
+                f["type"], f"{where}.{f['name']}", settings, nullable, f.get("description"), characters
             )
         schema = {
             "type": "object",
@@ -225,11 +238,11 @@ def answer_options(
     return settings, frozenset(nullable)
 
 
-def answer_schema(fields: Sequence[AnswerField], options: Mapping[str, str]) -> dict[str, Any]:
+def answer_schema(fields: Sequence[AnswerField], options: Mapping[str, str], characters: str = "all") -> dict[str, Any]:
     """The JSON Schema of the whole answer: one object, a property per field, every field required (the paths of
-    'answer.nullable' may be null), no other property."""
+    'answer.nullable' may be null), no other property; strings of `characters` ('answer.string-characters')."""
     settings, nullable = answer_options(options, fields)
-    properties = {f.name: field_schema(f.type, f.name, settings, nullable, f.comment) for f in fields}
+    properties = {f.name: field_schema(f.type, f.name, settings, nullable, f.comment, characters) for f in fields}
     return {"type": "object", "properties": properties, "required": list(properties), "additionalProperties": False}
 
 

@@ -405,7 +405,9 @@ final class Answers implements Serializable {
                 int length = LogicalTypeChecks.getLength(type);
                 if (s.codePointCount(0, s.length()) > length) {
                     throw new Mismatch(path, "is " + s.codePointCount(0, s.length()) + " characters long, longer than "
-                            + type.asSummaryString() + " holds");
+                            + type.asSummaryString() + " holds" + (s.indexOf('\uFFFD') >= 0
+                            ? " (it holds U+FFFD: the server wrote bytes that are not UTF-8 and its decoder replaced "
+                                    + "them)" : ""));
                 }
                 if (spec.values != null && !spec.values.contains(s)) {
                     throw new Mismatch(path, "is '" + s + "', not one of its values " + spec.values);
