@@ -302,7 +302,7 @@ def test_disable_any_whitespace_gives_compact_json() -> None:
 
 @pytest.fixture(scope="module")
 def sim() -> Iterator[RunningSimulator]:
-    with serve_simulator(seed=11) as running:
+    with serve_simulator(seed=11, created=1_760_000_123) as running:
         yield running
 
 
@@ -406,3 +406,13 @@ def test_help_names_the_answer_faults() -> None:
     text = " ".join(parser.format_help().split())
     assert "refusal (chat choices with message.refusal set and content null" in text
     assert "ignore-schema (JSON that breaks the request's schema" in text
+
+
+def test_answer_faults_through_the_command_line() -> None:
+    # A simulator in its own process, configured by `dspark-vllm simulate` arguments.
+    with serve_simulator(mode="process", seed=2, faults={"ignore-schema": 1.0}) as running:
+        for i in range(3):
+            status, body = post(running.url, chat(REVIEW, seed=i))
+            assert status == 200
+            assert not _validator(REVIEW).is_valid(json.loads(body["choices"][0]["message"]["content"]))
+        assert running.stats()["fault ignore-schema"] == 3

@@ -242,17 +242,29 @@ def _run_length(rng: random.Random, lo: int, hi: int | None, cap: int = _RUN_CAP
     return lo + int(rng.random() * (top - lo + 1))
 
 
+@functools.lru_cache(maxsize=256)
+def _excluded(node: _Node, bmp: bool) -> re.Pattern[str]:
+    """A character a set does not admit (or, with `bmp`, one beyond the Basic Multilingual Plane)."""
+    ranges = "".join(f"\\U{lo:08x}-\\U{hi:08x}" for lo, hi in node[2])
+    astral = "\\U00010000-\\U0010ffff" if bmp else ""
+    if node[1]:
+        return re.compile(f"[{ranges}{astral}]")
+    return re.compile(f"[^{ranges}]|[{astral}]" if bmp else f"[^{ranges}]")
+
+
 def _text_run(rng: random.Random, node: _Node, length: int, bmp: bool) -> str:
     """`length` characters of a class that admits most text: running prose where it fits, drawn characters
     where the class excludes one."""
-    start = int(rng.random() * len(_TEXT))
-    text = "".join(_TEXT[(start + k) % len(_TEXT)] for k in range(length // 20 + 2))
     offset = int(rng.random() * 10)
-    out = []
-    for ch in text[offset : offset + length]:
-        allowed = (not bmp or ord(ch) <= 0xFFFF) and _in(node[2], ord(ch)) != node[1]
-        out.append(ch if allowed else _char(rng, node, bmp=True))
-    return "".join(out)
+    k = int(rng.random() * len(_TEXT))
+    parts: list[str] = []
+    size = 0
+    while size < offset + length:
+        parts.append(_TEXT[k % len(_TEXT)])
+        size += len(parts[-1])
+        k += 1
+    piece = "".join(parts)[offset : offset + length]
+    return _excluded(node, bmp).sub(lambda m: _char(rng, node, bmp=True), piece)
 
 
 def _generate(rng: random.Random, node: _Node, out: list[str], bmp: bool) -> None:
@@ -343,26 +355,35 @@ _DAYS = datetime.date(2100, 12, 31).toordinal() - _DAY0
 _EDGE_DATES = ("1970-01-01", "2000-02-29", "2024-02-29", "1999-12-31", "2038-01-19", "1900-01-01", "2100-12-31")
 
 
-def _temporal_string(rng: random.Random, pattern: str) -> str | None:
+@functools.lru_cache(maxsize=256)
+def _temporal(pattern: str) -> tuple[bool, bool, bool, int] | None:
+    """(date, time, zone, fraction digits) of a date or time pattern; None for another pattern."""
     m = _TEMPORAL.fullmatch(pattern)
     if m is None:
         return None
     digits = m.group("p1") or m.group("p2")
-    precision = int(digits) if digits else 0
+    return bool(m.group("date")), bool(m.group("t") or m.group("time")), bool(m.group("z")), int(digits or 0)
+
+
+def _temporal_string(rng: random.Random, pattern: str) -> str | None:
+    parsed = _temporal(pattern)
+    if parsed is None:
+        return None
+    has_date, has_time, zone, precision = parsed
     parts = []
-    if m.group("date"):
+    if has_date:
         if rng.random() < 0.15:
             parts.append(_EDGE_DATES[int(rng.random() * len(_EDGE_DATES))])
         else:
             parts.append(datetime.date.fromordinal(_DAY0 + int(rng.random() * (_DAYS + 1))).isoformat())
-    if m.group("t") or m.group("time"):
+    if has_time:
         seconds = int(rng.random() * 86400)
         clock = f"{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
         if precision and rng.random() < 0.7:
             width = 1 + int(rng.random() * precision)
             clock += "." + "".join(str(int(rng.random() * 10)) for _ in range(width))
         parts.append(clock)
-    return "T".join(parts) + ("Z" if m.group("z") else "")
+    return "T".join(parts) + ("Z" if zone else "")
 
 
 # --- values ------------------------------------------------------------------------------------------------------
