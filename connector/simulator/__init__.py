@@ -1,4 +1,5 @@
-"""A vLLM-compatible simulator: bodies (`responses`), the server (`server`), test helpers (`testing`)."""
+"""A vLLM-compatible simulator: bodies (`responses`), answers to a schema (`answers`), the server (`server`), test
+helpers (`testing`)."""
 
 from __future__ import annotations
 

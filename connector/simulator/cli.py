@@ -61,7 +61,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         default=[],
         metavar="KIND=RATE",
-        help=f"inject a fault into RATE of the completions; KIND: {', '.join(FAULT_KINDS)}",
+        help=f"inject a fault into RATE of the completions; KIND: {', '.join(FAULT_KINDS)}. The answer faults: "
+        "refusal (chat choices with message.refusal set and content null, finish_reason 'stop'), ignore-schema "
+        "(JSON that breaks the request's schema: a required field missing, a wrong type, an extra field or a "
+        "string too long, drawn from the seed)",
     )
     parser.add_argument("--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503")
     parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault")

@@ -2,9 +2,11 @@
 
 A body is a function of a `random.Random` and the request: the same seed and request give the same body.
 Content follows the profile: free text the profile's `x-extract` patterns can read (vl grounding tags, coder
-fenced blocks, math steps and `\\boxed{}`), or JSON when the request asks for structured output
-(`response_format` `json_schema` / `json_object`). `max_tokens` cuts content like vLLM does (JSON included,
-`finish_reason: "length"`); `n > 1` gives independent choices.
+fenced blocks, math steps and `\\boxed{}`), or what the request holds the answer to, read as vLLM 0.32 reads
+it: `response_format` (`json_schema`, `json_object`), else `structured_outputs` (`json`, `json_object`,
+`choice`, `regex`); a JSON Schema's values come from `connector.simulator.answers`. `max_tokens` cuts content
+like vLLM does (JSON included, `finish_reason: "length"`); `n > 1` gives independent choices. The answer faults
+(`refusal`, `ignore-schema`) are made here too.
 
     >>> import random
     >>> from connector.simulator.responses import make_body
@@ -24,8 +26,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from connector.profiles import Profile, load_profile
+from connector.simulator.answers import break_answer, pattern_string, value_for
 
 __all__ = [
+    "ANSWER_FAULTS",
     "DEFAULT_MODELS",
     "BodyOptions",
     "corpus_requests",
@@ -48,6 +52,11 @@ DEFAULT_MODELS = {
 CHARS_PER_TOKEN = 4
 DEFAULT_MAX_TOKENS = 4096
 CORPUS_START = 1_760_000_000  # created of the first body of a corpus (2025-10-09), Unix seconds
+# Faults that change the answer itself (a 200 with a well-formed body): a refusal, JSON that ignores the schema.
+ANSWER_FAULTS = ("refusal", "ignore-schema")
+# vLLM 0.12 removed the request fields `guided_json`, `guided_choice` and `guided_regex` (PR #29326): a newer
+# server takes them as unknown fields, ignores them (a warning in its log) and answers unconstrained.
+GUIDED_FIELDS_UNTIL = (0, 12)
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class BodyOptions:
     metrics: bool = True  # vLLM --enable-per-request-metrics (else `"metrics": null`)
     reasoning_field: str = "reasoning"  # vLLM < 0.10 says "reasoning_content"
     system_fingerprint: str = "vllm-0.32.0-5eed5eed"  # vLLM 0.32: "vllm-<version>-<build hash>"
+    guided_fields: bool = False  # read guided_json/guided_choice/guided_regex (a vLLM before 0.12)
 
 
 def to_bytes(body: Mapping[str, Any]) -> bytes:
@@ -266,47 +276,11 @@ def _plain(rng: random.Random) -> tuple[str, dict[str, Any]]:
 _CONTENT = {"vl": _vl, "coder": _coder, "math": _math}
 
 
-def _from_schema(rng: random.Random, schema: Mapping[str, Any], depth: int = 0) -> Any:
-    """A value valid for a (simple) JSON Schema: for user-defined structured output."""
-    if "const" in schema:
-        return schema["const"]
-    if "enum" in schema:
-        return rng.choice(list(schema["enum"]))
-    for key in ("anyOf", "oneOf"):
-        if key in schema:
-            return _from_schema(rng, schema[key][0], depth)
-    declared = schema.get("type", "object" if "properties" in schema else "string")
-    types = [t for t in (declared if isinstance(declared, list) else [declared]) if t != "null"] or ["null"]
-    kind = types[0]
-    if kind == "object":
-        props = schema.get("properties", {})
-        required = set(schema.get("required", ()))
-        return {
-            k: _from_schema(rng, v, depth + 1)
-            for k, v in props.items()
-            if k in required or (depth < 4 and rng.random() < 0.8)
-        }
-    if kind == "array":
-        lo = int(schema.get("minItems", 1))
-        hi = max(lo, min(int(schema.get("maxItems", lo + 3)), lo + 3))
-        items = schema.get("items", {"type": "string"})
-        return [_from_schema(rng, items, depth + 1) for _ in range(_ri(rng, lo, hi) if depth < 4 else lo)]
-    if kind == "integer":
-        return _ri(rng, int(schema.get("minimum", 0)), int(schema.get("maximum", 1000)))
-    if kind == "number":
-        return round(rng.uniform(float(schema.get("minimum", 0)), float(schema.get("maximum", 1))), 4)
-    if kind == "boolean":
-        return rng.random() < 0.5
-    if kind == "null":
-        return None
-    text = _pick(rng, _SENTENCES)
-    return text[: int(schema["maxLength"])] if "maxLength" in schema else text
-
-
-def _dump_json_content(rng: random.Random, data: Any) -> str:
-    # Guided decoding lets the model choose JSON whitespace: mostly compact, sometimes \n, \t, \r\n runs.
+def _dump_json_content(rng: random.Random, data: Any, compact: bool = False) -> str:
+    # Guided decoding lets the model choose JSON whitespace: mostly compact, sometimes \n, \t, \r\n runs
+    # (none with `disable_any_whitespace`).
     r = rng.random()
-    if r < 0.7:
+    if r < 0.7 or compact:
         return json.dumps(data, ensure_ascii=False)
     if r < 0.85:
         return json.dumps(data, ensure_ascii=False, indent=2)
@@ -330,20 +304,72 @@ def _own_schema(profile: Profile) -> Any:
     return _OWN_SCHEMA[key]
 
 
-def _content(rng: random.Random, profile: Profile, request: Mapping[str, Any]) -> str:
+def _constraint(request: Mapping[str, Any], options: BodyOptions) -> tuple[str, Any] | None:
+    """What the request holds the answer to, as vLLM 0.32 reads it (`structured_outputs_from_response_format`):
+    `response_format` (`json_schema`, `json_object`) wins over `structured_outputs` (`json`, a schema or its
+    JSON text; `json_object`; `choice`; `regex`); the guided_* fields only for a vLLM before 0.12."""
+    fmt = request.get("response_format")
+    if isinstance(fmt, Mapping):
+        if fmt.get("type") == "json_schema":
+            spec = fmt.get("json_schema")
+            schema = spec.get("schema") if isinstance(spec, Mapping) else None
+            return "json", schema if isinstance(schema, Mapping) else {}
+        if fmt.get("type") == "json_object":
+            return "json_object", None
+    sources = [request.get("structured_outputs")]
+    if options.guided_fields:
+        sources.append({k[7:]: v for k, v in request.items() if k in ("guided_json", "guided_choice", "guided_regex")})
+    for source in sources:
+        if not isinstance(source, Mapping):
+            continue
+        if source.get("json") is not None:
+            schema = source["json"]
+            if isinstance(schema, str):
+                try:
+                    schema = json.loads(schema)
+                except ValueError:
+                    schema = {}
+            return "json", schema if isinstance(schema, Mapping) else {}
+        if source.get("json_object"):
+            return "json_object", None
+        if isinstance(source.get("choice"), list):
+            return "choice", source["choice"]
+        if isinstance(source.get("regex"), str):
+            return "regex", source["regex"]
+    return None
+
+
+def _content(
+    rng: random.Random, profile: Profile, request: Mapping[str, Any], options: BodyOptions, fault: str | None
+) -> str:
     generate = _CONTENT.get(profile.name, _plain)
-    fmt = request.get("response_format") or {}
-    fmt_type = fmt.get("type") if isinstance(fmt, Mapping) else None
-    if fmt_type == "json_schema":
-        schema = (fmt.get("json_schema") or {}).get("schema") or {}
-        if profile.name in _CONTENT and schema == _own_schema(profile):
-            data = generate(rng)[1]
-        else:
-            data = _from_schema(rng, schema)
-        return _dump_json_content(rng, data)
-    if fmt_type == "json_object":
-        return _dump_json_content(rng, generate(rng)[1])
-    return generate(rng)[0]
+    constraint = _constraint(request, options)
+    # ignore-schema: a JSON Schema's answer is broken below; any other constraint is simply not kept.
+    if constraint is None or (fault == "ignore-schema" and constraint[0] != "json"):
+        return generate(rng)[0]
+    kind, spec = constraint
+    outputs = request.get("structured_outputs")
+    compact = isinstance(outputs, Mapping) and bool(outputs.get("disable_any_whitespace"))
+    if kind == "json":
+        own = profile.name in _CONTENT and spec == _own_schema(profile)
+        data = generate(rng)[1] if own else value_for(rng, spec)
+        if fault == "ignore-schema":
+            data = break_answer(rng, spec, data)[1]
+        return _dump_json_content(rng, data, compact)
+    if kind == "json_object":
+        return _dump_json_content(rng, generate(rng)[1], compact)
+    if kind == "choice":
+        return str(spec[int(rng.random() * len(spec))]) if spec else ""
+    text = pattern_string(rng, spec)
+    return text if text is not None else generate(rng)[0]
+
+
+_REFUSALS = (
+    "I'm sorry, but I can't help with that request.",
+    "I can't assist with that.",
+    "I'm unable to provide that information.",
+    "Sorry, I can't comply with this request.",
+)
 
 
 def _tokens(text: str) -> int:
@@ -380,7 +406,7 @@ def _tool_call(rng: random.Random, tools: Sequence[Any]) -> dict[str, Any] | Non
     if not functions:
         return None
     fn = rng.choice(functions)
-    args = _from_schema(rng, fn.get("parameters") or {"type": "object", "properties": {}})
+    args = value_for(rng, fn.get("parameters") or {"type": "object", "properties": {}})
     return {
         "id": _id(rng, "chatcmpl-tool-", 128),
         "type": "function",
@@ -393,11 +419,16 @@ def make_body(
     profile: Profile | str,
     request: Mapping[str, Any],
     options: BodyOptions | None = None,
+    fault: str | None = None,
 ) -> dict[str, Any]:
     """A successful vLLM 0.32 body for `request` (chat if it has `messages`, else completions).
 
-    Honours `n`, `max_tokens` (cut content, `finish_reason: "length"`), `response_format`, `tools`,
-    `stop_token_ids` and `model`. The caller validates the request (see `connector.simulator.server`).
+    Honours `n`, `max_tokens` (cut content, `finish_reason: "length"`), `response_format` and
+    `structured_outputs`, `tools`, `stop_token_ids` and `model`. The caller validates the request (see
+    `connector.simulator.server`). `fault`, one of ANSWER_FAULTS: "refusal" gives chat choices a
+    `message.refusal` sentence and null content (a completions request is answered as without it);
+    "ignore-schema" answers JSON that breaks the request's JSON Schema (`answers.break_answer`), or free text
+    where the request holds the answer to another constraint.
     """
     import time
 
@@ -416,7 +447,11 @@ def make_body(
     choices = []
     completion_tokens = reasoning_tokens = 0
     for index in range(n):
-        content: str | None = _content(rng, profile, request)
+        refusal: str | None = None
+        if fault == "refusal" and chat:
+            content, refusal = None, _REFUSALS[int(rng.random() * len(_REFUSALS))]
+        else:
+            content = _content(rng, profile, request, options, fault)
         reasoning = None
         if chat and profile.name == "math" and rng.random() < 0.3:
             reasoning = f"Let me think. {_prose(rng, 1)} I will write the steps."
@@ -424,20 +459,24 @@ def make_body(
         tool_calls: list[dict[str, Any]] = []
         finish_reason = "stop"
         stop_reason: int | str | None = None
-        if tools and rng.random() < 0.5 and (call := _tool_call(rng, tools)) is not None:
+        if refusal is not None:
+            if len(refusal) > max_chars:
+                refusal, finish_reason = refusal[:max_chars], "length"
+        elif tools and rng.random() < 0.5 and (call := _tool_call(rng, tools)) is not None:
             tool_calls.append(call)
             content, finish_reason = None, "tool_calls"
         elif content is not None and len(content) > max_chars:
             content, finish_reason = content[:max_chars], "length"
         elif stop_ids:
             stop_reason = stop_ids[0]
-        used = _tokens(content or "") + sum(_tokens(c["function"]["arguments"]) for c in tool_calls)
+        used = _tokens(content or "") + _tokens(refusal or "")
+        used += sum(_tokens(c["function"]["arguments"]) for c in tool_calls)
         completion_tokens += used + (_tokens(reasoning) if reasoning else 0)
         if chat:
             message: dict[str, Any] = {
                 "role": "assistant",
                 "content": content,
-                "refusal": None,
+                "refusal": refusal,
                 "annotations": None,
                 "audio": None,
                 "function_call": None,
@@ -544,6 +583,8 @@ def stream_chunks(body: Mapping[str, Any], rng: random.Random, include_usage: bo
                 if message.get(field):
                     deltas.append({field: message[field]})
             deltas += [{"tool_calls": [{"index": i, **c}]} for i, c in enumerate(message.get("tool_calls") or ())]
+            if message.get("refusal"):
+                deltas.append({"refusal": message["refusal"]})
             text = message.get("content") or ""
         else:
             text = choice["text"] or ""

@@ -7,7 +7,8 @@ request than the client under test; see docs/client-and-simulator.md for the mea
 Endpoints: POST /v1/chat/completions and /v1/completions (also `stream: true`, SSE), GET /v1/models, /health,
 /health/json-schema, /version, /metrics (Prometheus text) and /openapi.json. Faults are drawn per completion
 request with the configured rates (`Faults`), or forced by a request header (`x-dspark-fault: KIND` or
-`KIND*N`: the first N attempts of a request, keyed by its `x-request-id`).
+`KIND*N`: the first N attempts of a request, keyed by its `x-request-id`). Most break the transport or the
+body; `refusal` and `ignore-schema` give a well-formed body with a wrong answer (`responses.ANSWER_FAULTS`).
 
 How long a completion takes (`completion_delay_ms`): `latency_ms` (+- `jitter_ms`), or a lognormal draw with
 median `latency_ms` and 99th percentile `latency_p99_ms`, plus `ms_per_token` for each completion token of the
@@ -36,8 +37,10 @@ from connector.errors import OptionsError
 from connector.profiles import Profile, load_profile
 from connector.schema.json_types import json_type
 from connector.simulator.responses import (
+    ANSWER_FAULTS,
     DEFAULT_MAX_TOKENS,
     DEFAULT_MODELS,
+    GUIDED_FIELDS_UNTIL,
     BodyOptions,
     count_prompt_tokens,
     error_body,
@@ -76,6 +79,9 @@ FAULT_KINDS = (
     "big",  # 200 with a content of big_bytes
     "interim",  # interim 103 Early Hints and 100 Continue heads, then the real answer
     "flood",  # 200 with a chunked body of flood_bytes that never closes its JSON (a malicious server)
+    "refusal",  # 200 whose chat choices refuse: `message.refusal` a sentence, `content` null, finish_reason 'stop'
+    "ignore-schema",  # 200 whose JSON breaks the request's schema: a field missing, a wrong type, an extra field, a
+    # string too long (drawn from the seed and the request)
 )
 SERVER_NAME = "dspark-vllm-simulator"
 LATENCY_DISTS = ("fixed", "lognormal")
@@ -412,6 +418,7 @@ class Simulator:
     def _configured(self) -> None:
         self._fault_table = [(k, r) for k in FAULT_KINDS if (r := self.config.faults.get(k, 0.0)) > 0]
         old = _version(self.config.version) < (0, 10)
+        self._guided_fields = _version(self.config.version) < GUIDED_FIELDS_UNTIL
         self._fingerprint = system_fingerprint(self.config.version, self.config.seed)
         self._reasoning_field = "reasoning_content" if old else "reasoning"
 
@@ -592,6 +599,7 @@ class Simulator:
                             "n": {"type": "integer"},
                             "stream": {"type": "boolean"},
                             "response_format": {"type": "object"},
+                            "structured_outputs": {"type": "object"},
                             "seed": {"type": "integer"},
                         },
                     },
@@ -604,6 +612,7 @@ class Simulator:
                             "max_tokens": {"type": "integer"},
                             "n": {"type": "integer"},
                             "stream": {"type": "boolean"},
+                            "structured_outputs": {"type": "object"},
                         },
                     },
                     "ErrorResponse": {
@@ -706,14 +715,18 @@ class Simulator:
         # The body's generator is seeded from the request as sent, before the defaults are filled in.
         return payload, sent, self.profiles[model]
 
-    def _body(self, payload: dict[str, Any], sent: dict[str, Any], profile: Profile) -> dict[str, Any]:
+    def _body(
+        self, payload: dict[str, Any], sent: dict[str, Any], profile: Profile, fault: str | None = None
+    ) -> dict[str, Any]:
         options = BodyOptions(
             created=self.config.created,
             metrics=self.config.metrics,
             reasoning_field=self._reasoning_field,
             system_fingerprint=self._fingerprint,
+            guided_fields=self._guided_fields,
         )
-        body = make_body(request_rng(self.config.seed, sent), profile, payload, options)
+        answer_fault = fault if fault in ANSWER_FAULTS else None
+        body = make_body(request_rng(self.config.seed, sent), profile, payload, options, answer_fault)
         body.update(self.config.extra_fields)
         return body
 
@@ -734,7 +747,7 @@ class Simulator:
         body: dict[str, Any] | None = None
         tokens = 0
         if cfg.ms_per_token and not isinstance(checked, _Response):
-            body = self._body(*checked)  # made first: its tokens set the delay
+            body = self._body(*checked, fault)  # made first: its tokens set the delay
             tokens = int(body["usage"]["completion_tokens"])
         if cfg.latency_dist == "fixed":
             rng = self.rng  # the jitter draws from the server's sequence, as it always did
@@ -796,7 +809,7 @@ class Simulator:
             return None
         payload, sent, profile = checked
         if body is None:
-            body = self._body(payload, sent, profile)
+            body = self._body(payload, sent, profile, fault)
         if fault == "big":
             target = body["choices"][0].get("message", body["choices"][0])
             key = "content" if "message" in body["choices"][0] else "text"

