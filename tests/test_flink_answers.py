@@ -178,3 +178,78 @@ def test_the_routes_give_the_same_rows(routes):
         return sorted(json.dumps(r, sort_keys=True) for r in rows)
 
     assert key(routes["cpu"]) == key(routes["format"]) == key(routes["gpu"])
+
+
+def expected_value(name: str, value):
+    """What a field of the model's JSON is as the json sink writes the declared column (UTC session zone)."""
+    if value is None:
+        return None
+    if name == "c":
+        return value.ljust(3)
+    if name in ("ts", "ltz"):
+        text = value.rstrip("Z").replace("T", " ")
+        head, _, fraction = text.partition(".")
+        return f"{head}.{(fraction + '000')[:3]}"
+    if name == "f":
+        return pytest.approx(value, rel=1e-6)
+    if name == "amount":
+        return pytest.approx(round(value, 2))
+    if name == "rs":
+        return [{"k": r["k"], "n": pytest.approx(r["n"])} for r in value]
+    return value
+
+
+@pytest.fixture(scope="module")
+def round_trip(tmp_path_factory) -> dict[str, list[dict]]:
+    """30 prompts through the simulator, which keeps to the schema each request carries: ML_PREDICT (the model's
+    parse step in the JVM), a request-mode table on cpu and one on gpu (libcudf emulated), in one job."""
+    from connector.decode import backends
+    from connector.flink import local_environment
+    from connector.simulator import testing
+    from tests.libcudf_emulator import EmulatedLibcudfReader
+
+    root = tmp_path_factory.mktemp("round-trip")
+    (root / "prompts.txt").write_text("".join(f"Classify review {i}.\n" for i in range(30)))
+    columns = f"{DECLARED}, body BYTES METADATA FROM 'raw.body' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL"
+    with testing.serve_simulator(mode="process", profiles=("openai",), seed=11) as sim, pytest.MonkeyPatch.context() as patch:
+        patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+        model = json.load(__import__("urllib.request").request.urlopen(sim.url + "/v1/models"))["data"][0]["id"]
+        _, t_env = local_environment()
+        t_env.get_config().set("table.local-time-zone", "UTC")
+        common = f"'endpoint' = '{sim.url}', 'model' = '{model}', 'request.max-tokens' = '4000', {with_options}"
+        for backend in ("cpu", "gpu"):
+            t_env.execute_sql(f"""
+                CREATE TEMPORARY TABLE asked_{backend} ({columns}) WITH ('connector' = 'dspark-vllm',
+                    'prompts.path' = '{root / "prompts.txt"}', 'parse.backend' = '{backend}', {common})""")
+        t_env.execute_sql(f"CREATE TEMPORARY VIEW prompts AS SELECT * FROM (VALUES "
+                          + ", ".join(f"('Classify review {i}.')" for i in range(30)) + ") AS p(prompt)")
+        t_env.execute_sql(f"""
+            CREATE TEMPORARY MODEL judge INPUT (prompt STRING)
+            OUTPUT ({DECLARED}, `raw.body` BYTES, `error.reason` STRING) WITH ('provider' = 'dspark-vllm', {common})""")
+        sink = SINK_COLUMNS.replace(", finish_reason STRING, completion_tokens BIGINT", "").replace(
+            "reason STRING, field STRING", "body STRING, reason STRING")
+        statements = t_env.create_statement_set()
+        names = ", ".join(f"`{n}`" for n in NAMES).replace("`ts`", "CAST(`ts` AS STRING)").replace(
+            "`ltz`", "CAST(`ltz` AS STRING)")
+        for route, source, raw, reason in (
+            ("table_cpu", "asked_cpu", "body", "reason"),
+            ("table_gpu", "asked_gpu", "body", "reason"),
+            ("model", "ML_PREDICT(TABLE prompts, MODEL judge, DESCRIPTOR(prompt))", "`raw.body`", "`error.reason`"),
+        ):
+            t_env.execute_sql(f"CREATE TEMPORARY TABLE out_{route} ({sink}) WITH ('connector' = 'filesystem', "
+                              f"'path' = '{root / route}', 'format' = 'json')")
+            statements.add_insert_sql(
+                f"INSERT INTO out_{route} SELECT {names}, CAST({raw} AS STRING), {reason} FROM {source}")
+        statements.execute().wait()
+    return {route: read_json_dir(root / route) for route in ("table_cpu", "table_gpu", "model")}
+
+
+@pytest.mark.parametrize("route", ["model", "table_cpu", "table_gpu"])
+def test_every_type_form_round_trips_through_the_simulator(round_trip, route):
+    rows = round_trip[route]
+    assert len(rows) == 30
+    for row in rows:
+        assert row["reason"] is None, row["reason"]
+        content = json.loads(json.loads(row["body"])["choices"][0]["message"]["content"])
+        for name in NAMES:
+            assert row[name] == expected_value(name, content[name]), (name, row[name], content[name])
