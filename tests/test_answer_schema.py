@@ -139,14 +139,19 @@ def test_a_model_without_a_profile_sends_the_declared_shape_as_a_strict_json_sch
     assert sent["response_format"]["json_schema"]["schema"] == planned["answer"]["schema"]
     assert [f["name"] for f in planned["answer"]["fields"]] == ["sentiment", "score"]
     assert [o["from"] for o in planned["outputs"]] == [
-        {"answer": "sentiment"}, {"answer": "score"}, {"column": "_error"}, {"column": "completion_tokens"}
+        {"answer": "sentiment"},
+        {"answer": "score"},
+        {"column": "_error"},
+        {"column": "completion_tokens"},
     ]
     assert {"sentiment", "score", "content_error", "refusal", "finish_reason"} <= set(planned["native"]["columns"])
 
 
 def test_the_constraint_option_chooses_how_the_server_is_asked():
     vllm = body_of(model([("score", INT)], **{"answer.constraint": "structured-outputs"}))
-    assert "response_format" not in vllm and vllm["structured_outputs"]["json"]["properties"]["score"]["type"] == "integer"
+    assert (
+        "response_format" not in vllm and vllm["structured_outputs"]["json"]["properties"]["score"]["type"] == "integer"
+    )
     prompted = model([("score", INT)], **{"answer.constraint": "prompt", "system-prompt": "Be brief."})
     assert "response_format" not in body_of(prompted) and "structured_outputs" not in body_of(prompted)
     assert prompted["prompt"]["system"].startswith("Be brief.\n\nAnswer with one JSON object and nothing else")
@@ -157,7 +162,7 @@ def test_the_constraint_option_chooses_how_the_server_is_asked():
 
 def test_a_profile_with_its_own_content_schema_refuses_answer_fields():
     with pytest.raises(DsparkError, match="profile 'coder' has a content schema of its own"):
-        model([("langauge", varchar(2147483647))], profile="coder")
+        model([("verdict", varchar(2147483647))], profile="coder")
 
 
 def test_a_table_and_the_format_plan_answer_fields_too(tmp_path):
@@ -170,7 +175,8 @@ def test_a_table_and_the_format_plan_answer_fields_too(tmp_path):
                "answer.constraint": "prompt"}  # fmt: skip
     planned = plan({"name": "answers", "options": options, "columns": columns, "watermark": None})
     assert planned["physical"]["score"] == {
-        "needs": ["completion_tokens", "content_error", "finish_reason", "refusal", "score"], "from": {"answer": "score"}
+        "needs": ["completion_tokens", "content_error", "finish_reason", "refusal", "score"],
+        "from": {"answer": "score"},
     }
     assert planned["physical"]["id"]["from"] == {"column": "id"}
     sent = body_of(planned)

@@ -210,8 +210,13 @@ def round_trip(tmp_path_factory) -> dict[str, list[dict]]:
 
     root = tmp_path_factory.mktemp("round-trip")
     (root / "prompts.txt").write_text("".join(f"Classify review {i}.\n" for i in range(30)))
-    columns = f"{DECLARED}, body BYTES METADATA FROM 'raw.body' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL"
-    with testing.serve_simulator(mode="process", profiles=("openai",), seed=11) as sim, pytest.MonkeyPatch.context() as patch:
+    columns = (
+        f"{DECLARED}, body BYTES METADATA FROM 'raw.body' VIRTUAL, reason STRING METADATA FROM 'error.reason' VIRTUAL"
+    )
+    with (
+        testing.serve_simulator(mode="process", profiles=("openai",), seed=11) as sim,
+        pytest.MonkeyPatch.context() as patch,
+    ):
         patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
         model = json.load(__import__("urllib.request").request.urlopen(sim.url + "/v1/models"))["data"][0]["id"]
         _, t_env = local_environment()
@@ -221,25 +226,35 @@ def round_trip(tmp_path_factory) -> dict[str, list[dict]]:
             t_env.execute_sql(f"""
                 CREATE TEMPORARY TABLE asked_{backend} ({columns}) WITH ('connector' = 'dspark-vllm',
                     'prompts.path' = '{root / "prompts.txt"}', 'parse.backend' = '{backend}', {common})""")
-        t_env.execute_sql(f"CREATE TEMPORARY VIEW prompts AS SELECT * FROM (VALUES "
-                          + ", ".join(f"('Classify review {i}.')" for i in range(30)) + ") AS p(prompt)")
+        t_env.execute_sql(
+            "CREATE TEMPORARY VIEW prompts AS SELECT * FROM (VALUES "
+            + ", ".join(f"('Classify review {i}.')" for i in range(30))
+            + ") AS p(prompt)"
+        )
         t_env.execute_sql(f"""
             CREATE TEMPORARY MODEL judge INPUT (prompt STRING)
             OUTPUT ({DECLARED}, `raw.body` BYTES, `error.reason` STRING) WITH ('provider' = 'dspark-vllm', {common})""")
         sink = SINK_COLUMNS.replace(", finish_reason STRING, completion_tokens BIGINT", "").replace(
-            "reason STRING, field STRING", "body STRING, reason STRING")
+            "reason STRING, field STRING", "body STRING, reason STRING"
+        )
         statements = t_env.create_statement_set()
-        names = ", ".join(f"`{n}`" for n in NAMES).replace("`ts`", "CAST(`ts` AS STRING)").replace(
-            "`ltz`", "CAST(`ltz` AS STRING)")
+        names = (
+            ", ".join(f"`{n}`" for n in NAMES)
+            .replace("`ts`", "CAST(`ts` AS STRING)")
+            .replace("`ltz`", "CAST(`ltz` AS STRING)")
+        )
         for route, source, raw, reason in (
             ("table_cpu", "asked_cpu", "body", "reason"),
             ("table_gpu", "asked_gpu", "body", "reason"),
             ("model", "ML_PREDICT(TABLE prompts, MODEL judge, DESCRIPTOR(prompt))", "`raw.body`", "`error.reason`"),
         ):
-            t_env.execute_sql(f"CREATE TEMPORARY TABLE out_{route} ({sink}) WITH ('connector' = 'filesystem', "
-                              f"'path' = '{root / route}', 'format' = 'json')")
+            t_env.execute_sql(
+                f"CREATE TEMPORARY TABLE out_{route} ({sink}) WITH ('connector' = 'filesystem', "
+                f"'path' = '{root / route}', 'format' = 'json')"
+            )
             statements.add_insert_sql(
-                f"INSERT INTO out_{route} SELECT {names}, CAST({raw} AS STRING), {reason} FROM {source}")
+                f"INSERT INTO out_{route} SELECT {names}, CAST({raw} AS STRING), {reason} FROM {source}"
+            )
         statements.execute().wait()
     return {route: read_json_dir(root / route) for route in ("table_cpu", "table_gpu", "model")}
 

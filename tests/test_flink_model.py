@@ -35,7 +35,8 @@ def test_refused_when_the_model_is_first_used():
     )
     cases = [
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", output="`langauge` STRING"),
-         "OUTPUT column 'langauge' is neither a column of profile 'coder' nor a metadata key"),
+         "Column 'langauge' is neither a column of profile 'coder' nor a metadata key, so it would be an answer "
+         "field: did you mean 'language'?"),
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", **{"prompt.template": "Review {code}"}),
          "names '{code}', which is not an INPUT column of the model; its INPUT columns: question, max_tokens"),
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", **{"prompts.path": "/tmp/x"}),

@@ -101,7 +101,8 @@ def test_messages_column_is_taken_as_it_is():
     ("inputs", "outputs", "options", "message"),
     [
         ([col("q", STRING, "VARCHAR")], [col("langauge", STRING, "VARCHAR")], {},
-         "OUTPUT column 'langauge' is neither a column of profile 'coder' nor a metadata key. Columns: id, "),
+         "Column 'langauge' is neither a column of profile 'coder' nor a metadata key, so it would be an answer "
+         "field: did you mean 'language'?"),
         ([col("q", STRING, "VARCHAR")], [col("error.reason", "INT", "INTEGER")], {},
          "OUTPUT column 'error.reason' is the metadata key 'error.reason': declare it STRING."),
         ([col("q", STRING, "VARCHAR")], [col("code", STRING, "VARCHAR")], {"prompt.template": "Review {code}"},
@@ -141,7 +142,7 @@ def test_the_planner_answers_a_model_question_on_stdin():
         [sys.executable, "-m", "connector.flink.planner"], input=json.dumps(question), capture_output=True, text=True
     )
     assert done.returncode == 0
-    assert "OUTPUT column 'bogus' is neither" in json.loads(done.stdout)["error"]
+    assert "Columns bogus are answer fields" in json.loads(done.stdout)["error"]
 
 
 def test_docs_list_the_model_options():

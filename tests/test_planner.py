@@ -112,9 +112,21 @@ def test_request_mode_plan():
     assert "source.path" not in {m["key"] for m in result["metadata"]}
 
 
-def test_a_column_the_profile_lacks_is_named():
-    with pytest.raises(OptionsError, match="Column 'usage.foo' is not produced by this profile; declare one of: "):
-        plan(declared(REPLAY, column("usage", "ROW<`foo` INT>", "ROW", [{"name": "foo", "type": {"sql": "INT"}}])))
+def test_a_column_the_profile_lacks_is_an_answer_field_and_a_near_miss_is_named():
+    foo = {"name": "foo", "type": {"sql": "INT", "root": "INTEGER"}}
+    openai = {**REPLAY, "profile": "openai"}
+    planned = plan(declared(openai, column("usage", "ROW<`foo` INT>", "ROW", [foo])))
+    assert planned["physical"]["usage"]["from"] == {"answer": "usage"}
+    assert planned["answer"]["fields"][0]["schema"]["properties"] == {"foo": {"type": "integer", **INT_RANGE}}
+    with pytest.raises(
+        OptionsError,
+        match="Column 'complteion_tokens' is neither a column of profile 'openai' nor a "
+        "metadata key, so it would be an answer field: did you mean 'completion_tokens'?",
+    ):
+        plan(declared(openai, column("complteion_tokens", "BIGINT", "BIGINT")))
+
+
+INT_RANGE = {"minimum": -(2**31), "maximum": 2**31 - 1}
 
 
 def test_main_answers_errors_as_json_never_a_traceback():
@@ -310,7 +322,11 @@ def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
         ({"profile": "coder"}, [column("id", "STRING", "VARCHAR")], "declare a column `error_reason STRING`"),
         ({"on-error": "drop"}, [column("id", "STRING", "VARCHAR")], "'dspark-vllm.on-error' is 'drop'"),
         ({"profle": "coder"}, [column("id", "STRING", "VARCHAR")], "has no option 'dspark-vllm.profle'"),
-        ({"on-error": "skip"}, [column("nope", "STRING", "VARCHAR")], "Column 'nope' is not made by this profile"),
+        (
+            {"on-error": "skip", "profile": "coder"},
+            [column("nope", "STRING", "VARCHAR")],
+            "but profile 'coder' has a content schema of its own",
+        ),
         ({"on-error": "skip"}, [column("created", "INT", "INTEGER")], "declare it TIMESTAMP(3)"),
         ({"on-error": "fail"}, [column("e", "STRING", kind="metadata", key="error.reason")], "no metadata of its own"),
     ],

@@ -41,7 +41,9 @@ def test_200_reviews_through_ml_predict_are_typed_or_say_why(tmp_path):
     with urllib.request.urlopen(f"{URL}/v1/models", timeout=30) as response:
         served = json.load(response)["data"][0]["id"]
     _, t_env = local_environment()
-    rows = ", ".join(f"({i}, 'Review {i}: the blender was {('loud', 'great', 'broken')[i % 3]}.')" for i in range(REVIEWS))
+    rows = ", ".join(
+        f"({i}, 'Review {i}: the blender was {('loud', 'great', 'broken')[i % 3]}.')" for i in range(REVIEWS)
+    )
     t_env.execute_sql(f"CREATE TEMPORARY VIEW reviews AS SELECT * FROM (VALUES {rows}) AS r(id, review)")
     statements = t_env.create_statement_set()
     for characters in ("safe", "all"):
@@ -72,9 +74,15 @@ def test_200_reviews_through_ml_predict_are_typed_or_say_why(tmp_path):
                 assert len(row["sentiment"]) <= 8 and -(2**31) <= row["score"] < 2**31
                 assert len(row["tags"]) <= 3 and all(len(t) <= 6 for t in row["tags"])
         stopped = [r for r in out if r["finish_reason"] == "stop"]
-        shares[characters] = (sum(r["reason"] is None for r in stopped), len(stopped), sum(r["reason"] is None for r in out))
-        print(f"'answer.string-characters' = '{characters}': {shares[characters][0]} of {len(stopped)} answers that "
-              f"ended 'stop' typed; {shares[characters][2]} of {REVIEWS} rows typed")
+        shares[characters] = (
+            sum(r["reason"] is None for r in stopped),
+            len(stopped),
+            sum(r["reason"] is None for r in out),
+        )
+        print(
+            f"'answer.string-characters' = '{characters}': {shares[characters][0]} of {len(stopped)} answers that "
+            f"ended 'stop' typed; {shares[characters][2]} of {REVIEWS} rows typed"
+        )
         for row in out:
             if row["reason"] is not None and row["finish_reason"] == "stop":
                 assert row["reason"].startswith("the answer does not keep its schema: "), row["reason"]

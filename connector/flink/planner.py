@@ -43,6 +43,7 @@ Pure code: no pyflink, no JVM; the factory does the Flink side.
 from __future__ import annotations
 
 import base64
+import difflib
 import hashlib
 import importlib.util
 import json
@@ -497,6 +498,16 @@ def _answer(
     the profile that reads them (the base profile with their schema as its content schema), the plan's "answer"
     (each field's schema, for the JVM's answer check, `io.dspark.vllm.flink.Answers`), and what the request
     carries to hold the server to the schema ('answer.constraint'; None: the prompt says it)."""
+    near = [*(f.name for f in fields if f.name not in ANSWER_FACTS)]
+    known = [n for n in _flat_names(profile) if n != "line"] + [m.key for m in METADATA]
+    for name in near:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
+        if close:
+            raise OptionsError(
+                f"Column '{name}' is neither a column of profile '{profile.name}' nor a metadata key, so it would be "
+                f"an answer field: did you mean '{close[0]}'? (An answer field needs a name apart from the "
+                "profile's columns and the metadata keys.)"
+            )
     names = ", ".join(f.name for f in fields)
     if profile.content_properties:
         raise OptionsError(
@@ -511,8 +522,8 @@ def _answer(
     constraint = options.get(ANSWER_CONSTRAINT)
     body: dict[str, Any] | None
     if constraint == "response-format":
-        body = {"response_format": {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema,
-                                                                             "strict": True}}}
+        strict = {"name": "answer", "schema": schema, "strict": True}
+        body = {"response_format": {"type": "json_schema", "json_schema": strict}}
     elif constraint == "structured-outputs":
         body = {"structured_outputs": {"json": schema}}
     else:
@@ -524,6 +535,10 @@ def _answer(
         "max_tokens": options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
     }
     return answered, plan, body
+
+
+def _flat_names(profile: Profile) -> list[str]:
+    return [f.name for f in output_schema(profile)]
 
 
 # What the answer check reads beside the fields (io.dspark.vllm.flink.Answers): all made by the answer's profile.
@@ -720,7 +735,11 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     Answer: the native core's plan document for every column, the columns it makes, 'on-error'.
     """
     given = dict(declared["format"])
-    unknown = sorted(k for k in set(given) - set(FORMAT_OPTIONS) if not (k.startswith("answer.") and (k.count(".") >= 2 or k == "answer.nullable")))
+    unknown = sorted(
+        k
+        for k in set(given) - set(FORMAT_OPTIONS)
+        if not (k.startswith("answer.") and (k.count(".") >= 2 or k == "answer.nullable"))
+    )
     if unknown:
         raise OptionsError(
             f"'format' = 'dspark-vllm' has no option {', '.join(repr('dspark-vllm.' + k) for k in unknown)}; "
@@ -736,14 +755,19 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     fields = [
         AnswerField(str(c["name"]), c["type"], c.get("comment"))
         for c in declared["columns"]
-        if c["kind"] == "physical" and str(c["name"]) not in FORMAT_ERROR_COLUMNS
+        if c["kind"] == "physical"
+        and str(c["name"]) not in FORMAT_ERROR_COLUMNS
         and not _of_profile(c["type"], str(c["name"]), flat)
     ]
     answer: dict[str, Any] | None = None
     if fields:
-        options = Options(parsed={ANSWER_CONSTRAINT.key: "response-format", ANSWER_STRING_CHARACTERS.key: "all",
-                                  REQUEST_PARAM_OPTIONS["max_tokens"].key: None},
-                          given=frozenset(), raw={k: v for k, v in given.items() if k.startswith("answer.")})
+        parsed = {
+            ANSWER_CONSTRAINT.key: "response-format",
+            ANSWER_STRING_CHARACTERS.key: "all",
+            REQUEST_PARAM_OPTIONS["max_tokens"].key: None,
+        }
+        answer_options = {k: v for k, v in given.items() if k.startswith("answer.")}
+        options = Options(parsed=parsed, given=frozenset(answer_options), raw=answer_options)
         profile, answer, _ = _answer("the format", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     columns = body_columns(profile)

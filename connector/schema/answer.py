@@ -18,7 +18,8 @@ Types (docs/flink.md, "Typed answers"):
     DATE, TIME(p), TIMESTAMP(p)  {"type": "string", "pattern": <ISO 8601's form>}; TIMESTAMP_LTZ(p): ...Z
     ARRAY<T>                     {"type": "array", "items": <T>} (+ "minItems", "maxItems")
     MAP<STRING, T>               {"type": "object", "additionalProperties": <T>}
-    ROW<f T, ...>                {"type": "object", "properties": {...}, "required": [...], "additionalProperties": false}
+    ROW<f T, ...>                {"type": "object", "properties": {...}, "required": [...],
+                                  "additionalProperties": false}
 
 A string's length is bounded by a `pattern` that also keeps control characters out: vLLM's grammar backend
 (xgrammar) lets raw control characters into strings, which is not JSON, and refuses `pattern` beside
@@ -152,7 +153,10 @@ def field_schema(
         zone = "Z" if root == "TIMESTAMP_WITH_LOCAL_TIME_ZONE" else ""
         schema = {"type": "string", "pattern": f"^{_DATE}T{_TIME}{_fraction(int(ftype['precision']))}{zone}$"}
     elif root == "ARRAY":
-        schema = {"type": "array", "items": field_schema(ftype["element"], f"{where}[]", settings, nullable, None, characters)}
+        schema = {
+            "type": "array",
+            "items": field_schema(ftype["element"], f"{where}[]", settings, nullable, None, characters),
+        }
         for setting, key in (("min-items", "minItems"), ("max-items", "maxItems")):
             raw = mine.pop(setting, None)
             if raw is not None:
@@ -225,7 +229,7 @@ def answer_options(
             continue
         if not key.startswith(ANSWER_PREFIX) or key.count(".") < 2:
             continue  # not an answer option, or one the options table declares ('answer.constraint')
-        rest = key[len(ANSWER_PREFIX):]
+        rest = key[len(ANSWER_PREFIX) :]
         path, _, setting = rest.rpartition(".")
         if setting not in _SETTINGS or not path:
             raise OptionsError(
@@ -260,7 +264,6 @@ def instruction(schema: Mapping[str, Any]) -> str:
     """What the prompt says when the server is not asked to keep to the schema ('answer.constraint' = 'prompt')."""
     import json
 
-    return (
-        "Answer with one JSON object and nothing else, matching this JSON Schema: "
-        + json.dumps(schema, ensure_ascii=False, separators=(",", ":"))
+    return "Answer with one JSON object and nothing else, matching this JSON Schema: " + json.dumps(
+        schema, ensure_ascii=False, separators=(",", ":")
     )

@@ -80,6 +80,9 @@ final class TableOptions {
             ConfigOptions.key("request.seed").stringType().noDefaultValue().withDescription("Random seed of the sampler, for repeatable outputs. Sent as 'seed'."),
             ConfigOptions.key("request.stop").stringType().noDefaultValue().withDescription("Strings that end a choice when generated. Sent as 'stop'; a list separated by ';'."),
             ConfigOptions.key("request.logprobs").stringType().noDefaultValue().withDescription("Log probabilities of the k most likely tokens at each position (0: the chosen token's only); chat requests get logprobs=true and top_logprobs=k, completions logprobs=k. Sent as 'logprobs'."),
+            ConfigOptions.key("answer.constraint").stringType().noDefaultValue().withDescription("With answer fields (declared columns that are neither profile columns nor metadata keys), how the server is held to their JSON Schema: 'response-format' sends it as response_format json_schema (strict), 'structured-outputs' as vLLM's own structured_outputs, 'prompt' only as an instruction in the prompt (servers without structured outputs). Each answer is checked against the schema either way."),
+            ConfigOptions.key("answer.string-characters").stringType().noDefaultValue().withDescription("The characters an answer's strings may hold (their schema's pattern): 'all' but the control characters, or 'safe': ASCII, U+00A0-U+07FF, U+1000-U+D7FF and U+E000-U+FFFD, which vLLM's xgrammar backend constrains exactly (for the others it can write bytes that are not UTF-8: such an answer is an error row)."),
+            ConfigOptions.key("answer.nullable").stringType().noDefaultValue().withDescription("Answer fields the model may answer null, separated by ';' (a nested field as 'field.inner'); every other field is required and not null. Per field also 'answer.<field>.enum' (values separated by ';', for a CHAR/VARCHAR/STRING field), 'answer.<field>.min-items' and 'answer.<field>.max-items' (for an ARRAY)."),
             ConfigOptions.key("request.retry.deadline").stringType().noDefaultValue().withDescription("Most time one request may take: attempts, backoff and waits while the server is down; after it the prompt becomes an error row. The default rides out a server restart of a few minutes."),
             ConfigOptions.key("request.retry.max-attempts").stringType().noDefaultValue().withDescription("Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: connect errors, timeouts, broken connections, 408, 429 (Retry-After honoured) and 502/503/504."),
             ConfigOptions.key("request.retry.initial-backoff").stringType().noDefaultValue().withDescription("First backoff step."),
@@ -105,9 +108,10 @@ final class TableOptions {
             "request.store", "request.cache", "request.n", "request.max-tokens",
             "request.min-tokens", "request.temperature", "request.top-p", "request.top-k",
             "request.min-p", "request.presence-penalty", "request.frequency-penalty", "request.repetition-penalty",
-            "request.seed", "request.stop", "request.logprobs", "request.retry.deadline",
-            "request.retry.max-attempts", "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after",
-            "request.retry.hold-while-down", "request.on-failure", "parse.backend", "parse.batch-size",
-            "prompt.template", "system-prompt"
+            "request.seed", "request.stop", "request.logprobs", "answer.constraint",
+            "answer.string-characters", "answer.nullable", "request.retry.deadline", "request.retry.max-attempts",
+            "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after", "request.retry.hold-while-down",
+            "request.on-failure", "parse.backend", "parse.batch-size", "prompt.template",
+            "system-prompt"
     )));
 }
