@@ -29,7 +29,7 @@ import sys
 import tempfile
 import time
 import traceback
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import IO, Any
 
 from connector.errors import BackendUnavailable, DsparkError, OptionsError, ProfileError
@@ -50,11 +50,16 @@ EXIT_PIPE_CLOSED = 128 + signal.SIGPIPE  # what a shell shows for a reader that 
 # Raised for these, the fix is in how the command was called.
 _USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 
-# Subcommands that live with their subsystem: module with add_arguments(parser) and run(args) -> int.
+# Subcommands that live with their subsystem: module with add_arguments(parser) and run(args) -> int (or the
+# module's functions of other names: "module:add_function:run_function").
 _DELEGATED = {
     "simulate": ("connector.simulator.cli", "run a vLLM-compatible simulator (tests, demos, benchmarks)"),
     "schema": ("connector.client.cli", "print the columns a table gets from an endpoint"),
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
+    "answer-schema": (
+        "connector.flink.sql_cli:add_answer_schema_arguments:answer_schema",
+        "print the JSON Schema each 'dspark-vllm' model of a SQL file asks for",
+    ),
 }
 _READ_SIZE = 1 << 24
 _BATCH_BYTES = 64 << 20  # a batch of lines is given to parse_batch at this size, whatever its count
@@ -514,8 +519,14 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         d = sub.add_parser(name, parents=[common], help=help_text)
         d.set_defaults(func=None, module=module)
         if name == command:
-            importlib.import_module(module).add_arguments(d)
+            path, add, _ = (module.split(":") + ["add_arguments", "run"])[:3]
+            getattr(importlib.import_module(path), add)(d)
     return parser
+
+
+def _delegated(module: str) -> Callable[[argparse.Namespace], int]:
+    path, _, run = (module.split(":") + ["add_arguments", "run"])[:3]
+    return getattr(importlib.import_module(path), run)  # type: ignore[no-any-return]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -538,7 +549,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with _stopped_by_signals():
-            command = importlib.import_module(args.module).run if args.func is None else args.func
+            command = _delegated(args.module) if args.func is None else args.func
             code = int(command(args))
             sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
             return code

@@ -268,3 +268,46 @@ def test_every_type_form_round_trips_through_the_simulator(round_trip, route):
         content = json.loads(json.loads(row["body"])["choices"][0]["message"]["content"])
         for name in NAMES:
             assert row[name] == expected_value(name, content[name]), (name, row[name], content[name])
+
+
+def test_answer_schema_prints_what_a_model_sends_and_refuses_a_type_without_json(tmp_path):
+    """`dspark-vllm answer-schema FILE.sql`: the schema the model's requests carry, before anything runs; a type
+    with no JSON form is one line and exit 1."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli
+    model = """CREATE TEMPORARY MODEL reviewer INPUT (review STRING)
+        OUTPUT (sentiment VARCHAR(8) COMMENT 'how the reviewer feels', tags ARRAY<VARCHAR(6)>, `error.reason` STRING)
+        WITH ('provider' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:9', 'model' = 'm',
+              'answer.sentiment.enum' = 'positive;negative', 'answer.tags.max-items' = '3'{more});
+        SELECT * FROM ML_PREDICT(TABLE nowhere, MODEL reviewer, DESCRIPTOR(review));"""
+    (tmp_path / "good.sql").write_text(model.format(more=""))
+    run = subprocess.run(
+        [cli, "answer-schema", str(tmp_path / "good.sql")], capture_output=True, text=True, timeout=300
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    head, _, schema = run.stdout.partition("\n")
+    assert head == "-- model reviewer: sent as response_format json_schema (strict); every answer is checked against it"
+    assert json.loads(schema) == {
+        "type": "object",
+        "properties": {
+            "sentiment": {"type": "string", "enum": ["positive", "negative"], "description": "how the reviewer feels"},
+            "tags": {
+                "type": "array",
+                "items": {"type": "string", "pattern": "^[^\\u0000-\\u001f]{0,6}$"},
+                "maxItems": 3,
+            },
+        },
+        "required": ["sentiment", "tags"],
+        "additionalProperties": False,
+    }
+    bad = model.format(more="").replace("ARRAY<VARCHAR(6)>", "BYTES").replace(", 'answer.tags.max-items' = '3'", "")
+    (tmp_path / "bad.sql").write_text(bad)
+    run = subprocess.run([cli, "answer-schema", str(tmp_path / "bad.sql")], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 1
+    assert run.stderr.strip().count("\n") == 0, run.stderr
+    assert "Column 'tags' is BYTES, which has no JSON form for the model to write: declare one of BOOLEAN" in run.stderr

@@ -20,9 +20,10 @@ from pathlib import Path
 
 from connector.errors import DsparkError, OptionsError
 
-__all__ = ["add_arguments", "java_command", "run"]
+__all__ = ["add_answer_schema_arguments", "add_arguments", "answer_schema", "java_command", "run"]
 
 RUNNER = "io.dspark.vllm.flink.SqlRunner"
+ANSWER_SCHEMA = "io.dspark.vllm.flink.AnswerSchema"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,7 +52,9 @@ def _jvm_options(home: Path) -> list[str]:
     return ["--add-opens=java.base/java.nio=ALL-UNNAMED", "--add-opens=java.base/java.lang=ALL-UNNAMED"]
 
 
-def java_command(sql_file: str, settings: list[str], log_file: str, verbose: bool = False) -> list[str]:
+def java_command(
+    sql_file: str, settings: list[str], log_file: str, verbose: bool = False, main: str = RUNNER
+) -> list[str]:
     from connector.flink.env import connector_jar
 
     home = _pyflink_home()
@@ -66,7 +69,7 @@ def java_command(sql_file: str, settings: list[str], log_file: str, verbose: boo
         f"-Dlog4j.configurationFile={home / 'conf' / 'log4j-cli.properties'}",
         "-cp",
         classpath,
-        RUNNER,
+        main,
         sql_file,
         *defaults,
         *settings,
@@ -153,3 +156,22 @@ def _run_runner(command: list[str]) -> tuple[int, str | None]:
 
 
 _PREFIX = "SqlRunner: "
+
+
+def add_answer_schema_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("file", help="SQL file with CREATE MODEL statements (its queries are not run)")
+
+
+def answer_schema(args: argparse.Namespace) -> int:
+    """`dspark-vllm answer-schema FILE.sql`: the JSON Schema each 'dspark-vllm' model of the file sends for its
+    answer fields, planned as ML_PREDICT plans it (io.dspark.vllm.flink.AnswerSchema), no job run."""
+    if not Path(args.file).is_file():
+        raise OptionsError(f"{args.file}: no such file")
+    handle, log_file = tempfile.mkstemp(prefix="dspark-vllm-answer-schema-", suffix=".log")
+    os.close(handle)
+    try:
+        done = subprocess.run(java_command(args.file, [], log_file, main=ANSWER_SCHEMA), check=False)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(log_file)
+    return 0 if done.returncode == 0 else 1

@@ -68,6 +68,11 @@ ANSWER_NULLABLE = "answer.nullable"
 ANSWER_PREFIX = "answer."
 
 
+def _shown(ftype: Mapping[str, Any]) -> str:
+    """A type as a user declares it (Flink writes STRING as VARCHAR(2147483647))."""
+    return str(ftype.get("sql")).replace("VARCHAR(2147483647)", "STRING").replace("VARBINARY(2147483647)", "BYTES")
+
+
 def _fraction(precision: int) -> str:
     return rf"(\.[0-9]{{1,{precision}}})?" if precision > 0 else ""
 
@@ -139,7 +144,7 @@ def field_schema(
             too_long = [v for v in items if len(v) > int(ftype["length"])]
             if too_long:
                 raise OptionsError(
-                    f"Option 'answer.{where}.enum' has '{too_long[0]}', longer than {ftype['sql']} holds: declare "
+                    f"Option 'answer.{where}.enum' has '{too_long[0]}', longer than {_shown(ftype)} holds: declare "
                     "the column longer or shorten the value."
                 )
             schema = {"type": "string", "enum": items}
@@ -169,7 +174,7 @@ def field_schema(
         key = ftype["key"]
         if key.get("root") not in ("CHAR", "VARCHAR"):
             raise OptionsError(
-                f"Column '{where}' is {ftype['sql']}: a JSON object's keys are strings, declare MAP<STRING, ...>."
+                f"Column '{where}' is {_shown(ftype)}: a JSON object's keys are strings, declare MAP<STRING, ...>."
             )
         value = field_schema(ftype["value"], f"{where}{{}}", settings, nullable, None, characters)
         schema = {"type": "object", "additionalProperties": value}
@@ -187,13 +192,13 @@ def field_schema(
         }
     else:
         raise OptionsError(
-            f"Column '{where}' is {ftype.get('sql')}, which has no JSON form for the model to write: declare one of "
+            f"Column '{where}' is {_shown(ftype)}, which has no JSON form for the model to write: declare one of "
             f"{ANSWER_TYPES}."
         )
     if mine:
         bad = sorted(mine)[0]
         fits = {"enum": "a CHAR, VARCHAR or STRING column", "min-items": "an ARRAY", "max-items": "an ARRAY"}
-        raise OptionsError(f"Option 'answer.{where}.{bad}' needs {fits[bad]}; '{where}' is {ftype.get('sql')}.")
+        raise OptionsError(f"Option 'answer.{where}.{bad}' needs {fits[bad]}; '{where}' is {_shown(ftype)}.")
     if description:
         schema["description"] = description
     if where in nullable:
