@@ -789,7 +789,7 @@ def arm_table(arms: list[dict[str, object]]) -> str:
 
 
 # What run.json says of the answers when the job started the simulator itself (no --endpoint).
-SIMULATED = "the built-in simulator (seed {seed}): made-up answers, no model"
+SIMULATED = "the built-in simulator (seed {seed}; made up, not a model's)"
 # (key, label) of the run's details, as run.json holds them.
 RUN_DETAILS = [
     ("mode", "mode"),
@@ -1043,30 +1043,31 @@ ARM_CHARTS = [
 
 def _arm_chart(arms: list[dict[str, object]], styles: dict[str, int], field: str, title: str, scale: float,
                spec: str) -> str:  # fmt: skip
-    """An inline SVG bar chart of an arm's `field` over the whole run: a bar per model and arm, in its line's
-    colour, its value written beside it."""
-    width, left, right, top, bar, gap = 640, 200, 70, 34, 22, 10
-    height = top + len(arms) * (bar + gap) + 10
+    """An inline SVG bar chart of an arm's `field` over the whole run: a bar per model and arm in its line's
+    colour, named above it (a model's name may be long), its value beside it."""
+    width, left, right, top, label, bar, gap = 640, 12, 70, 34, 16, 20, 10
+    height = top + len(arms) * (label + bar + gap) + 4
     values = [float(str(a[field])) * scale if a.get(field) is not None else None for a in arms]
     top_value = max((v for v in values if v is not None), default=0.0) or (100.0 if scale == 100.0 else 1.0)
     plot = width - left - right
     parts = [
         f'<svg class="armchart" data-field="{field}" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
-        f'<text x="8" y="20" font-weight="bold">{html.escape(title)}</text>',
-        f'<line x1="{left}" y1="{top - 4}" x2="{left}" y2="{height - 6}" stroke="#888"/>',
+        f'<text x="{left}" y="20" font-weight="bold">{html.escape(title)}</text>',
     ]
     for i, (arm, value) in enumerate(zip(arms, values, strict=True)):
         name = series(arm)
         colour = COLOURS[styles.get(name, i) % len(COLOURS)]
-        y = top + i * (bar + gap)
-        parts.append(f'<text x="{left - 8}" y="{y + bar * 0.7:.1f}" text-anchor="end">{html.escape(name)}</text>')
+        y = top + i * (label + bar + gap)
         shown = "-" if value is None else spec.format(value)
         length = 0.0 if value is None else plot * value / top_value
-        parts.append(
-            f'<rect class="bar" x="{left}" y="{y}" width="{length:.1f}" height="{bar}" fill="{colour}"/>'
-            f'<text class="value" x="{left + length + 6:.1f}" y="{y + bar * 0.7:.1f}">{html.escape(shown)}</text>'
-        )
+        parts += [
+            f'<text x="{left}" y="{y + 12}">{html.escape(name)}</text>',
+            f'<line x1="{left}" y1="{y + label}" x2="{left}" y2="{y + label + bar}" stroke="#888"/>',
+            f'<rect class="bar" x="{left}" y="{y + label}" width="{length:.1f}" height="{bar}" fill="{colour}"/>',
+            f'<text class="value" x="{left + length + 6:.1f}" y="{y + label + bar * 0.7:.1f}">'
+            f"{html.escape(shown)}</text>",
+        ]
     parts.append("</svg>")
     return "\n".join(parts)
 

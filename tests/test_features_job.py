@@ -337,7 +337,7 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
 # answers cut at 48 tokens two in three times (47 out tokens), arm B's never (69). The job started 27 s before
 # the first row was fed; the first window (12:01:00) the run covered in part.
 README_RUN = {"mode": "request", "profile": "coder", "backend": "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)",
-              "endpoint": "http://127.0.0.1:40000", "simulator": "the built-in simulator (seed 7): made-up answers, no model",
+              "endpoint": "http://127.0.0.1:40000", "simulator": "the built-in simulator (seed 7; made up, not a model's)",
               "model": "m", "rate": 50, "duration_s": 60.0, "window_s": 10.0, "started": "2026-11-30 12:00:35 UTC"}  # fmt: skip
 README_ROWS = [
     {"window_start": f"2026-11-30 12:01:{s}0.000", "window_end": f"2026-11-30 12:01:{s + 1}0.000", "model": "m",
