@@ -41,8 +41,10 @@ __all__ = [
     "EXIT_PIPE_CLOSED",
     "EXIT_USAGE",
     "Terminated",
+    "argument_parser",
     "line_batches",
     "main",
+    "run_reported",
 ]
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
@@ -539,7 +541,27 @@ def main(argv: list[str] | None = None) -> int:
         _subcommand_parser(parser, args).error(f"unrecognized arguments: {' '.join(unknown)}")
     verbose = getattr(args, "verbose", False)
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(levelname)s %(message)s")
-    name = f"dspark-vllm {args.command}"
+
+    def command() -> int:
+        return int((_delegated(args.module) if args.func is None else args.func)(args))
+
+    return run_reported(f"dspark-vllm {args.command}", command, verbose)
+
+
+def argument_parser(argv: list[str], **kwargs: Any) -> argparse.ArgumentParser:
+    """An argparse parser whose usage errors are this command's: one line (exit 2) that names the nearest options
+    to a misspelt one; `argv`, the arguments it will parse, says whether -v/--verbose asks for the usage too.
+    For other programs of the project (jobs/features.py) that answer mistakes as `dspark-vllm` does."""
+    parser = _Parser(**kwargs)
+    parser.verbose = "-v" in argv or "--verbose" in argv  # type: ignore[attr-defined]
+    parser.argv = argv  # type: ignore[attr-defined]
+    return parser
+
+
+def run_reported(name: str, command: Callable[[], int], verbose: bool = False) -> int:
+    """Run `command` and return its exit status, or the one of what it raised, said in one line on stderr as
+    "NAME: message" (with the traceback first when `verbose`): 2 a usage error, 1 a failure while running,
+    130 interrupted, 128 + signal for SIGTERM and SIGHUP, 141 quietly for a closed pipe (the module's doc)."""
 
     def failed(exc: BaseException, code: int, text: str | None = None) -> int:
         if verbose:
@@ -549,8 +571,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         with _stopped_by_signals():
-            command = _delegated(args.module) if args.func is None else args.func
-            code = int(command(args))
+            code = command()
             sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
             return code
     except BrokenPipeError:

@@ -22,13 +22,16 @@ JSON-lines files under OUTPUT/features (per arm) and OUTPUT/users, one object pe
 checkpoints, so they appear while an unbounded job runs. Without `--duration` the job runs until it is
 cancelled.
 
-At the end the job prints a summary table per model, arm and window (the run's details first; a window the run
-covered only in part is marked), with the content features, then the A/B view: each arm over the whole run;
-`--report PATH` also writes an HTML page with charts of the windows (a line per model and arm), content
-features included, the arms and the users. `--results-only` runs no job and does both from the files already
-in OUTPUT (the run's details are in OUTPUT/run.json). Two latencies, two clocks: `round trip ms` is the
-request's time measured by the job (send to last byte), `server ttft ms` the time to first token the server
-reports in the body's `metrics` (a simulator reports made-up figures).
+While it runs, a progress line every `--progress` seconds: the parse step's counts, and the feature and user
+rows committed to the files so far. At the end the job prints a summary table per model, arm and window (the
+run's details first; a window the run covered only in part is marked), with the content features, then the A/B
+view: each arm over the whole run; and writes an HTML page (OUTPUT/report.html, `--report PATH`, `--no-report`)
+with charts of the windows (a line per model and arm), content features included, the A/B view charted, the
+arms and the users. `--results-only` runs no job and does both from the files already in OUTPUT (the run's
+details are in OUTPUT/run.json). Two latencies, two clocks: `round trip ms` is the request's time measured by
+the job (send to last byte), `server ttft ms` the time to first token the server reports in the body's
+`metrics` (a simulator reports made-up figures). A mistake is one line on stderr, with the exit status of the
+`dspark-vllm` command (`connector.cli.run_reported`).
 """
 
 from __future__ import annotations
@@ -41,15 +44,19 @@ import math
 import os
 import sys
 import time
-import urllib.request
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 # `python jobs/features.py` from a checkout: the package is one directory up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from connector.errors import DsparkError, OptionsError  # noqa: E402
 from connector.profiles import Profile, load_profile  # noqa: E402
+
+if TYPE_CHECKING:
+    from connector.flink.progress import Snapshot
 
 FEATURE_COLUMNS = [
     ("window_start", "STRING"),
@@ -101,8 +108,28 @@ ERROR_COLUMNS = [
 ]
 
 
+class _HelpWithDefaults(argparse.HelpFormatter):
+    """Help that says each option's default, where it has one and its help does not say it already."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.option_strings and action.default not in (None, False, argparse.SUPPRESS) and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    """The job's arguments; a mistake in them is one line and exit status 2, as the `dspark-vllm` command's."""
+    from connector.cli import argument_parser
+
+    argv = sys.argv[1:] if argv is None else argv
+    p = argument_parser(
+        argv,
+        prog="features.py",
+        description=__doc__.split("\n\n")[0],
+        epilog=EXIT_STATUS,
+        formatter_class=_HelpWithDefaults,
+    )
     p.add_argument("--endpoint", help="OpenAI-compatible server; without it (and --replay) the simulator starts")
     p.add_argument("--model", help="model to ask (default: the first of the endpoint's /v1/models)")
     p.add_argument("--replay", metavar="PATH", help="file or directory of captured raw bodies, one per line")
@@ -115,32 +142,50 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         metavar="PATH",
         help="the prompts file: arms and prompts with a user (request mode; default: jobs/prompts.json)",
     )
-    p.add_argument("--profile", default="coder", help="built-in profile or profile file (default: coder)")
+    p.add_argument("--profile", default="coder", help="built-in profile or profile file")
     p.add_argument(
         "--duration", type=float, help="seconds of requests (request mode; default: until the job is cancelled)"
     )
     p.add_argument("--rate", type=int, default=50, help="prompts per second (request mode)")
-    p.add_argument("--output", default="out", help="output directory (features/, errors/)")
+    p.add_argument("--output", default="out", help="output directory (features/, users/, errors/, report.html)")
     p.add_argument("--print", action="store_true", help="print features to stdout instead of files")
-    p.add_argument(
-        "--window", type=float, default=10.0, help="window size in seconds (default 10: a 60 s run gives 6 windows)"
-    )
+    p.add_argument("--window", type=float, default=10.0, help="window size in seconds (a 60 s run gives 6 or 7)")
     p.add_argument("--slide", type=float, help="slide in seconds: sliding windows instead of tumbling")
     p.add_argument("--watermark-delay", type=float, default=5.0, help="out-of-orderness allowed, seconds")
     p.add_argument("--backend", default="auto", choices=["auto", "cpu", "gpu"], help="parse backend")
-    p.add_argument("--batch-size", type=int, help="bodies per parse batch (the table's default when unset)")
+    p.add_argument("--batch-size", type=int, help="bodies per parse batch (default: the table's)")
     p.add_argument("--concurrency", type=int, default=64, help="requests in flight per parallel instance")
     p.add_argument("--parallelism", type=int, help="job parallelism (default: the environment's)")
     p.add_argument("--checkpoint-interval", type=float, default=10.0, help="seconds; 0 turns checkpoints off")
     p.add_argument("--progress", type=float, default=5.0, help="seconds between progress lines; 0: none")
     p.add_argument("--detached", action="store_true", help="return once submitted (with `flink run -d`)")
-    p.add_argument("--report", metavar="PATH", help="at the end, write an HTML page with charts of the windows")
+    p.add_argument(
+        "--report",
+        metavar="PATH",
+        help="the HTML page with charts of the windows, written at the end (default: OUTPUT/report.html)",
+    )
+    p.add_argument("--no-report", action="store_true", help="write no HTML page")
     p.add_argument(
         "--results-only",
         action="store_true",
-        help="run no job: print the summary of the files in --output (and write --report) as they are now",
+        help="run no job: print the summary of the files in --output (and write the report) as they are now",
     )
-    return p.parse_args(argv)
+    p.add_argument("-v", "--verbose", action="store_true", help="an error with its traceback")
+    args = p.parse_args(argv)
+    for name in ("rate", "window", "duration", "slide", "concurrency", "parallelism", "batch_size", "replay_monitor"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            p.error(f"--{name.replace('_', '-')} {value:g}: must be more than 0")
+    return args
+
+
+# The job's exit status, as `dspark-vllm`'s (connector/cli.py, `run_reported`).
+EXIT_STATUS = (
+    "Exit status: 0 done (failed requests and rejected bodies are error rows, not a failure); 1 the work failed "
+    "while running (a server could not be reached, the job failed); 2 a usage error, found before any work "
+    "(arguments, profile, prompts file, paths); 130 interrupted, 143 terminated. Every error is one line on "
+    "stderr (--verbose: with its traceback)."
+)
 
 
 def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tuple[str, str]], list[str]]:
@@ -176,8 +221,18 @@ def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tupl
 
 
 def first_model(endpoint: str) -> str:
-    with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=30) as response:
-        return str(json.load(response)["data"][0]["id"])
+    """The first model the endpoint serves; an endpoint that cannot be asked is one line that says what to do."""
+    from connector.client.discovery import served_models
+    from connector.errors import SchemaDiscoveryError
+
+    models = served_models(endpoint)
+    if not models:
+        raise SchemaDiscoveryError(f"{endpoint}/v1/models lists no model: name the one to ask with --model")
+    return models[0]
+
+
+# The simulator's seed when the job starts it (its answers are made up: the run's details and report say so).
+SIMULATOR_SEED = 7
 
 
 @contextlib.contextmanager
@@ -188,8 +243,8 @@ def endpoint_or_simulator(args: argparse.Namespace) -> Iterator[str | None]:
     try:
         from connector.simulator.testing import serve_simulator
     except ImportError:
-        sys.exit("features: no simulator in this installation; pass --endpoint URL or --replay PATH")
-    with serve_simulator(mode="process", profiles=(args.profile,), seed=7) as sim:
+        raise OptionsError("no simulator in this installation; pass --endpoint URL or --replay PATH") from None
+    with serve_simulator(mode="process", profiles=(args.profile,), seed=SIMULATOR_SEED) as sim:
         print(f"features: simulator on {sim.url}", file=sys.stderr, flush=True)
         yield sim.url
 
@@ -244,24 +299,24 @@ BODY_COLUMNS = [
 def load_prompts(path: str | Path) -> tuple[dict[str, dict[str, object]], list[dict[str, str]]]:
     """The arms and prompts of a prompts file (jobs/prompts.json is the shape); a file that does not hold them
     is refused with one line that names it and what is wrong."""
-    where = f"features: prompts file {path}"
+    where = f"prompts file {path}"
     try:
         doc = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
-        raise SystemExit(f"{where}: {exc}") from None
+        raise OptionsError(f"{where}: {exc}") from None
     arms, prompts = (doc.get("arms"), doc.get("prompts")) if isinstance(doc, dict) else (None, None)
     if not isinstance(arms, dict) or not arms or not isinstance(prompts, list) or not prompts:
-        raise SystemExit(f"{where}: expected an object with 'arms' (an object) and 'prompts' (a list), not empty")
+        raise OptionsError(f"{where}: expected an object with 'arms' (an object) and 'prompts' (a list), not empty")
     for name, arm in arms.items():
         unknown = set(arm) - set(ARM_SETTINGS) if isinstance(arm, dict) else {"(not an object)"}
         if unknown:
             takes = ", ".join(ARM_SETTINGS)
-            raise SystemExit(f"{where}: arm {name!r}: {', '.join(sorted(unknown))}; an arm takes {takes}")
+            raise OptionsError(f"{where}: arm {name!r}: {', '.join(sorted(unknown))}; an arm takes {takes}")
     for i, prompt in enumerate(prompts, 1):
         if not isinstance(prompt, dict) or not all(isinstance(prompt.get(k), str) for k in PROMPT_FIELDS):
-            raise SystemExit(f"{where}: prompt {i}: expected strings {', '.join(PROMPT_FIELDS)}")
+            raise OptionsError(f"{where}: prompt {i}: expected strings {', '.join(PROMPT_FIELDS)}")
         if prompt["arm"] not in arms:
-            raise SystemExit(f"{where}: prompt {i}: arm {prompt['arm']!r} is not one of {', '.join(arms)}")
+            raise OptionsError(f"{where}: prompt {i}: arm {prompt['arm']!r} is not one of {', '.join(arms)}")
     return arms, prompts
 
 
@@ -694,6 +749,13 @@ _WEIGHTS = {"latency_ms_mean": "requests", "length_share": "answered", "completi
             "with_code_share": "answered", "boxed_answer_share": "answered", "score_mean": "answered"}  # fmt: skip
 
 
+def _weighted_mean(windows: list[dict[str, object]], field: str, weights: list[float]) -> float | None:
+    """The mean of the windows' means of `field`, each weighted by the rows it is over (None where none has one)."""
+    pairs = [(float(str(w[field])), wt) for w, wt in zip(windows, weights, strict=True) if w.get(field) is not None]
+    weight = sum(wt for _, wt in pairs)
+    return sum(v * wt for v, wt in pairs) / weight if weight else None
+
+
 def arm_rows(rows: list[dict[str, object]], users: list[dict[str, object]]) -> list[dict[str, object]]:
     """Each model and arm over the whole run, from its windows: sums added up, means weighted by the rows they
     are over (so an arm's mean is its rows' mean), and how many users asked in it (from OUTPUT/users)."""
@@ -714,10 +776,7 @@ def arm_rows(rows: list[dict[str, object]], users: list[dict[str, object]]) -> l
             if field in _SUMS:
                 total[field] = sum(int(str(w[field])) for w in windows if w.get(field) is not None)
                 continue
-            pairs = [(float(str(w[field])), weight) for w, weight in zip(windows, weights[_WEIGHTS[field]], strict=True)
-                     if w.get(field) is not None]  # fmt: skip
-            weight = sum(wt for _, wt in pairs)
-            total[field] = sum(v * wt for v, wt in pairs) / weight if weight else None
+            total[field] = _weighted_mean(windows, field, weights[_WEIGHTS[field]])
         total["error_rate"] = int(str(total["errors"])) / int(str(total["requests"])) if total["requests"] else None
         result.append(total)
     return result
@@ -729,12 +788,15 @@ def arm_table(arms: list[dict[str, object]]) -> str:
     return _aligned(columns, arms)
 
 
+# What run.json says of the answers when the job started the simulator itself (no --endpoint).
+SIMULATED = "the built-in simulator (seed {seed}; made up, not a model's)"
 # (key, label) of the run's details, as run.json holds them.
 RUN_DETAILS = [
     ("mode", "mode"),
     ("profile", "profile"),
     ("backend", "parse backend"),
     ("endpoint", "endpoint"),
+    ("simulator", "answers from"),
     ("model", "model"),
     ("prompts", "prompts from"),
     ("arms", "arms"),
@@ -769,7 +831,11 @@ def request_backend(args: argparse.Namespace) -> str:
     return MODEL_BACKEND[:-1] + "; no GPU where the job was built)" if args.backend == "auto" else MODEL_BACKEND
 
 
-def run_details(args: argparse.Namespace, endpoint: str | None, model: str | None) -> dict[str, object]:
+def run_details(
+    args: argparse.Namespace, endpoint: str | None, model: str | None, simulated: bool = False
+) -> dict[str, object]:
+    """The run's details for run.json, the summary and the report; `simulated`: the endpoint is the simulator the
+    job started (no --endpoint), whose answers are made up."""
     details: dict[str, object] = {
         "mode": "replay" if args.replay else "request",
         "profile": args.profile,
@@ -784,6 +850,7 @@ def run_details(args: argparse.Namespace, endpoint: str | None, model: str | Non
         details.update(
             {
                 "endpoint": endpoint,
+                "simulator": SIMULATED.format(seed=SIMULATOR_SEED) if simulated else None,
                 "model": model,
                 "prompts": f"{args.prompts} ({len(prompts)} prompts, {len({p['user_id'] for p in prompts})} users)",
                 "arms": "; ".join(
@@ -808,6 +875,12 @@ def _run_line(run: dict[str, object]) -> str:
     return ", ".join(f"{label} {run[key]}" for key, label in RUN_DETAILS if key in run)
 
 
+def counts(rows: list[dict[str, object]]) -> str:
+    """How many windows the rows are of, and how many feature rows (one per window, model and arm)."""
+    windows = len({str(r["window_start"]) for r in rows})
+    return f"{windows} window{'s' * (windows != 1)}, {len(rows)} feature row{'s' * (len(rows) != 1)}"
+
+
 def summary(
     output: Path,
     rows: list[dict[str, object]],
@@ -820,9 +893,9 @@ def summary(
     requests = sum(int(str(r["requests"])) for r in rows)
     models = sorted({str(r["model"]) for r in rows})
     head = (
-        f"features: done{took}: {len(rows)} windows, {requests} requests "
-        f"({errors} errors) for {', '.join(models) or 'no model'} -> {output / 'features'} "
-        f"(errors: {output / 'errors'})"
+        f"features: done{took}: {counts(rows)}, {requests} requests ({errors} errors) for "
+        f"{', '.join(models) or 'no model'} -> {output / 'features'}; "
+        + (f"error rows -> {output / 'errors'}" if errors else "no error rows")
     )
     if run:
         head += f"\nfeatures: run: {_run_line(run)}"
@@ -851,6 +924,15 @@ CONTENT_CHARTS = [
     ("score_mean", "Score, mean", 1.0, "no scores"),
 ]
 COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
+# Each line's dash and width, and its points' radius: a line drawn later is thinner, dashed and has smaller points,
+# so that where two lines are equal (the arms' requests, an error rate of 0 for both) both still show.
+DASHES = ["", "7 4", "2 3", "9 3 2 3", "4 2", "1 2"]
+
+
+def _style(i: int, count: int) -> tuple[str, float, float, str]:
+    """(colour, line width, point radius, dash) of the i-th of `count` lines."""
+    wider = count - 1 - i  # lines drawn before the last
+    return COLOURS[i % len(COLOURS)], 2.0 + 2.5 * min(wider, 3), 3.5 + 2.0 * min(wider, 3), DASHES[i % len(DASHES)]
 
 
 def charts_of(rows: list[dict[str, object]]) -> list[tuple[str, str, float, str]]:
@@ -867,19 +949,21 @@ def _ticks(top: float) -> list[float]:
     return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
 
 
-def _label(value: float) -> str:
-    return f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
+def _label(value: float, percent: bool = False) -> str:
+    text = f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
+    return text + "%" * percent
 
 
 def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, empty: str) -> str:
     """An inline SVG line chart of `field` over the windows, one line per model and arm (`series`; no script, no
-    download): a y-axis with round ticks, the windows' start times on the x-axis, hollow points for partial
-    windows, and a word where there is nothing to draw."""
+    download): a y-axis with round ticks (a share's in %, up to 100% when all are 0), the windows' start times on
+    the x-axis, hollow points for partial windows, and a word where there is nothing to draw."""
     width, height, left, right, top, bottom = 640, 240, 64, 40, 34, 44
+    percent = scale == 100.0
     starts = sorted({str(r["window_start"]) for r in rows})
     models = sorted({series(r) for r in rows})
     values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
-    top_value = max(values, default=0.0) or 1.0
+    top_value = max(values, default=0.0) or (100.0 if percent else 1.0)
     ticks = _ticks(top_value)
     top_value = max(top_value, ticks[-1])
     position = {s: i for i, s in enumerate(starts)}
@@ -904,7 +988,7 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, 
             f'<line x1="{left}" y1="{y(tick):.1f}" x2="{width - right}" y2="{y(tick):.1f}" stroke="{colour}"/>'
         )
         parts.append(
-            f'<text class="ytick" x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_label(tick)}</text>'
+            f'<text class="ytick" x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_label(tick, percent)}</text>'
         )
     # At most 7 time labels, evenly picked, so that they do not overlap.
     every = max(1, math.ceil(len(starts) / 7))
@@ -920,8 +1004,8 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, 
             f'<text class="nodata" x="{left + plot / 2:.0f}" y="{(top + height - bottom) / 2:.0f}" '
             f'text-anchor="middle" fill="#666">no data: {html.escape(empty)}</text>'
         )
-    for i, model in enumerate(models):  # the same colour per line on every chart (the page's legend)
-        colour = COLOURS[i % len(COLOURS)]
+    for i, model in enumerate(models):  # the same style per line on every chart (the page's legend)
+        colour, line_width, radius, dash = _style(i, len(models))
         points = sorted(
             (position[str(r["window_start"])], y(float(str(r[field])) * scale), bool(r.get("partial")))
             for r in rows
@@ -934,13 +1018,55 @@ def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, 
                 runs[-1].append(point)
             else:
                 runs.append([point])
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
         for run in runs:
             path = " ".join(f"{xs[i]:.1f},{py:.1f}" for i, py, _ in run)
-            parts.append(f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="2" points="{path}"/>')
+            parts.append(
+                f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="{line_width:g}"{dashed} '
+                f'points="{path}"/>'
+            )
         parts += [
-            f'<circle class="{"partial" if partial else "full"}" cx="{xs[i]:.1f}" cy="{py:.1f}" r="4" '
+            f'<circle class="{"partial" if partial else "full"}" cx="{xs[i]:.1f}" cy="{py:.1f}" r="{radius:g}" '
             f'fill="{"#fff" if partial else colour}" stroke="{colour}" stroke-width="2"/>'
             for i, py, partial in points
+        ]
+    parts.append("</svg>")
+    return "\n".join(parts)
+
+
+# The A/B view's charts, each arm over the whole run: (field, title, scale for display, format of a value).
+ARM_CHARTS = [
+    ("length_share", "Answers cut at max_tokens (finish_reason length), each arm over the run", 100.0, "{:.0f}%"),
+    ("completion_tokens_mean", "Out tokens per answer, mean, each arm over the run", 1.0, "{:.1f}"),
+]
+
+
+def _arm_chart(arms: list[dict[str, object]], styles: dict[str, int], field: str, title: str, scale: float,
+               spec: str) -> str:  # fmt: skip
+    """An inline SVG bar chart of an arm's `field` over the whole run: a bar per model and arm in its line's
+    colour, named above it (a model's name may be long), its value beside it."""
+    width, left, right, top, label, bar, gap = 640, 12, 70, 34, 16, 20, 10
+    height = top + len(arms) * (label + bar + gap) + 4
+    values = [float(str(a[field])) * scale if a.get(field) is not None else None for a in arms]
+    top_value = max((v for v in values if v is not None), default=0.0) or (100.0 if scale == 100.0 else 1.0)
+    plot = width - left - right
+    parts = [
+        f'<svg class="armchart" data-field="{field}" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
+        f'<text x="{left}" y="20" font-weight="bold">{html.escape(title)}</text>',
+    ]
+    for i, (arm, value) in enumerate(zip(arms, values, strict=True)):
+        name = series(arm)
+        colour = COLOURS[styles.get(name, i) % len(COLOURS)]
+        y = top + i * (label + bar + gap)
+        shown = "-" if value is None else spec.format(value)
+        length = 0.0 if value is None else plot * value / top_value
+        parts += [
+            f'<text x="{left}" y="{y + 12}">{html.escape(name)}</text>',
+            f'<line x1="{left}" y1="{y + label}" x2="{left}" y2="{y + label + bar}" stroke="#888"/>',
+            f'<rect class="bar" x="{left}" y="{y + label}" width="{length:.1f}" height="{bar}" fill="{colour}"/>',
+            f'<text class="value" x="{left + length + 6:.1f}" y="{y + label + bar * 0.7:.1f}">'
+            f"{html.escape(shown)}</text>",
         ]
     parts.append("</svg>")
     return "\n".join(parts)
@@ -964,17 +1090,67 @@ USER_TABLE = [
     ("model", "model", "{}"),
     ("requests", "requests", "{:d}"),
     ("errors", "errors", "{:d}"),
+    ("completion_tokens_mean", "out tokens", "{:.1f}"),
+    ("latency_ms_mean", "round trip ms", "{:.0f}"),
 ]
 
 
 def user_rows(users: list[dict[str, object]]) -> list[dict[str, object]]:
-    totals: dict[tuple[str, str, str], dict[str, object]] = {}
+    """Each user over the whole run, from their windows: requests and errors added up, out tokens the mean of
+    their answers (a window's mean weighted by its answers), the round trip the mean of their requests."""
+    groups: dict[tuple[str, str, str], list[dict[str, object]]] = {}
     for u in users:
-        key = (str(u["user_id"]), str(u.get("arm")), str(u.get("model")))
-        total = totals.setdefault(key, {"user_id": key[0], "arm": key[1], "model": key[2], "requests": 0, "errors": 0})
-        total["requests"] = int(str(total["requests"])) + int(str(u["requests"]))
-        total["errors"] = int(str(total["errors"])) + int(str(u.get("errors") or 0))
-    return [totals[k] for k in sorted(totals)]
+        groups.setdefault((str(u["user_id"]), str(u.get("arm")), str(u.get("model"))), []).append(u)
+    result = []
+    for (user, arm, model), windows in sorted(groups.items()):
+        requests = [int(str(w["requests"])) for w in windows]
+        errors = [int(str(w.get("errors") or 0)) for w in windows]
+        total: dict[str, object] = {"user_id": user, "arm": arm, "model": model, "requests": sum(requests),
+                                    "errors": sum(errors)}  # fmt: skip
+        answered = [float(n - e) for n, e in zip(requests, errors, strict=True)]
+        total["completion_tokens_mean"] = _weighted_mean(windows, "completion_tokens_mean", answered)
+        total["latency_ms_mean"] = _weighted_mean(windows, "latency_ms_mean", [float(n) for n in requests])
+        result.append(total)
+    return result
+
+
+def warm_up(rows: list[dict[str, object]]) -> str | None:
+    """A note when the run's first window's round trip is warm-up (connections opened, the JVM's code compiled):
+    its mean over 3 times the median of the later windows'. None otherwise."""
+    by_window: dict[str, list[tuple[float, float]]] = {}
+    for r in rows:
+        if r.get("latency_ms_mean") is not None:
+            by_window.setdefault(str(r["window_start"]), []).append(
+                (float(str(r["latency_ms_mean"])), float(str(r["requests"])))
+            )
+    if len(by_window) < 3:
+        return None
+    means = [sum(v * n for v, n in pairs) / max(sum(n for _, n in pairs), 1) for _, pairs in sorted(by_window.items())]
+    later = sorted(means[1:])
+    median = later[len(later) // 2] if len(later) % 2 else (later[len(later) // 2 - 1] + later[len(later) // 2]) / 2
+    if means[0] <= 3 * median:
+        return None
+    return (
+        f"The first window's round trip ({means[0]:,.0f} ms) is warm-up: the job's connections being opened and its "
+        f"code compiled while the first requests wait; the later windows' median is {median:,.0f} ms."
+    )
+
+
+def start_up(run: dict[str, object] | None, rows: list[dict[str, object]]) -> str | None:
+    """When a request-mode run fed its first row, against when the command started (run.json's `started`): the
+    gap is the job starting (the simulator, Flink's mini-cluster or the submission, its Python workers)."""
+    if not run or run.get("mode") != "request" or "started" not in run:
+        return None
+    started = _time(str(run["started"])[:19])
+    fed = [t for r in rows if (t := _time(r.get("first_event"))) is not None]
+    if started is None or not fed:
+        return None
+    first = min(fed)
+    gap = (first - started).total_seconds()
+    return (
+        f"{first:%H:%M:%S}, {gap:.0f} s after the start: the job starting (the simulator, Flink's cluster, its "
+        "Python workers); windows are aligned to the clock, so the first one starts before it"
+    )
 
 
 def report_html(
@@ -985,34 +1161,62 @@ def report_html(
     users: list[dict[str, object]] | None = None,
 ) -> str:
     """A self-contained page: the run's details, totals, one chart per feature, the summary as a table, and
-    where the rows had arms, the A/B view and the users."""
+    where the rows had arms, the A/B view (charted) and the users."""
     requests = sum(int(str(r["requests"])) for r in rows)
+    models = sorted({series(r) for r in rows})
     windows = _html_table("windows", columns_of(rows), sorted(rows, key=_order))
     arms = arm_rows(rows, users or [])
     if arms:
         present = {key for r in arms for key, value in r.items() if value is not None}
         columns = ARM_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
-        windows = "<h2>A/B: each arm over the whole run</h2>\n" + _html_table("arms", columns, arms) + "\n" + windows
+        styles = {name: i for i, name in enumerate(models)}
+        bars = "\n".join(_arm_chart(arms, styles, *chart) for chart in ARM_CHARTS)
+        windows = (
+            f"<h2>A/B: each arm over the whole run</h2>\n{bars}\n" + _html_table("arms", columns, arms) + "\n" + windows
+        )
     if users:
         windows += "\n<h2>Users over the whole run</h2>\n" + _html_table("users", USER_TABLE, user_rows(users))
     charts = "\n".join(_chart(rows, *chart) for chart in charts_of(rows))
-    models = sorted({series(r) for r in rows})
-    legend = " ".join(
-        f'<span style="color: {COLOURS[i % len(COLOURS)]}">&#9632; {html.escape(model)}</span>'
-        for i, model in enumerate(models)
+    # Notes on why a chart's line is as it is, above the charts (between two, one would break their rows).
+    notes = "".join(
+        f'<p class="note" id="{name}">{html.escape(note)}</p>' for name, note in [("warm-up", warm_up(rows))] if note
     )
+    keys = []
+    for i, model in enumerate(models):  # each line's sample: its colour, width, dash and point
+        colour, width, radius, dash = _style(i, len(models))
+        dashed = f' stroke-dasharray="{dash}"' if dash else ""
+        keys.append(
+            f'<span class="key"><svg width="40" height="14"><line x1="2" y1="7" x2="38" y2="7" stroke="{colour}" '
+            f'stroke-width="{min(width, 5):g}"{dashed}/><circle cx="20" cy="7" r="{min(radius, 6):g}" '
+            f'fill="{colour}"/></svg> {html.escape(model)}</span>'
+        )
+    legend = " ".join(keys)
     if any(r.get("partial") for r in rows):
         legend += " &nbsp; &#9675; a window the run covered only in part (marked * in the table)"
+    shown = dict(run or {})
+    if (fed := start_up(run, rows)) is not None:
+        shown["first_fed"] = fed
     details = "".join(
-        f"<dt>{html.escape(label)}</dt><dd>{html.escape(str(run[key]))}</dd>"
-        for key, label in RUN_DETAILS
-        if run and key in run
+        f"<dt>{html.escape(label)}</dt><dd>{html.escape(str(shown[key]))}</dd>"
+        for key, label in [*RUN_DETAILS, ("first_fed", "first row fed")]
+        if key in shown
     )
+    simulated = ""
+    if run and run.get("simulator"):
+        simulated = (
+            '<p class="note" id="simulated">The answers came from the built-in simulator (the job started it: no '
+            "--endpoint was given). Its text, token counts, finish reasons and latencies are made up; they show "
+            "what the job computes, not how a model answers.</p>"
+        )
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>dspark-vllm features</title>
 <style>
 body {{ font-family: sans-serif; margin: 24px; color: #222; }}
-.chart {{ border: 1px solid #ddd; margin: 8px 8px 0 0; font-size: 12px; }}
+.chart, .armchart {{ border: 1px solid #ddd; margin: 8px 8px 0 0; font-size: 12px; }}
+.armchart {{ border-color: #ccd; }}
+.note {{ font-size: 13px; color: #444; max-width: 640px; }}
+#simulated {{ background: #fff4d6; border: 1px solid #e0c060; padding: 6px 10px; }}
+.key {{ margin-right: 16px; white-space: nowrap; }} .key svg {{ vertical-align: middle; }}
 #run {{ display: grid; grid-template-columns: max-content auto; gap: 2px 12px; font-size: 13px; }}
 #run dt {{ color: #666; }} #run dd {{ margin: 0; }}
 table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
@@ -1021,9 +1225,11 @@ th:nth-child(-n+4), td:nth-child(-n+4) {{ text-align: left; }}
 tr.partial td {{ color: #777; font-style: italic; }}
 </style></head><body>
 <h1>dspark-vllm features</h1>
+{simulated}
 <dl id="run">{details or "<dt>run</dt><dd>no details recorded</dd>"}</dl>
-<p id="totals">{len(rows)} windows, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
+<p id="totals">{counts(rows)}, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
 <p id="legend">{legend}</p>
+{notes}
 {charts}
 {windows}
 </body></html>
@@ -1031,14 +1237,27 @@ tr.partial td {{ color: #777; font-style: italic; }}
 
 
 def write_report(path: Path, output: Path, rows: list[dict[str, object]], errors: int) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
     page = report_html(rows, errors, output / "features", read_run(output), read_users(output))
-    path.write_text(page, encoding="utf-8")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise DsparkError(f"report {path}: cannot write: {exc.strerror}") from None
     print(f"features: report -> {path}", flush=True)
 
 
+def report_path(args: argparse.Namespace) -> Path | None:
+    """Where the report goes: --report, else OUTPUT/report.html; none with --no-report or --print."""
+    if args.no_report or args.print:
+        return None
+    return Path(args.report or Path(args.output) / REPORT_FILE).resolve()
+
+
+REPORT_FILE = "report.html"
+
+
 def finish(args: argparse.Namespace, seconds: float | None) -> None:
-    """The summary of what the job committed (read once), and the report if asked for."""
+    """The summary of what the job committed (read once), and the report."""
     if args.print:
         took = "" if seconds is None else f" in {seconds:.1f} s"
         print(f"features: done{took}", flush=True)
@@ -1046,8 +1265,9 @@ def finish(args: argparse.Namespace, seconds: float | None) -> None:
     output = Path(args.output).resolve()
     rows, errors = read_results(output)
     print(summary(output, rows, errors, seconds, read_run(output), read_users(output)), flush=True)
-    if args.report:
-        write_report(Path(args.report).resolve(), output, rows, errors)
+    path = report_path(args)
+    if path is not None:
+        write_report(path, output, rows, errors)
 
 
 def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
@@ -1059,20 +1279,77 @@ def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
     return False
 
 
+def java_failure(java_exception) -> str:  # type: ignore[no-untyped-def]
+    """What a Java exception (through py4j) says at its root: the first line of the deepest cause's message."""
+    root = java_exception
+    while root.getCause() is not None and root.getCause() is not root:
+        root = root.getCause()
+    message = str(root.getMessage() or "").strip().splitlines()
+    return message[0] if message else str(root.getClass().getSimpleName())
+
+
 def main(argv: list[str] | None = None) -> int:
+    from connector.cli import run_reported
+
     args = parse_args(argv)
+    return run_reported("features", lambda: run(args), args.verbose)
+
+
+def check_paths(args: argparse.Namespace) -> None:
+    """The paths the job reads and writes, before any work: a mistake in them is a usage error (exit 2)."""
+    output = Path(args.output).resolve()
+    if args.results_only:
+        if not (output / "features").is_dir():
+            raise OptionsError(
+                f"--output {args.output}: no results there (no features/ folder): give the folder a run wrote to"
+            )
+        return
+    if args.replay and not Path(args.replay).exists():
+        raise OptionsError(f"--replay {args.replay}: no such file or directory")
+    if not args.print:
+        try:
+            output.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OptionsError(f"--output {args.output}: cannot write there: {exc.strerror}") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    """The job (or with --results-only, its summary and report); what goes wrong is raised for `run_reported`."""
+    check_paths(args)
     if args.results_only:
         finish(args, None)
         return 0
+    profile = load_profile(args.profile)
+    if not args.replay:
+        load_prompts(args.prompts)  # a bad file is one line, before a simulator or a job starts
+    started = time.monotonic()
+    with endpoint_or_simulator(args) as endpoint:
+        model = None
+        if not args.replay:
+            model = args.model or first_model(str(endpoint))
+        simulated = endpoint is not None and endpoint != args.endpoint
+        from py4j.protocol import Py4JJavaError
+
+        try:
+            finished = run_job(args, profile, endpoint, model, simulated)
+        except Py4JJavaError as exc:
+            raise DsparkError(f"the job failed: {java_failure(exc.java_exception)}") from None
+        if not finished:
+            return 0
+    finish(args, time.monotonic() - started)
+    return 0
+
+
+def run_job(
+    args: argparse.Namespace, profile: Profile, endpoint: str | None, model: str | None, simulated: bool
+) -> bool:
+    """Build and run the job; False when it was only submitted (--detached)."""
     from py4j.protocol import Py4JJavaError
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
     from connector.flink.progress import JobProgress, free_port
 
-    profile = load_profile(args.profile)
-    if not args.replay:
-        load_prompts(args.prompts)  # a bad file is one line, before a simulator or a job starts
     env = StreamExecutionEnvironment.get_execution_environment()
     if args.parallelism:
         env.set_parallelism(args.parallelism)
@@ -1089,46 +1366,54 @@ def main(argv: list[str] | None = None) -> int:
         config.set("python.executable", sys.executable)
         rest_port = free_port()
         config.set("rest.port", str(rest_port))
+        if args.progress > 0:  # the REST API's metrics are refreshed this often (10 s by default), not more
+            config.set("metrics.fetcher.update-interval", f"{max(1, int(args.progress * 1000))} ms")
     config.set("pipeline.name", "dspark-vllm features")
 
-    started = time.monotonic()
-    with endpoint_or_simulator(args) as endpoint:
-        model = None
-        if not args.replay:
-            model = args.model or first_model(str(endpoint))
-        statements = build(t_env, args, profile, endpoint, model)
-        if not args.print:
-            output = Path(args.output).resolve()
-            output.mkdir(parents=True, exist_ok=True)
-            details = json.dumps(run_details(args, endpoint, model), indent=1)
-            (output / RUN_FILE).write_text(details + "\n", encoding="utf-8")
-        result = statements.execute()
-        client = result.get_job_client()
-        if client is not None:
-            print(f"features: job {client.get_job_id()}", flush=True)
-        if args.detached:
-            return 0
-        stop = None
-        if client is not None and rest_port and args.progress > 0:
-            progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))
-            stop = progress.every(
-                args.progress,
-                lambda s: progress.fresh and print(f"features: {s.line()}", file=sys.stderr, flush=True),
-            )
-        try:
-            result.wait()
-        except Py4JJavaError as exc:
-            # An unbounded job ends when it is cancelled: report what was committed, without a Java trace.
-            if not cancelled(exc.java_exception):
-                raise
-            print("features: the job was cancelled", flush=True)
-        if stop is not None:
-            stop.set()
-            final = progress.snapshot()
-            if progress.fresh:  # a local job's cluster is gone when it is over: the summary counts then
-                print(f"features: {final.line()}", file=sys.stderr, flush=True)
-    finish(args, time.monotonic() - started)
-    return 0
+    statements = build(t_env, args, profile, endpoint, model)
+    if not args.print:
+        details = json.dumps(run_details(args, endpoint, model, simulated), indent=1)
+        (Path(args.output).resolve() / RUN_FILE).write_text(details + "\n", encoding="utf-8")
+    result = statements.execute()
+    client = result.get_job_client()
+    if client is not None:
+        print(f"features: job {client.get_job_id()}", flush=True)
+    if args.detached:
+        return False
+    stop = None
+    if client is not None and rest_port and args.progress > 0:
+        progress = JobProgress(f"http://127.0.0.1:{rest_port}", str(client.get_job_id()))
+        said: list[str] = []
+
+        def report(snapshot: Snapshot) -> None:
+            line = progress_line(snapshot, None if args.print else Path(args.output).resolve(), not args.replay)
+            if progress.fresh and line not in said[-1:]:  # a line that says nothing new is not said again
+                said.append(line)
+                print(line, file=sys.stderr, flush=True)
+
+        stop = progress.every(args.progress, report)
+    try:
+        result.wait()
+    except Py4JJavaError as exc:
+        # An unbounded job ends when it is cancelled: report what was committed, without a Java trace.
+        if not cancelled(exc.java_exception):
+            raise
+        print("features: the job was cancelled", flush=True)
+    if stop is not None:
+        stop.set()
+        report(progress.snapshot())  # a local job's cluster is gone when it is over: the summary counts then
+    return True
+
+
+def progress_line(snapshot: Snapshot, output: Path | None, users: bool) -> str:
+    """A progress line: the parse step's counts (Flink's REST API), and the feature rows (and `users`: user rows)
+    committed to OUTPUT's files so far (a file is committed at a checkpoint)."""
+    line = f"features: {snapshot.line()}"
+    if output is None:
+        return line
+    folders = [("features", "feature")] + [("users", "user")] * users
+    committed = ", ".join(f"{len(_json_lines(output / folder))} {what} rows" for folder, what in folders)
+    return f"{line}  committed: {committed}"
 
 
 if __name__ == "__main__":

@@ -47,7 +47,7 @@ from connector.schema.columns import output_schema
 from connector.schema.flink_types import ddl_columns
 from connector.schema.json_types import PRIMITIVE_TYPES, declared_types, json_type
 
-__all__ = ["DiscoveredSchema", "SchemaCache", "discover_schema"]
+__all__ = ["DiscoveredSchema", "SchemaCache", "discover_schema", "served_models"]
 
 logger = logging.getLogger("connector.schema")
 Source = Literal["json-schema", "vllm", "vllm+probe", "profile", "profile+probe"]
@@ -232,6 +232,33 @@ def discover_schema(
     return _run_blocking(_discover_with(config, _profile(profile), probe))
 
 
+def served_models(endpoint: str, *, timeout_s: float = 10.0, **client_options: Any) -> tuple[str, ...]:
+    """The ids of the models `endpoint` serves (its /v1/models), in the server's order. Raises
+    SchemaDiscoveryError with a one-line message saying what to do (OptionsError for an endpoint that is no
+    http(s) URL), as `discover_schema`."""
+    root = _root(endpoint)
+    if not root.startswith(("http://", "https://")):
+        raise OptionsError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
+    return _run_blocking(_served_models(ClientConfig(root, timeout_s=timeout_s, **client_options)))
+
+
+async def _served_models(config: ClientConfig) -> tuple[str, ...]:
+    http = _Http(config)
+    try:
+        return _model_ids(await http.get_json("/v1/models"), config.root_url)[0]
+    finally:
+        await http.close()
+
+
+def _model_ids(models_doc: Any, root: str) -> tuple[tuple[str, ...], list[dict[str, Any]]]:
+    """The model ids of a /v1/models answer, and its entries."""
+    data = models_doc.get("data") if isinstance(models_doc, dict) else None
+    if not isinstance(data, list):
+        raise SchemaDiscoveryError(f"{root}/v1/models is not an OpenAI model list")
+    entries = [m for m in data if isinstance(m, dict)]
+    return tuple(str(m.get("id")) for m in entries), entries
+
+
 async def _discover_with(config: ClientConfig, chosen: Profile | None, probe: bool) -> DiscoveredSchema:
     http = _Http(config)
     try:
@@ -275,13 +302,9 @@ async def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool)
         return await _probe(http, found) if probe else found
 
     version = await http.get_json("/version", optional=True)
-    models_doc = await http.get_json("/v1/models")
-    data = models_doc.get("data") if isinstance(models_doc, dict) else None
-    if not isinstance(data, list):
-        raise SchemaDiscoveryError(f"{root}/v1/models is not an OpenAI model list")
-    models = tuple(str(m.get("id")) for m in data if isinstance(m, dict))
-    owners = {m.get("owned_by") for m in data if isinstance(m, dict)}
-    lens = [m.get("max_model_len") for m in data if isinstance(m, dict) and isinstance(m.get("max_model_len"), int)]
+    models, data = _model_ids(await http.get_json("/v1/models"), root)
+    owners = {m.get("owned_by") for m in data}
+    lens = [m.get("max_model_len") for m in data if isinstance(m.get("max_model_len"), int)]
     if chosen is None:
         chosen = profile_for_model(models[0]) if models else load_profile("openai")
     notes = []

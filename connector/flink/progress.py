@@ -1,9 +1,11 @@
 """Progress of a running job from Flink's REST API: bodies in, rows out, errors (pure code, urllib only).
 
 Our parse function reports the metrics `dspark.numRecordsIn`, `dspark.numRecordsOut`,
-`dspark.numRecordsInErrors` (bodies, rows, error rows), summed over subtasks with the REST API's `agg=sum`;
-what was written out is the records the sink vertices read (the job's own `read-records` of each vertex whose
-name says it is a sink or a writer: the writers' operator metrics are named by Flink, not by the table).
+`dspark.numRecordsInErrors` (bodies, rows, error rows), summed over subtasks with the REST API's `agg=sum`.
+What a job wrote is not here: a writer chained to the operator before it shows no records of its own, and a
+vertex's counts are named by Flink, not by the table (jobs/features.py counts the rows its files hold). The
+REST API serves metrics at most as often as `metrics.fetcher.update-interval` (10 s by default): a job that
+reports more often sets it to its interval, or sees the same numbers twice.
 """
 
 from __future__ import annotations
@@ -26,10 +28,9 @@ class Snapshot:
     bodies: int = 0
     rows: int = 0
     rejected: int = 0
-    written: int = 0
 
     def line(self) -> str:
-        return f"bodies in {self.bodies}  rows {self.rows}  rejected {self.rejected}  written out {self.written}"
+        return f"bodies in {self.bodies}  rows {self.rows}  rejected {self.rejected}"
 
 
 def free_port() -> int:
@@ -43,10 +44,9 @@ def free_port() -> int:
 class JobProgress:
     """Polls `http://127.0.0.1:<port>` for the job's counters; `snapshot()` is safe to call any time."""
 
-    def __init__(self, rest_url: str, job_id: str, sink_prefix: str = "sink_") -> None:
+    def __init__(self, rest_url: str, job_id: str) -> None:
         self.rest_url = rest_url.rstrip("/")
         self.job_id = job_id
-        self.sink_prefix = sink_prefix
         self.last = Snapshot()
         self.fresh = False
 
@@ -60,10 +60,8 @@ class JobProgress:
         self.fresh = False
         try:
             job = self._get(f"/jobs/{self.job_id}")
-            totals = {"bodies": 0, "rows": 0, "rejected": 0, "written": 0}
+            totals = {"bodies": 0, "rows": 0, "rejected": 0}
             for vertex in job["vertices"]:
-                if any(word in vertex["name"] for word in ("Sink", "Writer")):
-                    totals["written"] += int(vertex.get("metrics", {}).get("read-records", 0))
                 base = f"/jobs/{self.job_id}/vertices/{vertex['id']}/subtasks/metrics"
                 names = [m["id"] for m in self._get(base)]
                 wanted = {}
