@@ -10,10 +10,12 @@ import org.apache.flink.table.data.GenericMapData;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.data.TimestampData;
+import org.apache.flink.table.data.binary.BinaryStringData;
 import org.apache.flink.table.types.logical.ArrayType;
 import org.apache.flink.table.types.logical.DecimalType;
 import org.apache.flink.table.types.logical.LocalZonedTimestampType;
 import org.apache.flink.table.types.logical.LogicalType;
+import org.apache.flink.table.types.logical.LogicalTypeRoot;
 import org.apache.flink.table.types.logical.MapType;
 import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.table.types.logical.TimeType;
@@ -63,6 +65,7 @@ final class Answers implements Serializable {
         final Spec inner; // an ARRAY's items, a MAP's values
         final Spec[] fields; // a ROW's
         final List<String> names;
+        transient ArrayData.ElementGetter items; // an ARRAY's: its elements as the core makes them
 
         Spec(LogicalType type, JsonNode schema) {
             this.type = type;
@@ -203,12 +206,12 @@ final class Answers implements Serializable {
                 ArrayData array = (ArrayData) v;
                 items(array.size(), spec, path);
                 Object[] values = new Object[array.size()];
-                LogicalType element = ((ArrayType) spec.type).getElementType();
-                ArrayData.ElementGetter getter = ArrayData.createElementGetter(coreType(element));
+                if (spec.items == null) {
+                    spec.items = ArrayData.createElementGetter(coreType(((ArrayType) spec.type).getElementType()));
+                }
                 for (int i = 0; i < values.length; i++) {
-                    Object item = getter.getElementOrNull(array, i);
-                    String at = path + "[" + i + "]";
-                    values[i] = item == null ? missing(at, spec.inner) : leaf(plain(item), spec.inner, at);
+                    Object item = spec.items.getElementOrNull(array, i);
+                    values[i] = item == null ? missing(path + "[" + i + "]", spec.inner) : scalar(item, spec.inner, path, i);
                 }
                 return new GenericArrayData(values);
             }
@@ -216,8 +219,21 @@ final class Answers implements Serializable {
                 return leaf(v instanceof StringData ? new BigDecimal(v.toString()) : BigDecimal.valueOf((Double) v),
                         spec, path);
             default:
-                return leaf(plain(v), spec, path);
+                return scalar(v, spec, path, -1);
         }
+    }
+
+    /**
+     * A scalar the core made (text, BIGINT, DOUBLE, BOOLEAN), at {@code path} (item {@code i} of it, or -1): text
+     * that needs no check but its length is kept as the core's bytes; the rest by {@link #leaf}.
+     */
+    private static Object scalar(Object v, Spec spec, String path, int i) throws Mismatch {
+        LogicalTypeRoot root = spec.type.getTypeRoot();
+        if (v instanceof BinaryStringData && root == LogicalTypeRoot.VARCHAR && spec.values == null
+                && ((BinaryStringData) v).numChars() <= LogicalTypeChecks.getLength(spec.type)) {
+            return v;
+        }
+        return leaf(plain(v), spec, i < 0 ? path : path + "[" + i + "]");
     }
 
     /** The type the core makes a value of this declared type as (text for the rest). */
