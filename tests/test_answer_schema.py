@@ -184,3 +184,12 @@ def test_a_table_and_the_format_plan_answer_fields_too(tmp_path):
     formatted = format_plan({"format": {"answer.nullable": "score"}, "columns": [
         *columns[:2], {"name": "error_reason", "kind": "physical", "type": varchar(2147483647)}]})  # fmt: skip
     assert formatted["answer"]["fields"][0]["schema"]["anyOf"][1] == {"type": "null"}
+
+
+def test_an_answer_setting_that_names_no_field_is_refused():
+    with pytest.raises(
+        DsparkError, match=re.escape("Option 'answer.scroe.enum' names 'scroe', which is no answer field")
+    ):
+        model([("score", INT)], **{"answer.scroe.enum": "a;b"})
+    with pytest.raises(DsparkError, match=re.escape("answer fields: (none)")):
+        model([("error.reason", varchar(2147483647))], **{"answer.nullable": "score"})

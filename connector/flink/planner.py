@@ -94,7 +94,7 @@ from connector.options import (
 )
 from connector.params import REQUEST_PARAMS
 from connector.profiles import Profile, load_profile, profile_of_document
-from connector.schema.answer import AnswerField, answer_profile_data, answer_schema, instruction
+from connector.schema.answer import AnswerField, answer_options, answer_profile_data, answer_schema, instruction
 from connector.schema.columns import body_columns, output_schema
 from connector.schema.flink_types import arrow_to_flink_sql
 
@@ -359,6 +359,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     ]
     answer: dict[str, Any] | None = None
     answer_body: dict[str, Any] | None = None
+    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"table '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -611,6 +612,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     ]
     answer: dict[str, Any] | None = None
     answer_body: dict[str, Any] | None = None
+    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"model '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -760,14 +762,15 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         and not _of_profile(c["type"], str(c["name"]), flat)
     ]
     answer: dict[str, Any] | None = None
+    settings = {k: v for k, v in given.items() if k.startswith("answer.")}
+    answer_options(settings, fields)  # refuses a setting that names no answer field
     if fields:
         parsed = {
             ANSWER_CONSTRAINT.key: "response-format",
             ANSWER_STRING_CHARACTERS.key: "all",
             REQUEST_PARAM_OPTIONS["max_tokens"].key: None,
         }
-        answer_options = {k: v for k, v in given.items() if k.startswith("answer.")}
-        options = Options(parsed=parsed, given=frozenset(answer_options), raw=answer_options)
+        options = Options(parsed=parsed, given=frozenset(settings), raw=settings)
         profile, answer, _ = _answer("the format", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     columns = body_columns(profile)
