@@ -83,6 +83,7 @@ def expected_row(body: dict[str, Any]) -> dict[str, Any]:
         "system_fingerprint": body.get("system_fingerprint"),
         "content": first(get(c0, "message", "content"), get(c0, "text")),
         "reasoning": first(get(c0, "message", "reasoning"), get(c0, "message", "reasoning_content")),
+        "refusal": get(c0, "message", "refusal"),
         "finish_reason": get(c0, "finish_reason"),
         "stop_reason": None if stop is None else str(stop),
         "n_choices": None if choices is None else len(choices),
