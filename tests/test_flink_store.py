@@ -361,3 +361,16 @@ def test_a_full_disk_loses_no_row(small_disk, tmp_path):
     assert sent == count
     kept = sum(f.stat().st_size for f in (small_disk / "store").iterdir())
     assert 32 * 1024 < kept < count * 1000  # the disk filled: some answers kept, not all
+
+
+@pytest.mark.kafka
+def test_a_kafka_store_skips_a_damaged_record_and_says_a_failed_put(kafka):
+    """As on the folder store (the JUnit StoredRequestsTest): a damaged record in the topic is skipped (its request
+    sent, counted, one line) while the others still answer; a put that fails (a record over the producer's
+    max.request.size, set after the URI's '?') is one line and counted, its row answered. No line holds what
+    follows the '?'. The JVM's side: io.dspark.vllm.request.KafkaStoreCheck, on this session's broker."""
+    from tests.java import build_jar
+
+    done = build_jar().java_tests(kafka.bootstrap, "answers-check", main="io.dspark.vllm.request.KafkaStoreCheck")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "ok", done.stdout + done.stderr[-4000:]
+    assert "s3cret-canary" not in done.stdout + done.stderr
