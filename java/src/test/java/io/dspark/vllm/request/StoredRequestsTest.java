@@ -57,7 +57,7 @@ final class StoredRequestsTest {
     }
 
     /** A store whose every lookup and put fails. */
-    private static final class Failing implements ResponseStore {
+    private static class Failing implements ResponseStore {
         @Override
         public Stored lookup(byte[] key) throws IOException {
             throw new IOException("lookup failed");
@@ -82,6 +82,38 @@ final class StoredRequestsTest {
 
         @Override
         public void close() {}
+    }
+
+    /** A store whose puts never complete (a file system that hangs while the record is written). */
+    private static final class Hung extends Failing {
+        @Override
+        public Stored lookup(byte[] key) {
+            return null;
+        }
+
+        @Override
+        public CompletableFuture<Void> put(byte[] key, byte[] cacheKey, Stored response) {
+            return new CompletableFuture<>();
+        }
+    }
+
+    /** A put whose record is not durable within the put's time limit is a failure: the row is answered. */
+    @Test
+    void aPutThatHangsIsAFailureAndTheRowIsAnswered() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                StoredRequests requests =
+                        new StoredRequests(new Requester(of(spec(web.base))), new Hung(), 0, 60_000, 200)) {
+            String[] lines = stderrOf(() -> {
+                for (int i = 0; i < 2; i++) {
+                    StoredRequests.Answer a = get(requests.send("question", "row-" + i));
+                    assertTrue(a.outcome.ok(), a.outcome.error);
+                }
+            });
+            assertEquals(1, requests.storeFailures()); // then left alone for the pause
+            assertEquals(1, lines.length, String.join("\n", lines));
+            assertTrue(lines[0].contains("cannot be written (java.io.IOException: a record not durable within 0.2 s)"),
+                    lines[0]);
+        }
     }
 
     @Test
@@ -218,8 +250,8 @@ final class StoredRequestsTest {
             assertEquals(1, requests.stored());
             assertEquals(1, requests.storeFailures()); // then left alone for the pause
             assertEquals(1, lines.length, String.join("\n", lines));
-            assertTrue(lines[0].startsWith("dspark-vllm: the response store '") && lines[0].contains("cannot be written")
-                    && lines[0].contains("is gone"), lines[0]);
+            assertTrue(lines[0].startsWith("dspark-vllm: the response store '")
+                    && lines[0].contains("cannot be written") && lines[0].contains("is gone"), lines[0]);
             assertEquals(4, web.posts().size());
         }
     }

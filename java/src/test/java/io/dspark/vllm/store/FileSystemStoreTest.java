@@ -91,7 +91,9 @@ final class FileSystemStoreTest {
             f.write('X');
         }
         FileSystemStore again = new FileSystemStore(dir.toUri().toString(), 0);
-        assertThrows(IOException.class, () -> again.lookup(key("a")));
+        // that record is damaged (skipped by the request step), not the store: a Damaged, not another IOException
+        ResponseStore.Damaged damaged = assertThrows(ResponseStore.Damaged.class, () -> again.lookup(key("a")));
+        assertTrue(damaged.getMessage().endsWith("is damaged (CRC)"), damaged.getMessage());
         again.close();
     }
 
@@ -129,6 +131,22 @@ final class FileSystemStoreTest {
         FileSystemStore again = new FileSystemStore(dir.toUri().toString(), 0);
         assertNotNull(again.lookup(key("a")));
         again.close();
+    }
+
+    /**
+     * Opening is bounded: a call that makes no progress (a network file system that hangs; here the open of a
+     * FIFO, which blocks until a writer comes) fails opening after the stall, saying what it was doing.
+     */
+    @Test
+    void openingGivesUpWhenItMakesNoProgress() throws Exception {
+        Path fifo = dir.resolve("hangs");
+        mkfifo(fifo);
+        IOException stalled = assertThrows(IOException.class, () -> FileSystemStore.bounded("opening the store",
+                java.time.Duration.ofMillis(300), new java.util.concurrent.atomic.AtomicLong(), () -> "reading " + fifo,
+                () -> new java.io.FileInputStream(fifo.toFile())));
+        assertEquals("opening the store made no progress for 0.3 s (reading " + fifo
+                + "): a file system that does not answer?", stalled.getMessage());
+        new java.io.FileOutputStream(fifo.toFile()).close(); // lets the thread left in the open go
     }
 
     /**
@@ -181,7 +199,12 @@ final class FileSystemStoreTest {
         assertNull(again.lookup(key("b")));
         assertNull(again.lookup(key("c")));
         assertNotNull(again.lookup(key("d")));
+        assertEquals(1, again.damagedAtOpening().count); // b and c: one damaged stretch
+        assertTrue(again.damagedAtOpening().getMessage().startsWith("the record at " + at.get(1) + " of "),
+                again.damagedAtOpening().getMessage());
         again.close();
+        // a file cut short by a crash is no damage
+        assertNull(new FileSystemStore(dir.resolve("other").toUri().toString(), 0).damagedAtOpening());
     }
 
     @TempDir
