@@ -1,11 +1,11 @@
 """The response store ('request.store') and the cache ('request.cache') in real Flink jobs against the simulator.
 
-Two jobs, each a statement set. The first answers a rate table (30 identical prompts), a model (6 rows, two of
-them with the same question) and a table whose store cannot be opened (a file where the folder should be). The
-second runs the same table and model again over the same stores, as a restored job does: every answer comes from
-the store and nothing is sent, but for the one row whose record was damaged between the runs (skipped, sent
-again); a second table of other request ids with 'request.cache' is answered from the cache, and a third without
-it is sent. The simulator counts what it received.
+Two jobs, each a statement set. The first answers a rate table (30 identical prompts; its folder store holds a
+FIFO, which is left alone), a model (6 rows, two of them with the same question) and a table whose store cannot be
+opened (a file where the folder should be). The second runs the same table and model again over the same stores,
+as a restored job does: every answer comes from the store and nothing is sent, but for the one row whose record
+was damaged between the runs (skipped, sent again); a second table of other request ids with 'request.cache' is
+answered from the cache, and a third without it is sent. The simulator counts what it received.
 
 Every test runs on both stores: a folder ('file://...') and a Kafka topic ('kafka://...', on the session's real
 broker, the `kafka` fixture); the Kafka store that cannot be opened is one whose broker is down (a closed port).
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import urllib.request
 from pathlib import Path
 
@@ -133,6 +134,9 @@ def jobs(request, tmp_path_factory):
     else:
         broken = out / "not-a-folder"
         broken.write_text("a file where the store's folder should be\n")
+        # a FIFO named as a store file: opening read it, and waited for ever for a writer (it is not a regular file)
+        (out / "table-store").mkdir()
+        os.mkfifo(out / "table-store" / "part-9-0-fifo.responses")
         stores = {
             "table": (out / "table-store").as_uri(), "model": str(out / "model-store"), "broken": broken.as_uri(),
             "lines": (out / "lines-store").as_uri(),
@@ -164,7 +168,7 @@ def damage_one_record(store: str, rows: list[dict], broker) -> str:
         key = sorted(rows, key=lambda r: int(r["rid"].rsplit("-", 1)[1]))[0]["key"]
         broker.produce(store.rsplit("/", 1)[1], [{"key": bytes.fromhex(key), "value": bytes(200)}])
         return key
-    file = sorted(Path(store.removeprefix("file://")).glob("*.responses"))[0]
+    file = sorted(f for f in Path(store.removeprefix("file://")).glob("*.responses") if f.is_file())[0]
     data = bytearray(file.read_bytes())
     data[8 + 88 + 2] ^= 0x20  # magic, length | keys, times, status, body length | the body
     file.write_bytes(bytes(data))
@@ -331,7 +335,6 @@ def test_a_kafka_store_logs_in_with_the_settings_after_its_question_mark(sasl_br
 def test_a_broker_that_dies_mid_run_loses_no_row(sasl_broker, tmp_path):
     """The store's broker SIGKILLed while the job runs: the puts on the wire fail (after the producer's delivery
     timeout), the store is left alone, and every row is still answered once with its content."""
-    import os
     import signal
     import time
 
