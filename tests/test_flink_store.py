@@ -1,10 +1,11 @@
 """The response store ('request.store') and the cache ('request.cache') in real Flink jobs against the simulator.
 
-Two jobs, each a statement set. The first answers a rate table (30 identical prompts), a model (6 rows, two of
-them with the same question) and a table whose store cannot be opened (a file where the folder should be). The
-second runs the same table and model again over the same stores, as a restored job does: every answer comes from
-the store and nothing is sent; a second table of other request ids with 'request.cache' is answered from the
-cache, and a third without it is sent. The simulator counts what it received.
+Two jobs, each a statement set. The first answers a rate table (30 identical prompts; its folder store holds a
+FIFO, which is left alone), a model (6 rows, two of them with the same question) and a table whose store cannot be
+opened (a file where the folder should be). The second runs the same table and model again over the same stores,
+as a restored job does: every answer comes from the store and nothing is sent, but for the one row whose record
+was damaged between the runs (skipped, sent again); a second table of other request ids with 'request.cache' is
+answered from the cache, and a third without it is sent. The simulator counts what it received.
 
 Every test runs on both stores: a folder ('file://...') and a Kafka topic ('kafka://...', on the session's real
 broker, the `kafka` fixture); the Kafka store that cannot be opened is one whose broker is down (a closed port).
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import urllib.request
 from pathlib import Path
 
@@ -132,6 +134,9 @@ def jobs(request, tmp_path_factory):
     else:
         broken = out / "not-a-folder"
         broken.write_text("a file where the store's folder should be\n")
+        # a FIFO named as a store file: opening read it, and waited for ever for a writer (it is not a regular file)
+        (out / "table-store").mkdir()
+        os.mkfifo(out / "table-store" / "part-9-0-fifo.responses")
         stores = {
             "table": (out / "table-store").as_uri(), "model": str(out / "model-store"), "broken": broken.as_uri(),
             "lines": (out / "lines-store").as_uri(),
@@ -141,9 +146,11 @@ def jobs(request, tmp_path_factory):
             model = json.load(response)["data"][0]["id"]
         run(sim.url, model, out, stores, second=False)
         first = sim.stats().get(REQUESTS, 0)
+        broker = request.getfixturevalue("kafka") if request.param == "kafka" else None
+        damaged = damage_one_record(stores["table"], read_json_dir(out / "first" / "first"), broker)
         run(sim.url, model, out, stores, second=True)
         second = sim.stats().get(REQUESTS, 0) - first
-    result = {"sent_first": first, "sent_second": second}
+    result = {"sent_first": first, "sent_second": second, "damaged": damaged}
     for run_name in ("first", "second"):
         for name in ("first", "broken", "compressed", "cached", "uncached", "model", "lines"):
             if (out / run_name / name).exists():
@@ -151,6 +158,21 @@ def jobs(request, tmp_path_factory):
     if request.param == "kafka":
         result["topic_config"] = broker_topic_config(broker.bootstrap, "answers-table")
     return result
+
+
+def damage_one_record(store: str, rows: list[dict], broker) -> str:
+    """Damages the stored answer of one row of the first run's table (the oldest, so not the one the cache answers
+    from): in a folder, a byte of the first record's body (its CRC no longer matches); in a topic, a record of that
+    key after the whole one, not of the store's layout. Returns the key (hex)."""
+    if broker is not None:
+        key = sorted(rows, key=lambda r: int(r["rid"].rsplit("-", 1)[1]))[0]["key"]
+        broker.produce(store.rsplit("/", 1)[1], [{"key": bytes.fromhex(key), "value": bytes(200)}])
+        return key
+    file = sorted(f for f in Path(store.removeprefix("file://")).glob("*.responses") if f.is_file())[0]
+    data = bytearray(file.read_bytes())
+    data[8 + 88 + 2] ^= 0x20  # magic, length | keys, times, status, body length | the body
+    file.write_bytes(bytes(data))
+    return bytes(data[8:40]).hex()
 
 
 def broker_topic_config(bootstrap: str, topic: str) -> dict[str, str]:
@@ -182,6 +204,8 @@ def test_a_restarted_job_answers_from_the_store_and_sends_nothing_of_it(jobs):
     again = jobs[("second", "first")]
     assert len(again) == N and {r["key"] for r in again} == set(before)
     for r in again:
+        if r["key"] == jobs["damaged"]:
+            continue  # sent again (test_a_damaged_record_is_skipped_and_the_others_still_answer)
         assert (
             r["cached"] is True and r["content"] == before[r["key"]]["content"] and r["rid"] == before[r["key"]]["rid"]
         )
@@ -189,8 +213,17 @@ def test_a_restarted_job_answers_from_the_store_and_sends_nothing_of_it(jobs):
     for r in jobs[("second", "model")]:
         assert r["cached"] is True and r["key"] == model_before[r["user_id"]]["key"]
         assert r["content"] == model_before[r["user_id"]]["content"]
-    # of the second job, only the table without 'request.cache' sent anything
-    assert jobs["sent_second"] == N
+    # of the second job, only the table without 'request.cache' sent anything, and the row whose record was damaged
+    assert jobs["sent_second"] == N + 1
+
+
+def test_a_damaged_record_is_skipped_and_the_others_still_answer(jobs):
+    """One damaged record turned the whole store off for a minute (28 of 30 rows paid again): it is skipped, its
+    row sent again, and every other row is answered from the store."""
+    again = {r["key"]: r for r in jobs[("second", "first")]}
+    damaged = again.pop(jobs["damaged"])
+    assert damaged["cached"] is False and damaged["reason"] is None and damaged["content"]
+    assert len(again) == N - 1 and all(r["cached"] is True for r in again.values())
 
 
 def test_the_cache_answers_an_identical_request_of_another_row(jobs):
@@ -302,7 +335,6 @@ def test_a_kafka_store_logs_in_with_the_settings_after_its_question_mark(sasl_br
 def test_a_broker_that_dies_mid_run_loses_no_row(sasl_broker, tmp_path):
     """The store's broker SIGKILLed while the job runs: the puts on the wire fail (after the producer's delivery
     timeout), the store is left alone, and every row is still answered once with its content."""
-    import os
     import signal
     import time
 
@@ -361,3 +393,16 @@ def test_a_full_disk_loses_no_row(small_disk, tmp_path):
     assert sent == count
     kept = sum(f.stat().st_size for f in (small_disk / "store").iterdir())
     assert 32 * 1024 < kept < count * 1000  # the disk filled: some answers kept, not all
+
+
+@pytest.mark.kafka
+def test_a_kafka_store_skips_a_damaged_record_and_says_a_failed_put(kafka):
+    """As on the folder store (the JUnit StoredRequestsTest): a damaged record in the topic is skipped (its request
+    sent, counted, one line) while the others still answer; a put that fails (a record over the producer's
+    max.request.size, set after the URI's '?') is one line and counted, its row answered. No line holds what
+    follows the '?'. The JVM's side: io.dspark.vllm.request.KafkaStoreCheck, on this session's broker."""
+    from tests.java import build_jar
+
+    done = build_jar().java_tests(kafka.bootstrap, "answers-check", main="io.dspark.vllm.request.KafkaStoreCheck")
+    assert done.returncode == 0 and done.stdout.splitlines()[-1] == "ok", done.stdout + done.stderr[-4000:]
+    assert "s3cret-canary" not in done.stdout + done.stderr

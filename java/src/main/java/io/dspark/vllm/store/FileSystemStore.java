@@ -5,21 +5,31 @@ import org.apache.flink.core.fs.FSDataOutputStream;
 import org.apache.flink.core.fs.FileStatus;
 import org.apache.flink.core.fs.FileSystem;
 import org.apache.flink.core.fs.Path;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 import java.io.ByteArrayOutputStream;
 import java.io.DataInputStream;
 import java.io.DataOutputStream;
 import java.io.EOFException;
+import java.io.FileNotFoundException;
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.UUID;
+import java.util.concurrent.Callable;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.FutureTask;
 import java.util.concurrent.LinkedBlockingQueue;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Supplier;
 import java.util.zip.CRC32;
 
 /**
@@ -33,11 +43,17 @@ import java.util.zip.CRC32;
  * | long stored-at ms | int status | long received-at ms | int body length | body | int CRC-32 of the record
  * </pre>
  *
- * A record cut short by a crash ends the file's index; a record whose CRC does not match is not answered from.
- * Puts are written by one thread, a batch at a time (what arrived while the last batch was written), each batch
- * flushed and synced before its futures complete. Memory: the index only (about 150 bytes per response).
+ * A record cut short by a crash ends the file's index. A damaged record is skipped, never answered from: one whose
+ * header is not whole is left out of the index at opening, which goes on at the next whole record (found by its
+ * magic and CRC); one whose CRC does not match is a {@link Damaged} lookup. Only regular files are read (a FIFO
+ * would block its reader for ever), and opening gives up when it makes no progress for {@link #TIMEOUT} (a
+ * network file system that hangs). Puts are written by one thread, a batch at a time (what arrived while the last
+ * batch was written), each batch flushed and synced before its futures complete, and then the file is looked for:
+ * a local file system takes the writes and syncs of a file whose folder was deleted, and drops them at its close.
+ * Memory: the index only (about 150 bytes per response).
  */
 public final class FileSystemStore implements ResponseStore {
+    private static final Logger LOG = LoggerFactory.getLogger(FileSystemStore.class);
     static final int MAGIC = 0x44535231; // "DSR1"
     static final int KEY_BYTES = 32;
     private static final int HEADER = 4 + 4;
@@ -45,7 +61,7 @@ public final class FileSystemStore implements ResponseStore {
 
     private final Path folder;
     private final FileSystem fs;
-    private final String name;
+    private final String name; // of this opening's files: part-<subtask>-<millis>-<random>
     private final List<Path> files = new ArrayList<>();
     private final Map<Integer, FSDataInputStream> readers = new ConcurrentHashMap<>();
     private final Map<ByteBuffer, long[]> index = new ConcurrentHashMap<>(); // key -> {file, offset, length, at}
@@ -56,6 +72,11 @@ public final class FileSystemStore implements ResponseStore {
     private FSDataOutputStream out; // the writer thread's
     private int outFile = -1;
     private long outPos;
+    private Boolean outShown; // whether the file system shows the file being written (null: not looked yet)
+    private final AtomicLong progress = new AtomicLong(); // opening's: bytes and files read
+    private volatile String doing = "listing the folder"; // opening's, for a message
+    private long damaged; // damaged records left out of the index at opening
+    private String firstDamaged;
 
     private static final class Put {
         final byte[] key;
@@ -70,21 +91,23 @@ public final class FileSystemStore implements ResponseStore {
         }
     }
 
-    /** Opens the folder {@code uri} (made if missing) and indexes the records in it. */
+    /**
+     * Opens the folder {@code uri} (made if missing) and indexes the records in it; fails when that makes no
+     * progress for {@link #TIMEOUT}.
+     */
     public FileSystemStore(String uri, int subtask) throws IOException {
+        this(uri, subtask, TIMEOUT);
+    }
+
+    FileSystemStore(String uri, int subtask, Duration stall) throws IOException {
         folder = new Path(uri);
         fs = folder.getFileSystem();
-        fs.mkdirs(folder);
-        FileStatus[] listed = fs.listStatus(folder);
-        if (listed != null) {
-            for (FileStatus status : listed) {
-                if (!status.isDir() && status.getPath().getName().endsWith(".responses")) {
-                    indexFile(status.getPath(), status.getLen());
-                }
-            }
-        }
+        bounded("opening " + folder, stall, progress, () -> doing, () -> {
+            index();
+            return null;
+        });
         name = "part-" + subtask + "-" + System.currentTimeMillis() + "-"
-                + UUID.randomUUID().toString().substring(0, 8) + ".responses";
+                + UUID.randomUUID().toString().substring(0, 8);
         writer = new Thread(this::writeLoop, "dspark-vllm response store " + uri);
         writer.setDaemon(true);
         writer.start();
@@ -109,28 +132,200 @@ public final class FileSystemStore implements ResponseStore {
         return files.get(i);
     }
 
+    /**
+     * Runs {@code work} in a thread of its own and returns what it returns, or fails when {@code progress} has not
+     * moved for {@code stall}: a file system call that hangs (a network file system that does not answer, a
+     * FIFO) cannot be interrupted, so the thread is left to it (a daemon) and the caller goes on without it.
+     */
+    static <T> T bounded(String what, Duration stall, AtomicLong progress, Supplier<String> doing, Callable<T> work)
+            throws IOException {
+        FutureTask<T> task = new FutureTask<>(work);
+        Thread thread = new Thread(task, "dspark-vllm " + what);
+        thread.setDaemon(true);
+        thread.start();
+        long seen = progress.get();
+        long since = System.nanoTime();
+        while (true) {
+            try {
+                return task.get(100, TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                long now = progress.get();
+                if (now != seen) {
+                    seen = now;
+                    since = System.nanoTime();
+                } else if (System.nanoTime() - since > stall.toNanos()) {
+                    thread.interrupt();
+                    throw new IOException(what + " made no progress for " + seconds(stall) + " s ("
+                            + doing.get() + "): a file system that does not answer?");
+                }
+            } catch (ExecutionException e) {
+                Throwable cause = e.getCause();
+                if (cause instanceof IOException) {
+                    throw (IOException) cause;
+                }
+                throw new IOException(what + " failed: " + cause, cause);
+            } catch (InterruptedException e) {
+                thread.interrupt();
+                Thread.currentThread().interrupt();
+                throw new java.io.InterruptedIOException(what + " was interrupted");
+            }
+        }
+    }
+
+    /** A time in seconds for a message: 10, 0.2. */
+    static String seconds(Duration d) {
+        long ms = d.toMillis();
+        return ms % 1000 == 0 ? String.valueOf(ms / 1000) : String.valueOf(ms / 1000.0);
+    }
+
+    /** Indexes the records of every store file in the folder (opening's work). */
+    private void index() throws IOException {
+        fs.mkdirs(folder);
+        FileStatus[] listed = fs.listStatus(folder);
+        progress.incrementAndGet();
+        if (listed == null) {
+            return;
+        }
+        for (FileStatus status : listed) {
+            Path path = status.getPath();
+            if (status.isDir() || !path.getName().endsWith(".responses")) {
+                continue;
+            }
+            if (!regular(path)) {
+                LOG.warn("dspark-vllm: the response store {} leaves {} alone: it is not a regular file", folder, path);
+                continue;
+            }
+            doing = "reading " + path;
+            indexFile(path, status.getLen());
+            progress.incrementAndGet();
+        }
+        doing = "done";
+    }
+
+    /**
+     * Whether a file of the folder is a regular file: Flink's file systems know files and folders only, and a local
+     * one's "file" may be a FIFO (whose reader blocks until a writer comes), a device or a socket.
+     */
+    private boolean regular(Path path) {
+        if (fs.isDistributedFS()) {
+            return true;
+        }
+        return java.nio.file.Files.isRegularFile(java.nio.file.Paths.get(path.toUri().getPath()));
+    }
+
+    /**
+     * Indexes a file's records. A header that is not whole (a damaged magic or length) would end the index and
+     * lose every record after it: the next whole record (its magic, a length that fits and a CRC that matches) is
+     * looked for, and the index goes on from it; the damaged bytes count as one damaged record. When there is none,
+     * the file ends with a record cut short (the writer died in it) and its index ends there.
+     */
     private void indexFile(Path path, long length) throws IOException {
         int id = addFile(path);
-        try (DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(fs.open(path), 1 << 16))) {
-            long pos = 0;
+        long pos = 0;
+        while (true) {
+            long[] stopped = indexFrom(path, id, pos, length); // {where it stopped, the last record indexed or -1}
+            if (stopped[0] + HEADER + FIXED + 4 > length) {
+                return; // the file's end
+            }
+            long next = nextRecord(path, Math.max(stopped[1], pos - 1) + 1, length);
+            if (next < 0) {
+                return; // a record cut short (the writer died in it), or damage to the end
+            }
+            if (damaged++ == 0) {
+                firstDamaged = "the record at " + stopped[0] + " of " + path + " is damaged (its header)";
+            }
+            pos = next;
+        }
+    }
+
+    /** Indexes records from {@code pos} while their headers are whole; returns {where it stopped, last record}. */
+    private long[] indexFrom(Path path, int id, long pos, long length) throws IOException {
+        long last = -1;
+        try (DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(openAt(path, pos), 1 << 16))) {
             byte[] key = new byte[KEY_BYTES];
             byte[] cacheKey = new byte[KEY_BYTES];
             while (pos + HEADER + FIXED + 4 <= length) {
                 int magic = in.readInt();
                 int size = in.readInt();
                 if (magic != MAGIC || size < FIXED || pos + HEADER + size + 4 > length) {
-                    return; // a record cut short (the writer died in it) or not ours: the file's index ends here
+                    break;
                 }
                 in.readFully(key);
                 in.readFully(cacheKey);
                 long storedAt = in.readLong();
                 skipFully(in, size - KEY_BYTES * 2 - 8 + 4);
                 long[] at = {id, pos, HEADER + size + 4, storedAt};
-                index.put(ByteBuffer.wrap(key.clone()), at);
+                index.merge(ByteBuffer.wrap(key.clone()), at, FileSystemStore::newer);
                 newest(ByteBuffer.wrap(cacheKey.clone()), at);
+                last = pos;
                 pos += HEADER + size + 4;
+                progress.incrementAndGet();
             }
         }
+        return new long[] {pos, last};
+    }
+
+    private FSDataInputStream openAt(Path path, long pos) throws IOException {
+        FSDataInputStream in = fs.open(path);
+        if (pos > 0) {
+            in.seek(pos);
+        }
+        return in;
+    }
+
+    /** Where the first whole record at or after {@code from} starts, or -1. */
+    private long nextRecord(Path path, long from, long length) throws IOException {
+        try (java.io.InputStream in = new java.io.BufferedInputStream(openAt(path, from), 1 << 16)) {
+            int last4 = 0;
+            for (long pos = from; pos < length; pos++) {
+                int b = in.read();
+                if (b < 0) {
+                    return -1;
+                }
+                last4 = (last4 << 8) | b;
+                long start = pos - 3;
+                if (start >= from && last4 == MAGIC && start + HEADER + FIXED + 4 <= length
+                        && whole(path, start, length)) {
+                    return start;
+                }
+                if ((pos & 0xFFFF) == 0) {
+                    progress.incrementAndGet();
+                }
+            }
+        }
+        return -1;
+    }
+
+    /** Whether a whole record (a length that fits, a CRC that matches) starts at {@code pos}. */
+    private boolean whole(Path path, long pos, long length) throws IOException {
+        try (DataInputStream in = new DataInputStream(new java.io.BufferedInputStream(openAt(path, pos), 1 << 16))) {
+            if (in.readInt() != MAGIC) {
+                return false;
+            }
+            int size = in.readInt();
+            if (size < FIXED || pos + HEADER + size + 4 > length) {
+                return false;
+            }
+            CRC32 crc = new CRC32();
+            byte[] chunk = new byte[1 << 16];
+            for (int left = size; left > 0; ) {
+                int n = in.read(chunk, 0, Math.min(left, chunk.length));
+                if (n < 0) {
+                    return false;
+                }
+                crc.update(chunk, 0, n);
+                left -= n;
+                progress.incrementAndGet();
+            }
+            return (int) crc.getValue() == in.readInt();
+        }
+    }
+
+    @Override
+    public Damaged damagedAtOpening() {
+        return damaged == 0 ? null : new Damaged(
+                damaged == 1 ? firstDamaged : damaged + " damaged records at opening, the first: " + firstDamaged,
+                damaged);
     }
 
     private static void skipFully(DataInputStream in, long n) throws IOException {
@@ -144,7 +339,15 @@ public final class FileSystemStore implements ResponseStore {
     }
 
     private void newest(ByteBuffer cacheKey, long[] at) {
-        cacheIndex.merge(cacheKey, at, (old, now) -> now[3] >= old[3] ? now : old);
+        cacheIndex.merge(cacheKey, at, FileSystemStore::newer);
+    }
+
+    /**
+     * Of two records of a key, the one stored last: a key is written again when its record was damaged or lost, and
+     * the files are indexed in no particular order.
+     */
+    private static long[] newer(long[] old, long[] now) {
+        return now[3] >= old[3] ? now : old;
     }
 
     @Override
@@ -175,7 +378,7 @@ public final class FileSystemStore implements ResponseStore {
             while (done < record.length) {
                 int n = in.read(record, done, record.length - done);
                 if (n < 0) {
-                    throw new EOFException("the record at " + at[1] + " of " + file(id) + " is cut short");
+                    throw new Damaged("the record at " + at[1] + " of " + file(id) + " is cut short", 1);
                 }
                 done += n;
             }
@@ -184,23 +387,23 @@ public final class FileSystemStore implements ResponseStore {
     }
 
     /**
-     * A record's response ({@link #record}'s layout; the Kafka store's values are records too), or an
-     * IOException naming {@code what} when it is not whole or its CRC does not match.
+     * A record's response ({@link #record}'s layout; the Kafka store's values are records too), or {@link Damaged}
+     * naming {@code what} when it is not whole or its CRC does not match.
      */
     static Stored decode(byte[] record, String what) throws IOException {
         ByteBuffer b = ByteBuffer.wrap(record);
         if (record.length < HEADER + FIXED + 4 || b.getInt() != MAGIC) {
-            throw new IOException(what + " is not a response record");
+            throw new Damaged(what + " is not a response record", 1);
         }
         int size = b.getInt();
         if (size < FIXED || HEADER + size + 4 > record.length) {
-            throw new IOException(what + " is cut short");
+            throw new Damaged(what + " is cut short", 1);
         }
         CRC32 crc = new CRC32();
         crc.update(record, HEADER, size);
         b.position(HEADER + size);
         if ((int) crc.getValue() != b.getInt()) {
-            throw new IOException(what + " is damaged (CRC)");
+            throw new Damaged(what + " is damaged (CRC)", 1);
         }
         b.position(HEADER + KEY_BYTES * 2);
         long storedAt = b.getLong();
@@ -281,10 +484,13 @@ public final class FileSystemStore implements ResponseStore {
         List<long[]> at = new ArrayList<>(batch.size());
         try {
             if (out == null) {
-                Path path = new Path(folder, name + (outFile < 0 ? "" : "." + files.size()));
+                // after a failure, a file of its own again: part-...-<random>-<n>.responses (read by the next opening)
+                Path path = new Path(folder, name + (outFile < 0 ? "" : "-" + files.size()) + ".responses");
+                fs.mkdirs(folder); // made again if it was deleted
                 out = fs.create(path, FileSystem.WriteMode.NO_OVERWRITE);
                 outFile = addFile(path);
                 outPos = 0;
+                outShown = null;
             }
             for (Put p : batch) {
                 byte[] record = record(p.key, p.cacheKey, p.response);
@@ -294,6 +500,7 @@ public final class FileSystemStore implements ResponseStore {
             }
             out.flush();
             out.sync();
+            stillThere();
         } catch (IOException | RuntimeException e) {
             // The next batch starts a new file: what this one wrote is not indexed and may be cut short.
             try {
@@ -315,6 +522,34 @@ public final class FileSystemStore implements ResponseStore {
             newest(ByteBuffer.wrap(p.cacheKey), at.get(i));
             p.done.complete(null);
         }
+    }
+
+    /**
+     * Fails when the file being written is gone: a local file system takes the writes and syncs of a file whose
+     * folder was deleted (or moved) and drops them at its close, so what it held is lost and no longer indexed. A
+     * distributed one that does not show a file until it is closed (an object store) is not asked again.
+     */
+    private void stillThere() throws IOException {
+        if (Boolean.FALSE.equals(outShown)) {
+            return;
+        }
+        Path path = file(outFile);
+        try {
+            fs.getFileStatus(path);
+            outShown = true;
+            return;
+        } catch (FileNotFoundException e) {
+            if (outShown == null && fs.isDistributedFS()) {
+                outShown = false;
+                return;
+            }
+        }
+        int gone = outFile;
+        long lost = index.values().stream().filter(at -> at[0] == gone).count();
+        index.values().removeIf(at -> at[0] == gone);
+        cacheIndex.values().removeIf(at -> at[0] == gone);
+        throw new IOException("the file " + path + " is gone (its folder deleted or moved?): the " + lost
+                + " responses written to it are lost; the next put starts a new file");
     }
 
     @Override

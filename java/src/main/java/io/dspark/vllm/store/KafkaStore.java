@@ -46,8 +46,6 @@ import java.util.concurrent.TimeUnit;
  * read: the jar carries kafka-clients without those codecs, so opening fails, said once, and requests are sent.
  */
 public final class KafkaStore implements ResponseStore {
-    /** How long opening, a put's acknowledgement and a lookup's fetch may take before the store counts as failed. */
-    static final Duration TIMEOUT = Duration.ofSeconds(10);
     static final String RETENTION_MS = String.valueOf(TimeUnit.DAYS.toMillis(7));
 
     private final String bootstrap;
@@ -58,6 +56,8 @@ public final class KafkaStore implements ResponseStore {
     private final Map<ByteBuffer, long[]> cacheIndex = new ConcurrentHashMap<>();
     private final Map<Integer, Long> known = new ConcurrentHashMap<>(); // partition -> an offset below its end
     private long read; // records read at opening
+    private long damaged; // records of a request key read at opening too short to be a record
+    private String firstDamaged;
 
     /**
      * Opens the topic of {@code uri} (creating it if missing) and indexes its records. kafka-clients loads the
@@ -250,6 +250,9 @@ public final class KafkaStore implements ResponseStore {
             return;
         }
         if (value.length < 8 + FileSystemStore.KEY_BYTES * 2 + 8) {
+            if (damaged++ == 0) {
+                firstDamaged = "the record at offset " + offset + " of " + topic + "-" + partition + " is cut short";
+            }
             return;
         }
         long[] at = {partition, offset, FileSystemStore.storedAtOf(value)};
@@ -259,6 +262,12 @@ public final class KafkaStore implements ResponseStore {
 
     private void newest(ByteBuffer cacheKey, long[] at) {
         cacheIndex.merge(cacheKey, at, (old, now) -> now[2] >= old[2] ? now : old);
+    }
+
+    @Override
+    public Damaged damagedAtOpening() {
+        return damaged == 0 ? null : new Damaged(
+                damaged == 1 ? firstDamaged : damaged + " records at opening, the first: " + firstDamaged, damaged);
     }
 
     /** Records read at opening. */

@@ -1,6 +1,7 @@
 package io.dspark.vllm.store;
 
 import java.io.IOException;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 
 /**
@@ -12,11 +13,19 @@ import java.util.concurrent.CompletableFuture;
  * looks a request up before sending it and puts its response before the row leaves the request step.
  */
 public interface ResponseStore extends AutoCloseable {
+    /**
+     * How long opening a store may go without progress before the store counts as failed (a broker that does not
+     * answer, a network file system that hangs); the Kafka store's client calls each get as long.
+     */
+    Duration TIMEOUT = Duration.ofSeconds(10);
 
-    /** The stored response of this request key, or null; throws when the store cannot be read. */
+    /**
+     * The stored response of this request key, or null; throws {@link Damaged} when its record is damaged (the
+     * store is sound: that one record is skipped), another IOException when the store cannot be read.
+     */
     Stored lookup(byte[] key) throws IOException;
 
-    /** The newest stored response of this cache key stored at or after {@code notBeforeMs}, or null. */
+    /** The newest stored response of this cache key stored at or after {@code notBeforeMs}, or null (as lookup). */
     Stored lookupCache(byte[] cacheKey, long notBeforeMs) throws IOException;
 
     /**
@@ -25,8 +34,13 @@ public interface ResponseStore extends AutoCloseable {
      */
     CompletableFuture<Void> put(byte[] key, byte[] cacheKey, Stored response);
 
-    /** Where the store keeps its records, for messages. */
+    /** Where the store keeps its records, for messages (never a Kafka URI's settings: they may hold secrets). */
     String where();
+
+    /** What opening left out of the index as damaged (the others are indexed), or null when nothing was. */
+    default Damaged damagedAtOpening() {
+        return null;
+    }
 
     @Override
     void close();
@@ -43,6 +57,20 @@ public interface ResponseStore extends AutoCloseable {
             this.status = status;
             this.receivedAtMs = receivedAtMs;
             this.storedAtMs = storedAtMs;
+        }
+    }
+
+    /**
+     * Damaged records (a CRC that does not match, a record cut short or not of the store's layout): skipped, never
+     * an answer; the store's other records are sound.
+     */
+    final class Damaged extends IOException {
+        /** How many (1 for a lookup's; opening's may be more). */
+        public final long count;
+
+        public Damaged(String message, long count) {
+            super(message);
+            this.count = count;
         }
     }
 }

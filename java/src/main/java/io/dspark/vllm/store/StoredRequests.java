@@ -9,17 +9,23 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 
+import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.charset.StandardCharsets;
 import java.security.MessageDigest;
 import java.security.NoSuchAlgorithmException;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.Set;
 import java.util.TreeMap;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.CompletionException;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicLong;
 
 /**
@@ -32,10 +38,13 @@ import java.util.concurrent.atomic.AtomicLong;
  *
  * <p>The keys, SHA-256 over length-prefixed parts: the request key of (endpoint URL, request body, the row's
  * identity: the table's request id, or the model's name and whole INPUT row); the cache key of (endpoint URL,
- * request body). The store's own failures (it cannot be opened, read or written) are said once in one line and
- * counted ({@link #storeFailures}); the request is then sent (or its row completed) as without a store, and the
- * store is left alone for {@link #PAUSE_MS} (a broker that went down would otherwise hold each row until its put
- * timed out), then tried again: a row is never lost and the job never fails for the store.
+ * request body). The store's own failures (it cannot be opened, read or written; a put whose record is not durable
+ * within {@link #PUT_TIMEOUT_MS}) are counted ({@link #storeFailures}) and each kind said the first time in one
+ * line; the request is then sent (or its row completed) as without a store, and the store is left alone for
+ * {@link #PAUSE_MS} (a broker that went down would otherwise hold each row until its put timed out), then tried
+ * again: a row is never lost and the job never fails for the store. A damaged record (its CRC, a record cut short)
+ * is no failure of the store: it is skipped (the request is sent and its answer kept again), counted in the same
+ * metric and said the first time in one line, and the other records go on answering.
  */
 public final class StoredRequests implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(StoredRequests.class);
@@ -44,13 +53,19 @@ public final class StoredRequests implements AutoCloseable {
     private final Requester requester;
     /** How long the store is left alone after one of its failures before it is tried again. */
     public static final long PAUSE_MS = 60_000;
+    /**
+     * How long a put may take until its record is durable before it counts as failed (a file system that hangs;
+     * the Kafka store's producer gives up at the same time: its {@code delivery.timeout.ms}).
+     */
+    public static final long PUT_TIMEOUT_MS = 3 * ResponseStore.TIMEOUT.toMillis();
 
     private ResponseStore store; // null: no store (not asked for, or it could not be opened); set once
     private final long pauseMs;
+    private final long putTimeoutMs;
     private volatile long pausedUntilNs = System.nanoTime(); // after a failure: requests go without the store
     private final long cacheTtlMs; // 0: no cache
     private final byte[] url;
-    private final AtomicBoolean said = new AtomicBoolean();
+    private final Set<String> said = ConcurrentHashMap.newKeySet(); // the kinds of failure said already
     private final AtomicLong fromStore = new AtomicLong();
     private final AtomicLong fromCache = new AtomicLong();
     private final AtomicLong tokensSaved = new AtomicLong();
@@ -100,6 +115,10 @@ public final class StoredRequests implements AutoCloseable {
             } catch (Exception e) {
                 failed("cannot be opened", storeUri.split("\\?", 2)[0], e); // (a query may hold secrets)
             }
+            ResponseStore.Damaged left = store == null ? null : store.damagedAtOpening();
+            if (left != null) {
+                damaged(left);
+            }
         }
     }
 
@@ -110,7 +129,14 @@ public final class StoredRequests implements AutoCloseable {
 
     /** With a pause of its own after a store failure (tests). */
     public StoredRequests(Requester requester, ResponseStore store, long cacheTtlMs, long pauseMs) {
+        this(requester, store, cacheTtlMs, pauseMs, PUT_TIMEOUT_MS);
+    }
+
+    /** With a pause and a put's time limit of its own (tests). */
+    public StoredRequests(
+            Requester requester, ResponseStore store, long cacheTtlMs, long pauseMs, long putTimeoutMs) {
         this.pauseMs = pauseMs;
+        this.putTimeoutMs = putTimeoutMs;
         this.requester = requester;
         this.url = requester.url().getBytes(StandardCharsets.UTF_8);
         this.cacheTtlMs = cacheTtlMs;
@@ -176,19 +202,37 @@ public final class StoredRequests implements AutoCloseable {
         return lowest;
     }
 
-    /** One line, once per request step: the store failed; requests go without it for a pause. */
+    /**
+     * The store failed: counted; one line the first time it fails so ({@code what}: cannot be opened, read or
+     * written) in this request step; requests go without it for a pause.
+     */
     private void failed(String what, String where, Throwable e) {
         failures.incrementAndGet();
         pausedUntilNs = System.nanoTime() + pauseMs * 1_000_000L;
-        if (said.compareAndSet(false, true)) {
-            Throwable cause = e instanceof java.util.concurrent.CompletionException && e.getCause() != null
-                    ? e.getCause() : e;
-            String line = "dspark-vllm: the response store '" + where + "' " + what + " (" + cause
+        if (said.add(what)) {
+            Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+            say("dspark-vllm: the response store '" + where + "' " + what + " (" + cause
                     + "); requests are sent and rows completed as without a store, which is tried again "
-                    + pauseMs / 1000 + " s after each failure (counted in dspark.numStoreFailures; said once)";
-            System.err.println(line);
-            LOG.warn(line);
+                    + pauseMs / 1000 + " s after each failure (counted in dspark.numStoreFailures; said once)");
         }
+    }
+
+    /**
+     * Damaged records (found by a lookup, or left out at opening): counted; one line the first time in this request
+     * step; no pause: the store's other records are sound.
+     */
+    private void damaged(ResponseStore.Damaged e) {
+        failures.addAndGet(e.count);
+        if (said.add("damaged")) {
+            say("dspark-vllm: the response store '" + store.where() + "' holds a damaged record (" + e.getMessage()
+                    + "); a damaged record is skipped (its request is sent and its answer kept again) and the other "
+                    + "records still answer (counted in dspark.numStoreFailures; said once)");
+        }
+    }
+
+    private static void say(String line) {
+        System.err.println(line);
+        LOG.warn(line);
     }
 
     /** A table's prompt ({@link Requester#send}), its row identified by the table's request id. */
@@ -225,6 +269,8 @@ public final class StoredRequests implements AutoCloseable {
             if (hit != null) {
                 return CompletableFuture.completedFuture(new Answer(answered(hit), hex, true));
             }
+        } catch (ResponseStore.Damaged e) {
+            damaged(e); // sent, and its answer kept again under its key
         } catch (Exception e) {
             failed("cannot be read", store.where(), e);
         }
@@ -243,9 +289,12 @@ public final class StoredRequests implements AutoCloseable {
             return CompletableFuture.completedFuture(answer);
         }
         long started = System.nanoTime();
-        return store.put(key, cacheKey, r).handle((ok, e) -> {
+        return store.put(key, cacheKey, r).orTimeout(putTimeoutMs, TimeUnit.MILLISECONDS).handle((ok, e) -> {
             if (e != null) {
-                failed("cannot be written", store.where(), e);
+                Throwable cause = e instanceof CompletionException && e.getCause() != null ? e.getCause() : e;
+                failed("cannot be written", store.where(), cause instanceof TimeoutException
+                        ? new IOException("a record not durable within "
+                                + FileSystemStore.seconds(Duration.ofMillis(putTimeoutMs)) + " s") : cause);
             } else {
                 stored.incrementAndGet();
                 putTimes.add((System.nanoTime() - started) / 1e6);
@@ -309,7 +358,7 @@ public final class StoredRequests implements AutoCloseable {
         return tokensSaved.get();
     }
 
-    /** The store's failures: opening, a lookup or a put that failed. */
+    /** The store's failures (opening, a lookup or a put that failed) and the damaged records it skipped. */
     public long storeFailures() {
         return failures.get();
     }

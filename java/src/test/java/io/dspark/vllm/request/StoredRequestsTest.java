@@ -57,7 +57,7 @@ final class StoredRequestsTest {
     }
 
     /** A store whose every lookup and put fails. */
-    private static final class Failing implements ResponseStore {
+    private static class Failing implements ResponseStore {
         @Override
         public Stored lookup(byte[] key) throws IOException {
             throw new IOException("lookup failed");
@@ -82,6 +82,38 @@ final class StoredRequestsTest {
 
         @Override
         public void close() {}
+    }
+
+    /** A store whose puts never complete (a file system that hangs while the record is written). */
+    private static final class Hung extends Failing {
+        @Override
+        public Stored lookup(byte[] key) {
+            return null;
+        }
+
+        @Override
+        public CompletableFuture<Void> put(byte[] key, byte[] cacheKey, Stored response) {
+            return new CompletableFuture<>();
+        }
+    }
+
+    /** A put whose record is not durable within the put's time limit is a failure: the row is answered. */
+    @Test
+    void aPutThatHangsIsAFailureAndTheRowIsAnswered() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                StoredRequests requests =
+                        new StoredRequests(new Requester(of(spec(web.base))), new Hung(), 0, 60_000, 200)) {
+            String[] lines = stderrOf(() -> {
+                for (int i = 0; i < 2; i++) {
+                    StoredRequests.Answer a = get(requests.send("question", "row-" + i));
+                    assertTrue(a.outcome.ok(), a.outcome.error);
+                }
+            });
+            assertEquals(1, requests.storeFailures()); // then left alone for the pause
+            assertEquals(1, lines.length, String.join("\n", lines));
+            assertTrue(lines[0].contains("cannot be written (java.io.IOException: a record not durable within 0.2 s)"),
+                    lines[0]);
+        }
     }
 
     @Test
@@ -170,5 +202,109 @@ final class StoredRequestsTest {
         String[] lines = said.toString("UTF-8").split("\n");
         assertEquals(1, lines.length, said.toString("UTF-8"));
         assertTrue(lines[0].startsWith("dspark-vllm: the response store '" + uri + "' cannot be opened ("), lines[0]);
+    }
+
+    /** What {@code work} prints on stderr, line by line (the request step's one-line messages go there). */
+    static String[] stderrOf(ThrowingRunnable work) throws Exception {
+        java.io.PrintStream err = System.err;
+        java.io.ByteArrayOutputStream said = new java.io.ByteArrayOutputStream();
+        System.setErr(new java.io.PrintStream(said, true, "UTF-8"));
+        try {
+            work.run();
+        } finally {
+            System.setErr(err);
+        }
+        String text = said.toString("UTF-8");
+        return text.isEmpty() ? new String[0] : text.split("\n");
+    }
+
+    interface ThrowingRunnable {
+        void run() throws Exception;
+    }
+
+    /**
+     * The store's folder deleted while the job runs: the puts to the deleted file were durable to nobody, with no
+     * line and no count, so a restore paid again. The put fails: one line, counted, every row answered.
+     */
+    @Test
+    void aFolderDeletedMidRunIsOneLineAndCounted() throws Exception {
+        Path folder = dir.resolve("store");
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY));
+                StoredRequests requests = new StoredRequests(new Requester(of(spec(web.base))),
+                        new FileSystemStore(folder.toUri().toString(), 0), 0, 60_000)) {
+            assertTrue(get(requests.send("question", "row-0")).outcome.ok());
+            assertEquals(1, requests.stored());
+            String[] lines = stderrOf(() -> {
+                try (java.util.stream.Stream<Path> files = java.nio.file.Files.list(folder)) {
+                    for (Path f : (Iterable<Path>) files::iterator) {
+                        java.nio.file.Files.delete(f);
+                    }
+                }
+                java.nio.file.Files.delete(folder);
+                for (int i = 1; i < 4; i++) {
+                    StoredRequests.Answer a = get(requests.send("question", "row-" + i));
+                    assertTrue(a.outcome.ok(), a.outcome.error);
+                    assertFalse(a.cached);
+                }
+            });
+            assertEquals(1, requests.stored());
+            assertEquals(1, requests.storeFailures()); // then left alone for the pause
+            assertEquals(1, lines.length, String.join("\n", lines));
+            assertTrue(lines[0].startsWith("dspark-vllm: the response store '")
+                    && lines[0].contains("cannot be written") && lines[0].contains("is gone"), lines[0]);
+            assertEquals(4, web.posts().size());
+        }
+    }
+
+    /**
+     * One damaged record (its body's CRC) turned the whole store off for the pause, so the rows after it were
+     * paid again: it is skipped (its request sent, its answer kept again), counted, said in one line, and the
+     * other records still answer.
+     */
+    @Test
+    void aDamagedRecordIsSkippedAndTheRestAnswer() throws Exception {
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            try (StoredRequests first = new StoredRequests(new Requester(of(spec(web.base))),
+                    new FileSystemStore(dir.toUri().toString(), 0), 0, 60_000)) {
+                for (int i = 0; i < 4; i++) {
+                    assertTrue(get(first.send("question", "row-" + i)).outcome.ok());
+                }
+            }
+            Path file;
+            try (java.util.stream.Stream<Path> files = java.nio.file.Files.list(dir)) {
+                file = files.findFirst().orElseThrow();
+            }
+            try (java.io.RandomAccessFile f = new java.io.RandomAccessFile(file.toFile(), "rw")) {
+                f.seek(4);
+                long second = 8 + f.readInt() + 4; // row-1's record: after row-0's (magic, length, record, CRC)
+                f.seek(second + 8 + 64 + 30); // inside its body
+                int b = f.read();
+                f.seek(second + 8 + 64 + 30);
+                f.write(b ^ 0x20);
+            }
+            try (StoredRequests again = new StoredRequests(new Requester(of(spec(web.base))),
+                    new FileSystemStore(dir.toUri().toString(), 0), 0, 60_000)) {
+                boolean[] cached = new boolean[4];
+                String[] lines = stderrOf(() -> {
+                    for (int i = 0; i < 4; i++) {
+                        StoredRequests.Answer a = get(again.send("question", "row-" + i));
+                        assertTrue(a.outcome.ok(), a.outcome.error);
+                        cached[i] = a.cached;
+                    }
+                });
+                assertTrue(cached[0] && !cached[1] && cached[2] && cached[3], java.util.Arrays.toString(cached));
+                assertEquals(5, web.posts().size()); // 4, and row-1 again
+                assertEquals(3, again.answeredFromStore());
+                assertEquals(1, again.storeFailures());
+                assertEquals(1, again.stored()); // row-1's answer, kept again
+                assertEquals(1, lines.length, String.join("\n", lines));
+                assertTrue(lines[0].contains("damaged") && lines[0].contains("skipped"), lines[0]);
+                // kept again: a third opening answers row-1 from the store
+                try (StoredRequests third = new StoredRequests(new Requester(of(spec(web.base))),
+                        new FileSystemStore(dir.toUri().toString(), 0), 0, 60_000)) {
+                    assertTrue(get(third.send("question", "row-1")).cached);
+                }
+            }
+        }
     }
 }
