@@ -9,7 +9,7 @@ Two measures, each taking turns in one process (the machines are noisy: compare 
 - ML_PREDICT: `--rows` rows against the simulator (zero latency), a model with the five answer fields against the
   same model asking for the same schema through a profile and reading `content` only (the same requests, bodies
   and server work: what differs is the typing).
-Prints rows/s of each run and the ratio typed / content (medians over the rounds).
+Prints rows/s of each run and the ratio typed / content (medians over the rounds, after one warm-up round).
 """
 
 from __future__ import annotations
@@ -110,7 +110,7 @@ def main() -> int:
             )
             names = "sentiment, score, ok, tags, summary"
             predict = "MAP['async', 'true', 'max-concurrent-operations', '64']"
-            for _ in range(args.rounds):
+            for round_ in range(args.rounds + 1):  # the first warms the JVM up and is not counted
                 rates["replay typed"].append(_timed(t_env, "INSERT INTO sink_typed SELECT * FROM typed", args.bodies))
                 rates["replay content"].append(
                     _timed(t_env, "INSERT INTO sink_content SELECT * FROM content_only", args.bodies)
@@ -131,7 +131,14 @@ def main() -> int:
                         args.rows,
                     )
                 )
-                print("round:", ", ".join(f"{k} {v[-1]:,.0f} rows/s" for k, v in rates.items()), flush=True)
+                print(
+                    "warm-up:" if round_ == 0 else "round:",
+                    ", ".join(f"{k} {v[-1]:,.0f} rows/s" for k, v in rates.items()),
+                    flush=True,
+                )
+                if round_ == 0:
+                    for v in rates.values():
+                        v.clear()
     median = {k: statistics.median(v) for k, v in rates.items()}
     print(
         f"replay, {args.bodies} answers: typed {median['replay typed']:,.0f} rows/s, content "

@@ -533,6 +533,7 @@ def _answer(
         "fields": [{"name": f.name, "type": f.type["sql"], "schema": schema["properties"][f.name]} for f in fields],
         "schema": schema,
         "constraint": constraint,
+        "facts": list(ANSWER_FACTS),  # what the check reads beside the fields, in this order
         "max_tokens": options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
     }
     return answered, plan, body

@@ -205,9 +205,9 @@ final class RowShape implements Serializable {
                 answerInputs[k] = b.flat(answers.name(k));
                 b.answers.add(answers.name(k));
             }
-            String[] facts = {"finish_reason", "refusal", "completion_tokens", "content_error"};
-            for (int k = 0; k < facts.length; k++) {
-                answerInputs[answers.size() + k] = b.flat(facts[k]);
+            JsonNode facts = answer.get("facts"); // finish_reason, refusal, completion_tokens, content_error
+            for (int k = 0; k < facts.size(); k++) {
+                answerInputs[answers.size() + k] = b.flat(facts.get(k).asText());
             }
             for (Field f : answerInputs) {
                 if (f == null) {
