@@ -227,12 +227,29 @@ def _endpoint_problem(endpoint: str) -> str | None:
     return None
 
 
+def _shown_endpoint(endpoint: str) -> str:
+    """`endpoint` as a message may show it: a user name or password (before '@'), a query and a fragment (which
+    may hold a key: '?api_key=...') masked."""
+    scheme, sep, rest = endpoint.partition("://")
+    if not sep:
+        scheme, rest = "", endpoint
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "******@" + authority.rpartition("@")[2]
+    shown = f"{scheme}{sep}{authority}{slash}{path}"
+    for mark in "?#":
+        if mark in shown:
+            shown = shown.partition(mark)[0] + mark + "******"
+    return shown
+
+
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
     problem = None if endpoint is None else _endpoint_problem(endpoint)
-    if problem is not None:
+    if endpoint is not None and problem is not None:
         raise OptionsError(
-            f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}': {problem}."
+            "Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got "
+            f"'{_shown_endpoint(endpoint)}': {problem}."
         )
 
 
