@@ -110,4 +110,9 @@ final class TableOptions {
             "request.retry.hold-while-down", "request.on-failure", "parse.backend", "parse.batch-size",
             "prompt.template", "system-prompt"
     )));
+
+    /** The keys whose values are secrets, masked in what the SQL runner prints ({@link Secrets}). */
+    static final Set<String> SECRET_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
+            "api-key"
+    )));
 }

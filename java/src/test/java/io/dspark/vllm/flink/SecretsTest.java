@@ -1,0 +1,66 @@
+package io.dspark.vllm.flink;
+
+import io.dspark.vllm.request.Outcome;
+import io.dspark.vllm.request.Requester;
+
+import org.apache.flink.table.api.ValidationException;
+import org.junit.jupiter.api.Test;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+/**
+ * What a person reads of a model's or table's failures: no secret in a line the SQL runner prints
+ * ({@link Secrets#mask}), a row that is no request never failing the job, a deadline that fits ML_PREDICT's
+ * timeout.
+ */
+final class SecretsTest {
+
+    @Test
+    void aStoresQueryAndAnApiKeyAreMaskedInFlinksOptionListsAndInStatements() {
+        String flink = "Unable to create a source for reading table 'default_catalog.default_database.t'.\n\n"
+                + "Table options are:\n\n'api-key'='sk-1'\n'connector'='dspark-vllm'\n"
+                + "'request.store'='kafka://b:9092/answers?sasl.jaas.config=x%20password%3D%22sk-2%22'\n";
+        String masked = Secrets.mask(flink);
+        assertFalse(masked.contains("sk-1") || masked.contains("sk-2"), masked);
+        assertTrue(masked.contains("'api-key'='******'"), masked);
+        assertTrue(masked.contains("'request.store'='kafka://b:9092/answers?******'"), masked);
+        assertTrue(masked.contains("'connector'='dspark-vllm'"), masked);
+
+        String sql = "CREATE TABLE t (x STRING) WITH ('api-key' = 'sk-''3', 'request.store' = "
+                + "'s3://bucket/answers?token=sk-4', 'model' = 'm')";
+        String shown = Secrets.mask(sql);
+        assertFalse(shown.contains("sk-") || shown.contains("token"), shown);
+        assertTrue(shown.contains("'api-key' = '******'") && shown.contains("'model' = 'm'"), shown);
+        // SHOW CREATE MODEL writes the options one a line, as `'key' = 'value'`
+        assertEquals("  'api-key' = '******',", Secrets.mask("  'api-key' = 'sk-5',"));
+        // a Kafka store's URI anywhere in a message (a store that cannot be opened, a stack trace)
+        assertEquals("no store at kafka://b:9092/t?****** (timeout)",
+                Secrets.mask("no store at kafka://b:9092/t?sasl.jaas.config=pw%3Dsk-6 (timeout)"));
+        assertEquals("'endpoint'='http://******@127.0.0.1:9'", Secrets.mask("'endpoint'='http://u:sk-7@127.0.0.1:9'"));
+        assertEquals("nothing secret here", Secrets.mask("nothing secret here"));
+    }
+
+    @Test
+    void aRowThatCannotBeMadeARequestNeverFailsTheJob() {
+        Outcome notSent = Requester.notSent("the prompt is NULL (INPUT column 'q')");
+        assertFalse(notSent.failedForGood(), "a row's own fault is its error row");
+        Outcome timedOut = new Outcome(null, null, 3.0, 1, "timeout: no complete response within 1 s", "timeout", 0L);
+        assertTrue(timedOut.failedForGood());
+        assertFalse(new Outcome(new byte[0], 200, 3.0, 1, null, null, 0L).failedForGood());
+    }
+
+    @Test
+    void theModelsDeadlineEndsInsideMlPredictsTimeoutWithAMarginThatScales() {
+        assertEquals(175.0, ModelPredictFunction.deadlineS(180_000), 1e-9); // 5 s before 3 min
+        double five = ModelPredictFunction.deadlineS(5_000);
+        assertTrue(five >= 3.5 && five <= 4.5, "a 5 s timeout leaves a deadline of seconds: " + five);
+        assertEquals(1.6, ModelPredictFunction.deadlineS(2_000), 1e-9);
+        ValidationException e = assertThrows(ValidationException.class, () -> ModelPredictFunction.deadlineS(1_999));
+        assertEquals("dspark-vllm: ML_PREDICT's 'timeout' of 1.999 s is too short for a request to the model: set "
+                + "MAP['timeout', '2 s'] or more (the model ends each request at 4/5 of it, at most 5 s before it)",
+                e.getMessage());
+    }
+}
