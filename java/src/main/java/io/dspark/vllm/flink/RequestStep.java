@@ -204,8 +204,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
      */
     static RuntimeException failedForGood(String id, Outcome outcome) {
         return new RuntimeException("dspark-vllm: " + (id == null ? "a request" : "request " + id)
-                + " failed for good ('request.on-failure' = 'fail-job'; 'error-row' makes it an error row instead): "
-                + outcome.error);
+                + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error);
     }
 
     @Override
