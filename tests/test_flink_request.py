@@ -307,7 +307,8 @@ def test_fail_job_fails_the_job_on_a_failed_request(route, tmp_path):
             result.wait()
         # the last of Flink's causes: which request, and why
         assert re.search(
-            r"request [0-9a-f]+ failed for good \('request.on-failure' = 'fail-job'\): status: HTTP 500", str(raised.value)
+            r"request [0-9a-f]+ failed for good \('request.on-failure' = 'fail-job'\): status: HTTP 500",
+            str(raised.value),
         ), str(raised.value)[-3000:]
 
 
