@@ -207,7 +207,7 @@ def test_hostile_rows_and_servers_through_dspark_vllm_sql(tmp_path):
         "number >= 0"
     )
     checks = {
-        "no API key printed": key not in run.stdout + run.stderr and "'api-key'" in run.stdout,
+        "no API key printed or logged": key not in run.stdout + run.stderr + log and "'api-key'" in run.stdout,
         "the job ran (--log one.log)": run.returncode == 0 and log_file.is_file(),
         "every row once": sorted(answers) == [1, 2, 3, 4, 5] and sorted(r["id"] for r in refusals) == [1, 2, 3, 4, 5],
         "a 5 s timeout answers": all(
