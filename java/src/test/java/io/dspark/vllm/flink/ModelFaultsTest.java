@@ -3,7 +3,12 @@ package io.dspark.vllm.flink;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.Requester;
 
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.table.api.ValidationException;
+import org.apache.flink.table.data.DecimalData;
+import org.apache.flink.table.data.GenericArrayData;
+import org.apache.flink.table.data.StringData;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -12,11 +17,11 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
- * What a person reads of a model's or table's failures: no secret in a line the SQL runner prints
+ * A model's hostile rows and what a person reads of its failures: no secret in a line the SQL runner prints
  * ({@link Secrets#mask}), a row that is no request never failing the job, a deadline that fits ML_PREDICT's
- * timeout.
+ * timeout, a row's body value held to its option's rule.
  */
-final class SecretsTest {
+final class ModelFaultsTest {
 
     @Test
     void aStoresQueryAndAnApiKeyAreMaskedInFlinksOptionListsAndInStatements() {
@@ -62,5 +67,31 @@ final class SecretsTest {
         assertEquals("dspark-vllm: ML_PREDICT's 'timeout' of 1.999 s is too short for a request to the model: set "
                 + "MAP['timeout', '2 s'] or more (the model ends each request at 4/5 of it, at most 5 s before it)",
                 e.getMessage());
+    }
+
+    @Test
+    void aRowsBodyValueIsHeldToItsOptionsRule() throws Exception {
+        // the rules as connector.params writes them into the plan (RequestParam.as_rule)
+        ObjectMapper json = new ObjectMapper();
+        JsonNode temperature = json.readTree(
+                "{\"type\": \"float\", \"rule\": \"a number >= 0\", \"min\": 0, \"max\": null, \"above\": false, \"below\": false}");
+        JsonNode topP = json.readTree(
+                "{\"type\": \"float\", \"rule\": \"a number in (0, 1]\", \"min\": 0, \"max\": 1, \"above\": true, \"below\": false}");
+        JsonNode stop = json.readTree("{\"type\": \"list[str]\", \"rule\": \"a list of non-empty strings\"}");
+        assertEquals("-3.5", ModelPredictFunction.Prompt.invalid(-3.5, temperature));
+        assertEquals("NaN", ModelPredictFunction.Prompt.invalid(Double.NaN, temperature));
+        assertEquals("Infinity", ModelPredictFunction.Prompt.invalid(Double.POSITIVE_INFINITY, temperature));
+        assertEquals(null, ModelPredictFunction.Prompt.invalid(0.0, temperature));
+        assertEquals("0", ModelPredictFunction.Prompt.invalid(0L, topP));
+        assertEquals(null, ModelPredictFunction.Prompt.invalid(1, topP));
+        assertEquals("1.01", ModelPredictFunction.Prompt.invalid(
+                DecimalData.fromBigDecimal(new java.math.BigDecimal("1.010"), 4, 3), topP));
+        assertEquals("a list with an empty string", ModelPredictFunction.Prompt.invalid(
+                new GenericArrayData(new Object[] {StringData.fromString("END"), StringData.fromString("")}), stop));
+        assertEquals("a list with a NULL", ModelPredictFunction.Prompt.invalid(
+                new GenericArrayData(new Object[] {null}), stop));
+        assertEquals(null, ModelPredictFunction.Prompt.invalid(
+                new GenericArrayData(new Object[] {StringData.fromString("END")}), stop));
+        assertEquals(null, ModelPredictFunction.Prompt.invalid("any model", null));
     }
 }
