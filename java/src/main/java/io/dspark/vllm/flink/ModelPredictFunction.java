@@ -351,12 +351,24 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                         r.problem = "INPUT column '" + names.get(messages) + "' (the messages) is NULL";
                         return r;
                     }
+                    // A message no server takes (none at all, a NULL one, a NULL role or content) is the row's
+                    // error, not a request: under 'fail-job' its 400 would restart the job on the row for ever.
+                    String where = "INPUT column '" + names.get(messages) + "' (the messages) has ";
+                    if (list.size() == 0) {
+                        r.problem = where + "no message";
+                        return r;
+                    }
                     ArrayNode array = JSON.createArrayNode();
                     for (int i = 0; i < list.size(); i++) {
                         RowData m = list.isNullAt(i) ? null : list.getRow(i, 2);
-                        ObjectNode node = array.addObject();
-                        node.put("role", m == null || m.isNullAt(0) ? null : m.getString(0).toString());
-                        node.put("content", m == null || m.isNullAt(1) ? null : m.getString(1).toString());
+                        String missing = m == null ? "a NULL message" : m.isNullAt(0) ? "a message with a NULL role"
+                                : m.isNullAt(1) ? "a message with a NULL content" : null;
+                        if (missing != null) {
+                            r.problem = where + missing + " (message " + (i + 1) + ")";
+                            return r;
+                        }
+                        array.addObject().put("role", m.getString(0).toString())
+                                .put("content", m.getString(1).toString());
                     }
                     body.set("messages", array);
                     r.text = array.toString();

@@ -8,7 +8,9 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
 import org.apache.flink.table.api.ValidationException;
 import org.apache.flink.table.data.DecimalData;
 import org.apache.flink.table.data.GenericArrayData;
+import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.StringData;
+import org.apache.flink.table.types.logical.RowType;
 import org.junit.jupiter.api.Test;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -93,5 +95,41 @@ final class ModelFaultsTest {
         assertEquals(null, ModelPredictFunction.Prompt.invalid(
                 new GenericArrayData(new Object[] {StringData.fromString("END")}), stop));
         assertEquals(null, ModelPredictFunction.Prompt.invalid("any model", null));
+    }
+
+    /** The model's plan from the Python planner (connector.flink.planner.model_plan) for one INPUT column. */
+    private static JsonNode modelPlan(String inputJson) throws Exception {
+        String python = System.getProperty("dspark.python", "python3");
+        Process p = new ProcessBuilder(python, "-c", String.join("\n",
+                "import json, sys",
+                "from connector.flink.planner import model_plan",
+                "declared = {'model': 'm', 'options': {'provider': 'dspark-vllm', 'endpoint': 'http://127.0.0.1:9',",
+                "            'model': 'm'}, 'input': json.loads(sys.argv[1]),",
+                "            'output': [{'name': 'error.reason', 'type': {'sql': 'STRING', 'root': 'VARCHAR'}}]}",
+                "print(json.dumps(model_plan(declared)))"), inputJson).redirectErrorStream(true).start();
+        String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
+        assertEquals(0, p.waitFor(), out);
+        return new ObjectMapper().readTree(out);
+    }
+
+    @Test
+    void chatMessagesThatNoServerTakesAreNotSent() throws Exception {
+        JsonNode plan = modelPlan("[{\"name\": \"history\", \"type\": {\"sql\": \"ARRAY<ROW<`role` STRING, "
+                + "`content` STRING>>\", \"root\": \"ARRAY\"}}]");
+        RowType input = (RowType) TablePlan.dataType(
+                "ROW<`history` ARRAY<ROW<`role` STRING, `content` STRING>>>").getLogicalType();
+        ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
+                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+        java.util.function.Function<Object[], String> problem = messages -> prompt.of(
+                GenericRowData.of(new GenericArrayData(messages))).problem;
+        GenericRowData user = GenericRowData.of(StringData.fromString("user"), StringData.fromString("Hi"));
+        assertEquals(null, problem.apply(new Object[] {user}));
+        assertEquals("INPUT column 'history' (the messages) has no message", problem.apply(new Object[0]));
+        assertEquals("INPUT column 'history' (the messages) has a NULL message (message 2)",
+                problem.apply(new Object[] {user, null}));
+        assertEquals("INPUT column 'history' (the messages) has a message with a NULL role (message 1)",
+                problem.apply(new Object[] {GenericRowData.of(null, StringData.fromString("Hi"))}));
+        assertEquals("INPUT column 'history' (the messages) has a message with a NULL content (message 2)",
+                problem.apply(new Object[] {user, GenericRowData.of(StringData.fromString("assistant"), null)}));
     }
 }
