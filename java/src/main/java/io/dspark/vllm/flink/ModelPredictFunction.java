@@ -103,8 +103,9 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         if (timeoutMs < MIN_TIMEOUT_MS) {
             throw new org.apache.flink.table.api.ValidationException("dspark-vllm: ML_PREDICT's 'timeout' of "
                     + Requester.seconds(timeoutMs / 1000.0) + " s is too short for a request to the model: set "
-                    + "MAP['timeout', '" + MIN_TIMEOUT_MS / 1000 + " s'] or more (the model ends each request at 4/5 "
-                    + "of it, at most " + TIMEOUT_MARGIN_MS / 1000 + " s before it)");
+                    + "MAP['timeout', '" + MIN_TIMEOUT_MS / 1000 + " s'] or more in ML_PREDICT (or "
+                    + "'table.exec.async-ml-predict.timeout'; the model ends each request at 4/5 of it, at most "
+                    + TIMEOUT_MARGIN_MS / 1000 + " s before it)");
         }
         return (timeoutMs - Math.min(TIMEOUT_MARGIN_MS, timeoutMs / 5.0)) / 1000.0;
     }
@@ -438,6 +439,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                             break;
                         }
                         default:
+                            if (v.toString().isEmpty()) { // no model: the server's 404, a restart's too
+                                r.problem = "INPUT column '" + names.get(index) + "' sets the request's '" + key
+                                        + "' to an empty string";
+                                return r;
+                            }
                             body.put(key, v.toString());
                     }
                 }

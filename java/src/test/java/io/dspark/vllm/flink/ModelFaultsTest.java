@@ -67,7 +67,8 @@ final class ModelFaultsTest {
         assertEquals(1.6, ModelPredictFunction.deadlineS(2_000), 1e-9);
         ValidationException e = assertThrows(ValidationException.class, () -> ModelPredictFunction.deadlineS(1_999));
         assertEquals("dspark-vllm: ML_PREDICT's 'timeout' of 1.999 s is too short for a request to the model: set "
-                + "MAP['timeout', '2 s'] or more (the model ends each request at 4/5 of it, at most 5 s before it)",
+                + "MAP['timeout', '2 s'] or more in ML_PREDICT (or 'table.exec.async-ml-predict.timeout'; the model "
+                + "ends each request at 4/5 of it, at most 5 s before it)",
                 e.getMessage());
     }
 
@@ -131,5 +132,21 @@ final class ModelFaultsTest {
                 problem.apply(new Object[] {GenericRowData.of(null, StringData.fromString("Hi"))}));
         assertEquals("INPUT column 'history' (the messages) has a message with a NULL content (message 2)",
                 problem.apply(new Object[] {user, GenericRowData.of(StringData.fromString("assistant"), null)}));
+    }
+
+    @Test
+    void aRowThatNamesAnEmptyModelIsNotSent() throws Exception {
+        JsonNode plan = modelPlan("[{\"name\": \"q\", \"type\": {\"sql\": \"STRING\", \"root\": \"VARCHAR\"}}, "
+                + "{\"name\": \"model\", \"type\": {\"sql\": \"STRING\", \"root\": \"VARCHAR\"}}]");
+        RowType input = (RowType) TablePlan.dataType("ROW<`q` STRING, `model` STRING>").getLogicalType();
+        ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
+                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+        assertEquals("INPUT column 'model' sets the request's 'model' to an empty string",
+                prompt.of(GenericRowData.of(StringData.fromString("Hi"), StringData.fromString(""))).problem);
+        ModelPredictFunction.Prompt.Request named =
+                prompt.of(GenericRowData.of(StringData.fromString("Hi"), StringData.fromString("other")));
+        assertEquals(null, named.problem);
+        assertTrue(new String(named.body, java.nio.charset.StandardCharsets.UTF_8).contains("\"model\":\"other\""));
+        assertEquals(null, prompt.of(GenericRowData.of(StringData.fromString("Hi"), null)).problem);
     }
 }
