@@ -62,9 +62,14 @@ final class Secrets {
         return out;
     }
 
-    /** A stream that writes {@code out}'s lines masked ({@link #mask}), each as soon as it ends. */
+    /**
+     * A stream that writes {@code out}'s lines masked ({@link #mask}), each as soon as it ends; a last line with
+     * no end is written when the JVM exits.
+     */
     static PrintStream masking(PrintStream out) {
-        return new PrintStream(new Lines(out), true, StandardCharsets.UTF_8);
+        Lines lines = new Lines(out);
+        Runtime.getRuntime().addShutdownHook(new Thread(lines::close, "dspark-vllm masked output"));
+        return new PrintStream(lines, true, StandardCharsets.UTF_8);
     }
 
     private static final class Lines extends OutputStream {
