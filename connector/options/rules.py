@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from connector.errors import OptionsError
+from connector.errors import OptionsError, shown_url
 from connector.options.declared import (
     API_KEY,
     API_KEY_ENV,
@@ -227,29 +227,13 @@ def _endpoint_problem(endpoint: str) -> str | None:
     return None
 
 
-def _shown_endpoint(endpoint: str) -> str:
-    """`endpoint` as a message may show it: a user name or password (before '@'), a query and a fragment (which
-    may hold a key: '?api_key=...') masked."""
-    scheme, sep, rest = endpoint.partition("://")
-    if not sep:
-        scheme, rest = "", endpoint
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "******@" + authority.rpartition("@")[2]
-    shown = f"{scheme}{sep}{authority}{slash}{path}"
-    for mark in "?#":
-        if mark in shown:
-            shown = shown.partition(mark)[0] + mark + "******"
-    return shown
-
-
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
     problem = None if endpoint is None else _endpoint_problem(endpoint)
     if endpoint is not None and problem is not None:
         raise OptionsError(
             "Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got "
-            f"'{_shown_endpoint(endpoint)}': {problem}."
+            f"'{shown_url(endpoint)}': {problem}."
         )
 
 
