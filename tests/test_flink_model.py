@@ -241,9 +241,9 @@ def test_hostile_rows_and_servers_through_dspark_vllm_sql(tmp_path):
 
 
 def test_secrets_are_masked_in_every_line_dspark_vllm_sql_prints(tmp_path):
-    """A planning error repeats the table's options (Flink's "Table options are: ..."): what follows the '?' of a
-    Kafka store's URI (a SASL password) and the 'api-key' are masked in every line, from the runner and the
-    command; an endpoint with a password in it is refused without repeating it."""
+    """A planning error repeats the table's options (Flink's "Table options are: ...") and EXPLAIN a hint's: what
+    follows the '?' of a Kafka store's URI (a SASL password) and the 'api-key' are masked in every line, from the
+    runner and the command; an endpoint with a password in it is refused without repeating it."""
     import subprocess
 
     password, key, user = "sk-store-secret-0815", "sk-inline-secret-4711", "sk-endpoint-secret-42"
@@ -257,6 +257,10 @@ def test_secrets_are_masked_in_every_line_dspark_vllm_sql_prints(tmp_path):
         "CREATE TABLE answers (id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:9', "
         f"'model' = 'm', 'prompts.rate' = '1', 'api-key' = '{key}', 'request.store' = '{store}', "
         "'profile' = 'no-such-profile');\n"
+        # EXPLAIN prints a hint's options as a map: {api-key=..., request.store=...}
+        "CREATE TABLE plain (id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:9', "
+        "'model' = 'm', 'prompts.rate' = '1');\n"
+        f"EXPLAIN SELECT * FROM plain /*+ OPTIONS('api-key'='{key}', 'request.store'='{store}') */;\n"
         "SELECT * FROM answers;\n"
     )
     endpoint = tmp_path / "endpoint.sql"
@@ -269,10 +273,11 @@ def test_secrets_are_masked_in_every_line_dspark_vllm_sql_prints(tmp_path):
         subprocess.run([_dspark_vllm(), "sql", str(f)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
         for f in (script, endpoint)
     ]
-    for run in runs:
+    for run, statement in zip(runs, (4, 2), strict=True):
         assert run.returncode == 1, run.stderr[-3000:]
-        assert "statement 2 (SELECT * FROM answers) failed" in run.stderr, run.stderr[-3000:]
+        assert f"statement {statement} (SELECT * FROM answers) failed" in run.stderr, run.stderr[-3000:]
         for secret in (password, key, user):
             assert secret not in run.stdout + run.stderr, run.stderr[-3000:]
     assert "no-such-profile" in runs[0].stderr and "kafka://127.0.0.1:9/answers?" in runs[0].stderr
+    assert "options:{api-key=******, request.store=kafka://127.0.0.1:9/answers?******}" in runs[0].stdout
     assert "it holds a user name or password" in runs[1].stderr

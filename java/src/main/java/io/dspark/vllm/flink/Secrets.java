@@ -53,7 +53,8 @@ final class Secrets {
                 StringBuilder b = new StringBuilder();
                 do {
                     m.appendReplacement(b, Matcher.quoteReplacement(
-                            m.group(1) + (m.group(2).isEmpty() || m.group(2).equals(MASK) ? m.group(2) : MASK) + m.group(3)));
+                            m.group(1) + (m.group(2).isEmpty() || m.group(2).startsWith(MASK) ? m.group(2) : MASK)
+                                    + m.group(3))); // (a value masked by an earlier form keeps what follows it)
                 } while (m.find());
                 m.appendTail(b);
                 out = b.toString();

@@ -47,6 +47,9 @@ final class ModelFaultsTest {
         assertEquals("no store at kafka://b:9092/t?****** (timeout)",
                 Secrets.mask("no store at kafka://b:9092/t?sasl.jaas.config=pw%3Dsk-6 (timeout)"));
         assertEquals("'endpoint'='http://******@127.0.0.1:9'", Secrets.mask("'endpoint'='http://u:sk-7@127.0.0.1:9'"));
+        // EXPLAIN's hints: a map
+        assertEquals("hints=[[[OPTIONS options:{api-key=******, request.store=kafka://b:9092/t?******}]]])",
+                Secrets.mask("hints=[[[OPTIONS options:{api-key=sk-8, request.store=kafka://b:9092/t?pw=sk-9}]]])"));
         assertEquals("nothing secret here", Secrets.mask("nothing secret here"));
     }
 
