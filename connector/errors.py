@@ -36,6 +36,7 @@ __all__ = [
     "SchemaDiscoveryError",
     "StreamError",
     "TLSError",
+    "shown_url",
 ]
 
 
@@ -107,3 +108,19 @@ class BodyTooLarge(ClientError):
     """The response body is larger than the client's limit."""
 
     kind = "too-large"
+
+
+def shown_url(url: str) -> str:
+    """`url` as a message may show it: a user name or password (before '@'), a query and a fragment (which may hold
+    a key: '?api_key=...') masked. Every message that repeats an endpoint the user gave goes through it."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        scheme, rest = "", url
+    authority, slash, path = rest.partition("/")
+    if "@" in authority:
+        authority = "******@" + authority.rpartition("@")[2]
+    shown = f"{scheme}{sep}{authority}{slash}{path}"
+    for mark in "?#":
+        if mark in shown:
+            shown = shown.partition(mark)[0] + mark + "******"
+    return shown

@@ -10,7 +10,8 @@ A payload's own value of a parameter wins over the default.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,73 +22,73 @@ __all__ = ["REQUEST_PARAMS", "RequestParam", "body_defaults", "check_params"]
 
 @dataclass(frozen=True)
 class RequestParam:
+    """A body parameter and what a valid value of it is: bounds, as data, so that the JVM holds a model's per-row
+    values (an INPUT column named like it) to the same rule (`as_rule`, in the model's plan)."""
+
     type: str  # "int", "float", "bool" or "list[str]": what a table option of this parameter holds
     rule: str  # what a valid value is, for messages
     description: str
-    valid: Callable[[Any], bool]
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False  # the minimum itself is not valid
+    below: bool = False  # the maximum itself is not valid
 
+    def valid(self, v: Any) -> bool:
+        if self.type == "list[str]":
+            return isinstance(v, list | tuple) and all(isinstance(s, str) and s for s in v)
+        if isinstance(v, bool) or not isinstance(v, int | float):
+            return False
+        if self.type == "int" and not isinstance(v, int):
+            return False
+        if isinstance(v, float) and not math.isfinite(v):  # NaN and infinities are no JSON numbers
+            return False
+        if self.minimum is not None and (v <= self.minimum if self.above else v < self.minimum):
+            return False
+        return self.maximum is None or not (v >= self.maximum if self.below else v > self.maximum)
 
-def _int(test: Callable[[int], bool]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int) and not isinstance(v, bool) and test(v)
-
-
-def _float(test: Callable[[float], bool]) -> Callable[[Any], bool]:
-    return lambda v: isinstance(v, int | float) and not isinstance(v, bool) and v == v and test(float(v))
-
-
-def _strings(v: Any) -> bool:
-    return isinstance(v, list | tuple) and all(isinstance(s, str) and s for s in v)
+    def as_rule(self) -> dict[str, Any]:
+        """The rule as the model's plan carries it (`io.dspark.vllm.flink.ModelPredictFunction`)."""
+        return {
+            "type": self.type, "rule": self.rule, "min": self.minimum, "max": self.maximum,
+            "above": self.above, "below": self.below,
+        }  # fmt: skip
 
 
 REQUEST_PARAMS: Mapping[str, RequestParam] = {
-    "n": RequestParam("int", "an integer >= 1", "Choices generated per request.", _int(lambda v: v >= 1)),
-    "max_tokens": RequestParam("int", "an integer >= 1", "Most tokens generated per choice.", _int(lambda v: v >= 1)),
-    "min_tokens": RequestParam(
-        "int", "an integer >= 0", "Fewest tokens generated before a stop may end a choice.", _int(lambda v: v >= 0)
-    ),
-    "temperature": RequestParam(
-        "float", "a number >= 0", "Sampling temperature; 0 is greedy.", _float(lambda v: v >= 0)
-    ),
+    "n": RequestParam("int", "an integer >= 1", "Choices generated per request.", 1),
+    "max_tokens": RequestParam("int", "an integer >= 1", "Most tokens generated per choice.", 1),
+    "min_tokens": RequestParam("int", "an integer >= 0", "Fewest tokens generated before a stop may end a choice.", 0),
+    "temperature": RequestParam("float", "a number >= 0", "Sampling temperature; 0 is greedy.", 0),
     "top_p": RequestParam(
         "float",
         "a number in (0, 1]",
         "Nucleus sampling: the smallest set of tokens with this much probability.",
-        _float(lambda v: 0 < v <= 1),
-    ),
+        0,
+        1,
+        above=True,
+    ),  # fmt: skip
     "top_k": RequestParam(
-        "int",
-        "-1, 0 or an integer >= 1",
-        "Sample from the k most likely tokens; -1 or 0 means all.",
-        _int(lambda v: v >= -1),
+        "int", "-1, 0 or an integer >= 1", "Sample from the k most likely tokens; -1 or 0 means all.", -1
     ),
     "min_p": RequestParam(
-        "float",
-        "a number in [0, 1]",
-        "Least probability of a token, relative to the most likely one.",
-        _float(lambda v: 0 <= v <= 1),
+        "float", "a number in [0, 1]", "Least probability of a token, relative to the most likely one.", 0, 1
     ),
-    "presence_penalty": RequestParam(
-        "float", "a number in [-2, 2]", "Penalty on tokens that already appeared.", _float(lambda v: -2 <= v <= 2)
-    ),
+    "presence_penalty": RequestParam("float", "a number in [-2, 2]", "Penalty on tokens that already appeared.", -2, 2),
     "frequency_penalty": RequestParam(
-        "float",
-        "a number in [-2, 2]",
-        "Penalty growing with how often a token appeared.",
-        _float(lambda v: -2 <= v <= 2),
+        "float", "a number in [-2, 2]", "Penalty growing with how often a token appeared.", -2, 2
     ),
     "repetition_penalty": RequestParam(
-        "float", "a number > 0", "Multiplicative penalty on repeated tokens (1 = none).", _float(lambda v: v > 0)
+        "float", "a number > 0", "Multiplicative penalty on repeated tokens (1 = none).", 0, above=True
     ),
-    "seed": RequestParam("int", "an integer", "Random seed of the sampler, for repeatable outputs.", _int(bool)),
-    "stop": RequestParam(
-        "list[str]", "a list of non-empty strings", "Strings that end a choice when generated.", _strings
-    ),
+    "seed": RequestParam("int", "an integer", "Random seed of the sampler, for repeatable outputs."),
+    "stop": RequestParam("list[str]", "a list of non-empty strings", "Strings that end a choice when generated."),
     "logprobs": RequestParam(
         "int",
         "an integer in [0, 20]",
         "Log probabilities of the k most likely tokens at each position (0: the chosen token's only); chat "
         "requests get logprobs=true and top_logprobs=k, completions logprobs=k.",
-        _int(lambda v: 0 <= v <= 20),
+        0,
+        20,
     ),
 }
 

@@ -171,6 +171,7 @@ TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.flink.CompletionsTest",
+    "io.dspark.vllm.flink.ModelFaultsTest",
     "io.dspark.vllm.flink.FileLinesTest",
     "io.dspark.vllm.flink.PythonParseStepTest",
     "io.dspark.vllm.parse.NativeBoundaryTest",

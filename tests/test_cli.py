@@ -511,3 +511,11 @@ def test_the_per_body_benchmark_runs():
     lines = proc.stdout.decode().splitlines()
     assert len(lines) == 3 and lines[0].endswith("x") and lines[1].endswith("x"), lines
     assert lines[2].startswith("each body past the first 20: ")  # its ratio too small to measure, or one
+
+
+def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
+    """`dspark-vllm schema --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
+    proc = run("schema", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
+    err = proc.stderr.decode()
+    assert proc.returncode != 0 and "sk-cli-secret-9" not in err + proc.stdout.decode(), err
+    assert "holds a user name or password" in err and len(err.strip().splitlines()) == 1, err

@@ -89,7 +89,11 @@ def test_template_system_prompt_and_row_options():
     prompt = result["prompt"]
     assert prompt["system"] == "Be brief."
     assert prompt["template"] == [["Review this ", None], ["", 1], [" code: ", None], ["", 0], [" {literally}", None]]
-    assert result["body_columns"] == [["max_tokens", 2, "int"], ["temperature", 3, "float"], ["model", 4, "string"]]
+    columns = result["body_columns"]
+    assert [c[:3] for c in columns] == [["max_tokens", 2, "int"], ["temperature", 3, "float"], ["model", 4, "string"]]
+    # each with its option's rule, which the JVM holds the row's value to
+    assert columns[1][3] == {"type": "float", "rule": "a number >= 0", "min": 0, "max": None, "above": False,
+                             "below": False} and columns[2][3] is None  # fmt: skip
 
 
 def test_messages_column_is_taken_as_it_is():
@@ -163,3 +167,13 @@ def test_raw_body_output_is_declared_bytes():
         declared([col("question", STRING, "VARCHAR")], [col("raw.body", "VARBINARY(2147483647)", "VARBINARY")])
     )
     assert [c["name"] for c in result["outputs"]] == ["raw.body"]
+
+
+def test_a_column_of_the_template_is_not_a_body_option():
+    """`n` (or `seed`, `model`...) used by the template is part of the prompt, not the request's `n` too: a row
+    with n = 3 would pay for three choices."""
+    inputs = [col("q", STRING, "VARCHAR"), col("n", "BIGINT"), col("seed", "BIGINT"), col("temperature", "DOUBLE")]
+    result = model_plan(
+        declared(inputs, [col("content", STRING, "VARCHAR")], **{"prompt.template": "Question {n} (seed {seed}): {q}"})
+    )
+    assert [c[0] for c in result["body_columns"]] == ["temperature"]

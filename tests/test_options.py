@@ -270,3 +270,15 @@ def test_a_models_cache_needs_its_store_too():
     with pytest.raises(OptionsError, match=re.escape("Option 'request.cache' answers from the responses kept")):
         validate_model({**model, "request.cache": "1 h"})
     validate_model({**model, "request.store": "file:///s", "request.cache": "1 h"})
+
+
+@pytest.mark.parametrize(
+    "endpoint",
+    ["http://user:sk-secret-42@127.0.0.1:8000", "http://sk-secret-42@127.0.0.1:8000",
+     "http://127.0.0.1:8000/v1?key=sk-secret-42", "http://127.0.0.1:8000/#sk-secret-42"],
+)  # fmt: skip
+def test_an_endpoint_with_a_secret_is_refused_without_repeating_it(endpoint):
+    with pytest.raises(OptionsError) as raised:
+        validate({**REQUEST, "endpoint": endpoint})
+    assert "sk-secret-42" not in str(raised.value)
+    assert str(raised.value).startswith("Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000'")

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from connector.client.transport import Transport, tls_context
-from connector.errors import OptionsError
+from connector.errors import OptionsError, shown_url
 from connector.params import body_defaults, check_params
 from connector.profiles import Profile, load_profile
 
@@ -63,7 +63,14 @@ class ClientConfig:
             if not ok:
                 raise OptionsError(f"client option '{name}' must be {rule}")
         if not self.base_url.startswith(("http://", "https://")):
-            raise OptionsError(f"client option 'base_url' must start with http:// or https://, got {self.base_url!r}")
+            raise OptionsError(
+                f"client option 'base_url' must start with http:// or https://, got '{shown_url(self.base_url)}'"
+            )
+        if "@" in self.base_url.partition("://")[2].partition("/")[0]:
+            raise OptionsError(
+                f"client option 'base_url' ('{shown_url(self.base_url)}') holds a user name or password: give the "
+                "key as the API key (--api-key or --api-key-env)"
+            )
         check_params(self.params)
 
     @property

@@ -56,7 +56,7 @@ from connector.profiles import Profile
 
 __all__ = ["CLIENT_SPEC_VERSION", "PARSE_INTERNAL", "PLAN_VERSION", "REQUEST_COLUMNS", "client_spec", "contract_java"]
 
-PLAN_VERSION = 6
+PLAN_VERSION = 7
 CLIENT_SPEC_VERSION = 1
 
 # The prompt's columns, then what the request step adds (io.dspark.vllm.flink.RequestStep fills them in this

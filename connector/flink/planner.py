@@ -623,9 +623,16 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     types = {str(c["name"]): c["type"] for c in declared["input"]}
     chat = options.get(REQUEST_API) != "completions"
     messages = [n for n in inputs if _is_messages(types[n])]
+    template = options.get(PROMPT_TEMPLATE)
+    system = options.get(SYSTEM_PROMPT)
+    # A column the template uses is part of the prompt, not a body option too: `{n}` in a question is no
+    # number of choices to pay for.
+    in_template = set()
+    if template is not None and not messages:
+        in_template = {inputs[part[1]] for part in _template(template, inputs) if part[1] is not None}
     body_columns_ = []
     for column in inputs:
-        if column not in ROW_BODY_OPTIONS:
+        if column not in ROW_BODY_OPTIONS or column in in_template:
             continue
         kind = "string" if column == "model" else REQUEST_PARAMS[column].type
         root = types[column].get("root")
@@ -635,9 +642,9 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 f"INPUT column '{column}' sets the request's '{column}' for its row: declare it "
                 f"{'STRING' if kind == 'string' else {'int': 'BIGINT', 'float': 'DOUBLE'}.get(kind, 'ARRAY<STRING>')}."
             )
-        body_columns_.append([column, inputs.index(column), kind])
-    template = options.get(PROMPT_TEMPLATE)
-    system = options.get(SYSTEM_PROMPT)
+        # The row's value is held to the option's rule in the JVM (an invalid one is an error row, not sent).
+        rule = None if kind == "string" else REQUEST_PARAMS[column].as_rule()
+        body_columns_.append([column, inputs.index(column), kind, rule])
     prompt: dict[str, Any] = {"chat": chat, "system": system, "template": None, "messages": None, "column": None}
     if len(messages) > 1:
         raise OptionsError(f"INPUT columns {', '.join(messages)} are all chat messages: declare one.")

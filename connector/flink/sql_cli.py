@@ -94,7 +94,14 @@ def run(args: argparse.Namespace) -> int:
         handle, log_file = tempfile.mkstemp(prefix="dspark-vllm-sql-", suffix=".log")
         os.close(handle)
     else:
-        log_file = args.log
+        # Absolute, its folder made: Flink's log4j takes a bare file name's (missing) parent folder for null and
+        # fails every job ("Could not create the DispatcherResourceManagerComponent").
+        log_path = Path(args.log).expanduser().absolute()
+        try:
+            log_path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OptionsError(f"--log {args.log}: cannot make its folder ({exc.strerror})") from None
+        log_file = str(log_path)
     keep_log = False
     try:
         returncode, failure = _run_runner(java_command(args.file, args.set, log_file, getattr(args, "verbose", False)))

@@ -43,7 +43,12 @@ ENDPOINT: ConfigOption[str | None] = _option(
     group="Request",
 )
 API_KEY: ConfigOption[str | None] = _option(
-    "api-key", "string", "API key sent as a bearer token. Never logged.", group="Request", secret=True
+    "api-key",
+    "string",
+    "API key sent as a bearer token. Never logged, but Flink's catalog keeps it as written: SHOW CREATE TABLE and "
+    "SHOW CREATE MODEL print it; prefer 'api-key.file' or 'api-key.env'.",
+    group="Request",
+    secret=True,
 )
 API_KEY_ENV: ConfigOption[str | None] = _option(
     "api-key.env",

@@ -98,7 +98,16 @@ def options_java() -> str:
     for start in range(0, len(model), 4):
         end = "" if start + 4 >= len(model) else ","
         lines.append("            " + ", ".join(literal(k) for k in model[start : start + 4]) + end)
-    lines += ["    )));", "}", ""]
+    lines += [
+        "    )));",
+        "",
+        "    /** The keys whose values are secrets, masked in what the SQL runner prints ({@link Secrets}). */",
+        "    static final Set<String> SECRET_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+        "            " + ", ".join(literal(o.key) for o in OPTIONS if o.secret),
+        "    )));",
+        "}",
+        "",
+    ]
     return "\n".join(lines)
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 from urllib.parse import urlsplit
 
-from connector.errors import OptionsError
+from connector.errors import OptionsError, shown_url
 from connector.options.declared import (
     API_KEY,
     API_KEY_ENV,
@@ -230,9 +230,10 @@ def _endpoint_problem(endpoint: str) -> str | None:
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
     problem = None if endpoint is None else _endpoint_problem(endpoint)
-    if problem is not None:
+    if endpoint is not None and problem is not None:
         raise OptionsError(
-            f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}': {problem}."
+            "Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got "
+            f"'{shown_url(endpoint)}': {problem}."
         )
 
 

@@ -33,6 +33,7 @@ final class DsparkVllmModelProvider implements AsyncPredictRuntimeProvider {
         // element passes it, so every request of the function ends before it.
         long timeoutMs = context.runtimeConfig().getOptional(MLPredictRuntimeConfigOptions.ASYNC_TIMEOUT)
                 .map(Duration::toMillis).orElse(defaultTimeoutMs);
+        ModelPredictFunction.deadlineS(timeoutMs); // a timeout too short for any request is refused here, planned
         // The async operator holds at most this many rows: the requests on the wire cannot be more.
         int capacity = context.runtimeConfig().getOptional(MLPredictRuntimeConfigOptions.ASYNC_MAX_CONCURRENT_OPERATIONS)
                 .orElse(defaultCapacity);

@@ -35,11 +35,13 @@ import java.util.concurrent.CompletableFuture;
  *
  * <p>The request of a row: the plan's request body (model, options, response_format, as the table sends them)
  * with the row's messages (the template over the INPUT columns, the system prompt, or a messages column) and the
- * row's own body options (INPUT columns named like them). The responses are parsed by a thread of the function's
+ * row's own body options (INPUT columns named like them, not used by the template, each held to its option's
+ * rule). The responses are parsed by a thread of the function's
  * own, a batch at a time ({@link Completions}): what completed while the previous batch was parsed, up to the
  * plan's {@code batch_size}, goes in one call of the native core, with no wait for more. Every row gives exactly
- * one output row: a failed request or a rejected body is a row with
- * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a failed request fails the job).
+ * one output row: a failed request, a row that cannot be made a request or a rejected body is a row with
+ * {@code error.reason} set (with {@code 'request.on-failure' = 'fail-job'} a request that failed for good fails
+ * the job; a row that cannot be made a request never does).
  *
  * <p>Public: Flink's generated code calls it from another class loader.
  */
@@ -47,8 +49,10 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private static final long serialVersionUID = 1L;
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ModelPredictFunction.class);
     private static final ObjectMapper JSON = new ObjectMapper();
-    // A request ends this long before ML_PREDICT's timeout, which would fail the job.
+    // A request ends before ML_PREDICT's timeout, which would fail the job: at 4/5 of it, at most this long before.
     private static final long TIMEOUT_MARGIN_MS = 5_000;
+    // The shortest timeout that leaves a request a deadline worth sending it for (1.6 s).
+    static final long MIN_TIMEOUT_MS = 2_000;
 
     private final String planJson;
     private final String inputType;
@@ -89,6 +93,23 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         }
     }
 
+    /**
+     * The deadline of every request of a model run under ML_PREDICT's {@code timeoutMs}: 4/5 of it, at most 5 s
+     * before it (time for the parse step and the operator), so that no row passes the timeout, which fails the job.
+     * A timeout that leaves no sound deadline is refused when the query is planned
+     * ({@link DsparkVllmModelProvider}): every request would be sent, paid for, and its answer thrown away.
+     */
+    static double deadlineS(long timeoutMs) {
+        if (timeoutMs < MIN_TIMEOUT_MS) {
+            throw new org.apache.flink.table.api.ValidationException("dspark-vllm: ML_PREDICT's 'timeout' of "
+                    + Requester.seconds(timeoutMs / 1000.0) + " s is too short for a request to the model: set "
+                    + "MAP['timeout', '" + MIN_TIMEOUT_MS / 1000 + " s'] or more in ML_PREDICT (or "
+                    + "'table.exec.async-ml-predict.timeout'; the model ends each request at 4/5 of it, at most "
+                    + TIMEOUT_MARGIN_MS / 1000 + " s before it)");
+        }
+        return (timeoutMs - Math.min(TIMEOUT_MARGIN_MS, timeoutMs / 5.0)) / 1000.0;
+    }
+
     @Override
     public void open(FunctionContext context) throws Exception {
         JsonNode plan = JSON.readTree(planJson);
@@ -99,10 +120,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         }
         JsonNode request = plan.get("request");
         ObjectNode client = request.get("client").deepCopy();
-        double deadlineS = Math.max(0.001, (operatorTimeoutMs - TIMEOUT_MARGIN_MS) / 1000.0);
+        double deadlineS = deadlineS(operatorTimeoutMs);
         if (client.get("deadline_s").asDouble() > deadlineS) {
-            LOG.info("dspark-vllm: model requests end within ML_PREDICT's timeout of {} ms: 'request.retry.deadline' "
-                    + "is {} s here (set ML_PREDICT's 'timeout' higher for a longer one)", operatorTimeoutMs, deadlineS);
+            LOG.info("dspark-vllm: model requests end within ML_PREDICT's timeout of {} s: 'request.retry.deadline' "
+                    + "is {} s here (set ML_PREDICT's 'timeout' higher for a longer one)",
+                    Requester.seconds(operatorTimeoutMs / 1000.0), Requester.seconds(deadlineS));
             client.put("deadline_s", deadlineS);
             client.put("timeout_s", Math.min(client.get("timeout_s").asDouble(), deadlineS));
         }
@@ -138,7 +160,10 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
         modelIdentity = plan.get("model").asText().getBytes(java.nio.charset.StandardCharsets.UTF_8);
         rowIdentity = new RowIdentity((RowType) TablePlan.dataType(inputType).getLogicalType());
-        metrics = new RequestMetrics(context.getMetricGroup(), requests);
+        metrics = new RequestMetrics(context.getMetricGroup(), requests, false); // the parse step counts the bytes
+        if (context.getTaskInfo().getIndexOfThisSubtask() == 0) {
+            RequestStep.checkEndpoint(spec.url); // an endpoint that takes no connection: said at once, as a table's
+        }
         done = new Completions<>("dspark-vllm model parse " + plan.get("model").asText(),
                 jvm.get("batch_size").asInt(), this::parse);
     }
@@ -187,9 +212,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>(batch.size());
         for (Done d : batch) {
             metrics.ended(d.outcome);
-            if (!d.outcome.ok() && failJob) {
-                d.result.completeExceptionally(new RuntimeException("request " + d.id
-                        + " failed for good ('request.on-failure' = 'fail-job'): " + d.outcome.error));
+            if (failJob && d.outcome.failedForGood()) {
+                d.result.completeExceptionally(RequestStep.failedForGood(d.id, d.outcome));
                 continue;
             }
             Outcome o = d.outcome;
@@ -284,7 +308,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         final List<Object[]> template = new ArrayList<>(); // {literal, null} or {"", column index}
         final int messages;
         final int column;
-        final List<Object[]> options = new ArrayList<>(); // {body key, column index, kind}
+        final List<Object[]> options = new ArrayList<>(); // {body key, column index, kind, rule or null}
         final RowData.FieldGetter[] getters;
         final List<String> names;
 
@@ -302,7 +326,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             messages = p.get("messages").isNull() ? -1 : p.get("messages").asInt();
             column = p.get("column").isNull() ? -1 : p.get("column").asInt();
             for (JsonNode o : plan.get("body_columns")) {
-                options.add(new Object[] {o.get(0).asText(), o.get(1).asInt(), o.get(2).asText()});
+                options.add(new Object[] {o.get(0).asText(), o.get(1).asInt(), o.get(2).asText(),
+                        o.get(3).isObject() ? o.get(3) : null});
             }
             getters = new RowData.FieldGetter[input.getFieldCount()];
             for (int i = 0; i < getters.length; i++) {
@@ -327,12 +352,24 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                         r.problem = "INPUT column '" + names.get(messages) + "' (the messages) is NULL";
                         return r;
                     }
+                    // A message no server takes (none at all, a NULL one, a NULL role or content) is the row's
+                    // error, not a request: under 'fail-job' its 400 would restart the job on the row for ever.
+                    String where = "INPUT column '" + names.get(messages) + "' (the messages) has ";
+                    if (list.size() == 0) {
+                        r.problem = where + "no message";
+                        return r;
+                    }
                     ArrayNode array = JSON.createArrayNode();
                     for (int i = 0; i < list.size(); i++) {
                         RowData m = list.isNullAt(i) ? null : list.getRow(i, 2);
-                        ObjectNode node = array.addObject();
-                        node.put("role", m == null || m.isNullAt(0) ? null : m.getString(0).toString());
-                        node.put("content", m == null || m.isNullAt(1) ? null : m.getString(1).toString());
+                        String missing = m == null ? "a NULL message" : m.isNullAt(0) ? "a message with a NULL role"
+                                : m.isNullAt(1) ? "a message with a NULL content" : null;
+                        if (missing != null) {
+                            r.problem = where + missing + " (message " + (i + 1) + ")";
+                            return r;
+                        }
+                        array.addObject().put("role", m.getString(0).toString())
+                                .put("content", m.getString(1).toString());
                     }
                     body.set("messages", array);
                     r.text = array.toString();
@@ -379,6 +416,12 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                         continue; // the model's option, if it has one
                     }
                     String key = (String) o[0];
+                    String invalid = invalid(v, (JsonNode) o[3]);
+                    if (invalid != null) {
+                        r.problem = "INPUT column '" + names.get(index) + "' sets the request's '" + key + "' to "
+                                + invalid + ": it must be " + ((JsonNode) o[3]).get("rule").asText();
+                        return r;
+                    }
                     switch ((String) o[2]) {
                         case "int":
                             body.put(key, ((Number) v).longValue());
@@ -396,6 +439,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                             break;
                         }
                         default:
+                            if (v.toString().isEmpty()) { // no model: the server's 404, a restart's too
+                                r.problem = "INPUT column '" + names.get(index) + "' sets the request's '" + key
+                                        + "' to an empty string";
+                                return r;
+                            }
                             body.put(key, v.toString());
                     }
                 }
@@ -408,6 +456,53 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                 r.problem = "the row cannot be made a request (" + e.getMessage() + ")";
             }
             return r;
+        }
+
+        /**
+         * The row's value {@code v} as a message shows it where it breaks its option's {@code rule}
+         * (connector.params: the type, the bounds, finite numbers, non-empty strings), else null.
+         */
+        static String invalid(Object v, JsonNode rule) {
+            if (rule == null) {
+                return null;
+            }
+            if (v instanceof ArrayData) {
+                ArrayData list = (ArrayData) v;
+                for (int i = 0; i < list.size(); i++) {
+                    if (list.isNullAt(i) || list.getString(i).toBytes().length == 0) {
+                        return "a list with " + (list.isNullAt(i) ? "a NULL" : "an empty string");
+                    }
+                }
+                return null;
+            }
+            double d;
+            String shown;
+            if (v instanceof DecimalData) {
+                java.math.BigDecimal b = ((DecimalData) v).toBigDecimal();
+                d = b.doubleValue();
+                shown = b.stripTrailingZeros().toPlainString();
+            } else if (v instanceof Double || v instanceof Float) {
+                d = ((Number) v).doubleValue();
+                shown = Double.isFinite(d) ? java.math.BigDecimal.valueOf(d).stripTrailingZeros().toPlainString()
+                        : Double.toString(d);
+            } else {
+                d = ((Number) v).doubleValue();
+                shown = v.toString();
+            }
+            if (!Double.isFinite(d)) {
+                return shown;
+            }
+            JsonNode min = rule.get("min");
+            JsonNode max = rule.get("max");
+            boolean above = rule.path("above").asBoolean();
+            boolean below = rule.path("below").asBoolean();
+            if (min != null && !min.isNull() && (above ? d <= min.asDouble() : d < min.asDouble())) {
+                return shown;
+            }
+            if (max != null && !max.isNull() && (below ? d >= max.asDouble() : d > max.asDouble())) {
+                return shown;
+            }
+            return null;
         }
     }
 }

@@ -15,6 +15,8 @@ import org.apache.flink.metrics.MetricGroup;
  * numResponsesPerSecond, inFlight, concurrencyLimit, numThrottled, latencyMsP50/P95/P99; with a response store
  * ('request.store'): numAnsweredFromStore, numAnsweredFromCache, numTokensSaved, numStored, numStoreFailures,
  * storePutMsP50/P99 (a put's time until its record is durable: what the store adds before a row leaves).
+ * The model's parse step runs in the same operator and counts numBytesIn itself ({@link ParseBatch}): there the
+ * request step does not register it (one name twice in a group is dropped, with a WARN).
  */
 final class RequestMetrics {
     private final Counter requests;
@@ -25,6 +27,10 @@ final class RequestMetrics {
     private final io.dspark.vllm.request.Recent latencies = new io.dspark.vllm.request.Recent(1000);
 
     RequestMetrics(MetricGroup operatorGroup, StoredRequests answers) {
+        this(operatorGroup, answers, true);
+    }
+
+    RequestMetrics(MetricGroup operatorGroup, StoredRequests answers, boolean countsBytes) {
         Requester requester = answers.requester();
         MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
         group.gauge(PlanContract.NUM_ANSWERED_FROM_STORE, answers::answeredFromStore);
@@ -38,7 +44,7 @@ final class RequestMetrics {
         responses = group.counter(PlanContract.NUM_RESPONSES);
         failed = group.counter(PlanContract.NUM_REQUESTS_FAILED);
         retries = group.counter(PlanContract.NUM_RETRIES);
-        bytes = group.counter(PlanContract.NUM_BYTES_IN);
+        bytes = countsBytes ? group.counter(PlanContract.NUM_BYTES_IN) : null;
         group.meter(PlanContract.NUM_RESPONSES_PER_SECOND, new MeterView(responses, 60));
         group.gauge(PlanContract.IN_FLIGHT, requester::inFlight);
         group.gauge(PlanContract.CONCURRENCY_LIMIT, requester::concurrencyLimit);
@@ -60,7 +66,9 @@ final class RequestMetrics {
             failed.inc();
         }
         retries.inc(Math.max(0, outcome.attempts - 1));
-        bytes.inc(outcome.body == null ? 0 : outcome.body.length);
+        if (bytes != null) {
+            bytes.inc(outcome.body == null ? 0 : outcome.body.length);
+        }
         latencies.add(outcome.latencyMs);
     }
 }

@@ -127,10 +127,15 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
                 getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
-            Thread check = new Thread(() -> reportUnreachable(spec.url), "dspark-vllm endpoint check");
-            check.setDaemon(true);
-            check.start();
+            checkEndpoint(spec.url);
         }
+    }
+
+    /** {@link #reportUnreachable} on a thread of its own: the table's and the model's first subtask start it. */
+    static void checkEndpoint(String url) {
+        Thread check = new Thread(() -> reportUnreachable(url), "dspark-vllm endpoint check");
+        check.setDaemon(true);
+        check.start();
     }
 
     /**
@@ -181,9 +186,8 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     private void complete(
             String text, String id, Outcome outcome, String key, boolean cached, ResultFuture<RowData> result) {
         metrics.ended(outcome);
-        if (!outcome.ok() && failJob) {
-            result.completeExceptionally(new RuntimeException(
-                    "request " + id + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error));
+        if (failJob && outcome.failedForGood()) {
+            result.completeExceptionally(failedForGood(id, outcome));
             return;
         }
         RowData row = GenericRowData.of(
@@ -192,6 +196,15 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
                 outcome.attempts, StringData.fromString(outcome.error), outcome.receivedAtMs,
                 StringData.fromString(key), cached);
         result.complete(Collections.singletonList(row));
+    }
+
+    /**
+     * The job's failure under {@code 'request.on-failure' = 'fail-job'}: which request, and why it failed (what
+     * the restarts and the job's final failure show).
+     */
+    static RuntimeException failedForGood(String id, Outcome outcome) {
+        return new RuntimeException("dspark-vllm: " + (id == null ? "a request" : "request " + id)
+                + " failed for good ('request.on-failure' = 'fail-job'): " + outcome.error);
     }
 
     @Override

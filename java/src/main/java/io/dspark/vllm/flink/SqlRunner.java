@@ -42,6 +42,10 @@ public final class SqlRunner {
     }
 
     public static void main(String[] args) {
+        // Every line printed here (a query's rows, SHOW CREATE, messages, stack traces) masked: Flink repeats a
+        // table's options, secrets too, in its planning errors.
+        System.setOut(Secrets.masking(System.out));
+        System.setErr(Secrets.masking(System.err));
         if (args.length < 1) {
             System.err.println("usage: SqlRunner FILE.sql [key=value ...]");
             System.exit(2);

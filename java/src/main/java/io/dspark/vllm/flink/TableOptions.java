@@ -41,7 +41,7 @@ final class TableOptions {
             ConfigOptions.key("profile").stringType().noDefaultValue().withDescription("Model profile: a built-in name (openai, vl, coder, math) or the path of a profile file (.yaml)."),
             ConfigOptions.key("model").stringType().noDefaultValue().withDescription("Model name sent in requests (required in request mode); it also fills the 'model' column of error rows."),
             ConfigOptions.key("endpoint").stringType().noDefaultValue().withDescription("Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode)."),
-            ConfigOptions.key("api-key").stringType().noDefaultValue().withDescription("API key sent as a bearer token. Never logged."),
+            ConfigOptions.key("api-key").stringType().noDefaultValue().withDescription("API key sent as a bearer token. Never logged, but Flink's catalog keeps it as written: SHOW CREATE TABLE and SHOW CREATE MODEL print it; prefer 'api-key.file' or 'api-key.env'."),
             ConfigOptions.key("api-key.env").stringType().noDefaultValue().withDescription("Name of the environment variable that holds the API key, read where the table is planned (SQL Client, Gateway, the job's main); the key travels in the job, not in the TaskManagers' environment."),
             ConfigOptions.key("api-key.file").stringType().noDefaultValue().withDescription("A file that holds the API key (e.g. a mounted secret), read where the table is planned; the key travels in the job."),
             ConfigOptions.key("prompts.path").stringType().noDefaultValue().withDescription("File or directory of prompts, one per line."),
@@ -113,5 +113,10 @@ final class TableOptions {
             "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after", "request.retry.hold-while-down",
             "request.on-failure", "parse.backend", "parse.batch-size", "prompt.template",
             "system-prompt"
+    )));
+
+    /** The keys whose values are secrets, masked in what the SQL runner prints ({@link Secrets}). */
+    static final Set<String> SECRET_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
+            "api-key"
     )));
 }

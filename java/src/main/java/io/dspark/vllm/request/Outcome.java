@@ -40,4 +40,13 @@ public final class Outcome implements Serializable {
     public boolean ok() {
         return error == null;
     }
+
+    /**
+     * Whether this is a request that failed for good (what {@code 'request.on-failure' = 'fail-job'} fails the job
+     * on): not a row that could not be made a request ({@link Requester#notSent}: a NULL prompt, an invalid body
+     * value), which is an error row whatever that option says: a restart would meet the same row again.
+     */
+    public boolean failedForGood() {
+        return error != null && !(PlanContract.REQUEST.equals(errorKind) && attempts == 0);
+    }
 }

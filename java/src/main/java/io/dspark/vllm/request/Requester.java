@@ -237,6 +237,11 @@ public final class Requester implements AutoCloseable {
         return Text.loneSurrogate(text);
     }
 
+    /** A duration in seconds as every error row says one ("0.3", "0.001", "175"). */
+    public static String seconds(double s) {
+        return Text.seconds(s);
+    }
+
     /** An error outcome of a request that was never sent ("request: " + why), for a caller's own checks. */
     public static Outcome notSent(String why) {
         return new Outcome(null, null, 0.0, 0, "request: " + why, PlanContract.REQUEST, System.currentTimeMillis());
@@ -440,8 +445,8 @@ public final class Requester implements AutoCloseable {
             if (remainingNs <= 0) {
                 slots.release();
                 if (result.failure == null) {
-                    result = result.withFailure(Failure.timeout("the request's deadline of " + Text.g(spec.deadlineS)
-                            + " s passed before a connection was free"));
+                    result = result.withFailure(Failure.timeout("the request's deadline of "
+                            + Text.seconds(spec.deadlineS) + " s passed before a connection was free"));
                 }
                 finish();
                 return;
@@ -588,8 +593,8 @@ public final class Requester implements AutoCloseable {
                 }
                 end(r);
             } else if (e instanceof Transport.TimedOut) {
-                end(new Result(head, null, Failure.timeout("no complete response within " + Text.g(timeoutS) + " s"),
-                        null));
+                end(new Result(head, null,
+                        Failure.timeout("no complete response within " + Text.seconds(timeoutS) + " s"), null));
             } else if (e instanceof Transport.Cancelled) {
                 end(new Result(head, null, Failure.request("the request step was closed"), null));
             } else {

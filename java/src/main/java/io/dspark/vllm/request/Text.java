@@ -44,6 +44,21 @@ final class Text {
     }
 
     /** Python's {@code f"{x:.1f}"}. */
+    /**
+     * A duration in seconds as a person reads it: to the millisecond, no trailing zeros ("0.3", "0.001", "175"),
+     * never "0" for a positive one.
+     */
+    static String seconds(double x) {
+        if (!Double.isFinite(x)) {
+            return g(x);
+        }
+        if (x > 0 && x < 0.001) {
+            x = 0.001;
+        }
+        String s = new BigDecimal(x).setScale(3, RoundingMode.HALF_UP).stripTrailingZeros().toPlainString();
+        return s.equals("-0") ? "0" : s;
+    }
+
     static String oneDecimal(double x) {
         return new BigDecimal(x).setScale(1, RoundingMode.HALF_EVEN).toPlainString();
     }
