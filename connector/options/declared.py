@@ -39,7 +39,10 @@ MODEL: ConfigOption[str | None] = _option(
 ENDPOINT: ConfigOption[str | None] = _option(
     "endpoint",
     "string",
-    "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode).",
+    "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode); several "
+    "separated by commas are replicas, and a host name that resolves to several addresses (a headless Kubernetes "
+    "Service) is one replica per address: each with its own connections, concurrency and health (docs/flink.md, "
+    "'Replicas and routing').",
     group="Request",
 )
 API_KEY: ConfigOption[str | None] = _option(
@@ -126,7 +129,7 @@ REQUEST_CONNECT_TIMEOUT: ConfigOption[float] = _option(
 REQUEST_CONCURRENCY: ConfigOption[int | str] = _option(
     "request.concurrency",
     "concurrency",
-    "Requests on the wire at once per parallel instance: a number, or 'auto' to adapt it between "
+    "Requests on the wire at once per parallel instance and replica: a number, or 'auto' to adapt it between "
     "'request.concurrency.min' and 'request.concurrency.max' (AIMD: lower on 429/503 answers or climbing latency, "
     "higher again while answers are fine; docs/flink.md).",
     default=64,
@@ -171,6 +174,35 @@ REQUEST_OUTPUT_MODE: ConfigOption[str] = _option(
     "overtakes a watermark); 'ordered': rows leave in the order of their prompts.",
     default="unordered",
     values=("unordered", "ordered"),
+    group="Request",
+)
+REQUEST_ROUTING: ConfigOption[str] = _option(
+    "request.routing",
+    "enum",
+    "Which replica takes a request: 'least-loaded' (the most free slots) or 'prefix' (prompts that share their "
+    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; consistent "
+    "hashing with bounded load: a replica that is full or ejected passes them on to the next).",
+    default="least-loaded",
+    values=("least-loaded", "prefix"),
+    group="Request",
+)
+REQUEST_ROUTING_PREFIX_LENGTH: ConfigOption[int] = _option(
+    "request.routing.prefix-length",
+    "int",
+    "With 'request.routing' = 'prefix': the bytes of a request's messages (system prompt first) that choose its "
+    "replica; about the length of the head that prompts share.",
+    default=256,
+    minimum=1,
+    maximum=1_000_000,
+    group="Request",
+)
+REQUEST_REPLICAS_RESOLVE_INTERVAL: ConfigOption[float] = _option(
+    "request.replicas.resolve-interval",
+    "duration",
+    "A host name in 'endpoint' is looked up again at this interval: addresses that appear become replicas, those "
+    "gone are dropped; 0: never (the name is one replica, connected as the JVM resolves it).",
+    default=30.0,
+    minimum=0.0,
     group="Request",
 )
 REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
@@ -374,6 +406,9 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_CONCURRENCY_MAX,
     REQUEST_QUEUE_SIZE,
     REQUEST_OUTPUT_MODE,
+    REQUEST_ROUTING,
+    REQUEST_ROUTING_PREFIX_LENGTH,
+    REQUEST_REPLICAS_RESOLVE_INTERVAL,
     REQUEST_RATE_LIMIT,
     REQUEST_MAX_BODY_SIZE,
     REQUEST_STRUCTURED_OUTPUT,

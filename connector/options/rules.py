@@ -227,13 +227,28 @@ def _endpoint_problem(endpoint: str) -> str | None:
     return None
 
 
+def endpoints(endpoint: str) -> list[str]:
+    """The base URLs of 'endpoint': one, or several separated by commas (replicas)."""
+    return [part.strip() for part in endpoint.split(",")]
+
+
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
-    problem = None if endpoint is None else _endpoint_problem(endpoint)
-    if problem is not None:
-        raise OptionsError(
-            f"Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got '{endpoint}': {problem}."
-        )
+    if endpoint is None:
+        return
+    urls = endpoints(endpoint)
+    for url in urls:
+        problem = _endpoint_problem(url)
+        if problem is not None:
+            several = " (one of several separated by commas)" if len(urls) > 1 else ""
+            raise OptionsError(
+                f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got '{url}': "
+                f"{problem}."
+            )
+    roots = [u.rstrip("/").removesuffix("/v1").rstrip("/").lower() for u in urls]
+    twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
+    if twice:
+        raise OptionsError(f"Option 'endpoint' names the replica '{twice[0]}' twice; name each once.")
 
 
 def rule_gpu_device(o: Options) -> None:

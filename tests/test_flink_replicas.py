@@ -1,0 +1,105 @@
+"""Several replicas behind one model: ML_PREDICT over three simulators, one killed by its pid mid-run.
+
+The Requester's routing, ejection and failover are tested against real servers in JUnit
+(java/src/test/.../request/ReplicasTest.java); here the same in a Flink job, through `dspark-vllm sql`: every key
+comes out once, none as an error row, and each row names the replica that answered it (`request.replica`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.flink_support import read_json_dir
+
+pytest.importorskip("pyflink")
+
+from connector.simulator import testing  # noqa: E402
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+ROWS = 1200
+KILL_AFTER = 300  # completions asked for, all replicas together
+
+SQL = """
+SET 'parallelism.default' = '1';
+CREATE TABLE questions (k STRING, question STRING) WITH (
+  'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'csv');
+CREATE MODEL answerer
+  INPUT (question STRING)
+  OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
+  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
+        'request.concurrency' = '8', 'request.retry.initial-backoff' = '50 ms',
+        'request.retry.max-backoff' = '200 ms');
+CREATE TABLE answers (k STRING, content STRING, replica STRING, reason STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+INSERT INTO answers SELECT k, content, `request.replica`, `error.reason`
+  FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR(question),
+                  MAP['async', 'true', 'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '64']);
+"""
+
+
+def _answers(sim: testing.RunningSimulator) -> float:
+    try:
+        return sim.stats().get("requests /v1/chat/completions", 0.0)  # (not status_200: /metrics is one too)
+    except OSError:
+        return 0.0
+
+
+def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
+    questions = tmp_path / "questions.csv"
+    questions.write_text("".join(f"k{i},What is {i} + {i}?\n" for i in range(ROWS)))
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli, "the dspark-vllm command is installed beside this Python"
+    with ExitStack() as stack:
+        sims = [
+            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=50))
+            for i in range(3)
+        ]
+        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        victim = sims[1]
+        killed_at: list[float] = []
+
+        def kill_mid_run() -> None:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                if sum(_answers(s) for s in sims) >= KILL_AFTER:
+                    killed_at.append(_answers(victim))
+                    assert victim.process is not None
+                    os.kill(victim.process.pid, signal.SIGKILL)  # by its pid, as a replica dies
+                    return
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=kill_mid_run, daemon=True)
+        watcher.start()
+        script = tmp_path / "enrich.sql"
+        endpoint = ",".join(s.url for s in sims)
+        script.write_text(SQL.format(questions=questions, endpoint=endpoint, model=model, out=tmp_path / "out"))
+        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+        watcher.join(timeout=10)
+        survivors = [_answers(s) for s in (sims[0], sims[2])]
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert killed_at, "the replica was killed while the job ran"
+    rows = read_json_dir(tmp_path / "out")
+    assert sorted(r["k"] for r in rows) == sorted(f"k{i}" for i in range(ROWS))  # every key once
+    assert [r for r in rows if r["reason"]] == []  # no error row: the others took its requests
+    by_replica: dict[str, int] = {}
+    for r in rows:
+        by_replica[r["replica"]] = by_replica.get(r["replica"], 0) + 1
+    names = {f"127.0.0.1:{s.port}" for s in sims}
+    assert set(by_replica) <= names and len(by_replica) == 3, by_replica
+    # the killed replica answered at most what it was asked before it died; the two others the rest
+    assert 0 < by_replica[f"127.0.0.1:{victim.port}"] <= killed_at[0] < ROWS / 2
+    assert sum(survivors) >= ROWS - by_replica[f"127.0.0.1:{victim.port}"]
