@@ -41,13 +41,15 @@ import java.util.function.Function;
  * 500 takes it back. While every replica is ejected, requests wait for one to come back (hold-while-down), or go to
  * the least loaded anyway.
  *
- * <p><b>Routing.</b> One FIFO queue for all replicas: a request waits there only while no replica in has a free
- * slot. {@code least-loaded}: the replica with the most free slots (ties: the fewest on the wire, then in turn).
- * {@code prefix}: the first {@code prefix_bytes} of the prompt (after the body's fixed head) choose the replica by
- * rendezvous (highest random weight) hashing, a consistent hashing: every subtask, and a restarted job, sends a
- * head to the same replica, and a replica that goes or comes moves only its own share. Bounded load: a replica
- * takes a request only while it is in, has a free slot, and has at most {@link #LOAD_BOUND} x the mean load of
- * the replicas (+1) on the wire; else the next in the key's order takes it.
+ * <p><b>Routing.</b> {@code least-loaded}: one FIFO queue for all replicas, where a request waits only while no
+ * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
+ * in turn). {@code prefix}: the first {@code prefix_bytes} of the body after its fixed head (the messages, system
+ * prompt first) choose the replica by rendezvous (highest random weight) hashing, a consistent hashing: every
+ * subtask, and a restarted job, sends a head to the same replica, and a replica that goes or comes moves only its
+ * own share. The request joins that replica's own queue (a full replica keeps its heads: passing them to
+ * whichever has room would undo the routing under load), within a bounded load: a replica takes it only while
+ * its load (on the wire and queued) is at most {@link #LOAD_BOUND} x the mean load (+1); else the next in the
+ * key's order. An ejected or gone replica's queue goes to the others.
  *
  * <p>Thread safety: one lock (this) guards the queue and the list; slots and gates have their own, never taken
  * while calling back. Grants run on the transport's event loop, outside any lock.
@@ -80,6 +82,7 @@ public final class Replicas implements AutoCloseable {
         final AtomicLong throttled = new AtomicLong();
         final Recent latencies = new Recent(1000);
         private int failuresInARow; // guarded by this
+        final ArrayDeque<Waiter> queue = new ArrayDeque<>(); // 'prefix': requests given to it (the Replicas' lock)
         volatile boolean removed;
 
         Replica(String name, URI uri, URI healthUri, InetAddress address, String target, Slots slots) {
@@ -355,6 +358,12 @@ public final class Replicas implements AutoCloseable {
             fresh.removeAll(Arrays.asList(before));
             List<Replica> gone = new ArrayList<>(Arrays.asList(before));
             gone.removeAll(Arrays.asList(now));
+            synchronized (this) {
+                for (Replica r : gone) {
+                    waiting.addAll(r.queue); // given to the others by the next drain
+                    r.queue.clear();
+                }
+            }
             for (Replica r : gone) {
                 r.removed = true;
                 if (r.gate != null) {
@@ -368,8 +377,8 @@ public final class Replicas implements AutoCloseable {
                     c.accept(r);
                 }
             }
-            if (!fresh.isEmpty()) {
-                readmitted();
+            if (!fresh.isEmpty() || !gone.isEmpty()) {
+                readmitted(); // (and the requests given to a gone one go to the others)
             }
         } catch (RuntimeException e) {
             LOG.warn("dspark-vllm: looking up the replicas' addresses failed; trying again later", e);
@@ -440,6 +449,7 @@ public final class Replicas implements AutoCloseable {
         }
         if (eject) {
             g.close(f);
+            drain(); // requests given to it go to the others
         } else if (status != null && !bad) {
             g.open();
         }
@@ -534,8 +544,19 @@ public final class Replicas implements AutoCloseable {
         return z ^ (z >>> 31);
     }
 
-    /** A slot on some replica for {@code w}: now (on this thread) or once one is free, in FIFO order. */
+    /**
+     * A slot on some replica for {@code w}: now (on this thread) or once one is free. 'least-loaded': in FIFO order
+     * over all replicas. 'prefix': the request is given its replica now (see {@link #assign}) and waits in that
+     * replica's own queue, so that a busy replica keeps its heads instead of passing them to whichever has room.
+     */
     void acquire(Waiter w) {
+        if (prefix && w.keyed) {
+            synchronized (this) {
+                waiting.add(w);
+            }
+            drain();
+            return;
+        }
         Replica chosen = null;
         long epoch = -1;
         synchronized (this) {
@@ -567,28 +588,19 @@ public final class Replicas implements AutoCloseable {
     /** Forget the requests still waiting (close: they are ended there). */
     synchronized void clear() {
         waiting.clear();
+        for (Replica r : all) {
+            r.queue.clear();
+        }
     }
 
-    private void drain() {
+    /** Hands free slots to waiting requests (after a release, an ejection, a replica's return or arrival). */
+    void drain() {
         List<Runnable> go = new ArrayList<>();
         synchronized (this) {
-            while (!waiting.isEmpty()) {
-                Waiter w = waiting.peek();
-                Replica r = choose(w);
-                if (r == null) {
-                    break;
-                }
-                long epoch = r.slots.tryAcquire();
-                if (epoch < 0) {
-                    break;
-                }
-                waiting.poll();
-                go.add(() -> w.then.go(r, epoch));
-            }
-            if (!waiting.isEmpty()) {
-                for (Replica r : all) {
-                    r.slots.binding();
-                }
+            if (prefix) {
+                drainByKey(go);
+            } else {
+                drainInTurn(go);
             }
         }
         for (Runnable g : go) {
@@ -600,8 +612,60 @@ public final class Replicas implements AutoCloseable {
         }
     }
 
-    /** The replica for {@code w} now, or null when none has a free slot. Under this lock. */
-    private Replica choose(Waiter w) {
+    private void drainInTurn(List<Runnable> go) {
+        while (!waiting.isEmpty()) {
+            Waiter w = waiting.peek();
+            Replica r = choose(w);
+            if (r == null) {
+                break;
+            }
+            long epoch = r.slots.tryAcquire();
+            if (epoch < 0) {
+                break;
+            }
+            waiting.poll();
+            go.add(() -> w.then.go(r, epoch));
+        }
+        if (!waiting.isEmpty()) {
+            for (Replica r : all) {
+                r.slots.binding();
+            }
+        }
+    }
+
+    private void drainByKey(List<Runnable> go) {
+        Replica[] list = all;
+        boolean anyIn = anyIn();
+        for (Replica r : list) { // an ejected replica's queue goes to the others
+            if (anyIn && !r.in() && !r.queue.isEmpty()) {
+                waiting.addAll(r.queue);
+                r.queue.clear();
+            }
+        }
+        while (!waiting.isEmpty()) {
+            Waiter w = waiting.poll();
+            Replica r = assign(w);
+            if (r == null) {
+                waiting.addFirst(w);
+                break;
+            }
+            r.queue.add(w);
+        }
+        for (Replica r : list) {
+            while (!r.queue.isEmpty()) {
+                long epoch = r.slots.tryAcquire();
+                if (epoch < 0) {
+                    r.slots.binding();
+                    break;
+                }
+                Waiter w = r.queue.poll();
+                go.add(() -> w.then.go(r, epoch));
+            }
+        }
+    }
+
+    /** The replicas a request may go to now: those in (all, when none is), less the one to avoid. Under this lock. */
+    private List<Replica> candidates(Waiter w) {
         Replica[] list = all;
         List<Replica> in = new ArrayList<>(list.length);
         for (Replica r : list) {
@@ -615,10 +679,13 @@ public final class Replicas implements AutoCloseable {
         if (w.avoid != null && in.size() > 1) {
             in.remove(w.avoid);
         }
-        if (in.isEmpty()) {
-            return null;
-        }
-        return prefix && w.keyed ? byKey(in, w.keyHash) : leastLoaded(in);
+        return in;
+    }
+
+    /** 'least-loaded': the replica for {@code w} now, or null when none has a free slot. Under this lock. */
+    private Replica choose(Waiter w) {
+        List<Replica> in = candidates(w);
+        return in.isEmpty() ? null : leastLoaded(in);
     }
 
     private Replica leastLoaded(List<Replica> in) {
@@ -640,36 +707,40 @@ public final class Replicas implements AutoCloseable {
         return best;
     }
 
-    private Replica byKey(List<Replica> in, long key) {
+    /**
+     * 'prefix': the replica whose queue {@code w} joins. The candidates in the order of the key's weight on each
+     * (rendezvous hashing); the first whose load (attempts on the wire and requests queued for it) stays within
+     * {@link #LOAD_BOUND} x the mean load (+1) takes it. Under this lock; null only when there is no replica.
+     */
+    private Replica assign(Waiter w) {
+        List<Replica> in = candidates(w);
         int n = in.size();
+        if (n == 0) {
+            return null;
+        }
         Replica[] order = in.toArray(new Replica[0]);
         long[] weight = new long[n];
-        int total = 0;
+        long total = 0;
         for (int i = 0; i < n; i++) {
-            weight[i] = mix(key ^ order[i].hash);
-            total += order[i].slots.busy();
+            weight[i] = mix(w.keyHash ^ order[i].hash);
+            total += load(order[i]);
         }
-        // highest weight first
         Integer[] idx = new Integer[n];
         for (int i = 0; i < n; i++) {
             idx[i] = i;
         }
-        Arrays.sort(idx, (a, b) -> Long.compareUnsigned(weight[b], weight[a]));
+        Arrays.sort(idx, (a, b) -> Long.compareUnsigned(weight[b], weight[a])); // highest weight first
         double bound = Math.ceil(LOAD_BOUND * (total + 1) / n);
-        Replica firstWithRoom = null;
         for (Integer i : idx) {
-            Replica r = order[i];
-            if (r.slots.room() <= 0) {
-                continue;
-            }
-            if (r.slots.busy() + 1 <= bound) {
-                return r;
-            }
-            if (firstWithRoom == null) {
-                firstWithRoom = r;
+            if (load(order[i]) + 1 <= bound) {
+                return order[i];
             }
         }
-        return firstWithRoom;
+        return order[idx[0]];
+    }
+
+    private static long load(Replica r) {
+        return r.slots.busy() + r.queue.size();
     }
 
     @Override

@@ -256,4 +256,37 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test07PrefixRoutingKeepsItsHeadsUnderLoad() throws Exception {
+        // Every replica full, requests waiting: a head still goes to its replica (it waits for it), rather than to
+        // whichever replica frees a slot first - which would make prefix routing least-loaded under load.
+        try (Web a = slowOk(5); Web b = slowOk(5); Web c = slowOk(5)) {
+            ObjectNode n = specOf(a.base, b.base, c.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            n.with("concurrency").put("initial", 4).put("max", 4);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                List<String> heads = new ArrayList<>();
+                for (int i = 0; i < 360; i++) {
+                    String h = String.format("system %04d", i % 12);
+                    heads.add(h);
+                    sent.add(r.send(h + " | question " + i, "id-" + i));
+                }
+                List<Outcome> outcomes = all(sent);
+                Map<String, Map<String, Integer>> byHead = new HashMap<>();
+                for (int i = 0; i < outcomes.size(); i++) {
+                    check(outcomes.get(i).ok(), "ok: " + outcomes.get(i).error);
+                    byHead.computeIfAbsent(heads.get(i), k -> new HashMap<>())
+                            .merge(outcomes.get(i).replica, 1, Integer::sum);
+                }
+                int onItsReplica = 0;
+                for (Map<String, Integer> counts : byHead.values()) {
+                    onItsReplica += counts.values().stream().max(Integer::compare).orElse(0);
+                }
+                check(onItsReplica >= 0.75 * 360, "requests on their head's replica: " + onItsReplica + " of 360 "
+                        + byHead);
+            }
+        }
+    }
 }
