@@ -1,8 +1,11 @@
-"""Several replicas behind one model: ML_PREDICT over three simulators, one killed by its pid mid-run.
+"""Several replicas behind one model: ML_PREDICT at parallelism 2 over three simulators, one killed by its pid.
 
 The Requester's routing, ejection and failover are tested against real servers in JUnit
-(java/src/test/.../request/ReplicasTest.java); here the same in a Flink job, through `dspark-vllm sql`: every key
-comes out once, none as an error row, and each row names the replica that answered it (`request.replica`).
+(java/src/test/.../request/ReplicasTest.java); here the same in a Flink job, through `dspark-vllm sql`. Three
+replicas that serve 16 completions at once each (100 ms; 429 beyond), two subtasks with 'request.concurrency' =
+'auto' (each its own limit on each replica), one replica killed after 500 requests: every key comes out once, none
+as an error row, each row names the replica that answered it (`request.replica`), every replica had its share
+before the kill, and under 5% of the requests were answered 429.
 """
 
 from __future__ import annotations
@@ -29,19 +32,18 @@ from connector.simulator import testing  # noqa: E402
 
 pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
-ROWS = 1200
-KILL_AFTER = 300  # completions asked for, all replicas together
+ROWS = 2000
+KILL_AFTER = 500  # completions asked for, all replicas together
 
 SQL = """
-SET 'parallelism.default' = '1';
+SET 'parallelism.default' = '2';
 CREATE TABLE questions (k STRING, question STRING) WITH (
   'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'csv');
 CREATE MODEL answerer
   INPUT (question STRING)
   OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
   WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
-        'request.concurrency' = '8', 'request.retry.initial-backoff' = '50 ms',
-        'request.retry.max-backoff' = '200 ms');
+        'request.concurrency' = 'auto');
 CREATE TABLE answers (k STRING, content STRING, replica STRING, reason STRING)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
 INSERT INTO answers SELECT k, content, `request.replica`, `error.reason`
@@ -64,19 +66,26 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
     assert cli, "the dspark-vllm command is installed beside this Python"
     with ExitStack() as stack:
         sims = [
-            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=50))
+            stack.enter_context(
+                testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=100, capacity=16)
+            )
             for i in range(3)
         ]
         with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
             model = json.load(response)["data"][0]["id"]
         victim = sims[1]
         killed_at: list[float] = []
+        shares: list[float] = []
+        victim_throttled: list[float] = []
 
         def kill_mid_run() -> None:
             deadline = time.monotonic() + 300
             while time.monotonic() < deadline:
-                if sum(_answers(s) for s in sims) >= KILL_AFTER:
+                seen = [_answers(s) for s in sims]
+                if sum(seen) >= KILL_AFTER:
+                    shares.extend(n / sum(seen) for n in seen)
                     killed_at.append(_answers(victim))
+                    victim_throttled.append(victim.stats().get("throttled", 0.0))
                     assert victim.process is not None
                     os.kill(victim.process.pid, signal.SIGKILL)  # by its pid, as a replica dies
                     return
@@ -90,6 +99,8 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
         run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
         watcher.join(timeout=10)
         survivors = [_answers(s) for s in (sims[0], sims[2])]
+        throttled = sum(s.stats().get("throttled", 0.0) for s in (sims[0], sims[2])) + sum(victim_throttled)
+        asked = sum(survivors) + killed_at[0] if killed_at else 0.0
     assert run.returncode == 0, run.stderr[-3000:]
     assert killed_at, "the replica was killed while the job ran"
     rows = read_json_dir(tmp_path / "out")
@@ -103,3 +114,6 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
     # the killed replica answered at most what it was asked before it died; the two others the rest
     assert 0 < by_replica[f"127.0.0.1:{victim.port}"] <= killed_at[0] < ROWS / 2
     assert sum(survivors) >= ROWS - by_replica[f"127.0.0.1:{victim.port}"]
+    assert min(shares) >= 0.20, shares  # before the kill, each replica had its share
+    # 'auto' on each replica: few 429s (the victim's counted at its kill)
+    assert throttled < 0.05 * asked, (throttled, asked)

@@ -39,6 +39,7 @@ from connector.options import (
     REQUEST_RATE_LIMIT,
     REQUEST_REPLICAS_RESOLVE_INTERVAL,
     REQUEST_ROUTING,
+    REQUEST_ROUTING_LOAD_BOUND,
     REQUEST_ROUTING_PREFIX_LENGTH,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TIMEOUT,
@@ -127,6 +128,7 @@ def client_spec(options: Options, profile: Profile, api_key: str | None) -> dict
         "routing": {
             "mode": options.get(REQUEST_ROUTING),
             "prefix_bytes": options.get(REQUEST_ROUTING_PREFIX_LENGTH),
+            "load_bound": options.get(REQUEST_ROUTING_LOAD_BOUND),
             "resolve_interval_s": options.get(REQUEST_REPLICAS_RESOLVE_INTERVAL),
         },
         "headers": headers,

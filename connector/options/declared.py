@@ -196,6 +196,17 @@ REQUEST_ROUTING_PREFIX_LENGTH: ConfigOption[int] = _option(
     maximum=1_000_000,
     group="Request",
 )
+REQUEST_ROUTING_LOAD_BOUND: ConfigOption[float] = _option(
+    "request.routing.load-bound",
+    "double",
+    "With 'request.routing' = 'prefix': a replica takes a request while its load (requests on the wire and "
+    "waiting for it) is at most this times the mean load (+1), else the next replica in the head's order does; "
+    "higher keeps more heads on their replica (more prefix cache hits) at the cost of an even load.",
+    default=1.25,
+    minimum=1.0,
+    maximum=1000.0,
+    group="Request",
+)
 REQUEST_REPLICAS_RESOLVE_INTERVAL: ConfigOption[float] = _option(
     "request.replicas.resolve-interval",
     "duration",
@@ -408,6 +419,7 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_OUTPUT_MODE,
     REQUEST_ROUTING,
     REQUEST_ROUTING_PREFIX_LENGTH,
+    REQUEST_ROUTING_LOAD_BOUND,
     REQUEST_REPLICAS_RESOLVE_INTERVAL,
     REQUEST_RATE_LIMIT,
     REQUEST_MAX_BODY_SIZE,

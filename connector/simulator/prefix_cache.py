@@ -8,7 +8,9 @@ the simulator counts the same on its /metrics.
 
 Here a prompt's tokens are its text as a chat template lays it out (`<|role|>` before each message's content)
 cut in pieces of `CHARS_PER_TOKEN` characters, as the simulator counts tokens elsewhere; a block is cached whole
-or not at all, and the last token of a prompt is never a hit (vLLM always computes one). Pure code.
+or not at all, and the last token of a prompt is never a hit (vLLM always computes one). A prompt's blocks become
+the most recently used tail first, so that a full cache loses a prompt's tail before its head (vLLM frees a
+request's blocks in reverse order for the same reason). Pure code.
 
     >>> cache = PrefixCache(capacity_tokens=64, block_size=4)
     >>> cache.lookup({"prompt": "a" * 40})  # 10 tokens, nothing cached yet
@@ -79,7 +81,9 @@ class PrefixCache:
                 missing = True
         hit = min(hit_blocks * self.block_size, tokens - 1)
         self.hits += hit
-        for name in names:
+        # The tail first, the head last (most recent): as vLLM frees a request's blocks in reverse order, a full
+        # cache gives up a prompt's tail before its head, which every later prompt of that head needs first.
+        for name in reversed(names):
             self._blocks[name] = None
             self._blocks.move_to_end(name)
         while len(self._blocks) > self.capacity_blocks:

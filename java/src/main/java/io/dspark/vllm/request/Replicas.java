@@ -48,7 +48,7 @@ import java.util.function.Function;
  * subtask, and a restarted job, sends a head to the same replica, and a replica that goes or comes moves only its
  * own share. The request joins that replica's own queue (a full replica keeps its heads: passing them to
  * whichever has room would undo the routing under load), within a bounded load: a replica takes it only while
- * its load (on the wire and queued) is at most {@link #LOAD_BOUND} x the mean load (+1); else the next in the
+ * its load (on the wire and queued) is at most 'load_bound' (1.25) x the mean load (+1); else the next in the
  * key's order. An ejected or gone replica's queue goes to the others.
  *
  * <p>Thread safety: one lock (this) guards the queue and the list; slots and gates have their own, never taken
@@ -58,8 +58,6 @@ public final class Replicas implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
     /** 5xx answers or broken connections in a row that eject a replica (one of several). */
     static final int EJECT_AFTER = 3;
-    /** Bounded load of prefix routing: a replica's requests on the wire against the mean (+1). */
-    static final double LOAD_BOUND = 1.25;
 
     /** How a host name becomes addresses (tests give their own). */
     interface Resolver {
@@ -710,7 +708,7 @@ public final class Replicas implements AutoCloseable {
     /**
      * 'prefix': the replica whose queue {@code w} joins. The candidates in the order of the key's weight on each
      * (rendezvous hashing); the first whose load (attempts on the wire and requests queued for it) stays within
-     * {@link #LOAD_BOUND} x the mean load (+1) takes it. Under this lock; null only when there is no replica.
+     * 'load_bound' x the mean load (+1) takes it. Under this lock; null only when there is no replica.
      */
     private Replica assign(Waiter w) {
         List<Replica> in = candidates(w);
@@ -730,7 +728,7 @@ public final class Replicas implements AutoCloseable {
             idx[i] = i;
         }
         Arrays.sort(idx, (a, b) -> Long.compareUnsigned(weight[b], weight[a])); // highest weight first
-        double bound = Math.ceil(LOAD_BOUND * (total + 1) / n);
+        double bound = Math.ceil(spec.loadBound * (total + 1) / n);
         for (Integer i : idx) {
             if (load(order[i]) + 1 <= bound) {
                 return order[i];

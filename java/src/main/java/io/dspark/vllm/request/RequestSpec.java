@@ -28,6 +28,7 @@ public final class RequestSpec implements Serializable {
     public final List<String> healthUrls; // and its health url, in the same order
     public final String routing; // "least-loaded" or "prefix" (see Replicas)
     public final int prefixBytes; // "prefix": the bytes of the prompt's head that choose its replica
+    public final double loadBound; // "prefix": a replica's load against the mean (+1) beyond which it passes on
     public final double resolveIntervalS; // a host name's addresses are looked up again after this; 0: never
     public final Map<String, String> headers; // user-agent, content-type, authorization (a secret: never logged)
     public final String bodyPrefix;
@@ -69,6 +70,7 @@ public final class RequestSpec implements Serializable {
         JsonNode r = n.path("routing");
         routing = r.path("mode").asText("least-loaded");
         prefixBytes = r.path("prefix_bytes").asInt(256);
+        loadBound = r.path("load_bound").asDouble(1.25);
         resolveIntervalS = r.path("resolve_interval_s").asDouble(30.0);
         Map<String, String> h = new LinkedHashMap<>();
         n.get("headers").fields().forEachRemaining(e -> h.put(e.getKey(), e.getValue().asText()));
