@@ -170,6 +170,7 @@ TESTS = ROOT / "java" / "src" / "test" / "java"
 TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.request.ReplicasTest",
+    "io.dspark.vllm.flink.ReplicaMetricsTest",
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.flink.CompletionsTest",
     "io.dspark.vllm.flink.FileLinesTest",
