@@ -73,9 +73,22 @@ public final class ReplicasTest {
         return n;
     }
 
+    /** Answers after {@code ms}, counting in {@code open} the requests it holds and has not begun to answer. */
+    static Web counting(long ms, AtomicInteger open, AtomicInteger most) throws Exception {
+        return new Web((x, s) -> {
+            most.accumulateAndGet(open.incrementAndGet(), Math::max);
+            Thread.sleep(ms);
+            open.decrementAndGet(); // before the answer: the client cannot have freed this slot yet
+            respond(x, 200, OK_BODY);
+        });
+    }
+
     @Test
     void test01LeastLoadedSpreadsTheRequests() throws Exception {
-        try (Web a = slowOk(20); Web b = slowOk(20); Web c = slowOk(20);
+        AtomicInteger[] open = {new AtomicInteger(), new AtomicInteger(), new AtomicInteger()};
+        AtomicInteger[] most = {new AtomicInteger(), new AtomicInteger(), new AtomicInteger()};
+        try (Web a = counting(20, open[0], most[0]); Web b = counting(20, open[1], most[1]);
+                Web c = counting(20, open[2], most[2]);
                 Requester r = new Requester(of(specOf(a.base, b.base, c.base)))) {
             List<CompletableFuture<Outcome>> sent = new ArrayList<>();
             for (int i = 0; i < 300; i++) {
@@ -85,10 +98,11 @@ public final class ReplicasTest {
             for (Outcome o : outcomes) {
                 check(o.ok(), "ok: " + o.error);
             }
-            for (Web w : List.of(a, b, c)) {
-                long n = w.count("POST", "/v1/completions");
-                check(n >= 60, "each replica takes its share: " + n + " of 300 on " + w.base + " " + byReplica(outcomes));
-                check(w.maxConcurrent.get() <= 8, "at most its own limit at once: " + w.maxConcurrent.get());
+            List<Web> webs = List.of(a, b, c);
+            for (int i = 0; i < 3; i++) {
+                long n = webs.get(i).count("POST", "/v1/completions");
+                check(n >= 60, "each replica takes its share: " + n + " of 300 " + byReplica(outcomes));
+                check(most[i].get() <= 8, "at most its own limit at once: " + most[i].get());
             }
             equal(3, r.replicas().size(), "replicas");
             equal(24, r.concurrencyLimit(), "three limits of 8");
