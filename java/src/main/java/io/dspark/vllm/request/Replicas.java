@@ -430,7 +430,9 @@ public final class Replicas implements AutoCloseable {
             return;
         }
         if (!several()) {
-            if (f != null && (f.kind.equals(PlanContract.CONNECT) || (status != null && (status == 502 || status == 503)))) {
+            boolean down = f != null && (f.kind.equals(PlanContract.CONNECT)
+                    || (status != null && (status == 502 || status == 503)));
+            if (down) {
                 g.close(f);
             } else if (status != null) {
                 g.open();
@@ -755,6 +757,9 @@ public final class Replicas implements AutoCloseable {
         synchronized (this) {
             waiting.clear();
             holds.clear();
+            for (Replica r : all) {
+                r.queue.clear();
+            }
         }
     }
 }

@@ -124,7 +124,8 @@ public final class RequestSpec implements Serializable {
 
     @Override
     public String toString() {
-        return "RequestSpec(" + String.join(",", urls) + ", concurrency=" + (adaptive ? "auto " + minConcurrency + ".." + maxConcurrency
+        return "RequestSpec(" + String.join(",", urls) + ", concurrency="
+                + (adaptive ? "auto " + minConcurrency + ".." + maxConcurrency
                 : String.valueOf(concurrency)) + ")"; // never the headers: they hold the API key
     }
 }

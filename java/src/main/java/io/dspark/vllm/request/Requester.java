@@ -362,8 +362,8 @@ public final class Requester implements AutoCloseable {
             return CompletableFuture.completedFuture(false);
         }
         CompletableFuture<Boolean> result = new CompletableFuture<>();
-        transport.send(replica.healthUri, replica.address, HttpMethod.GET, probeHeaders, new byte[0], PROBE_BODY_LIMIT,
-                nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
+        transport.send(replica.healthUri, replica.address, HttpMethod.GET, probeHeaders, new byte[0],
+                PROBE_BODY_LIMIT, nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
                         ? response.status < 500 : head != null && head < 500));
         return result;
     }
@@ -594,8 +594,8 @@ public final class Requester implements AutoCloseable {
         }
 
         void start() {
-            exchange = transport.send(replica.uri, replica.address, HttpMethod.POST, call.headers, call.content, spec.maxBodyBytes,
-                    nanos(timeoutS), this::ended);
+            exchange = transport.send(replica.uri, replica.address, HttpMethod.POST, call.headers, call.content,
+                    spec.maxBodyBytes, nanos(timeoutS), this::ended);
         }
 
         private void ended(Transport.Response response, Throwable e, Integer head) {

@@ -377,8 +377,9 @@ final class Transport implements AutoCloseable {
                     ch.pipeline().addLast("exchange", connection);
                 }
             });
-            (address == null ? b.connect(uri.getHost(), port(uri))
-                    : b.connect(new java.net.InetSocketAddress(address, port(uri)))).addListener((ChannelFutureListener) f -> {
+            org.apache.flink.shaded.netty4.io.netty.channel.ChannelFuture connecting = address == null
+                    ? b.connect(uri.getHost(), port(uri)) : b.connect(new java.net.InetSocketAddress(address, port(uri)));
+            connecting.addListener((ChannelFutureListener) f -> {
                 if (!f.isSuccess()) {
                     fail(f.cause());
                 } else if (ended) {
