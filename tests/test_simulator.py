@@ -54,7 +54,7 @@ def chat(text: str = "hi", **extra: object) -> dict[str, object]:
 
 def test_public_names() -> None:
     public = {n for n in vars(connector.simulator) if not n.startswith("_")}
-    public -= {"annotations", "responses", "server", "testing", "cli"}
+    public -= {"annotations", "responses", "server", "testing", "cli", "prefix_cache"}
     assert sorted(connector.simulator.__all__) == sorted(public)
 
 
