@@ -195,6 +195,7 @@ def test_several_replicas_are_planned_as_a_list_with_their_routing():
     assert spec["health_urls"] == ["http://a:8000/health", "https://b.example:9000/health", "http://[::1]:8001/health"]
     assert spec["url"] == spec["urls"][0] and spec["health_url"] == spec["health_urls"][0]
     assert spec["routing"] == {"mode": "prefix", "prefix_bytes": 1000, "load_bound": 2.0, "resolve_interval_s": 5.0}
+    assert plan(declared(options))["request"]["capacity"] == 3 * plan(declared(REQUEST))["request"]["capacity"]
     one = plan(declared(REQUEST))["request"]["client"]
     assert one["urls"] == [one["url"]]
     assert one["routing"] == {

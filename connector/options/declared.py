@@ -160,7 +160,8 @@ REQUEST_QUEUE_SIZE: ConfigOption[int | None] = _option(
     "request.queue-size",
     "int",
     "Prompts the request step holds at once per parallel instance (on the wire, waiting for a slot, in backoff), "
-    "all in its checkpoint state; unset: 4 x 'request.concurrency' (or its max). While it has room a checkpoint "
+    "all in its checkpoint state; unset: 4 x 'request.concurrency' (or its max) for each URL in 'endpoint'. While it "
+    "has room a checkpoint "
     "waits for no request; when it is full the prompts' source is held back and a checkpoint waits for the next "
     "response (docs/flink.md).",
     minimum=1,

@@ -109,9 +109,12 @@ class Options:
 
     @property
     def queue_size(self) -> int:
-        """Prompts the request step holds at once: as set, else 4 x the most requests on the wire."""
+        """Prompts the request step holds at once: as set, else 4 x the most requests on the wire, for each replica
+        'endpoint' lists (a host name's addresses are not known here: one)."""
         configured = self.get(REQUEST_QUEUE_SIZE)
-        return int(configured) if configured else 4 * self.concurrency[2]
+        endpoint = self.get(ENDPOINT)
+        replicas = len(endpoints(endpoint)) if endpoint else 1
+        return int(configured) if configured else 4 * self.concurrency[2] * replicas
 
     @property
     def concurrency(self) -> tuple[int, int, int, bool]:
