@@ -169,6 +169,8 @@ TESTS = ROOT / "java" / "src" / "test" / "java"
 # The JUnit 5 tests of java/src/test.
 TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
+    "io.dspark.vllm.request.ReplicasTest",
+    "io.dspark.vllm.flink.ReplicaMetricsTest",
     "io.dspark.vllm.flink.ParseOperatorTest",
     "io.dspark.vllm.flink.CompletionsTest",
     "io.dspark.vllm.flink.ModelFaultsTest",

@@ -163,6 +163,17 @@ def test_durations(text, seconds):
             "'api-key' and 'api-key.env' shouldn't be set together",
         ),
         ({**REQUEST, "endpoint": "localhost:8000"}, "Option 'endpoint' must be an http(s) URL"),
+        (
+            {**REQUEST, "endpoint": "http://a:8000, b:8000"},
+            "Option 'endpoint' must be an http(s) URL (one of several separated by commas) such as "
+            "'http://127.0.0.1:8000', got 'b:8000'",
+        ),
+        (
+            {**REQUEST, "endpoint": "http://a:8000,http://A:8000/v1"},
+            "Option 'endpoint' names the replica 'http://A:8000/v1' twice",
+        ),
+        ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
+        ({**REQUEST, "request.routing": "random"}, "Could not parse value 'random' for key 'request.routing'"),
         ({**REPLAY, "parse.gpu-device": "first"}, "'parse.gpu-device' must be 'auto' or a device number"),
         (
             {**REQUEST, "request.concurrency": "8", "request.concurrency.max": "100"},

@@ -194,6 +194,30 @@ def test_request_plan_holds_the_client_spec_of_the_java_request_step():
     assert "authorization" not in completions["headers"]  # no key unless one is given
 
 
+def test_several_replicas_are_planned_as_a_list_with_their_routing():
+    options = {**REQUEST, "endpoint": " http://a:8000/v1 ,https://b.example:9000/ , http://[::1]:8001"}
+    options |= {"request.routing": "prefix", "request.routing.prefix-length": "1000", "request.routing.load-bound": "2"}
+    options |= {"request.replicas.resolve-interval": "5 s"}
+    spec = plan(declared(options))["request"]["client"]
+    assert spec["urls"] == [
+        "http://a:8000/v1/chat/completions",
+        "https://b.example:9000/v1/chat/completions",
+        "http://[::1]:8001/v1/chat/completions",
+    ]
+    assert spec["health_urls"] == ["http://a:8000/health", "https://b.example:9000/health", "http://[::1]:8001/health"]
+    assert spec["url"] == spec["urls"][0] and spec["health_url"] == spec["health_urls"][0]
+    assert spec["routing"] == {"mode": "prefix", "prefix_bytes": 1000, "load_bound": 2.0, "resolve_interval_s": 5.0}
+    assert plan(declared(options))["request"]["capacity"] == 3 * plan(declared(REQUEST))["request"]["capacity"]
+    one = plan(declared(REQUEST))["request"]["client"]
+    assert one["urls"] == [one["url"]]
+    assert one["routing"] == {
+        "mode": "least-loaded",
+        "prefix_bytes": 256,
+        "load_bound": 1.25,
+        "resolve_interval_s": 30.0,
+    }
+
+
 def test_long_requests_are_planned_whatever_the_checkpoint_timeout():
     """Before: a deadline past 'execution.checkpointing.timeout' was refused, since a checkpoint waited for the
     requests in flight. They are now in the checkpoint's state, and nothing waits for them."""

@@ -54,7 +54,7 @@ def chat(text: str = "hi", **extra: object) -> dict[str, object]:
 
 def test_public_names() -> None:
     public = {n for n in vars(connector.simulator) if not n.startswith("_")}
-    public -= {"annotations", "answers", "responses", "server", "testing", "cli"}
+    public -= {"annotations", "answers", "responses", "server", "testing", "cli", "prefix_cache"}
     assert sorted(connector.simulator.__all__) == sorted(public)
 
 
@@ -740,3 +740,52 @@ def test_cli_options() -> None:
         "invalid-utf8",
         "big",
     }
+
+
+def _prefix_counters(text: str) -> tuple[float, float]:
+    found = {}
+    for line in text.splitlines():
+        for name in ("vllm:prefix_cache_queries_total", "vllm:prefix_cache_hits_total"):
+            if line.startswith(name + "{"):
+                found[name] = float(line.rsplit(" ", 1)[1])
+    return found["vllm:prefix_cache_queries_total"], found["vllm:prefix_cache_hits_total"]
+
+
+def test_prefix_cache_counts_as_vllm_does() -> None:
+    """A head seen before is found in the prefix cache, whole blocks of it, counted in tokens on /metrics as vLLM
+    counts them (queries: prompt tokens looked up; hits: those found); a cache too small for two heads forgets the
+    older one; without --prefix-cache-tokens there is no cache and no counter."""
+    head_a = "You are a careful reviewer. " * 142  # 3,976 characters: 994 of the simulator's tokens
+    head_b = "Answer as a poet would. " * 166
+    with serve_simulator(prefix_cache_tokens=1200, block_size=16) as running, client_for(running.url) as http:
+        for question in ("one", "two", "three"):
+            assert http.post("/v1/completions", json={"prompt": head_a + question}).status_code == 200
+        queries, hits = _prefix_counters(http.get("/metrics").text)
+        tokens = [-(-len(head_a + q) // 4) for q in ("one", "two", "three")]
+        assert queries == sum(tokens)
+        assert hits == 2 * (len(head_a) // 64) * 16  # the head's whole blocks, from the second request on
+        # 1,200 tokens (75 blocks) hold one head of 62 blocks: B takes 62, and A keeps its first 13 (a cache
+        # gives up a prompt's tail first)
+        http.post("/v1/completions", json={"prompt": head_b})
+        http.post("/v1/completions", json={"prompt": head_a + "four"})
+        _, after = _prefix_counters(http.get("/metrics").text)
+        assert after - hits == (75 - 62) * 16
+        chat = {"messages": [{"role": "system", "content": head_b}, {"role": "user", "content": "hi"}]}
+        http.post("/v1/chat/completions", json=chat)
+        again = {"messages": [chat["messages"][0], {"role": "user", "content": "ho"}]}
+        http.post("/v1/chat/completions", json=again)
+        _, chat_hits = _prefix_counters(http.get("/metrics").text)
+        assert chat_hits > after  # the system prompt is the chat's head
+    with serve_simulator() as running, client_for(running.url) as http:
+        http.post("/v1/completions", json={"prompt": head_a})
+        assert "prefix_cache" not in http.get("/metrics").text
+
+
+def test_prefix_cache_options_reach_a_simulator_in_a_subprocess() -> None:
+    head = "x" * 4000  # 1,000 tokens
+    cache = {"prefix_cache_tokens": 4096, "block_size": 32, "prefill_ms_per_token": 0.5}
+    with serve_simulator(mode="process", **cache) as running, client_for(running.url) as http:
+        http.post("/v1/completions", json={"prompt": head + "a"})
+        http.post("/v1/completions", json={"prompt": head + "b"})
+        queries, hits = _prefix_counters(http.get("/metrics").text)
+    assert (queries, hits) == (2 * 1001, 31 * 32)  # 1,000 tokens are 31 whole blocks of 32

@@ -24,12 +24,13 @@ import json
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from connector.client.outcome import ERROR_KINDS
 from connector.client.request import USER_AGENT, ClientConfig, prepare_request, response_format_of
-from connector.flink.metrics import GROUP, PARSE_METRICS, REQUEST_METRICS
+from connector.flink.metrics import GROUP, PARSE_METRICS, REPLICA_GROUP, REPLICA_METRICS, REQUEST_METRICS
 from connector.options import (
     ENDPOINT,
     MODEL,
@@ -38,6 +39,10 @@ from connector.options import (
     REQUEST_MAX_BODY_SIZE,
     REQUEST_PARAM_OPTIONS,
     REQUEST_RATE_LIMIT,
+    REQUEST_REPLICAS_RESOLVE_INTERVAL,
+    REQUEST_ROUTING,
+    REQUEST_ROUTING_LOAD_BOUND,
+    REQUEST_ROUTING_PREFIX_LENGTH,
     REQUEST_STRUCTURED_OUTPUT,
     REQUEST_TIMEOUT,
     REQUEST_TLS_CA_BUNDLE,
@@ -51,13 +56,14 @@ from connector.options import (
     RETRY_MAX_BACKOFF,
     RETRY_MAX_RETRY_AFTER,
     Options,
+    endpoints,
 )
 from connector.profiles import Profile
 
 __all__ = ["CLIENT_SPEC_VERSION", "PARSE_INTERNAL", "PLAN_VERSION", "REQUEST_COLUMNS", "client_spec", "contract_java"]
 
-PLAN_VERSION = 7
-CLIENT_SPEC_VERSION = 1
+PLAN_VERSION = 8
+CLIENT_SPEC_VERSION = 2
 
 # The prompt's columns, then what the request step adds (io.dspark.vllm.flink.RequestStep fills them in this
 # order and checks the names against the plan).
@@ -72,6 +78,7 @@ REQUEST_COLUMNS: tuple[tuple[str, str], ...] = (
     ("_received_ms", "BIGINT"),
     ("_request_key", "STRING"),
     ("_cached", "BOOLEAN"),
+    ("_replica", "STRING"),
 )
 PARSE_INTERNAL: tuple[tuple[str, str], ...] = (
     ("_line", "BIGINT"),
@@ -86,7 +93,7 @@ _PLACEHOLDER = "\x00dspark-vllm prompt\x00"
 def _client_config(options: Options, profile: Profile, api_key: str | None) -> ClientConfig:
     params = {name: options.get(o) for name, o in REQUEST_PARAM_OPTIONS.items() if options.get(o) is not None}
     return ClientConfig(
-        base_url=str(options.get(ENDPOINT)),
+        base_url=endpoints(str(options.get(ENDPOINT)))[0],
         api_key=api_key,
         model=options.get(MODEL),
         structured_output=profile if options.get(REQUEST_STRUCTURED_OUTPUT) else None,
@@ -122,10 +129,20 @@ def client_spec(
         headers["authorization"] = f"Bearer {api_key}"
     start, low, high, adaptive = options.concurrency
     rate = options.get(REQUEST_RATE_LIMIT)
+    path = "/v1/chat/completions" if chat else "/v1/completions"
+    roots = [replace(config, base_url=url).root_url for url in endpoints(str(options.get(ENDPOINT)))]
     return {
         "version": CLIENT_SPEC_VERSION,
-        "url": config.root_url + ("/v1/chat/completions" if chat else "/v1/completions"),
-        "health_url": config.root_url + "/health",
+        "url": roots[0] + path,
+        "health_url": roots[0] + "/health",
+        "urls": [root + path for root in roots],
+        "health_urls": [root + "/health" for root in roots],
+        "routing": {
+            "mode": options.get(REQUEST_ROUTING),
+            "prefix_bytes": options.get(REQUEST_ROUTING_PREFIX_LENGTH),
+            "load_bound": options.get(REQUEST_ROUTING_LOAD_BOUND),
+            "resolve_interval_s": options.get(REQUEST_REPLICAS_RESOLVE_INTERVAL),
+        },
         "headers": headers,
         "body_prefix": prefix,
         "body_suffix": suffix,
@@ -195,10 +212,13 @@ def contract_java() -> str:
         "",
         "    /** The metric group of every step ({@code metrics.GROUP}). */",
         f"    public static final String GROUP = {literal(GROUP)};",
+        "    /** The key of each replica's group in it ({@code metrics.REPLICA_GROUP}). */",
+        f"    public static final String REPLICA_GROUP = {literal(REPLICA_GROUP)};",
         "",
-        "    /** The metrics' names ({@code metrics.PARSE_METRICS}, {@code metrics.REQUEST_METRICS}). */",
+        "    /** The metrics' names ({@code metrics.PARSE_METRICS}, {@code REQUEST_METRICS}, {@code REPLICA_METRICS}).",
+        "     */",
     ]
-    names = dict.fromkeys(PARSE_METRICS + REQUEST_METRICS)
+    names = dict.fromkeys(PARSE_METRICS + REQUEST_METRICS + REPLICA_METRICS)
     lines += [f"    public static final String {_constant(m)} = {literal(m)};" for m in names]
     lines += ["}", ""]
     return "\n".join(lines)

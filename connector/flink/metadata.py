@@ -93,6 +93,15 @@ METADATA: tuple[MetadataKey, ...] = (
         ("request",),
         "TRUE when the answer came from 'request.store' (a restore, or 'request.cache') and nothing was sent",
     ),
+    MetadataKey(
+        "request.replica",
+        "_replica",
+        "STRING",
+        ("request",),
+        "the replica that answered the last attempt: `host:port` of its URL in 'endpoint', `host:port/address` "
+        "for one of the addresses a host name resolves to; NULL when none answered or the answer came from "
+        "'request.store'",
+    ),
 )
 
 

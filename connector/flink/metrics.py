@@ -10,6 +10,9 @@ Group `dspark` of each operator:
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
   1,000 requests); with 'request.store': `numAnsweredFromStore`, `numAnsweredFromCache`, `numTokensSaved`,
   `numStored`, `numStoreFailures`, `storePutMsP50`, `storePutMsP99` (the last 1,000 puts).
+- each replica of the endpoint, in the request step's group `replica` = its name (`host:port`, or
+  `host:port/address` for an address of a host name): gauges `inFlight`, `concurrencyLimit`, `ejected` (1 while it
+  gets no requests), `numAnswers` (2xx), `numThrottled` (429/503), `latencyMsP50` (its last 1,000 answers).
 
 Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
 reporter shows a meter as its rate.
@@ -20,7 +23,7 @@ from __future__ import annotations
 import math
 from collections import deque
 
-__all__ = ["GROUP", "PARSE_METRICS", "REQUEST_METRICS", "Recent"]
+__all__ = ["GROUP", "PARSE_METRICS", "REPLICA_GROUP", "REPLICA_METRICS", "REQUEST_METRICS", "Recent"]
 
 # The metrics' names, declared once: the Python parse function registers PARSE_METRICS by these names, and the
 # jar by the constants generated from them (`io.dspark.vllm.request.PlanContract`, connector.flink.contract).
@@ -35,6 +38,10 @@ REQUEST_METRICS: tuple[str, ...] = (
     "inFlight", "concurrencyLimit", "numThrottled", "latencyMsP50", "latencyMsP95", "latencyMsP99",
     "numAnsweredFromStore", "numAnsweredFromCache", "numTokensSaved", "numStored", "numStoreFailures",
     "storePutMsP50", "storePutMsP99",
+)  # fmt: skip
+REPLICA_GROUP = "replica"
+REPLICA_METRICS: tuple[str, ...] = (
+    "inFlight", "concurrencyLimit", "ejected", "numAnswers", "numThrottled", "latencyMsP50",
 )  # fmt: skip
 
 

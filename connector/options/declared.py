@@ -39,7 +39,10 @@ MODEL: ConfigOption[str | None] = _option(
 ENDPOINT: ConfigOption[str | None] = _option(
     "endpoint",
     "string",
-    "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode).",
+    "Base URL of the OpenAI-compatible server, e.g. 'http://127.0.0.1:8000' (required in request mode); several "
+    "separated by commas are replicas, and a host name that resolves to several addresses (a headless Kubernetes "
+    "Service) is one replica per address: each with its own connections, concurrency and health (docs/flink.md, "
+    "'Replicas and routing').",
     group="Request",
 )
 API_KEY: ConfigOption[str | None] = _option(
@@ -131,7 +134,7 @@ REQUEST_CONNECT_TIMEOUT: ConfigOption[float] = _option(
 REQUEST_CONCURRENCY: ConfigOption[int | str] = _option(
     "request.concurrency",
     "concurrency",
-    "Requests on the wire at once per parallel instance: a number, or 'auto' to adapt it between "
+    "Requests on the wire at once per parallel instance and replica: a number, or 'auto' to adapt it between "
     "'request.concurrency.min' and 'request.concurrency.max' (AIMD: lower on 429/503 answers or climbing latency, "
     "higher again while answers are fine; docs/flink.md).",
     default=64,
@@ -162,7 +165,8 @@ REQUEST_QUEUE_SIZE: ConfigOption[int | None] = _option(
     "request.queue-size",
     "int",
     "Prompts the request step holds at once per parallel instance (on the wire, waiting for a slot, in backoff), "
-    "all in its checkpoint state; unset: 4 x 'request.concurrency' (or its max). While it has room a checkpoint "
+    "all in its checkpoint state; unset: 4 x 'request.concurrency' (or its max) for each URL in 'endpoint'. While it "
+    "has room a checkpoint "
     "waits for no request; when it is full the prompts' source is held back and a checkpoint waits for the next "
     "response (docs/flink.md).",
     minimum=1,
@@ -176,6 +180,46 @@ REQUEST_OUTPUT_MODE: ConfigOption[str] = _option(
     "overtakes a watermark); 'ordered': rows leave in the order of their prompts.",
     default="unordered",
     values=("unordered", "ordered"),
+    group="Request",
+)
+REQUEST_ROUTING: ConfigOption[str] = _option(
+    "request.routing",
+    "enum",
+    "Which replica takes a request: 'least-loaded' (the most free slots) or 'prefix' (prompts that share their "
+    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; consistent "
+    "hashing with bounded load: a replica that is full or ejected passes them on to the next).",
+    default="least-loaded",
+    values=("least-loaded", "prefix"),
+    group="Request",
+)
+REQUEST_ROUTING_PREFIX_LENGTH: ConfigOption[int] = _option(
+    "request.routing.prefix-length",
+    "int",
+    "With 'request.routing' = 'prefix': the bytes of a request's messages (system prompt first) that choose its "
+    "replica; about the length of the head that prompts share.",
+    default=256,
+    minimum=1,
+    maximum=1_000_000,
+    group="Request",
+)
+REQUEST_ROUTING_LOAD_BOUND: ConfigOption[float] = _option(
+    "request.routing.load-bound",
+    "double",
+    "With 'request.routing' = 'prefix': a replica takes a request while its load (requests on the wire and "
+    "waiting for it) is at most this times the mean load (+1), else the next replica in the head's order does; "
+    "higher keeps more heads on their replica (more prefix cache hits) at the cost of an even load.",
+    default=1.25,
+    minimum=1.0,
+    maximum=1000.0,
+    group="Request",
+)
+REQUEST_REPLICAS_RESOLVE_INTERVAL: ConfigOption[float] = _option(
+    "request.replicas.resolve-interval",
+    "duration",
+    "A host name in 'endpoint' is looked up again at this interval: addresses that appear become replicas, those "
+    "gone are dropped; 0: never (the name is one replica, connected as the JVM resolves it).",
+    default=30.0,
+    minimum=0.0,
     group="Request",
 )
 REQUEST_RATE_LIMIT: ConfigOption[float | None] = _option(
@@ -409,6 +453,10 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_CONCURRENCY_MAX,
     REQUEST_QUEUE_SIZE,
     REQUEST_OUTPUT_MODE,
+    REQUEST_ROUTING,
+    REQUEST_ROUTING_PREFIX_LENGTH,
+    REQUEST_ROUTING_LOAD_BOUND,
+    REQUEST_REPLICAS_RESOLVE_INTERVAL,
     REQUEST_RATE_LIMIT,
     REQUEST_MAX_BODY_SIZE,
     REQUEST_STRUCTURED_OUTPUT,

@@ -109,9 +109,12 @@ class Options:
 
     @property
     def queue_size(self) -> int:
-        """Prompts the request step holds at once: as set, else 4 x the most requests on the wire."""
+        """Prompts the request step holds at once: as set, else 4 x the most requests on the wire, for each replica
+        'endpoint' lists (a host name's addresses are not known here: one)."""
         configured = self.get(REQUEST_QUEUE_SIZE)
-        return int(configured) if configured else 4 * self.concurrency[2]
+        endpoint = self.get(ENDPOINT)
+        replicas = len(endpoints(endpoint)) if endpoint else 1
+        return int(configured) if configured else 4 * self.concurrency[2] * replicas
 
     @property
     def concurrency(self) -> tuple[int, int, int, bool]:
@@ -227,14 +230,28 @@ def _endpoint_problem(endpoint: str) -> str | None:
     return None
 
 
+def endpoints(endpoint: str) -> list[str]:
+    """The base URLs of 'endpoint': one, or several separated by commas (replicas)."""
+    return [part.strip() for part in endpoint.split(",")]
+
+
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
-    problem = None if endpoint is None else _endpoint_problem(endpoint)
-    if endpoint is not None and problem is not None:
-        raise OptionsError(
-            "Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000', got "
-            f"'{shown_url(endpoint)}': {problem}."
-        )
+    if endpoint is None:
+        return
+    urls = endpoints(endpoint)
+    for url in urls:
+        problem = _endpoint_problem(url)
+        if problem is not None:
+            several = " (one of several separated by commas)" if len(urls) > 1 else ""
+            raise OptionsError(
+                f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got "
+                f"'{shown_url(url)}': {problem}."
+            )
+    roots = [u.rstrip("/").removesuffix("/v1").rstrip("/").lower() for u in urls]
+    twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
+    if twice:
+        raise OptionsError(f"Option 'endpoint' names the replica '{shown_url(twice[0])}' twice; name each once.")
 
 
 def rule_gpu_device(o: Options) -> None:

@@ -57,6 +57,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--itl-ms", type=float, default=0.0, help="delay between stream chunks")
     parser.add_argument(
+        "--prefix-cache-tokens",
+        type=int,
+        default=0,
+        metavar="N",
+        help="a prefix cache of N tokens, as vLLM's (its counters on /metrics; default 0: none)",
+    )
+    parser.add_argument("--block-size", type=int, default=16, help="tokens of a prefix cache block (default 16)")
+    parser.add_argument(
+        "--prefill-ms-per-token",
+        type=float,
+        default=0.0,
+        help="added per prompt token not found in the prefix cache (a cached head answers sooner)",
+    )
+    parser.add_argument(
         "--fault",
         action="append",
         default=[],
@@ -96,6 +110,9 @@ def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
         ms_per_token=args.ms_per_token,
         capacity=args.capacity,
         itl_ms=args.itl_ms,
+        prefix_cache_tokens=args.prefix_cache_tokens,
+        block_size=args.block_size,
+        prefill_ms_per_token=args.prefill_ms_per_token,
         faults=dict(parse_fault(spec) for spec in args.fault),
         retry_after_s=args.retry_after,
         slow_ms=args.slow_ms,
@@ -128,6 +145,9 @@ def config_to_args(config: SimulatorConfig) -> list[str]:
         "ms_per_token": "--ms-per-token",
         "capacity": "--capacity",
         "itl_ms": "--itl-ms",
+        "prefix_cache_tokens": "--prefix-cache-tokens",
+        "block_size": "--block-size",
+        "prefill_ms_per_token": "--prefill-ms-per-token",
         "retry_after_s": "--retry-after",
         "slow_ms": "--slow-ms",
         "hang_s": "--hang-s",

@@ -36,6 +36,7 @@ from typing import Any
 from connector.errors import OptionsError
 from connector.profiles import Profile, load_profile
 from connector.schema.json_types import json_type
+from connector.simulator.prefix_cache import PrefixCache
 from connector.simulator.responses import (
     ANSWER_FAULTS,
     DEFAULT_MAX_TOKENS,
@@ -145,6 +146,9 @@ class SimulatorConfig:
     ms_per_token: float = 0.0  # added per completion token of the body
     capacity: int | None = None  # completions served at once; beyond, 429 with Retry-After (None: no limit)
     itl_ms: float = 0.0  # delay between stream chunks
+    prefix_cache_tokens: int = 0  # a prefix cache of this many tokens (prefix_cache.py); 0: none
+    block_size: int = 16  # tokens of one of its blocks
+    prefill_ms_per_token: float = 0.0  # added per prompt token not found in the prefix cache
     faults: Mapping[str, float] = field(default_factory=dict)  # kind -> rate
     retry_after_s: float = 1.0  # the Retry-After of 429 and 503
     slow_ms: float = 2000.0
@@ -189,6 +193,10 @@ class SimulatorConfig:
             raise OptionsError(f"--ms-per-token must be at least 0, got {self.ms_per_token:g}")
         if self.capacity is not None and self.capacity < 1:
             raise OptionsError(f"--capacity must be at least 1, got {self.capacity} (leave it out for no limit)")
+        if self.prefix_cache_tokens < 0 or self.block_size < 1 or self.prefill_ms_per_token < 0:
+            raise OptionsError(
+                "--prefix-cache-tokens and --prefill-ms-per-token must be at least 0, --block-size at least 1"
+            )
 
 
 @dataclass
@@ -401,6 +409,7 @@ class Simulator:
         self.started = time.time()
         self._server: asyncio.base_events.Server | None = None
         self._configured()
+        self.prefix_cache = PrefixCache(self.config.prefix_cache_tokens, self.config.block_size)
         self._routes: dict[tuple[str, str], Callable[[_Request], _Response]] = {
             ("GET", "/health"): lambda r: _Response(200, b"", "text/plain"),
             ("GET", "/health/json-schema"): self._json_schema,
@@ -544,6 +553,8 @@ class Simulator:
         ]
         if self.config.capacity is not None:
             lines += ["# TYPE dspark_sim_capacity gauge", f"dspark_sim_capacity {self.config.capacity}"]
+        if self.config.prefix_cache_tokens:
+            lines += self.prefix_cache.metrics(list(self.profiles))
         lines += [
             "# TYPE dspark_sim_connections_total counter",
             f"dspark_sim_connections_total {s['connections_total']}",
@@ -754,6 +765,9 @@ class Simulator:
         else:
             rng = latency_rng(cfg.seed, request.body if isinstance(checked, _Response) else checked[1])
         delay = completion_delay_ms(cfg, rng, tokens)
+        if cfg.prefix_cache_tokens and not isinstance(checked, _Response):
+            cached = self.prefix_cache.lookup(checked[0])
+            delay += cfg.prefill_ms_per_token * max(0, count_prompt_tokens(checked[0]) - cached)
         stream = not isinstance(checked, _Response) and bool(checked[0].get("stream"))
         if fault is None and delay == 0 and not stream:
             assert not isinstance(checked, _Response)

@@ -221,7 +221,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     d.prompt == null ? null : StringData.fromString(d.prompt), StringData.fromString(d.id),
                     o.body == null ? new byte[0] : o.body, o.status, o.latencyMs, o.attempts,
                     o.error == null ? null : StringData.fromString(o.error), o.receivedAtMs,
-                    d.id == null ? null : StringData.fromString(d.id), d.cached));
+                    d.id == null ? null : StringData.fromString(d.id), d.cached, StringData.fromString(o.replica)));
             futures.add(d.result);
         }
         complete(parse, rows, futures);

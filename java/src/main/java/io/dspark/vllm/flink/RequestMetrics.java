@@ -52,6 +52,7 @@ final class RequestMetrics {
         group.gauge(PlanContract.LATENCY_MS_P50, () -> latencies.percentile(50));
         group.gauge(PlanContract.LATENCY_MS_P95, () -> latencies.percentile(95));
         group.gauge(PlanContract.LATENCY_MS_P99, () -> latencies.percentile(99));
+        ReplicaMetrics.register(group, requester);
     }
 
     void sent() {

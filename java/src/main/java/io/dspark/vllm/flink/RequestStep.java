@@ -194,7 +194,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
                 StringData.fromString(text), StringData.fromString(id),
                 outcome.body == null ? new byte[0] : outcome.body, outcome.status, outcome.latencyMs,
                 outcome.attempts, StringData.fromString(outcome.error), outcome.receivedAtMs,
-                StringData.fromString(key), cached);
+                StringData.fromString(key), cached, StringData.fromString(outcome.replica));
         result.complete(Collections.singletonList(row));
     }
 

@@ -43,9 +43,18 @@ final class Gate {
     private long probes;
     private long closures;
     private int step; // backoff steps since an attempt last reached the server
+    private final String replica; // one of several replicas (its name in the log), or null: the one server
+    private volatile Runnable onOpen = () -> { };
 
     Gate(Supplier<CompletableFuture<Boolean>> probe, ScheduledExecutorService timer, double initialS, double maxS,
             Random random) {
+        this(probe, timer, initialS, maxS, random, null);
+    }
+
+    /** The health of one of several replicas: closed, it is ejected (see {@link Replicas}). */
+    Gate(Supplier<CompletableFuture<Boolean>> probe, ScheduledExecutorService timer, double initialS, double maxS,
+            Random random, String replica) {
+        this.replica = replica;
         this.probe = probe;
         this.timer = timer;
         this.initialS = initialS;
@@ -81,8 +90,13 @@ final class Gate {
             closedAtNs = System.nanoTime();
             gen = ++generation;
         }
-        LOG.warn("dspark-vllm: the server looks down ({}): holding requests back until it answers again",
-                why.text());
+        if (replica == null) {
+            LOG.warn("dspark-vllm: the server looks down ({}): holding requests back until it answers again",
+                    why.text());
+        } else {
+            LOG.warn("dspark-vllm: replica {} looks down ({}): the others take its requests until it answers again",
+                    replica, why.text());
+        }
         probeLater(gen);
     }
 
@@ -106,10 +120,16 @@ final class Gate {
             go = new ArrayList<>(waiters);
             waiters.clear();
         }
-        LOG.warn("dspark-vllm: the server answers again after {} s: requests go on", Text.oneDecimal(downS));
+        if (replica == null) {
+            LOG.warn("dspark-vllm: the server answers again after {} s: requests go on", Text.oneDecimal(downS));
+        } else {
+            LOG.warn("dspark-vllm: replica {} answers again after {} s: it takes requests again", replica,
+                    Text.oneDecimal(downS));
+        }
         for (Waiter w : go) {
             w.fire(true);
         }
+        onOpen.run();
     }
 
     /** Call {@code then} with true once the gate is open, or with false after {@code timeoutS}. */
@@ -132,6 +152,11 @@ final class Gate {
             }
         }
         w.fire(isOpen());
+    }
+
+    /** Run after each opening (the replicas' queue and holds go on). */
+    void onOpen(Runnable r) {
+        onOpen = r;
     }
 
     /** No more probes (close of the requester). */

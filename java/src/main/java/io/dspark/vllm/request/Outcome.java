@@ -19,6 +19,7 @@ public final class Outcome implements Serializable {
     public final String error;
     public final String errorKind;
     public final long receivedAtMs;
+    public final String replica; // the replica that gave the last attempt's answer, or null (none answered)
 
     public Outcome(
             byte[] body,
@@ -28,6 +29,19 @@ public final class Outcome implements Serializable {
             String error,
             String errorKind,
             long receivedAtMs) {
+        this(body, status, latencyMs, attempts, error, errorKind, receivedAtMs, null);
+    }
+
+    public Outcome(
+            byte[] body,
+            Integer status,
+            double latencyMs,
+            int attempts,
+            String error,
+            String errorKind,
+            long receivedAtMs,
+            String replica) {
+        this.replica = replica;
         this.body = body;
         this.status = status;
         this.latencyMs = latencyMs;

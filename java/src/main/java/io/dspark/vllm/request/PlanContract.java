@@ -11,13 +11,13 @@ public final class PlanContract {
     private PlanContract() {}
 
     /** The plan's layout ({@code PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 7;
+    public static final int PLAN_VERSION = 8;
     /** The request step's settings ({@code CLIENT_SPEC_VERSION}). */
-    public static final int CLIENT_SPEC_VERSION = 1;
+    public static final int CLIENT_SPEC_VERSION = 2;
 
     /** The row the request step makes ({@code REQUEST_COLUMNS}): names and Flink SQL types, in order. */
-    public static final List<String> REQUEST_COLUMN_NAMES = List.of("_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts", "_request_error", "_received_ms", "_request_key", "_cached");
-    public static final List<String> REQUEST_COLUMN_TYPES = List.of("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT", "STRING", "BOOLEAN");
+    public static final List<String> REQUEST_COLUMN_NAMES = List.of("_prompt", "_request_id", "_body", "_http_status", "_latency_ms", "_attempts", "_request_error", "_received_ms", "_request_key", "_cached", "_replica");
+    public static final List<String> REQUEST_COLUMN_TYPES = List.of("STRING", "STRING", "BYTES", "INT", "DOUBLE", "INT", "STRING", "BIGINT", "STRING", "BOOLEAN", "STRING");
 
     /** A failed request's kind ({@code ERROR_KINDS}): its error is "kind: message". */
     public static final String TIMEOUT = "timeout";
@@ -32,8 +32,11 @@ public final class PlanContract {
 
     /** The metric group of every step ({@code metrics.GROUP}). */
     public static final String GROUP = "dspark";
+    /** The key of each replica's group in it ({@code metrics.REPLICA_GROUP}). */
+    public static final String REPLICA_GROUP = "replica";
 
-    /** The metrics' names ({@code metrics.PARSE_METRICS}, {@code metrics.REQUEST_METRICS}). */
+    /** The metrics' names ({@code metrics.PARSE_METRICS}, {@code REQUEST_METRICS}, {@code REPLICA_METRICS}).
+     */
     public static final String NUM_RECORDS_IN = "numRecordsIn";
     public static final String NUM_RECORDS_OUT = "numRecordsOut";
     public static final String NUM_RECORDS_IN_ERRORS = "numRecordsInErrors";
@@ -65,4 +68,6 @@ public final class PlanContract {
     public static final String NUM_STORE_FAILURES = "numStoreFailures";
     public static final String STORE_PUT_MS_P50 = "storePutMsP50";
     public static final String STORE_PUT_MS_P99 = "storePutMsP99";
+    public static final String EJECTED = "ejected";
+    public static final String NUM_ANSWERS = "numAnswers";
 }

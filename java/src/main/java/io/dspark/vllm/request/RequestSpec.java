@@ -3,7 +3,9 @@ package io.dspark.vllm.request;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.Serializable;
+import java.util.ArrayList;
 import java.util.Collections;
+import java.util.List;
 import java.util.LinkedHashMap;
 import java.util.Map;
 
@@ -22,6 +24,12 @@ public final class RequestSpec implements Serializable {
 
     public final String url; // the endpoint: http(s)://host:port/v1/chat/completions or /v1/completions
     public final String healthUrl; // probed while the server looks down
+    public final List<String> urls; // every replica's url, the first being url (one: the endpoint named one)
+    public final List<String> healthUrls; // and its health url, in the same order
+    public final String routing; // "least-loaded" or "prefix" (see Replicas)
+    public final int prefixBytes; // "prefix": the bytes of the prompt's head that choose its replica
+    public final double loadBound; // "prefix": a replica's load against the mean (+1) beyond which it passes on
+    public final double resolveIntervalS; // a host name's addresses are looked up again after this; 0: never
     public final Map<String, String> headers; // user-agent, content-type, authorization (a secret: never logged)
     public final String bodyPrefix;
     public final String bodySuffix;
@@ -53,6 +61,17 @@ public final class RequestSpec implements Serializable {
         }
         url = n.get("url").asText();
         healthUrl = n.get("health_url").asText();
+        urls = texts(n.get("urls"), url);
+        healthUrls = texts(n.get("health_urls"), healthUrl);
+        if (urls.size() != healthUrls.size()) {
+            throw new IllegalArgumentException("dspark-vllm: the plan's request spec has " + urls.size()
+                    + " urls and " + healthUrls.size() + " health urls");
+        }
+        JsonNode r = n.path("routing");
+        routing = r.path("mode").asText("least-loaded");
+        prefixBytes = r.path("prefix_bytes").asInt(256);
+        loadBound = r.path("load_bound").asDouble(1.25);
+        resolveIntervalS = r.path("resolve_interval_s").asDouble(30.0);
         Map<String, String> h = new LinkedHashMap<>();
         n.get("headers").fields().forEachRemaining(e -> h.put(e.getKey(), e.getValue().asText()));
         headers = Collections.unmodifiableMap(h);
@@ -84,6 +103,15 @@ public final class RequestSpec implements Serializable {
         return new RequestSpec(node);
     }
 
+    private static List<String> texts(JsonNode list, String single) {
+        if (list == null || list.isNull()) {
+            return List.of(single);
+        }
+        List<String> out = new ArrayList<>();
+        list.forEach(v -> out.add(v.asText()));
+        return List.copyOf(out);
+    }
+
     private static String text(JsonNode node, String key) {
         JsonNode v = node.get(key);
         return v == null || v.isNull() ? null : v.asText();
@@ -96,7 +124,8 @@ public final class RequestSpec implements Serializable {
 
     @Override
     public String toString() {
-        return "RequestSpec(" + url + ", concurrency=" + (adaptive ? "auto " + minConcurrency + ".." + maxConcurrency
+        return "RequestSpec(" + String.join(",", urls) + ", concurrency="
+                + (adaptive ? "auto " + minConcurrency + ".." + maxConcurrency
                 : String.valueOf(concurrency)) + ")"; // never the headers: they hold the API key
     }
 }

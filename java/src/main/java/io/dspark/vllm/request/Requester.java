@@ -58,15 +58,11 @@ public final class Requester implements AutoCloseable {
     private static final int MAX_EXPONENT = 62;
 
     private final RequestSpec spec;
-    private final URI uri;
-    private final URI healthUri;
-    private final String target;
     private final HttpHeaders headers; // the spec's, validated once; each request adds its id
     private final HttpHeaders probeHeaders;
     private final ScheduledExecutorService timer;
     private final Transport transport;
-    private final Slots slots;
-    private final Gate gate;
+    private final Replicas replicas;
     private final RateLimit rateLimit;
     private final Set<Call> active = ConcurrentHashMap.newKeySet();
     private final AtomicLong throttled = new AtomicLong();
@@ -75,39 +71,31 @@ public final class Requester implements AutoCloseable {
     private volatile boolean closed;
 
     public Requester(RequestSpec spec) {
+        this(spec, Replicas.SYSTEM);
+    }
+
+    /** With host names looked up by {@code resolver} (tests: a name that resolves to several addresses). */
+    Requester(RequestSpec spec, Replicas.Resolver resolver) {
         this.spec = spec;
-        this.uri = uri(spec.url, "url");
-        this.healthUri = uri(spec.healthUrl, "health_url");
-        this.target = uri.getHost() + ":" + Transport.port(uri);
+        boolean https = false;
+        for (String u : spec.urls) {
+            https |= "https".equalsIgnoreCase(Replicas.uri(u, "url").getScheme());
+        }
+        for (String u : spec.healthUrls) {
+            https |= "https".equalsIgnoreCase(Replicas.uri(u, "health_url").getScheme());
+        }
         this.headers = headers(spec.headers, true);
         this.probeHeaders = headers(spec.headers, false);
-        SSLContext tls = "https".equalsIgnoreCase(uri.getScheme()) || "https".equalsIgnoreCase(healthUri.getScheme())
-                ? Tls.context(spec) : null;
+        SSLContext tls = https ? Tls.context(spec) : null;
         int n = INSTANCES.incrementAndGet();
         ScheduledThreadPoolExecutor t = new ScheduledThreadPoolExecutor(1, daemon("dspark-vllm-timer-" + n));
         t.setRemoveOnCancelPolicy(true);
         this.timer = t;
         this.transport = new Transport("dspark-vllm-http-" + n, tls, spec.tlsVerify, spec.connectTimeoutS,
                 Math.max(PROBE_BODY_LIMIT, spec.maxBodyBytes));
-        this.slots = new Slots(spec, transport.loop());
-        Random random = new Random();
-        this.gate = spec.holdWhileDown
-                ? new Gate(this::probe, timer, spec.backoffInitialS, spec.backoffMaxS, random) : null;
+        this.replicas = new Replicas(spec, transport.loop(), timer, resolver, this::probe,
+                "dspark-vllm-resolve-" + n);
         this.rateLimit = spec.rateLimit > 0 ? new RateLimit(spec.rateLimit) : null;
-    }
-
-    private static URI uri(String url, String what) {
-        try {
-            URI u = URI.create(url);
-            if (u.getHost() == null || !("http".equalsIgnoreCase(u.getScheme())
-                    || "https".equalsIgnoreCase(u.getScheme()))) {
-                throw new IllegalArgumentException("not an http(s) URL with a host");
-            }
-            return u;
-        } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("dspark-vllm: the request spec's " + what + " '" + url
-                    + "' is not usable: " + e.getMessage() + "; check the table's 'endpoint'", e);
-        }
     }
 
     /**
@@ -215,9 +203,22 @@ public final class Requester implements AutoCloseable {
         return spec.body(quoted).getBytes(StandardCharsets.UTF_8);
     }
 
-    /** The endpoint's URL the requests go to. */
+    /**
+     * The endpoint's URL the requests go to; with several replicas, their URLs joined by commas (a response is
+     * the endpoint's, whichever replica gave it).
+     */
     public String url() {
-        return spec.url;
+        return spec.urls.size() == 1 ? spec.url : String.join(",", spec.urls);
+    }
+
+    /** The replicas now (a name's addresses change as it is looked up again). */
+    public java.util.List<Replicas.Replica> replicas() {
+        return replicas.list();
+    }
+
+    /** Calls {@code c} with each replica there is, now and as new ones join. */
+    public void onReplica(java.util.function.Consumer<Replicas.Replica> c) {
+        replicas.onAdded(c);
     }
 
     /**
@@ -253,6 +254,9 @@ public final class Requester implements AutoCloseable {
         }
         HttpHeaders h = new DefaultHttpHeaders(false).add(headers).set("x-request-id", requestId);
         Call call = new Call(content, h, requestId, start);
+        if (replicas.keyed()) {
+            call.keyHash = replicas.keyOf(content);
+        }
         active.add(call);
         if (closed) { // close() ran meanwhile and may not have seen it
             call.abandon();
@@ -269,7 +273,11 @@ public final class Requester implements AutoCloseable {
 
     /** Attempts allowed on the wire at once now (fixed, or what the adaptive limit says). */
     public int concurrencyLimit() {
-        return slots.limit();
+        int sum = 0;
+        for (Replicas.Replica r : replicas.list()) {
+            sum += r.limit();
+        }
+        return sum;
     }
 
     /** Attempts answered 429 or 503 so far. */
@@ -279,7 +287,11 @@ public final class Requester implements AutoCloseable {
 
     /** Attempts on the wire now. */
     public int attemptsOnTheWire() {
-        return slots.busy();
+        int sum = 0;
+        for (Replicas.Replica r : replicas.list()) {
+            sum += r.inFlight();
+        }
+        return sum;
     }
 
     /** Attempts sent so far (retries included). */
@@ -289,17 +301,25 @@ public final class Requester implements AutoCloseable {
 
     /** Whether the gate holds requests back now (the server looked down and has not answered since). */
     public boolean serverDown() {
-        return gate != null && !gate.isOpen();
+        return replicas.holds() && !replicas.anyIn();
     }
 
-    /** Health probes sent while the server looked down. */
+    /** Health probes sent while the server (a replica) looked down. */
     public long probes() {
-        return gate == null ? 0 : gate.probes();
+        long sum = 0;
+        for (Replicas.Replica r : replicas.list()) {
+            sum += r.gate == null ? 0 : r.gate.probes();
+        }
+        return sum;
     }
 
-    /** Times the gate closed. */
+    /** Times the gate closed (a replica was ejected). */
     public long gateClosures() {
-        return gate == null ? 0 : gate.closures();
+        long sum = 0;
+        for (Replicas.Replica r : replicas.list()) {
+            sum += r.gate == null ? 0 : r.gate.closures();
+        }
+        return sum;
     }
 
     @Override
@@ -317,10 +337,7 @@ public final class Requester implements AutoCloseable {
             return;
         }
         closed = true;
-        if (gate != null) {
-            gate.shutdown();
-        }
-        slots.clear();
+        replicas.close();
         for (Call call : active.toArray(new Call[0])) {
             call.abandon();
         }
@@ -345,13 +362,13 @@ public final class Requester implements AutoCloseable {
      * While the gate is closed: does the server answer (anything below 500) on the health URL? The status says
      * it, whatever becomes of the body (over the limit, cut).
      */
-    private CompletableFuture<Boolean> probe() {
+    private CompletableFuture<Boolean> probe(Replicas.Replica replica) {
         if (closed) {
             return CompletableFuture.completedFuture(false);
         }
         CompletableFuture<Boolean> result = new CompletableFuture<>();
-        transport.send(healthUri, HttpMethod.GET, probeHeaders, new byte[0], PROBE_BODY_LIMIT,
-                nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
+        transport.send(replica.healthUri, replica.address, HttpMethod.GET, probeHeaders, new byte[0],
+                PROBE_BODY_LIMIT, nanos(spec.connectTimeoutS + 5), (response, e, head) -> result.complete(e == null
                         ? response.status < 500 : head != null && head < 500));
         return result;
     }
@@ -391,6 +408,9 @@ public final class Requester implements AutoCloseable {
         volatile Result result = Result.NONE;
         volatile String why = ""; // why it gave up, where the failure does not say
         volatile Attempt current;
+        volatile Replicas.Replica replica; // the last attempt's
+        long keyHash; // 'prefix' routing: the hash of the body's head
+        volatile Replicas.Replica avoid; // the replica of the failed attempt before: another, if one has room
 
         Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {
             this.content = content;
@@ -404,13 +424,13 @@ public final class Requester implements AutoCloseable {
             if (ended.get()) {
                 return;
             }
-            if (gate != null && !gate.isOpen()) {
-                gate.await((deadlineNs - System.nanoTime()) / 1e9, opened -> {
+            if (replicas.holds() && !replicas.anyIn()) {
+                replicas.awaitIn((deadlineNs - System.nanoTime()) / 1e9, opened -> {
                     if (opened) {
                         afterGate();
                     } else {
                         if (result.failure == null) {
-                            result = result.withFailure(gate.reason());
+                            result = result.withFailure(replicas.reason());
                         }
                         finish();
                     }
@@ -427,23 +447,27 @@ public final class Requester implements AutoCloseable {
             if (rateLimit != null) {
                 long waitNs = rateLimit.reserveNs();
                 if (waitNs > 0) {
-                    if (later(() -> slots.acquire(this::onSlot), waitNs / 1e9) == null) {
+                    if (later(this::acquire, waitNs / 1e9) == null) {
                         abandon();
                     }
                     return;
                 }
             }
-            slots.acquire(this::onSlot);
+            acquire();
         }
 
-        private void onSlot(long epoch) {
+        private void acquire() {
+            replicas.acquire(new Replicas.Waiter(replicas.keyed(), keyHash, avoid, this::onSlot));
+        }
+
+        private void onSlot(Replicas.Replica on, long epoch) {
             if (ended.get()) {
-                slots.release();
+                replicas.release(on);
                 return;
             }
             long remainingNs = deadlineNs - System.nanoTime();
             if (remainingNs <= 0) {
-                slots.release();
+                replicas.release(on);
                 if (result.failure == null) {
                     result = result.withFailure(Failure.timeout("the request's deadline of "
                             + Text.seconds(spec.deadlineS) + " s passed before a connection was free"));
@@ -453,22 +477,29 @@ public final class Requester implements AutoCloseable {
             }
             attempts++;
             attemptsSent.incrementAndGet();
-            Attempt attempt = new Attempt(this, Math.min(spec.timeoutS, remainingNs / 1e9), epoch);
+            replica = on;
+            Attempt attempt = new Attempt(this, on, Math.min(spec.timeoutS, remainingNs / 1e9), epoch);
             current = attempt;
             attempt.start();
         }
 
         void onAttempt(Attempt attempt, Result r) {
             current = null;
+            Replicas.Replica on = attempt.replica;
             boolean throttle = r.status != null && (r.status == 429 || r.status == 503);
             if (throttle) {
                 throttled.incrementAndGet();
+                on.throttled.incrementAndGet();
             }
             boolean timedOut = r.failure != null && r.failure.kind.equals(PlanContract.TIMEOUT);
             double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
+            if (r.failure == null) {
+                on.answers.incrementAndGet();
+                on.latencies.add(okRtt);
+            }
             // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
-            slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
-            slots.release();
+            on.slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
+            replicas.release(on);
             if (ended.get()) {
                 return;
             }
@@ -476,7 +507,7 @@ public final class Requester implements AutoCloseable {
                 r = result; // the deadline, not the server, cut this attempt short: the error that led to it says more
             }
             result = r;
-            judgeServer(r);
+            replicas.judge(on, r.status, r.failure);
             Failure f = r.failure;
             if (f == null || !f.retryable) {
                 finish();
@@ -486,8 +517,13 @@ public final class Requester implements AutoCloseable {
                 finish();
                 return;
             }
-            if (gate != null && !gate.isOpen() && r.status == null) {
+            avoid = on; // the next attempt goes to another replica where one has room
+            if (replicas.holds() && !replicas.anyIn() && r.status == null) {
                 step(); // no connection: the gate's probes pace the next attempt
+                return;
+            }
+            if (replicas.replicaFault(r.status, f) && replicas.anotherIn(on)) {
+                step(); // this replica's trouble, not the request's: another takes it now
                 return;
             }
             // (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would
@@ -511,18 +547,6 @@ public final class Requester implements AutoCloseable {
             }
         }
 
-        private void judgeServer(Result r) {
-            if (gate == null) {
-                return;
-            }
-            Failure f = r.failure;
-            if (f != null && (f.kind.equals(PlanContract.CONNECT) || (r.status != null && (r.status == 502 || r.status == 503)))) {
-                gate.close(f);
-            } else if (r.status != null) {
-                gate.open();
-            }
-        }
-
         void finish() {
             if (!ended.compareAndSet(false, true)) {
                 return;
@@ -536,8 +560,9 @@ public final class Requester implements AutoCloseable {
                 text = text + " (gave up after " + attempts + (attempts == 1 ? " attempt" : " attempts") + " in "
                         + Text.oneDecimal(elapsedS) + " s" + why + ")";
             }
+            Replicas.Replica answered = r.status == null ? null : replica;
             future.complete(new Outcome(r.body, r.status, (System.nanoTime() - startNs) / 1e6, attempts, text,
-                    f == null ? null : f.kind, System.currentTimeMillis()));
+                    f == null ? null : f.kind, System.currentTimeMillis(), answered == null ? null : answered.name));
         }
 
         /** close(): end now, whatever it was doing. */
@@ -559,21 +584,23 @@ public final class Requester implements AutoCloseable {
 
     private final class Attempt {
         final Call call;
+        final Replicas.Replica replica;
         final double timeoutS;
         final long epoch;
         final long startNs = System.nanoTime();
         final AtomicBoolean done = new AtomicBoolean();
         volatile Transport.Exchange exchange;
 
-        Attempt(Call call, double timeoutS, long epoch) {
+        Attempt(Call call, Replicas.Replica replica, double timeoutS, long epoch) {
             this.call = call;
+            this.replica = replica;
             this.timeoutS = timeoutS;
             this.epoch = epoch;
         }
 
         void start() {
-            exchange = transport.send(uri, HttpMethod.POST, call.headers, call.content, spec.maxBodyBytes,
-                    nanos(timeoutS), this::ended);
+            exchange = transport.send(replica.uri, replica.address, HttpMethod.POST, call.headers, call.content,
+                    spec.maxBodyBytes, nanos(timeoutS), this::ended);
         }
 
         private void ended(Transport.Response response, Throwable e, Integer head) {
@@ -598,7 +625,7 @@ public final class Requester implements AutoCloseable {
             } else if (e instanceof Transport.Cancelled) {
                 end(new Result(head, null, Failure.request("the request step was closed"), null));
             } else {
-                Failure f = Failure.of(e, head != null, target);
+                Failure f = Failure.of(e, head != null, replica.target);
                 end(new Result(f.kind.equals(PlanContract.TLS) ? null : head, null, f, null));
             }
         }
@@ -615,7 +642,7 @@ public final class Requester implements AutoCloseable {
                 if (x != null) {
                     x.cancel();
                 }
-                slots.release();
+                replicas.release(replica);
             }
         }
     }

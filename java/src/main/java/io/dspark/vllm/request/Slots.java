@@ -116,6 +116,32 @@ final class Slots {
         then.accept(granted);
     }
 
+    /**
+     * A slot now, without waiting: its epoch, or -1 when none is free (then the limit held a request back: the
+     * window is binding). For {@link Replicas}, whose one queue waits for a slot of any replica.
+     */
+    synchronized long tryAcquire() {
+        if (!waiting.isEmpty() || busy >= current()) {
+            windowBinding = true;
+            return -1;
+        }
+        busy++;
+        if (busy >= current()) {
+            windowBinding = true;
+        }
+        return epoch;
+    }
+
+    /** Free slots now (the limit less the attempts on the wire; never below 0). */
+    synchronized int room() {
+        return Math.max(0, current() - busy);
+    }
+
+    /** Requests waited elsewhere while this limit was reached: the window is binding. */
+    synchronized void binding() {
+        windowBinding = true;
+    }
+
     void release() {
         List<Runnable> go;
         synchronized (this) {

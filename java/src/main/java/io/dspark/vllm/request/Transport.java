@@ -154,8 +154,18 @@ final class Transport implements AutoCloseable {
      */
     Exchange send(URI uri, HttpMethod method, HttpHeaders headers, byte[] body, long limit, long timeoutNs,
             Done done) {
-        Exchange x = new Exchange(uri, method, headers, body, Math.min(Math.min(limit, maxBodyLimit), MAX_ARRAY),
-                timeoutNs, done);
+        return send(uri, null, method, headers, body, limit, timeoutNs, done);
+    }
+
+    /**
+     * As above, connecting to {@code address} (one of the addresses the URI's host name resolves to: a replica)
+     * rather than to whatever the name resolves to first; the host header and TLS still name the URI's host, and
+     * the connections to that address are pooled apart from the others. A null address: the URI's host.
+     */
+    Exchange send(URI uri, java.net.InetAddress address, HttpMethod method, HttpHeaders headers, byte[] body,
+            long limit, long timeoutNs, Done done) {
+        Exchange x = new Exchange(uri, address, method, headers, body,
+                Math.min(Math.min(limit, maxBodyLimit), MAX_ARRAY), timeoutNs, done);
         if (closed) {
             done.done(null, new Cancelled(), null);
             return x;
@@ -300,6 +310,7 @@ final class Transport implements AutoCloseable {
     /** One request and its response, on one connection. */
     final class Exchange {
         private final URI uri;
+        private final java.net.InetAddress address;
         private final String origin;
         private final HttpMethod method;
         private final HttpHeaders headers;
@@ -317,9 +328,11 @@ final class Transport implements AutoCloseable {
         private int size;
         private long announced = -1;
 
-        Exchange(URI uri, HttpMethod method, HttpHeaders headers, byte[] body, long limit, long timeoutNs, Done done) {
+        Exchange(URI uri, java.net.InetAddress address, HttpMethod method, HttpHeaders headers, byte[] body,
+                long limit, long timeoutNs, Done done) {
             this.uri = uri;
-            this.origin = origin(uri);
+            this.address = address;
+            this.origin = address == null ? origin(uri) : origin(uri) + "@" + address.getHostAddress();
             this.method = method;
             this.headers = headers;
             this.requestBody = body;
@@ -364,7 +377,9 @@ final class Transport implements AutoCloseable {
                     ch.pipeline().addLast("exchange", connection);
                 }
             });
-            b.connect(uri.getHost(), port(uri)).addListener((ChannelFutureListener) f -> {
+            org.apache.flink.shaded.netty4.io.netty.channel.ChannelFuture connecting = address == null
+                    ? b.connect(uri.getHost(), port(uri)) : b.connect(new java.net.InetSocketAddress(address, port(uri)));
+            connecting.addListener((ChannelFutureListener) f -> {
                 if (!f.isSuccess()) {
                     fail(f.cause());
                 } else if (ended) {

@@ -140,7 +140,13 @@ final class Servers {
         }
 
         Web(Handler completions, int port, SSLContext tls, boolean needClientAuth) throws IOException {
-            InetSocketAddress at = new InetSocketAddress(InetAddress.getLoopbackAddress(), port);
+            this(completions, InetAddress.getLoopbackAddress(), port, tls, needClientAuth);
+        }
+
+        /** On {@code bind} (another loopback address, e.g. 127.0.0.2: one of a name's several replicas). */
+        Web(Handler completions, InetAddress bind, int port, SSLContext tls, boolean needClientAuth)
+                throws IOException {
+            InetSocketAddress at = new InetSocketAddress(bind, port);
             if (tls != null) {
                 HttpsServer s = HttpsServer.create(at, 200);
                 s.setHttpsConfigurator(new HttpsConfigurator(tls) {
@@ -180,7 +186,7 @@ final class Servers {
             server.createContext("/", root);
             server.setExecutor(pool);
             server.start();
-            base = (tls != null ? "https" : "http") + "://127.0.0.1:" + server.getAddress().getPort();
+            base = (tls != null ? "https" : "http") + "://" + bind.getHostAddress() + ":" + server.getAddress().getPort();
         }
 
         int port() {

@@ -1,0 +1,306 @@
+package io.dspark.vllm.request;
+
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+
+import java.net.InetAddress;
+import java.util.ArrayList;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.junit.jupiter.api.MethodOrderer;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.TestMethodOrder;
+import org.junit.jupiter.api.Timeout;
+
+import static io.dspark.vllm.request.RequesterTests.check;
+import static io.dspark.vllm.request.RequesterTests.equal;
+import static io.dspark.vllm.request.RequesterTests.eventually;
+import static io.dspark.vllm.request.Servers.OK_BODY;
+import static io.dspark.vllm.request.Servers.Web;
+import static io.dspark.vllm.request.Servers.of;
+import static io.dspark.vllm.request.Servers.respond;
+import static io.dspark.vllm.request.Servers.spec;
+
+/**
+ * Several replicas behind one endpoint, against real servers on 127.0.0.1 (and 127.0.0.2: a host name's second
+ * address): least-loaded and prefix routing, a replica that dies mid-run, ejection and readmission, a name looked
+ * up again. Each test has 60 s; they run in name order.
+ */
+@TestMethodOrder(MethodOrderer.MethodName.class)
+@Timeout(value = 60, threadMode = Timeout.ThreadMode.SEPARATE_THREAD)
+public final class ReplicasTest {
+
+    /** A spec over these base URLs (one replica each). */
+    static ObjectNode specOf(String... bases) {
+        ObjectNode n = spec(bases[0]);
+        ArrayNode urls = n.putArray("urls");
+        ArrayNode health = n.putArray("health_urls");
+        for (String b : bases) {
+            urls.add(b + "/v1/completions");
+            health.add(b + "/health");
+        }
+        return n;
+    }
+
+    static Web slowOk(long ms) throws Exception {
+        return new Web((x, s) -> {
+            Thread.sleep(ms);
+            respond(x, 200, OK_BODY);
+        });
+    }
+
+    static List<Outcome> all(List<CompletableFuture<Outcome>> futures) throws Exception {
+        List<Outcome> out = new ArrayList<>();
+        for (CompletableFuture<Outcome> f : futures) {
+            out.add(f.get(60, TimeUnit.SECONDS));
+        }
+        return out;
+    }
+
+    static Map<String, Integer> byReplica(List<Outcome> outcomes) {
+        Map<String, Integer> n = new HashMap<>();
+        for (Outcome o : outcomes) {
+            n.merge(String.valueOf(o.replica), 1, Integer::sum);
+        }
+        return n;
+    }
+
+    /** Answers after {@code ms}, counting in {@code open} the requests it holds and has not begun to answer. */
+    static Web counting(long ms, AtomicInteger open, AtomicInteger most) throws Exception {
+        return new Web((x, s) -> {
+            most.accumulateAndGet(open.incrementAndGet(), Math::max);
+            Thread.sleep(ms);
+            open.decrementAndGet(); // before the answer: the client cannot have freed this slot yet
+            respond(x, 200, OK_BODY);
+        });
+    }
+
+    @Test
+    void test01LeastLoadedSpreadsTheRequests() throws Exception {
+        AtomicInteger[] open = {new AtomicInteger(), new AtomicInteger(), new AtomicInteger()};
+        AtomicInteger[] most = {new AtomicInteger(), new AtomicInteger(), new AtomicInteger()};
+        try (Web a = counting(20, open[0], most[0]); Web b = counting(20, open[1], most[1]);
+                Web c = counting(20, open[2], most[2]);
+                Requester r = new Requester(of(specOf(a.base, b.base, c.base)))) {
+            List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+            for (int i = 0; i < 300; i++) {
+                sent.add(r.send("p" + i, "id-" + i));
+            }
+            List<Outcome> outcomes = all(sent);
+            for (Outcome o : outcomes) {
+                check(o.ok(), "ok: " + o.error);
+            }
+            List<Web> webs = List.of(a, b, c);
+            for (int i = 0; i < 3; i++) {
+                long n = webs.get(i).count("POST", "/v1/completions");
+                check(n >= 60, "each replica takes its share: " + n + " of 300 " + byReplica(outcomes));
+                check(most[i].get() <= 8, "at most its own limit at once: " + most[i].get());
+            }
+            equal(3, r.replicas().size(), "replicas");
+            equal(24, r.concurrencyLimit(), "three limits of 8");
+            Set<String> names = new HashSet<>();
+            for (Replicas.Replica x : r.replicas()) {
+                names.add(x.name());
+                check(x.answers() >= 60, "answers of " + x.name() + ": " + x.answers());
+            }
+            check(names.containsAll(byReplica(outcomes).keySet()), "each outcome names its replica: "
+                    + byReplica(outcomes).keySet() + " in " + names);
+        }
+    }
+
+    @Test
+    void test02PrefixRoutingSendsAHeadToOneReplica() throws Exception {
+        try (Web a = slowOk(0); Web b = slowOk(0); Web c = slowOk(0)) {
+            ObjectNode n = specOf(a.base, b.base, c.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            try (Requester r = new Requester(of(n))) {
+                Map<String, Set<String>> replicasOfHead = new HashMap<>();
+                for (int round = 0; round < 4; round++) {
+                    for (int head = 0; head < 25; head++) {
+                        String h = String.format("system %04d", head);
+                        Outcome o = r.send(h + " | question " + round, "id-" + head + "-" + round)
+                                .get(20, TimeUnit.SECONDS);
+                        check(o.ok(), "ok: " + o.error);
+                        replicasOfHead.computeIfAbsent(h, k -> new HashSet<>()).add(o.replica);
+                    }
+                }
+                Set<String> used = new HashSet<>();
+                for (Map.Entry<String, Set<String>> e : replicasOfHead.entrySet()) {
+                    equal(1, e.getValue().size(), "the replicas of the head '" + e.getKey() + "'");
+                    used.addAll(e.getValue());
+                }
+                equal(3, used.size(), "the heads spread over the replicas");
+            }
+        }
+    }
+
+    @Test
+    void test03AReplicaThatDiesMidRunCostsNoRequest() throws Exception {
+        try (Web a = slowOk(5); Web b = slowOk(5); Web c = slowOk(5)) {
+            ObjectNode n = specOf(a.base, b.base, c.base);
+            n.put("max_attempts", 10);
+            int deadPort = b.port();
+            try (Requester r = new Requester(of(n))) {
+                AtomicInteger answered = new AtomicInteger();
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 900; i++) {
+                    if (i == 300) {
+                        eventually(() -> answered.get() >= 250, "250 answers before the kill");
+                        b.close(); // its listening socket and its connections close: in-flight attempts break
+                    }
+                    CompletableFuture<Outcome> f = r.send("p" + i, "id-" + i);
+                    f.thenAccept(o -> answered.incrementAndGet());
+                    sent.add(f);
+                }
+                List<Outcome> outcomes = all(sent);
+                for (Outcome o : outcomes) {
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                Replicas.Replica dead = null;
+                for (Replicas.Replica x : r.replicas()) {
+                    if (x.name().endsWith(":" + deadPort)) {
+                        dead = x;
+                    }
+                }
+                check(dead != null && dead.ejected(), "the dead replica is ejected");
+                check(a.count("POST", "/v1/completions") + c.count("POST", "/v1/completions") >= 600,
+                        "the others took the rest");
+                // what the death cost: the attempts it broke (at most its limit, 8), and those that found it
+                // closed before it was ejected (a connect failure ejects it at once) - not a share of the rest
+                long extra = r.attempts() - 900;
+                check(extra <= 40, "attempts beyond one per request: " + extra);
+            }
+        }
+    }
+
+    @Test
+    void test04NoReplicaLeftWithinTheDeadlineIsAnError() throws Exception {
+        int p1 = Servers.freePort();
+        int p2 = Servers.freePort();
+        ObjectNode n = specOf("http://127.0.0.1:" + p1, "http://127.0.0.1:" + p2);
+        n.put("deadline_s", 1.0);
+        n.put("hold_while_down", true);
+        try (Requester r = new Requester(of(n))) {
+            Outcome o = r.send("p", "id-1").get(20, TimeUnit.SECONDS);
+            check(!o.ok(), "an error");
+            equal(PlanContract.CONNECT, o.errorKind, "kind");
+            equal(null, o.replica, "no replica answered");
+            eventually(r::serverDown, "both ejected: the requests are held");
+        }
+    }
+
+    @Test
+    void test05AnEjectedReplicaIsTakenBackWhenItAnswers() throws Exception {
+        try (Web b = slowOk(0)) {
+            Web a = slowOk(0);
+            int port = a.port();
+            try (Requester r = new Requester(of(specOf(a.base, b.base)))) {
+                a.close();
+                for (int i = 0; i < 20; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS);
+                    check(o.ok(), "ok: " + o.error);
+                }
+                Replicas.Replica first = r.replicas().get(0);
+                check(first.ejected(), "the closed replica is ejected");
+                long before = b.count("POST", "/v1/completions");
+                equal(20L, before, "the other took all");
+                try (Web again = new Web((x, s) -> respond(x, 200, OK_BODY), port, null, false)) {
+                    eventually(() -> !first.ejected(), "taken back after a /health probe");
+                    check(again.count("GET", "/health") >= 1, "probed");
+                    List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                    for (int i = 0; i < 40; i++) {
+                        sent.add(r.send("q" + i, "id-q" + i));
+                    }
+                    all(sent);
+                    check(again.count("POST", "/v1/completions") > 0, "it takes requests again");
+                }
+            }
+        }
+    }
+
+    @Test
+    void test06ANameWithSeveralAddressesIsSeveralReplicas() throws Exception {
+        InetAddress one = InetAddress.getByName("127.0.0.1");
+        InetAddress two = InetAddress.getByName("127.0.0.2");
+        try (Web a = new Web((x, s) -> respond(x, 200, OK_BODY), one, 0, null, false);
+                Web b = new Web((x, s) -> respond(x, 200, OK_BODY), two, a.port(), null, false)) {
+            AtomicReference<InetAddress[]> dns = new AtomicReference<>(new InetAddress[] {two, one});
+            String base = "http://replicas.test:" + a.port();
+            ObjectNode n = spec(base);
+            n.putObject("routing").put("resolve_interval_s", 0.1);
+            Replicas.Resolver resolver = host -> {
+                if (!host.equals("replicas.test")) {
+                    throw new java.net.UnknownHostException(host);
+                }
+                return dns.get();
+            };
+            try (Requester r = new Requester(of(n), resolver)) {
+                equal(2, r.replicas().size(), "two addresses: two replicas");
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "ok: " + o.error);
+                }
+                check(a.count("POST", "/v1/completions") > 0 && b.count("POST", "/v1/completions") > 0,
+                        "both addresses answered");
+                equal("replicas.test:" + a.port(), a.posts().get(0).header("host"), "the host header names the name");
+                dns.set(new InetAddress[] {two});
+                eventually(() -> r.replicas().size() == 1, "looked up again: one replica left");
+                long before = a.count("POST", "/v1/completions");
+                sent.clear();
+                for (int i = 0; i < 30; i++) {
+                    sent.add(r.send("q" + i, "id-q" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "ok: " + o.error);
+                }
+                equal(before, a.count("POST", "/v1/completions"), "nothing more to the address gone");
+                dns.set(new InetAddress[] {one, two});
+                eventually(() -> r.replicas().size() == 2, "it comes back");
+            }
+        }
+    }
+
+    @Test
+    void test07PrefixRoutingKeepsItsHeadsUnderLoad() throws Exception {
+        // Every replica full, requests waiting: a head still goes to its replica (it waits for it), rather than to
+        // whichever replica frees a slot first - which would make prefix routing least-loaded under load.
+        try (Web a = slowOk(5); Web b = slowOk(5); Web c = slowOk(5)) {
+            ObjectNode n = specOf(a.base, b.base, c.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            n.with("concurrency").put("initial", 4).put("max", 4);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                List<String> heads = new ArrayList<>();
+                for (int i = 0; i < 360; i++) {
+                    String h = String.format("system %04d", i % 12);
+                    heads.add(h);
+                    sent.add(r.send(h + " | question " + i, "id-" + i));
+                }
+                List<Outcome> outcomes = all(sent);
+                Map<String, Map<String, Integer>> byHead = new HashMap<>();
+                for (int i = 0; i < outcomes.size(); i++) {
+                    check(outcomes.get(i).ok(), "ok: " + outcomes.get(i).error);
+                    byHead.computeIfAbsent(heads.get(i), k -> new HashMap<>())
+                            .merge(outcomes.get(i).replica, 1, Integer::sum);
+                }
+                int onItsReplica = 0;
+                for (Map<String, Integer> counts : byHead.values()) {
+                    onItsReplica += counts.values().stream().max(Integer::compare).orElse(0);
+                }
+                check(onItsReplica >= 0.75 * 360, "requests on their head's replica: " + onItsReplica + " of 360 "
+                        + byHead);
+            }
+        }
+    }
+}

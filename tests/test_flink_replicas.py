@@ -1,0 +1,172 @@
+"""Several replicas behind one model: ML_PREDICT at parallelism 2 over three simulators, one killed by its pid.
+
+The Requester's routing, ejection and failover are tested against real servers in JUnit
+(java/src/test/.../request/ReplicasTest.java); here the same in a Flink job, through `dspark-vllm sql`. Three
+replicas that serve 16 completions at once each (100 ms; 429 beyond), two subtasks with 'request.concurrency' =
+'auto' (each its own limit on each replica), one replica killed after 500 requests: every key comes out once, none
+as an error row, each row names the replica that answered it (`request.replica`), every replica had its share
+before the kill, and under 5% of the requests were answered 429. And a 'dspark-vllm' table at parallelism 2 with
+'prefix' routing: both subtasks send each head to the same replica.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from contextlib import ExitStack
+from pathlib import Path
+
+import pytest
+
+from tests.flink_support import read_json_dir
+
+pytest.importorskip("pyflink")
+
+from connector.simulator import testing  # noqa: E402
+
+pytestmark = [pytest.mark.flink, pytest.mark.slow]
+
+ROWS = 2000
+KILL_AFTER = 500  # completions asked for, all replicas together
+
+SQL = """
+SET 'parallelism.default' = '2';
+CREATE TABLE questions (k STRING, question STRING) WITH (
+  'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'csv');
+CREATE MODEL answerer
+  INPUT (question STRING)
+  OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
+  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
+        'request.concurrency' = 'auto');
+CREATE TABLE answers (k STRING, content STRING, replica STRING, reason STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+INSERT INTO answers SELECT k, content, `request.replica`, `error.reason`
+  FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR(question),
+                  MAP['async', 'true', 'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '64']);
+"""
+
+
+def _answers(sim: testing.RunningSimulator) -> float:
+    try:
+        return sim.stats().get("requests /v1/chat/completions", 0.0)  # (not status_200: /metrics is one too)
+    except OSError:
+        return 0.0
+
+
+def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
+    questions = tmp_path / "questions.csv"
+    questions.write_text("".join(f"k{i},What is {i} + {i}?\n" for i in range(ROWS)))
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli, "the dspark-vllm command is installed beside this Python"
+    with ExitStack() as stack:
+        sims = [
+            stack.enter_context(
+                testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=100, capacity=16)
+            )
+            for i in range(3)
+        ]
+        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        victim = sims[1]
+        killed_at: list[float] = []
+        shares: list[float] = []
+        victim_throttled: list[float] = []
+
+        def kill_mid_run() -> None:
+            deadline = time.monotonic() + 300
+            while time.monotonic() < deadline:
+                seen = [_answers(s) for s in sims]
+                if sum(seen) >= KILL_AFTER:
+                    shares.extend(n / sum(seen) for n in seen)
+                    killed_at.append(_answers(victim))
+                    victim_throttled.append(victim.stats().get("throttled", 0.0))
+                    assert victim.process is not None
+                    os.kill(victim.process.pid, signal.SIGKILL)  # by its pid, as a replica dies
+                    return
+                time.sleep(0.02)
+
+        watcher = threading.Thread(target=kill_mid_run, daemon=True)
+        watcher.start()
+        script = tmp_path / "enrich.sql"
+        endpoint = ",".join(s.url for s in sims)
+        script.write_text(SQL.format(questions=questions, endpoint=endpoint, model=model, out=tmp_path / "out"))
+        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+        watcher.join(timeout=10)
+        survivors = [_answers(s) for s in (sims[0], sims[2])]
+        throttled = sum(s.stats().get("throttled", 0.0) for s in (sims[0], sims[2])) + sum(victim_throttled)
+        asked = sum(survivors) + killed_at[0] if killed_at else 0.0
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert killed_at, "the replica was killed while the job ran"
+    rows = read_json_dir(tmp_path / "out")
+    assert sorted(r["k"] for r in rows) == sorted(f"k{i}" for i in range(ROWS))  # every key once
+    assert [r for r in rows if r["reason"]] == []  # no error row: the others took its requests
+    by_replica: dict[str, int] = {}
+    for r in rows:
+        by_replica[r["replica"]] = by_replica.get(r["replica"], 0) + 1
+    names = {f"127.0.0.1:{s.port}" for s in sims}
+    assert set(by_replica) <= names and len(by_replica) == 3, by_replica
+    # the killed replica answered at most what it was asked before it died; the two others the rest
+    assert 0 < by_replica[f"127.0.0.1:{victim.port}"] <= killed_at[0] < ROWS / 2
+    assert sum(survivors) >= ROWS - by_replica[f"127.0.0.1:{victim.port}"]
+    assert min(shares) >= 0.20, shares  # before the kill, each replica had its share
+    # 'auto' on each replica: few 429s (the victim's counted at its kill)
+    assert throttled < 0.05 * asked, (throttled, asked)
+
+
+TABLE_SQL = """
+SET 'parallelism.default' = '2';
+CREATE TABLE answers_in (
+  content STRING,
+  prompt STRING METADATA FROM 'request.prompt' VIRTUAL,
+  replica STRING METADATA FROM 'request.replica' VIRTUAL,
+  reason STRING METADATA FROM 'error.reason' VIRTUAL
+) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'prompts.path' = '{prompts}',
+        'request.routing' = 'prefix', 'request.routing.prefix-length' = '24', 'request.routing.load-bound' = '1000',
+        'parse.backend' = 'cpu');
+CREATE TABLE answers (prompt STRING, replica STRING, reason STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
+"""
+
+
+def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
+    """Prefix routing is a function of the head and the replicas, the same in every subtask: at parallelism 2
+    (two request steps, each with its own connections and limits) every prompt of a head goes to one replica
+    (no load bound here: 'request.routing.load-bound' = '1000'), and the table's `request.replica` says which."""
+    prompts = tmp_path / "prompts"
+    prompts.mkdir()
+    for part in range(2):  # two files: each subtask reads one
+        (prompts / f"p{part}.txt").write_text(
+            "".join(f"head number {h:02d} of seven | question {part}-{i}\n" for i in range(120) for h in [i % 7])
+        )
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli, "the dspark-vllm command is installed beside this Python"
+    with ExitStack() as stack:
+        sims = [
+            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
+            for i in range(2)
+        ]
+        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        script = tmp_path / "table.sql"
+        endpoint = ",".join(s.url for s in sims)
+        script.write_text(TABLE_SQL.format(endpoint=endpoint, model=model, prompts=prompts, out=tmp_path / "out"))
+        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = read_json_dir(tmp_path / "out")
+    assert sorted(r["prompt"] for r in rows) == sorted(
+        f"head number {i % 7:02d} of seven | question {part}-{i}" for part in range(2) for i in range(120)
+    )  # every prompt once
+    assert [r for r in rows if r["reason"]] == []
+    replicas_of: dict[str, set[str]] = {}
+    for r in rows:
+        replicas_of.setdefault(r["prompt"][:24], set()).add(r["replica"])
+    assert len(replicas_of) == 7 and all(len(v) == 1 for v in replicas_of.values()), replicas_of
+    assert set().union(*replicas_of.values()) <= {f"127.0.0.1:{s.port}" for s in sims}
