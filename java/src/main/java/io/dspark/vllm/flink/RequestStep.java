@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.RequestSpec;
@@ -9,8 +10,6 @@ import io.dspark.vllm.store.StoredRequests;
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
@@ -63,7 +62,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
         return InternalTypeInfo.of(ROW);
     }
 
-    private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
+    private final Plan.ClientSpec spec;
     private final boolean failJob;
     private final String store; // 'request.store', or null
     private final long cacheTtlMs; // 'request.cache', or 0
@@ -75,12 +74,12 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     private transient java.util.Map<Integer, Long> restoredPositions;
     private transient RequestMetrics metrics;
 
-    RequestStep(JsonNode request) {
+    RequestStep(Plan.TableRequest request) {
         List<String> columns = new java.util.ArrayList<>();
         List<String> types = new java.util.ArrayList<>();
-        request.get("columns").forEach(pair -> {
-            columns.add(pair.get(0).asText());
-            types.add(pair.get(1).asText());
+        request.columns.forEach(pair -> {
+            columns.add(pair.name);
+            types.add(pair.type);
         });
         if (!columns.equals(COLUMNS) || !types.equals(TYPES)) {
             throw new IllegalArgumentException(
@@ -88,13 +87,12 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
                             + COLUMNS + " " + TYPES
                             + ": install the same dspark-vllm on the client and the TaskManagers");
         }
-        this.specJson = request.get("client").toString();
-        RequestSpec.fromJson(request.get("client")); // its version is checked where the job is planned
-        this.failJob = "fail-job".equals(request.get("on_failure").asText());
-        JsonNode stored = request.path("store");
-        this.store = stored.isObject() ? stored.get("uri").asText() : null;
-        this.cacheTtlMs = stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0;
-        this.marginMs = request.get("timeout_ms").asLong() + 60_000;
+        this.spec = request.client;
+        RequestSpec.of(spec); // refused here, where the job is planned, not on a TaskManager
+        this.failJob = "fail-job".equals(request.onFailure);
+        this.store = request.store == null ? null : request.store.uri;
+        this.cacheTtlMs = request.store == null ? 0 : request.store.cacheTtlMs;
+        this.marginMs = request.timeoutMs + 60_000;
     }
 
     /**
@@ -122,7 +120,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
 
     @Override
     public void open(OpenContext openContext) throws Exception {
-        RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
+        RequestSpec spec = RequestSpec.of(this.spec);
         requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
                 getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
