@@ -294,11 +294,34 @@ def _source(table: str, options: Options) -> Source:
     return Source(kind="prompts", path=str(options.get(PROMPTS_PATH)))
 
 
+# Schemes of Flink's file systems and Kafka: a scheme close to one of them (and none itself) is a typo, which
+# the store would otherwise meet only on a TaskManager (the job then runs without a store). Another scheme is a
+# file system plugin's, which only the TaskManagers can tell.
+_STORE_SCHEMES = ("kafka", "file", "s3", "s3a", "s3p", "hdfs", "gs", "abfs", "abfss", "wasb", "wasbs", "oss", "viewfs")
+
+
 def _store(options: Options) -> Store | None:
-    """The request step's response store ('request.store', 'request.cache'), or None."""
+    """The request step's response store ('request.store', 'request.cache'), or None; a URI that names no store
+    (a typo in its scheme, a Kafka topic not written kafka://host:port[,host:port]/topic) refused."""
     uri = options.get(REQUEST_STORE)
     if uri is None:
         return None
+    scheme = urllib.parse.urlsplit(str(uri)).scheme.lower() if "://" in str(uri) else ""
+    if scheme and scheme not in _STORE_SCHEMES:
+        close = difflib.get_close_matches(scheme, _STORE_SCHEMES, n=1, cutoff=0.75)
+        if close:
+            raise OptionsError(
+                f"Option 'request.store' = {str(uri)!r} starts with '{scheme}://': did you mean '{close[0]}://'? "
+                "(a folder of Flink's file systems, or kafka://host:port[,host:port]/topic)"
+            )
+    if scheme == "kafka":
+        rest = str(uri)[len("kafka://") :].split("?", 1)[0]
+        host, _, topic = rest.partition("/")
+        if not host or not topic or "/" in topic:
+            raise OptionsError(
+                f"Option 'request.store' = {str(uri).split('?', 1)[0]!r} is not kafka://host:port[,host:port]/topic "
+                "(Kafka client settings may follow after '?')."
+            )
     ttl = options.get(REQUEST_CACHE)
     return Store(uri=str(uri), cache_ttl_ms=0 if ttl is None else max(1, round(ttl * 1000)))
 
