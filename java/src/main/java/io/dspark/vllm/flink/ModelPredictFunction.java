@@ -24,7 +24,6 @@ import org.apache.flink.table.types.logical.RowType;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -127,14 +126,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         prompt = new Prompt(plan, spec, (RowType) TablePlan.dataType(inputType).getLogicalType());
 
         // The row the request step makes (contract.REQUEST_COLUMNS) is the parse step's input, as in a table.
-        Map<String, String> requestColumns = new LinkedHashMap<>();
-        request.columns.forEach(pair -> requestColumns.put(pair.name, pair.type));
-        if (!new ArrayList<>(requestColumns.keySet()).equals(RequestStep.COLUMNS)
-                || !new ArrayList<>(requestColumns.values()).equals(RequestStep.TYPES)) {
-            throw new IllegalArgumentException("dspark-vllm: the plan's request columns " + requestColumns
-                    + " are not this jar's: install the same dspark-vllm on the client and the TaskManagers");
-        }
-        RowType requestRow = (RowType) TablePlan.row(requestColumns).getLogicalType();
+        Engine.checkRequestColumns(request.columns);
+        RowType requestRow = RequestStep.ROW;
         RowType out = (RowType) TablePlan.dataType(outputType).getLogicalType();
         List<Plan.Layout> layouts = new ArrayList<>();
         plan.outputs.forEach(o -> layouts.add(o.from));
@@ -147,9 +140,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                 RequestStep.COLUMNS.indexOf("_request_error"), false, null);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
 
-        requests = new StoredRequests(new Requester(spec), request.store == null ? null : request.store.uri,
-                request.store == null ? 0 : request.store.cacheTtlMs,
-                context.getTaskInfo().getIndexOfThisSubtask());
+        requests = Engine.requests(spec, request.store, context.getTaskInfo().getIndexOfThisSubtask(), null);
         // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
         modelIdentity = plan.model.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         rowIdentity = new RowIdentity((RowType) TablePlan.dataType(inputType).getLogicalType());

@@ -4,7 +4,6 @@ import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.RequestSpec;
-import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.api.common.functions.OpenContext;
@@ -64,8 +63,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
 
     private final Plan.ClientSpec spec;
     private final boolean failJob;
-    private final String store; // 'request.store', or null
-    private final long cacheTtlMs; // 'request.cache', or 0
+    private final Plan.Store store; // 'request.store' and 'request.cache', or null
 
     private final long marginMs; // the async operator's timeout and a minute: no row stays in it longer
 
@@ -75,23 +73,11 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     private transient RequestMetrics metrics;
 
     RequestStep(Plan.TableRequest request) {
-        List<String> columns = new java.util.ArrayList<>();
-        List<String> types = new java.util.ArrayList<>();
-        request.columns.forEach(pair -> {
-            columns.add(pair.name);
-            types.add(pair.type);
-        });
-        if (!columns.equals(COLUMNS) || !types.equals(TYPES)) {
-            throw new IllegalArgumentException(
-                    "dspark-vllm: the plan's request columns " + columns + " " + types + " are not this jar's "
-                            + COLUMNS + " " + TYPES
-                            + ": install the same dspark-vllm on the client and the TaskManagers");
-        }
+        Engine.checkRequestColumns(request.columns);
         this.spec = request.client;
         RequestSpec.of(spec); // refused here, where the job is planned, not on a TaskManager
         this.failJob = "fail-job".equals(request.onFailure);
-        this.store = request.store == null ? null : request.store.uri;
-        this.cacheTtlMs = request.store == null ? 0 : request.store.cacheTtlMs;
+        this.store = request.store;
         this.marginMs = request.timeoutMs + 60_000;
     }
 
@@ -105,7 +91,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
         storePositions = context.getOperatorStateStore().getUnionListState(
                 new ListStateDescriptor<>("dspark-vllm response store positions", String.class));
         if (context.isRestored() && store != null) {
-            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store);
+            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store.uri);
         }
     }
 
@@ -121,8 +107,8 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     @Override
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.of(this.spec);
-        requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
-                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
+        requests = Engine.requests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             checkEndpoint(spec.url);
