@@ -519,9 +519,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     bench = b.add_subparsers(dest="bench", required=True)
     bp = bench.add_parser("parse", parents=[common], help="deserializer throughput against the usual baselines")
     bp.add_argument("--bodies", type=_positive, default=100_000, help="corpus size (default 100000)")
-    bp.add_argument(
-        "--batch-size", type=_positive, default=10_000, help="bodies per parse_batch call (default 10000)"
-    )
+    bp.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per parse_batch call (default 10000)")
     bp.add_argument(
         "--profile", default="coder", help="built-in profile name or profile file of the corpus (default coder)"
     )

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import argparse
 import base64
 import json
 import os
@@ -539,7 +540,7 @@ def test_the_per_body_benchmark_runs():
 # -- help: what a reader sees first -------------------------------------------------------------------------------
 
 
-def _subparsers() -> dict[str, "argparse.ArgumentParser"]:  # noqa: F821
+def _subparsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's parser, by its words ("bench parse", "simulate", ...), its options added."""
     from connector.cli import _DELEGATED, _parser
 

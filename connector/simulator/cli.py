@@ -47,7 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--latency-p99-ms", type=float, default=None, help="99th percentile of the lognormal latency")
     parser.add_argument(
-        "--ms-per-token", type=float, default=0.0, help="added per completion token generated (long answers last; default 0)"
+        "--ms-per-token",
+        type=float,
+        default=0.0,
+        help="added per completion token generated (long answers last; default 0)",
     )
     parser.add_argument(
         "--capacity",
@@ -64,7 +67,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KIND=RATE",
         help=f"inject a fault into RATE of the completions; KIND: {', '.join(FAULT_KINDS)}",
     )
-    parser.add_argument("--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503 (default 1)")
+    parser.add_argument(
+        "--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503 (default 1)"
+    )
     parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault (default 2000)")
     parser.add_argument("--hang-s", type=float, default=3600.0, help="how long the 'hang' fault waits (default 3600)")
     parser.add_argument("--big-mb", type=float, default=4.0, help="content size of the 'big' fault (default 4)")
@@ -82,11 +87,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the served model's context length: a request whose max_tokens is larger is answered 400, as vLLM "
         "does (default 8192)",
     )
-    parser.add_argument("--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content; default 0.32.0)")
+    parser.add_argument(
+        "--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content; default 0.32.0)"
+    )
     parser.add_argument("--no-metrics", action="store_true", help="no per-request `metrics` in bodies")
     parser.add_argument("--no-json-schema", action="store_true", help="no /health/json-schema, like a plain vLLM")
     parser.add_argument("--created", type=int, default=None, help="fixed `created` (Unix s) instead of the clock")
-    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT; default 1)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT; default 1)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:
