@@ -199,7 +199,7 @@ public final class SqlRunner {
                 message.append(" <- ").append(text);
             }
         }
-        String text = nearestOptions(message.toString());
+        String text = nearestOptions(withoutFactoryWrapper(message.toString()));
         // One line, the statement's beginning in it: Flink's messages hold line breaks (the lists of options
         // and keys). -Ddspark.verbose=true adds the stack trace (`dspark-vllm sql --verbose` sets it).
         String first = statement.strip().split("\\R", 2)[0].strip();
@@ -231,6 +231,18 @@ public final class SqlRunner {
             }
         }
         return message.substring(0, at) + last.replaceFirst("^connector\\.errors\\.\\w+: ", "");
+    }
+
+    private static final Pattern FACTORY_WRAPPER = Pattern.compile(
+            "Unable to create a [^\\n]*? for [^\\n]*?'\\.\\s+\\w+ options are:.*? <- ", Pattern.DOTALL);
+
+    /**
+     * Flink's "Unable to create a source for reading table 'x'. Table options are: 'k'='v' ..." (a model's alike)
+     * around the factory's own message, left out: it repeats every option with its value, and the factory's
+     * message, after it, says what is wrong.
+     */
+    static String withoutFactoryWrapper(String message) {
+        return FACTORY_WRAPPER.matcher(message).replaceFirst("");
     }
 
     private static final Pattern UNSUPPORTED = Pattern.compile(
