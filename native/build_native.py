@@ -241,6 +241,9 @@ def build(force: bool = False, only_this_cpu: bool = False) -> list[Path]:
     (OUT / "__init__.py").touch()
     wanted = variants()
     if only_this_cpu:
+        for name in wanted:  # another variant older than the sources would go into the jar as it is: stale
+            if name != this_cpus_variant() and (OUT / name).is_file() and (OUT / name).stat().st_mtime < newest:
+                (OUT / name).unlink()
         wanted = {this_cpus_variant(): wanted[this_cpus_variant()]}
     todo = {
         name: flags
