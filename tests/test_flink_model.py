@@ -41,7 +41,7 @@ def test_refused_when_the_model_is_first_used():
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", **{"prompt.template": "Review {code}"}),
          "names '{code}', which is not an INPUT column of the model; its INPUT columns: question, max_tokens"),
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", **{"prompts.path": "/tmp/x"}),
-         "Unsupported options found for model provider 'dspark-vllm'"),
+         "Unsupported options found for 'dspark-vllm'. Unsupported options: prompts.path"),
         (model_ddl("reviewer", "http://127.0.0.1:9", "m", output="`request.latency-ms` STRING"),
          "OUTPUT column 'request.latency-ms' is the metadata key 'request.latency-ms': declare it DOUBLE"),
     ]  # fmt: skip

@@ -355,6 +355,20 @@ def _answer_setting(key: str) -> bool:
     return key.startswith("answer.") and key.count(".") >= 2
 
 
+def _unsupported(what: str, unknown: list[str], supported: list[str], where: str) -> OptionsError:
+    """Flink's wording, but the nearest keys to each unknown one instead of all of them (a misspelt key is the
+    usual cause, and the list of ~60 hid the one meant)."""
+    named = []
+    for key in unknown:
+        near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
+        named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
+    return OptionsError(
+        f"Unsupported options found for {what}.\n\n"
+        "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
+        f"Supported options: {len(supported)} keys, in {where}."
+    )
+
+
 def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
     for key in sorted(raw):
@@ -362,18 +376,9 @@ def validate(raw: Mapping[str, str]) -> Options:
             raise OptionsError(message)
     unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS and not _answer_setting(k))
     if unknown:
-        # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
-        # usual cause, and the list hid the one meant).
         supported = sorted({*(o.key for o in OPTIONS), *_FRAMEWORK_KEYS})
-        named = []
-        for key in unknown:
-            near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
-            named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
-        raise OptionsError(
-            f"Unsupported options found for '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
-            f"Supported options: {len(supported)} keys, in the README's table of options "
-            "(connector.options.OPTIONS)."
+        raise _unsupported(
+            f"'{CONNECTOR}'", unknown, supported, "the README's table of options (connector.options.OPTIONS)"
         )
     missing = sorted(o.key for o in OPTIONS if o.required and o.key not in raw)
     if missing:
@@ -408,10 +413,11 @@ def validate_model(raw: Mapping[str, str]) -> Options:
     known = {o.key: o for o in MODEL_OPTIONS}
     unknown = sorted(k for k in raw if k not in known and not _answer_setting(k))
     if unknown:
-        raise OptionsError(
-            f"Unsupported options found for model provider '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(sorted(known))
+        raise _unsupported(
+            f"model provider '{CONNECTOR}'",
+            unknown,
+            sorted(known),
+            "docs/flink.md's table of model options (connector.options.MODEL_OPTIONS)",
         )
     if raw.get("provider") != CONNECTOR:
         raise OptionsError(f"Option 'provider' must be '{CONNECTOR}', got '{raw.get('provider')}'.")

@@ -68,6 +68,42 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private transient boolean failJob;
     private transient Completions<Done> done;
     private transient boolean said;
+    private transient boolean asked;
+    private transient String inputKey;
+    private transient Input input;
+    private transient Thread inputCheck;
+
+    /** How long a model waits for its first row before it says that its input has none yet. */
+    static final long NO_INPUT_NOTE_MS = 10_000;
+    // The model's instances in this JVM (every subtask of a local job; a TaskManager's on a cluster), by operator
+    // and plan: whether any of them was given a row. A source with no records (an empty Kafka topic) says nothing,
+    // and a job that asks nothing looked like a job that hangs: the model says it, once for all its instances.
+    private static final Map<String, Input> INPUTS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** What the instances of one model in this JVM have been given. */
+    static final class Input {
+        final java.util.concurrent.atomic.AtomicBoolean rows = new java.util.concurrent.atomic.AtomicBoolean();
+        final java.util.concurrent.atomic.AtomicBoolean said = new java.util.concurrent.atomic.AtomicBoolean();
+        int open;
+
+        /** Said once (stderr: the console of a local job, a TaskManager's .out file; and the log), if no row came. */
+        void sayIfNone(String line) {
+            if (!rows.get() && said.compareAndSet(false, true)) {
+                System.err.println(line);
+                LOG.info(line);
+            }
+        }
+    }
+
+    static String waitingLine(String model, long ms) {
+        return "dspark-vllm: model " + model + " (ML_PREDICT) has had no row to ask for " + ms / 1000
+                + " s: the job is waiting for its input's records (an empty Kafka topic?) and asks as they come";
+    }
+
+    static String noneLine(String model) {
+        return "dspark-vllm: model " + model + " (ML_PREDICT) asked nothing: its input ended with no row "
+                + "(an empty topic or file?)";
+    }
 
     ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
         this.planJson = planJson;
@@ -166,6 +202,30 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         }
         done = new Completions<>("dspark-vllm model parse " + plan.get("model").asText(),
                 jvm.get("batch_size").asInt(), this::parse);
+
+        String model = plan.get("model").asText();
+        if (context.getTaskInfo().getIndexOfThisSubtask() == 0) { // the table's check, said once a job
+            Thread check = new Thread(() -> RequestStep.reportUnreachable(spec.url), "dspark-vllm endpoint check");
+            check.setDaemon(true);
+            check.start();
+        }
+        inputKey = context.getTaskInfo().getTaskName() + "\u0000" + planJson.hashCode();
+        input = INPUTS.compute(inputKey, (k, v) -> {
+            Input in = v == null ? new Input() : v;
+            in.open++;
+            return in;
+        });
+        Input shared = input;
+        inputCheck = new Thread(() -> {
+            try {
+                Thread.sleep(NO_INPUT_NOTE_MS);
+            } catch (InterruptedException e) {
+                return;
+            }
+            shared.sayIfNone(waitingLine(model, NO_INPUT_NOTE_MS));
+        }, "dspark-vllm model input check");
+        inputCheck.setDaemon(true);
+        inputCheck.start();
     }
 
     @Override
@@ -178,6 +238,10 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     break;
                 }
             }
+        }
+        if (!asked) {
+            asked = true;
+            this.input.rows.set(true);
         }
         CompletableFuture<Collection<RowData>> result = new CompletableFuture<>();
         metrics.sent();
@@ -257,6 +321,19 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
 
     @Override
     public void close() throws Exception {
+        if (inputCheck != null) {
+            inputCheck.interrupt();
+        }
+        if (inputKey != null) {
+            String model = JSON.readTree(planJson).get("model").asText();
+            INPUTS.computeIfPresent(inputKey, (k, in) -> {
+                if (--in.open > 0) {
+                    return in;
+                }
+                in.sayIfNone(noneLine(model)); // the last instance to close: a bounded input that had no row
+                return null;
+            });
+        }
         if (requests != null) {
             requests.close();
         }
