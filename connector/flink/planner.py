@@ -352,14 +352,9 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["columns"]
-        if c["kind"] == "physical" and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
+    fields = _answer_fields([c for c in declared["columns"] if c["kind"] == "physical"], flat, options.raw)
     answer: dict[str, Any] | None = None
     answer_body: dict[str, Any] | None = None
-    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"table '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -492,6 +487,20 @@ def _of_profile(ftype: Mapping[str, Any], name: str, flat: Mapping[str, str]) ->
     return all(_of_profile(f["type"], str(f["name"]), flat) for f in ftype["fields"])
 
 
+def _answer_fields(
+    columns: Sequence[Mapping[str, Any]], flat: Mapping[str, str], settings: Mapping[str, str]
+) -> list[AnswerField]:
+    """The declared columns that are answer fields (not the profile's); refuses an 'answer.*' setting that names
+    none of them."""
+    fields = [
+        AnswerField(str(c["name"]), c["type"], c.get("comment"))
+        for c in columns
+        if not _of_profile(c["type"], str(c["name"]), flat)
+    ]
+    answer_options(settings, fields)
+    return fields
+
+
 def _answer(
     owner: str, profile: Profile, fields: Sequence[AnswerField], options: Options
 ) -> tuple[Profile, dict[str, Any], dict[str, Any] | None]:
@@ -606,14 +615,9 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     metadata = {m.key: m for m in metadata_for("request")}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["output"]
-        if str(c["name"]) not in metadata and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
+    fields = _answer_fields([c for c in declared["output"] if str(c["name"]) not in metadata], flat, options.raw)
     answer: dict[str, Any] | None = None
     answer_body: dict[str, Any] | None = None
-    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"model '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -762,16 +766,10 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {', '.join(map(repr, FORMAT_ON_ERROR))}."
         )
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["columns"]
-        if c["kind"] == "physical"
-        and str(c["name"]) not in FORMAT_ERROR_COLUMNS
-        and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
-    answer: dict[str, Any] | None = None
     settings = {k: v for k, v in given.items() if k.startswith("answer.")}
-    answer_options(settings, fields)  # refuses a setting that names no answer field
+    physical = [c for c in declared["columns"] if c["kind"] == "physical" and c["name"] not in FORMAT_ERROR_COLUMNS]
+    fields = _answer_fields(physical, flat, settings)
+    answer: dict[str, Any] | None = None
     if fields:
         parsed = {
             ANSWER_CONSTRAINT.key: "response-format",
