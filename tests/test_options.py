@@ -189,6 +189,11 @@ def test_durations(text, seconds):
         ),
         ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
         ({**REQUEST, "request.routing": "random"}, "Could not parse value 'random' for key 'request.routing'"),
+        (
+            {**REQUEST, "request.routing": "prefix", "request.routing.key-column": "user_id"},
+            "Option 'request.routing.key-column' names an INPUT column of a model (ML_PREDICT); a 'dspark-vllm' "
+            "table has none: remove it ('request.routing' = 'prefix' routes the table's prompts by their head).",
+        ),
         ({**REPLAY, "parse.gpu-device": "first"}, "'parse.gpu-device' must be 'auto' or a device number"),
         (
             {**REQUEST, "request.concurrency": "8", "request.concurrency.max": "100"},

@@ -62,7 +62,7 @@ from connector.profiles import Profile
 
 __all__ = ["CLIENT_SPEC_VERSION", "PARSE_INTERNAL", "PLAN_VERSION", "REQUEST_COLUMNS", "client_spec", "contract_java"]
 
-PLAN_VERSION = 8
+PLAN_VERSION = 9
 CLIENT_SPEC_VERSION = 2
 
 # The prompt's columns, then what the request step adds (io.dspark.vllm.flink.RequestStep fills them in this

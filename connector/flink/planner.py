@@ -84,6 +84,7 @@ from connector.options import (
     REQUEST_CACHE,
     REQUEST_OUTPUT_MODE,
     REQUEST_PARAM_OPTIONS,
+    REQUEST_ROUTING_KEY_COLUMN,
     REQUEST_STORE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
@@ -595,6 +596,28 @@ def _template(text: str, inputs: Sequence[str]) -> list[list[Any]]:
     return parts
 
 
+# The INPUT types whose value is an id as it is written (its text, or its bytes): what 'request.routing.key-column'
+# may name. Not a collection or a row (no stable text), nor a float or a time (no id).
+_ROUTING_KEY_ROOTS = ("VARCHAR", "CHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "DECIMAL", "BINARY", "VARBINARY")
+
+
+def _routing_key(column: str | None, inputs: Sequence[str], types: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """'request.routing.key-column': the index of the INPUT column whose value routes a row (None: unset)."""
+    if column is None:
+        return None
+    if column not in inputs:
+        raise OptionsError(
+            f"Option 'request.routing.key-column' names '{column}', which is not an INPUT column of the model; its "
+            f"INPUT columns: {', '.join(inputs) or '(none)'}."
+        )
+    if types[column].get("root") not in _ROUTING_KEY_ROOTS:
+        raise OptionsError(
+            f"INPUT column '{column}' of 'request.routing.key-column' is {types[column]['sql']}: declare it STRING, "
+            "an integer or BYTES (a session or user id)."
+        )
+    return inputs.index(column)
+
+
 def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of a model with 'provider' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmModelFactory`).
 
@@ -721,6 +744,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "columns": [list(c) for c in REQUEST_COLUMNS],
             "on_failure": options.get(RETRY_ON_FAILURE),
             "store": _store(options),
+            "routing_key": _routing_key(options.get(REQUEST_ROUTING_KEY_COLUMN), inputs, types),
         },
         "prompt": prompt,
         "body_columns": body_columns_,

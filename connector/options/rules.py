@@ -41,6 +41,8 @@ from connector.options.declared import (
     REQUEST_ONLY,
     REQUEST_PARAM_OPTIONS,
     REQUEST_QUEUE_SIZE,
+    REQUEST_ROUTING,
+    REQUEST_ROUTING_KEY_COLUMN,
     REQUEST_STORE,
     REQUEST_TIMEOUT,
     REQUEST_TLS_CA_BUNDLE,
@@ -321,6 +323,22 @@ def rule_cache_needs_store(o: Options) -> None:
         )
 
 
+def rule_key_column_is_a_models(o: Options) -> None:
+    if o.is_set(REQUEST_ROUTING_KEY_COLUMN):
+        raise OptionsError(
+            "Option 'request.routing.key-column' names an INPUT column of a model (ML_PREDICT); a 'dspark-vllm' "
+            "table has none: remove it ('request.routing' = 'prefix' routes the table's prompts by their head)."
+        )
+
+
+def rule_key_column_needs_prefix_routing(o: Options) -> None:
+    if o.is_set(REQUEST_ROUTING_KEY_COLUMN) and o.get(REQUEST_ROUTING) != "prefix":
+        raise OptionsError(
+            "Option 'request.routing.key-column' chooses a row's replica by a column's value, which is prefix "
+            "routing: add 'request.routing' = 'prefix'."
+        )
+
+
 def rule_arrow_batch_within_bundle(o: Options) -> None:
     batch = o.get(ARROW_BATCH_OPTION)
     if batch is not None and batch > o.bundle_size:
@@ -346,6 +364,7 @@ RULES: tuple[Rule, ...] = (
     rule_tls_files,
     rule_arrow_batch_within_bundle,
     rule_cache_needs_store,
+    rule_key_column_is_a_models,
 )
 
 
@@ -404,6 +423,7 @@ MODEL_RULES: tuple[Rule, ...] = (
     rule_attempt_fits_deadline,
     rule_tls_files,
     rule_cache_needs_store,
+    rule_key_column_needs_prefix_routing,
 )
 
 

@@ -68,6 +68,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private transient boolean failJob;
     private transient Completions<Done> done;
     private transient boolean said;
+    private transient RowData.FieldGetter routingKeyColumn; // 'request.routing.key-column', or null
     private transient boolean asked;
     private transient String inputKey;
     private transient Input input;
@@ -189,6 +190,9 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                 RequestStep.COLUMNS.indexOf("_request_error"), false, null);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
 
+        JsonNode key = request.path("routing_key");
+        routingKeyColumn = key.isInt() ? RowData.createFieldGetter(
+                ((RowType) TablePlan.dataType(inputType).getLogicalType()).getTypeAt(key.asInt()), key.asInt()) : null;
         JsonNode stored = request.path("store");
         requests = new StoredRequests(new Requester(spec), stored.isObject() ? stored.get("uri").asText() : null,
                 stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0,
@@ -256,10 +260,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             } catch (Exception e) { // a row we cannot key is sent as without a store: never a lost row
                 identity = null;
             }
+            byte[] routingKey = routingKey(input);
             sent = identity == null
-                    ? requests.requester().sendBody(r.body, java.util.UUID.randomUUID().toString())
+                    ? requests.requester().sendBody(r.body, java.util.UUID.randomUUID().toString(), routingKey)
                             .thenApply(o -> new StoredRequests.Answer(o, null, false))
-                    : requests.sendBody(r.body, null, identity);
+                    : requests.sendBody(r.body, null, identity, routingKey);
         }
         sent.whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
@@ -268,6 +273,18 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             done.add(new Done(r.text, answer.key, answer.outcome, answer.cached, result));
         });
         return result;
+    }
+
+    /**
+     * The row's routing key ('request.routing.key-column'): the column's value as text, a BYTES value's own bytes;
+     * null where the option is unset or the value is NULL (the request goes by its body's head).
+     */
+    private byte[] routingKey(RowData input) {
+        Object v = routingKeyColumn == null ? null : routingKeyColumn.getFieldOrNull(input);
+        if (v == null) {
+            return null;
+        }
+        return v instanceof byte[] ? (byte[]) v : v.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 
     /** On the parse thread: the responses of one batch, parsed in one call, each row's future completed once. */
