@@ -208,11 +208,6 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                 jvm.get("batch_size").asInt(), this::parse);
 
         String model = plan.get("model").asText();
-        if (context.getTaskInfo().getIndexOfThisSubtask() == 0) { // the table's check, said once a job
-            Thread check = new Thread(() -> RequestStep.reportUnreachable(spec.url), "dspark-vllm endpoint check");
-            check.setDaemon(true);
-            check.start();
-        }
         inputKey = context.getTaskInfo().getTaskName() + "\u0000" + planJson.hashCode();
         input = INPUTS.compute(inputKey, (k, v) -> {
             Input in = v == null ? new Input() : v;
