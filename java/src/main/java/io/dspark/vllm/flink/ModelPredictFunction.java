@@ -540,7 +540,13 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     r.problem = "the prompt is not valid Unicode: a lone surrogate; it cannot be sent as UTF-8 JSON";
                     return r;
                 }
-                r.body = JSON.writeValueAsBytes(body);
+                // The conversation first: 'prefix' routing keys a request by its body's first bytes, which were
+                // the fixed options (the model, an answer schema's response_format) and so one key for every row.
+                ObjectNode ordered = JSON.createObjectNode();
+                String lead = chat ? "messages" : "prompt";
+                ordered.set(lead, body.get(lead));
+                ordered.setAll(body);
+                r.body = JSON.writeValueAsBytes(ordered);
             } catch (Exception e) { // a row we cannot make a request of is an error row, never the job's failure
                 r.problem = "the row cannot be made a request (" + e.getMessage() + ")";
             }
