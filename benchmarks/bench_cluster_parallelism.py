@@ -32,20 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
-
-SQL = """
-SET 'parallelism.default' = '{parallelism}';
-CREATE TABLE questions (k STRING, question STRING) WITH (
-  'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'csv');
-CREATE MODEL answerer INPUT (question STRING) OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
-  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
-        'request.concurrency' = '{concurrency}');
-CREATE TABLE answers (k STRING, replica STRING, reason STRING)
-  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
-INSERT INTO answers SELECT k, `request.replica`, `error.reason`
-  FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR(question),
-                  MAP['async', 'true', 'output-mode', 'ALLOW_UNORDERED', 'max-concurrent-operations', '256']);
-"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_replicas import SQL  # noqa: E402  (the same job, at each parallelism)
 
 
 def rest(base: str, path: str) -> dict:

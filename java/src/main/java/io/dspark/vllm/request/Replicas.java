@@ -167,7 +167,7 @@ public final class Replicas implements AutoCloseable {
     private final boolean prefix;
     private final boolean healthEach; // a gate for each replica (more than one URL, or a name that may resolve to more)
     private final ArrayDeque<Waiter> waiting = new ArrayDeque<>();
-    private final List<HoldWaiter> holds = new ArrayList<>();
+    private final List<Gate.Waiter> holds = new ArrayList<>();
     private final AtomicInteger turn = new AtomicInteger();
     private final List<Consumer<Replica>> added = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ScheduledThreadPoolExecutor resolving;
@@ -464,7 +464,7 @@ public final class Replicas implements AutoCloseable {
 
     /** Call {@code then} with true once a replica is in, or with false after {@code timeoutS}. */
     void awaitIn(double timeoutS, Consumer<Boolean> then) {
-        HoldWaiter w = new HoldWaiter(then);
+        Gate.Waiter w = new Gate.Waiter(then);
         synchronized (this) {
             if (!anyIn() && timeoutS > 0 && !closed) {
                 try {
@@ -485,35 +485,15 @@ public final class Replicas implements AutoCloseable {
     }
 
     private void readmitted() {
-        List<HoldWaiter> go;
+        List<Gate.Waiter> go;
         synchronized (this) {
             go = new ArrayList<>(holds);
             holds.clear();
         }
-        for (HoldWaiter w : go) {
+        for (Gate.Waiter w : go) {
             w.fire(true);
         }
         drain();
-    }
-
-    private static final class HoldWaiter {
-        private final Consumer<Boolean> then;
-        private final AtomicBoolean fired = new AtomicBoolean();
-        volatile ScheduledFuture<?> timeout;
-
-        HoldWaiter(Consumer<Boolean> then) {
-            this.then = then;
-        }
-
-        void fire(boolean opened) {
-            if (fired.compareAndSet(false, true)) {
-                ScheduledFuture<?> t = timeout;
-                if (t != null) {
-                    t.cancel(false);
-                }
-                then.accept(opened);
-            }
-        }
     }
 
     // --- routing ---------------------------------------------------------------------------
