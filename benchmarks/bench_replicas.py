@@ -32,7 +32,7 @@ CREATE TABLE questions (k STRING, question STRING) WITH (
   'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'csv');
 CREATE MODEL answerer INPUT (question STRING) OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
   WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
-        'request.concurrency' = 'auto');
+        'request.concurrency' = '{concurrency}');
 CREATE TABLE answers (k STRING, replica STRING, reason STRING)
   WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
 INSERT INTO answers SELECT k, `request.replica`, `error.reason`
@@ -102,7 +102,8 @@ def main() -> int:
         watcher.start()
         script = tmp / "run.sql"
         script.write_text(SQL.format(parallelism=args.parallelism, questions=tmp / "questions.csv",
-                                     endpoint=",".join(s.url for s in sims), model=model, out=tmp / "out"))  # fmt: skip
+                                     endpoint=",".join(s.url for s in sims), model=model, out=tmp / "out",
+                                     concurrency="auto"))  # fmt: skip
         started = time.monotonic()
         run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=3600)
         seconds = time.monotonic() - started

@@ -1,4 +1,5 @@
-"""The `dspark-vllm` command: thin argument parsing over the library.
+"""The `dspark-vllm` command: parse vLLM response bodies into Parquet, benchmark the parser, run a vLLM
+simulator, print the columns an endpoint's answers get, and run Flink SQL files with the connector.
 
 dspark-vllm parse INPUT --profile NAME|FILE [--backend auto|cpu|gpu] --output OUT.parquet [--errors E.ndjson]
 dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink] [--cli]
@@ -377,10 +378,11 @@ def _parse(args: argparse.Namespace) -> int:
     rows_writer: _RowGroups | None = None
     errors_writer: _ErrorsWriter | None = None
     try:
-        backend = select_backend(args.backend)[0].name
         outputs.append(_Output(args.output, "--output"))
         if args.errors is not None:
             outputs.append(_Output(args.errors, "--errors", ("ndjson", "parquet")))
+        # After the outputs' names are checked: 'auto' without a GPU warns, and a usage error comes first.
+        backend = select_backend(args.backend)[0].name
         rows_writer = _RowGroups(pq.ParquetWriter(outputs[0].file, schema))
         errors_writer = _ErrorsWriter(outputs[1]) if args.errors is not None else None
         started = time.perf_counter()
@@ -475,6 +477,23 @@ def _subcommand_parser(parser: argparse.ArgumentParser, args: argparse.Namespace
     return parser
 
 
+class _Version(argparse.Action):
+    """--version, the installed package's, looked up only when asked (every command's start-up would pay for it)."""
+
+    def __init__(self, option_strings: list[str], dest: str, **kwargs: Any) -> None:
+        super().__init__(option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, nargs=0, **kwargs)
+
+    def __call__(self, parser: argparse.ArgumentParser, *args: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            found = version("dspark-vllm")
+        except PackageNotFoundError:  # a checkout on sys.path, not installed
+            found = "(not installed)"
+        print(f"dspark-vllm {found}")
+        parser.exit(EXIT_OK)
+
+
 def _parser(command: str | None = None) -> argparse.ArgumentParser:
     """The argument parser; of the delegated subcommands only `command`'s module is imported (for `parse`,
     importing the simulator, the HTTP client and PyFlink would take longer than parsing a small file)."""
@@ -487,6 +506,7 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
         epilog=__doc__.split("\n\n")[2],
         parents=[common],
     )
+    parser.add_argument("--version", action=_Version, help="print the version and exit")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("parse", parents=[common], help="parse raw response bodies (one per line) into Parquet")
@@ -506,14 +526,32 @@ def _parser(command: str | None = None) -> argparse.ArgumentParser:
     bench = b.add_subparsers(dest="bench", required=True)
     bp = bench.add_parser("parse", parents=[common], help="deserializer throughput against the usual baselines")
     bp.add_argument("--bodies", type=_positive, default=100_000, help="corpus size (default 100000)")
-    bp.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per parse_batch call")
-    bp.add_argument("--profile", default="coder")
-    bp.add_argument("--json-share", type=float, default=0.8, help="share of bodies whose content is JSON")
-    bp.add_argument("--seed", type=int, default=7)
-    bp.add_argument("--repeat", type=_positive, default=3, help="runs per path; the best is reported")
+    bp.add_argument("--batch-size", type=_positive, default=10_000, help="bodies per parse_batch call (default 10000)")
+    bp.add_argument(
+        "--profile", default="coder", help="built-in profile name or profile file of the corpus (default coder)"
+    )
+    bp.add_argument(
+        "--json-share", type=float, default=0.8, help="share of bodies whose content is JSON (default 0.8: 80%%)"
+    )
+    bp.add_argument("--seed", type=int, default=7, help="the corpus's random seed: same seed, same bodies (default 7)")
+    bp.add_argument("--repeat", type=_positive, default=3, help="runs per row; the best is reported (default 3)")
+    bp.add_argument(
+        "--min-cpu",
+        type=float,
+        default=1.0,
+        metavar="S",
+        help="a row whose run takes less CPU is run over the corpus again within the run until it takes this "
+        "long, so timer noise stays small (default 1; 0: once)",
+    )
     bp.add_argument("--no-flink", action="store_true", help="skip the Flink json-format baseline")
-    bp.add_argument("--cli", action="store_true", help="also time whole processes: dspark-vllm parse and today's")
-    bp.add_argument("--gpu-batch-mb", type=_positive, default=64, help="batch size in MB of the large-batch GPU row")
+    bp.add_argument(
+        "--cli",
+        action="store_true",
+        help="also time whole processes: dspark-vllm parse against the hand-written script (json.loads + pandas)",
+    )
+    bp.add_argument(
+        "--gpu-batch-mb", type=_positive, default=64, help="batch size in MB of the large-batch GPU row (default 64)"
+    )
     bp.add_argument("--output-json", help="also write the results as JSON")
     bp.set_defaults(func=_bench)
 

@@ -11,8 +11,8 @@ from setuptools import build_meta as _setuptools
 from setuptools.build_meta import *  # noqa: F403  (the PEP 517 hooks not overridden here)
 
 
-def _compile() -> None:
-    build_native.build()  # first: the jar carries the core
+def _compile(only_this_cpu: bool = False) -> None:
+    build_native.build(only_this_cpu=only_this_cpu)  # first: the jar carries the core
     build_jar.build()
 
 
@@ -22,5 +22,6 @@ def build_wheel(wheel_directory: str, config_settings: Any = None, metadata_dire
 
 
 def build_editable(wheel_directory: str, config_settings: Any = None, metadata_directory: str | None = None) -> str:
-    _compile()
+    # The checkout runs here: the core for this machine's CPU only (a wheel carries every variant).
+    _compile(only_this_cpu=True)
     return _setuptools.build_editable(wheel_directory, config_settings, metadata_directory)

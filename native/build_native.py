@@ -3,9 +3,11 @@
 Called by the build backend (java/backend.py) before setuptools, so `pip install -e .` and `pip install .`
 build it; `python native/build_native.py` rebuilds it in a checkout. simdjson comes from the pysimdjson
 wheel (a build requirement: its package ships simdjson's amalgamation), so nothing beyond a C++17 compiler
-is needed. simdjson's On-Demand API picks its kernel when it is compiled, so on x86-64 the library is built
-twice, for Haswell-class CPUs (AVX2) and for any x86-64; connector/decode/native.py loads the one the CPU
-runs. libstdc++ is linked statically: the library needs only the C library, in any wheel and image.
+is needed. simdjson's On-Demand API picks its kernel when it is compiled, so on x86-64 a wheel carries the
+library twice, for Haswell-class CPUs (AVX2) and for any x86-64, and connector/decode/native.py loads the one
+the CPU runs; an editable install (and `--only-this-cpu`) builds only that one. Each source is compiled on its
+own, two at a time, then linked. libstdc++ is linked statically: the library needs only the C library, in any
+wheel and image.
 RE2 (content patterns, native/dspark_extract.cpp) comes from a package registry when the core is built: the
 npm package `re2` 1.19.0 carries RE2's release 2023-03-01 (the last without abseil) under `vendor/`; its
 tarball, pinned by sha256, is fetched once into the cache (DSPARK_VLLM_CACHE, else ~/.cache/dspark-vllm),
@@ -209,7 +211,28 @@ def require_current_contract() -> None:
     contract.require_current()
 
 
-def build(force: bool = False) -> list[Path]:
+def this_cpus_variant() -> str:
+    """The variant this machine's CPU loads (connector/decode/native.py's choice, read from its source so that the
+    build needs nothing of the package)."""
+    names = list(variants())
+    if len(names) == 1:
+        return names[0]
+    flags: set[str] = set()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("flags"):
+                flags = set(line.split(":", 1)[1].split())
+                break
+    except OSError:
+        pass
+    haswell = {"avx2", "bmi1", "bmi2", "pclmulqdq"} <= flags and bool({"lzcnt", "abm"} & flags)
+    return "libdspark-haswell.so" if haswell else "libdspark-x86-64.so"
+
+
+def build(force: bool = False, only_this_cpu: bool = False) -> list[Path]:
+    """The core's libraries, built where missing or older than their sources: every variant (a wheel, which runs
+    on any CPU), or with `only_this_cpu` the one this machine loads (an editable install, which runs here: half
+    the compiling)."""
     require_current_contract()
     simdjson = simdjson_dir()
     inputs = [*SOURCES, *HEADERS, simdjson / "simdjson.cpp", simdjson / "simdjson.h", Path(__file__)]
@@ -217,6 +240,11 @@ def build(force: bool = False) -> list[Path]:
     OUT.mkdir(parents=True, exist_ok=True)
     (OUT / "__init__.py").touch()
     wanted = variants()
+    if only_this_cpu:
+        for name in wanted:  # another variant older than the sources would go into the jar as it is: stale
+            if name != this_cpus_variant() and (OUT / name).is_file() and (OUT / name).stat().st_mtime < newest:
+                (OUT / name).unlink()
+        wanted = {this_cpus_variant(): wanted[this_cpus_variant()]}
     todo = {
         name: flags
         for name, flags in wanted.items()
@@ -232,22 +260,40 @@ def build(force: bool = False) -> list[Path]:
             partial.write_text(EXPORTS)
             os.replace(partial, exports)
 
-        def one(item: tuple[str, list[str]]) -> None:
-            name, flags = item
-            target = OUT / name
+        # Each source is compiled on its own (two at a time: simdjson's is the longest), then each variant linked.
+        units = [*SOURCES, simdjson / "simdjson.cpp"]
+        objects = {name: BUILD / f"{name.removesuffix('.so')}-objects" for name in todo}
+
+        def compile_one(item: tuple[str, Path]) -> None:
+            name, source = item
+            objects[name].mkdir(parents=True, exist_ok=True)
+            target = objects[name] / f"{source.stem}.o"
             command = [
-                cxx, "-std=c++17", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-pthread", "-DNDEBUG", *flags,
-                *extra, f"-I{simdjson}", f"-I{re2_dir()}", *map(str, SOURCES), str(simdjson / "simdjson.cpp"),
-                *map(str, re2), "-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL",
-                f"-Wl,--version-script={exports}", "-o", f"{target}.tmp",
+                cxx, "-std=c++17", "-O2", "-fPIC", "-fvisibility=hidden", "-pthread", "-DNDEBUG", *todo[name],
+                *extra, f"-I{simdjson}", f"-I{re2_dir()}", "-c", str(source), "-o", f"{target}.tmp",
             ]  # fmt: skip
             done = subprocess.run(command, capture_output=True, text=True)
             if done.returncode != 0:
                 raise SystemExit(f"dspark-vllm: compiling the native parser core failed:\n{done.stdout}{done.stderr}")
             os.replace(f"{target}.tmp", target)
 
+        def link(name: str) -> None:
+            target = OUT / name
+            command = [
+                cxx, "-shared", "-pthread", *(str(objects[name] / f"{u.stem}.o") for u in units), *map(str, re2),
+                "-static-libstdc++", "-static-libgcc", "-Wl,--exclude-libs,ALL", f"-Wl,--version-script={exports}",
+                "-o", f"{target}.tmp",
+            ]  # fmt: skip
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SystemExit(f"dspark-vllm: linking the native parser core failed:\n{done.stdout}{done.stderr}")
+            os.replace(f"{target}.tmp", target)
+
+        # The longest first, so that the two workers end together.
+        work = sorted(((n, u) for n in todo for u in units), key=lambda item: -item[1].stat().st_size)
         with ThreadPoolExecutor(max_workers=2) as pool:
-            list(pool.map(one, todo.items()))
+            list(pool.map(compile_one, work))
+            list(pool.map(link, todo))
     # RE2's licence (BSD-3-Clause) goes with the libraries that carry its code.
     notice = OUT / "LICENSE-re2"
     if not notice.is_file():
@@ -261,5 +307,5 @@ if __name__ == "__main__":
     elif sys.argv[1:2] == ["--re2-archive"] and len(sys.argv) == 3:
         shutil.copy2(re2_archive(), sys.argv[2])
     else:
-        for path in build(force="--force" in sys.argv):
+        for path in build(force="--force" in sys.argv, only_this_cpu="--only-this-cpu" in sys.argv):
             print(path, file=sys.stderr)

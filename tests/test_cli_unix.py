@@ -315,6 +315,25 @@ def test_the_gpu_fallback_is_one_short_line_and_a_fact_in_the_summary(tmp_path: 
     assert summary.startswith("parsed 1, rejected 1, backend cpu (no GPU), "), summary
 
 
+def test_a_usage_error_comes_before_the_gpu_fallback_warning(tmp_path: Path, bodies: Path):
+    """`parse --output rows.csv` (backend 'auto', no GPU) printed the GPU-fallback warning, then its usage error:
+    the arguments are checked before the backend is chosen, so the error is the one line."""
+    from connector.decode.backends import select_backend
+    from connector.errors import BackendUnavailable
+
+    try:
+        select_backend("gpu")
+    except BackendUnavailable:
+        pass
+    else:
+        pytest.skip("a GPU is usable here: 'auto' does not fall back")
+    proc = run("parse", str(bodies), "--output", "rows.csv", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert proc.stderr.decode().splitlines() == [
+        "dspark-vllm parse: --output rows.csv: give a name ending in .parquet (or - for stdout)"
+    ]
+
+
 # -- sql: one line, no log left behind ----------------------------------------------------------------------------
 
 

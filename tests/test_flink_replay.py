@@ -190,8 +190,9 @@ def test_declared_schema_is_kept(job):
             "parse.backend?) (",
         ),
         (
-            "usage ROW<foo INT>) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x'",
-            "Column 'usage.foo' is not produced by this profile",
+            "complteion_tokens BIGINT) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = '/x'",
+            "Column 'complteion_tokens' is neither a column of profile 'openai' nor a metadata key, so it would be an "
+            "answer field: did you mean 'completion_tokens'?",
         ),
         (
             "id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://x', 'model' = 'm'",

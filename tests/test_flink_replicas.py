@@ -6,7 +6,8 @@ replicas that serve 16 completions at once each (100 ms; 429 beyond), two subtas
 'auto' (each its own limit on each replica), one replica killed after 500 requests: every key comes out once, none
 as an error row, each row names the replica that answered it (`request.replica`), every replica had its share
 before the kill, and under 5% of the requests were answered 429. And a 'dspark-vllm' table at parallelism 2 with
-'prefix' routing: both subtasks send each head to the same replica.
+'prefix' routing: both subtasks send each head to the same replica; a model with 'request.routing.key-column': both
+subtasks send each user's rows to the same replica.
 """
 
 from __future__ import annotations
@@ -170,3 +171,63 @@ def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
         replicas_of.setdefault(r["prompt"][:24], set()).add(r["replica"])
     assert len(replicas_of) == 7 and all(len(v) == 1 for v in replicas_of.values()), replicas_of
     assert set().union(*replicas_of.values()) <= {f"127.0.0.1:{s.port}" for s in sims}
+
+
+KEY_SQL = """
+SET 'parallelism.default' = '2';
+CREATE TABLE questions (user_id STRING, question STRING) WITH (
+  'connector' = 'filesystem', 'path' = '{questions}', 'format' = 'json');
+CREATE MODEL answerer
+  INPUT (user_id STRING, question STRING)
+  OUTPUT (content STRING, `request.replica` STRING, `error.reason` STRING)
+  WITH ('provider' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'request.max-tokens' = '4',
+        'prompt.template' = '{{question}}', 'request.routing' = 'prefix', 'request.routing.key-column' = 'user_id',
+        'request.routing.load-bound' = '1000');
+CREATE TABLE answers (user_id STRING, question STRING, replica STRING, reason STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+INSERT INTO answers SELECT user_id, question, `request.replica`, `error.reason`
+  FROM ML_PREDICT(TABLE questions, MODEL answerer, DESCRIPTOR(user_id, question));
+"""
+
+
+def test_a_model_routes_each_user_to_one_replica(tmp_path):
+    """'request.routing.key-column' = 'user_id': every row of a user goes to one replica (where that user's
+    conversation is cached), in both subtasks, though each row asks a different question (by the head of its
+    messages they would spread over both); a row whose user_id is NULL goes by its head and is answered too. The
+    load bound is off ('1000'), as in the table's test above: here only the key chooses."""
+    questions = tmp_path / "questions"
+    questions.mkdir()
+    users = [f"user-{u:02d}" for u in range(16)]
+    for part in range(2):  # two files: each subtask reads one
+        lines = [
+            {"user_id": u, "question": f"Question {part}-{i} of {u}: what is {i} + {part}?"}
+            for i in range(6)
+            for u in users
+        ]
+        lines += [{"user_id": None, "question": f"Question {part}-{i} of nobody"} for i in range(4)]
+        (questions / f"q{part}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli, "the dspark-vllm command is installed beside this Python"
+    with ExitStack() as stack:
+        sims = [
+            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
+            for i in range(2)
+        ]
+        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        script = tmp_path / "keyed.sql"
+        endpoint = ",".join(s.url for s in sims)
+        script.write_text(KEY_SQL.format(endpoint=endpoint, model=model, questions=questions, out=tmp_path / "out"))
+        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    rows = read_json_dir(tmp_path / "out")
+    assert len(rows) == 2 * (6 * 16 + 4) and len({r["question"] for r in rows}) == len(rows)  # every row once
+    assert [r for r in rows if r["reason"]] == []
+    replicas_of: dict[str, set[str]] = {}
+    for r in rows:
+        if r["user_id"] is not None:
+            replicas_of.setdefault(r["user_id"], set()).add(r["replica"])
+    assert sorted(replicas_of) == users and all(len(v) == 1 for v in replicas_of.values()), replicas_of
+    names = {f"127.0.0.1:{s.port}" for s in sims}
+    assert set().union(*replicas_of.values()) == names  # the users spread over both
+    assert {r["replica"] for r in rows if r["user_id"] is None} <= names

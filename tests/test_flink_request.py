@@ -270,16 +270,15 @@ def test_rows_leave_in_completion_order(job, route):
 
 @pytest.mark.parametrize("route", ROUTES)
 def test_fail_job_fails_the_job_on_a_failed_request(route, tmp_path):
-    """'request.on-failure' = 'fail-job': a request that failed for good fails the job (which restarts from its
-    checkpoint by its restart strategy: twice here), instead of giving an error row; the job's last failure names
-    the request and why it failed. A job of its own per route: the failure of either would fail a job that held
-    both."""
+    """'request.on-failure' = 'fail-job': a request that failed for good fails the job instead of giving an error
+    row, and the failure names the request and why it failed. No restarts here: under a restart strategy the
+    failure Flink reports last can be a consequence of the first (a source's lost OperatorEvent), which made this
+    test fail by timing. A job of its own per route: the failure of either would fail a job that held both."""
     from connector.flink import local_environment
 
     with testing.serve_simulator(mode="thread", profiles=("openai",), seed=2, faults={"500": 1.0}) as sim:
         _, t_env = local_environment()
-        for key, value in (("type", "fixed-delay"), ("fixed-delay.attempts", "2"), ("fixed-delay.delay", "100 ms")):
-            t_env.get_config().set(f"restart-strategy.{key}", value)
+        t_env.get_config().set("restart-strategy.type", "none")
         options = (
             f"'endpoint' = '{sim.url}', 'model' = 'm', 'request.retry.max-attempts' = '1', "
             "'request.on-failure' = 'fail-job'"
@@ -305,7 +304,7 @@ def test_fail_job_fails_the_job_on_a_failed_request(route, tmp_path):
         result = t_env.execute_sql(f"INSERT INTO out_rows {select}")
         with pytest.raises(Exception) as raised:
             result.wait()
-        # the last of Flink's causes: which request, and why
+        # which request, and why
         assert re.search(
             r"request [0-9a-f]+ failed for good \('request.on-failure' = 'fail-job'\): status: HTTP 500",
             str(raised.value),

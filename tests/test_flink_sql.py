@@ -271,3 +271,44 @@ def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
         2,
         f"dspark-vllm sql: {tmp_path / 'none.sql'}: no such file",
     )
+
+
+@pytest.mark.parametrize(
+    ("face", "script", "names"),
+    [
+        (
+            "model",
+            "CREATE TEMPORARY VIEW q AS SELECT CAST(x AS STRING) AS question FROM (VALUES ('a')) AS t(x);\n"
+            "CREATE MODEL m INPUT (question STRING) OUTPUT (`error.reason` STRING) WITH ('provider' = 'dspark-vllm', "
+            "'endpoint' = 'http://127.0.0.1:1', 'model' = 'x', 'request.temprature' = '0.2');\n"
+            "SELECT * FROM ML_PREDICT(TABLE q, MODEL m, DESCRIPTOR(question));\n",
+            "Model 'default_catalog.default_database.m' ('provider' = 'dspark-vllm'): Unsupported options found for "
+            "'dspark-vllm'.",
+        ),
+        (
+            "table",
+            "CREATE TABLE r (id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:1', "
+            "'model' = 'x', 'prompts.rate' = '1', 'request.temprature' = '0.2');\nSELECT * FROM r;\n",
+            "Table 'default_catalog.default_database.r' ('connector' = 'dspark-vllm'): Unsupported options found for "
+            "'dspark-vllm'.",
+        ),
+    ],
+)
+def test_a_misspelt_option_is_one_short_line_with_the_key_meant_on_both_faces(tmp_path, face, script, names):
+    """A misspelt model option got a 1,503-character line: Flink's "Unable to create a model provider ... Model
+    options are: ..." and every supported key, no word of the one meant, where a table's got "did you mean". Both
+    faces now say the same short line, without Flink's wrapper (which also repeats every option's value)."""
+    import os
+    import sys
+
+    bad = tmp_path / "bad.sql"
+    bad.write_text(script)
+    run = subprocess.run([sys.executable, "-m", "connector.cli", "sql", str(bad)], capture_output=True, text=True,
+                         timeout=300, env={**os.environ, "TMPDIR": str(tmp_path)})  # fmt: skip
+    assert run.returncode == 1, run.stderr
+    assert run.stderr.count("\n") == 1, run.stderr
+    line = run.stderr.split(" failed: ", 1)[1].split("; Flink's log: ")[0]
+    assert line.startswith(names), line
+    assert "Unsupported options: request.temprature (did you mean request.temperature?)" in line, line
+    assert "Unable to create" not in line and "options are:" not in line and "request.top-p" not in line, line
+    assert len(line) < 300, (len(line), line)

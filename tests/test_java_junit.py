@@ -29,7 +29,7 @@ def test_java_junit(capsys: pytest.CaptureFixture[str]) -> None:
     expected = {}
     for name in script.TEST_CLASSES:
         source = (TESTS / (name.replace(".", "/") + ".java")).read_text()
-        for method in re.findall(r"^\s*@Test\s+void (\w+)\(\)", source, re.MULTILINE):
+        for method in re.findall(r"^\s*@Test\s+(?:@\w+(?:\([^)]*\))?\s+)*void (\w+)\(\)", source, re.MULTILINE):
             expected[f"{name}.{method}"] = "passed"
     assert sum(k.startswith("io.dspark.vllm.request.RequesterTests.") for k in expected) >= 70
     assert sum(k.startswith("io.dspark.vllm.flink.ParseOperatorTest.") for k in expected) >= 5

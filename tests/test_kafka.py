@@ -17,8 +17,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from datetime import UTC, datetime
@@ -161,9 +163,9 @@ def test_kafka_metadata_columns_beside_the_parsed_ones(format_job):
 # The README's recipe: keyed questions -> ML_PREDICT -> answers beside the rows that asked, exactly once
 # ------------------------------------------------------------------------------------------------------------
 
-PROMPTS = 60
 USERS = 7
 README_BROKER = "127.0.0.1:9092"
+README_QUESTIONS = 4  # the rows of the README's questions.sql
 README_ENDPOINT = "http://127.0.0.1:8000"
 
 
@@ -212,22 +214,40 @@ def questions(count: int, topic: str, kafka) -> list[tuple[str, str, int]]:
 
 @pytest.fixture(scope="module")
 def recipe_job(kafka, flink_kafka_jars, tmp_path_factory) -> dict:
+    """The README's three files in turn, as its commands run them: questions.sql puts the questions into the topic,
+    kafka-answers.sql answers them, read-answers.sql prints the committed answers."""
     from connector.simulator import testing
 
     root = tmp_path_factory.mktemp("kafka-recipe")
-    asked = questions(PROMPTS, "questions", kafka)
+    kafka.create_topic("questions", partitions=2)
     kafka.create_topic("answers", partitions=2)
-    sql = readme_recipe()
-    # Where this run's broker and simulator are: the only change to the recipe.
-    assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
+
+    def here(sql: str) -> str:  # where this run's broker and simulator are: the only change to the recipes
+        return sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
+
     with testing.serve_simulator(mode="process", profiles=("coder",), seed=5) as sim:
-        sql = sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url)
-        run = run_readme_sql(sql, root / "kafka-answers.sql", flink_kafka_jars)
+        put = run_readme_sql(here(readme_recipe("kafka-questions")), root / "questions.sql", flink_kafka_jars)
+        assert put.returncode == 0, put.stderr[-4000:]
+        records = kafka.consume("questions", expect=README_QUESTIONS)
+        asked = [(m.key().decode(), json.loads(m.value())["question"], m.timestamp()[1]) for m in records]
+        sql = readme_recipe()
+        assert sql.count(README_BROKER) == 2 and sql.count(README_ENDPOINT) == 1
+        run = run_readme_sql(here(sql), root / "kafka-answers.sql", flink_kafka_jars)
         stats = sim.stats()
     assert run.returncode == 0, run.stderr[-4000:]
-    committed = kafka.consume("answers", expect=PROMPTS, isolation="read_committed")
-    everything = kafka.consume("answers", expect=PROMPTS, isolation="read_uncommitted")
-    return {"asked": asked, "committed": committed, "everything": everything, "stats": stats, "run": run}
+    committed = kafka.consume("answers", expect=len(asked), isolation="read_committed")
+    everything = kafka.consume("answers", expect=len(asked), isolation="read_uncommitted")
+    read = run_readme_sql(here(readme_recipe("kafka-read")), root / "read-answers.sql", flink_kafka_jars)
+    return {"asked": asked, "committed": committed, "everything": everything, "stats": stats, "run": run,
+            "read": read}  # fmt: skip
+
+
+def test_the_readme_puts_its_questions_into_the_topic(recipe_job):
+    """The recipe read a topic that nothing in the README filled: questions.sql puts them there, keyed by user,
+    two users asking the same question."""
+    asked = recipe_job["asked"]
+    assert len(asked) == README_QUESTIONS
+    assert len({u for u, _, _ in asked}) == README_QUESTIONS and len({q for _, q, _ in asked}) < README_QUESTIONS
 
 
 def test_recipe_answers_every_question_beside_its_row_once_read_committed(recipe_job):
@@ -242,8 +262,7 @@ def test_recipe_answers_every_question_beside_its_row_once_read_committed(recipe
         assert row["completion_tokens"] > 0 and row["latency_ms"] > 0 and row["language"]
         # The record's Kafka timestamp, carried through ML_PREDICT (TIMESTAMP_LTZ as text, in the session zone).
         assert row["asked_at"] is not None
-    assert len({r["asked_at"] for r in rows}) == PROMPTS
-    assert recipe_job["stats"]["requests /v1/chat/completions"] == PROMPTS
+    assert recipe_job["stats"]["requests /v1/chat/completions"] == len(recipe_job["asked"])
 
 
 def test_recipe_writes_in_transactions(recipe_job, kafka):
@@ -256,6 +275,57 @@ def test_recipe_writes_in_transactions(recipe_job, kafka):
     for partition, end in kafka.end_offsets("answers").items():
         records = sum(m.partition() == partition for m in recipe_job["committed"])
         assert end > records > 0, (partition, end, records)
+
+
+def test_the_readme_reads_the_answers_back(recipe_job):
+    """read-answers.sql prints each committed answer beside its user and question, and the count line."""
+    read = recipe_job["read"]
+    assert read.returncode == 0, read.stderr[-3000:]
+    for user, question, _ in recipe_job["asked"]:
+        assert re.search(rf"\| +{user} \| +{re.escape(question)} \|", read.stdout), read.stdout
+    assert read.stdout.splitlines()[-1] == f"{README_QUESTIONS} rows, 0 error rows (error set)", read.stdout
+
+
+def test_the_recipe_over_an_empty_topic_says_it_waits_for_questions(kafka, flink_kafka_jars, tmp_path):
+    """The recipe without 'scan.bounded.mode' (as its comment says, to keep answering) over a topic with no record
+    printed nothing at all: a job waiting for questions looked like a job that hangs. The model says, once, that
+    it has had no row to ask and that the job waits for its input's records; the job goes on (it is stopped)."""
+    from connector.simulator import testing
+
+    kafka.create_topic("questions-none")
+    sql = readme_recipe().replace("'questions'", "'questions-none'").replace("'dspark-answers'", "'dspark-none'")
+    sql = re.sub(r"\n *'scan.bounded.mode' = 'latest-offset',[^\n]*", "", sql)
+    assert "questions-none" in sql and "scan.bounded.mode" not in sql
+    with testing.serve_simulator(mode="process", profiles=("coder",)) as sim:
+        script = tmp_path / "kafka-answers.sql"
+        script.write_text(sql.replace(README_BROKER, kafka.bootstrap).replace(README_ENDPOINT, sim.url))
+        jars = "pipeline.jars=" + ";".join(f"file://{jar}" for jar in flink_kafka_jars)
+        command = [str(Path(sys.executable).parent / "dspark-vllm"), "sql", str(script), "--set", jars]
+        proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd=ROOT)
+        # A job that never says it is stopped (its stderr ends), so that the test fails instead of waiting for ever.
+        deadline = threading.Timer(300, proc.send_signal, [signal.SIGTERM])
+        deadline.start()
+        try:
+            assert proc.stderr is not None
+            said = []
+            for line in proc.stderr:
+                said.append(line)
+                if line.startswith("dspark-vllm: model "):
+                    break
+            assert said and said[-1].startswith("dspark-vllm: model "), said
+            assert "has had no row to ask for 10 s: the job is waiting for its input's records" in said[-1]
+            assert proc.poll() is None  # the job still runs, ready for questions
+        finally:
+            deadline.cancel()
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+            if proc.stderr is not None:
+                proc.stderr.close()
 
 
 # ------------------------------------------------------------------------------------------------------------

@@ -123,6 +123,19 @@ def test_messages_column_is_taken_as_it_is():
          "'parse.backend' = 'gpu' is not available for a model"),
         ([col("q", STRING, "VARCHAR")], [col("code", STRING, "VARCHAR")], {"prompts.rate": "5"},
          "Unsupported options found for model provider 'dspark-vllm'."),
+        ([col("q", STRING, "VARCHAR")], [col("code", STRING, "VARCHAR")],
+         {"request.routing": "prefix", "request.routing.key-column": "user_id"},
+         "Option 'request.routing.key-column' names 'user_id', which is not an INPUT column of the model; its INPUT "
+         "columns: q."),
+        ([col("q", STRING, "VARCHAR"), col("user_id", STRING, "VARCHAR")], [col("code", STRING, "VARCHAR")],
+         {"request.routing.key-column": "user_id", "prompt.template": "{q}"},
+         "Option 'request.routing.key-column' chooses a row's replica by a column's value, which is prefix routing: "
+         "add 'request.routing' = 'prefix'."),
+        ([col("q", STRING, "VARCHAR"), col("tags", "ARRAY<VARCHAR(2147483647)>", "ARRAY")],
+         [col("code", STRING, "VARCHAR")],
+         {"request.routing": "prefix", "request.routing.key-column": "tags", "prompt.template": "{q}"},
+         "INPUT column 'tags' of 'request.routing.key-column' is ARRAY<VARCHAR(2147483647)>: declare it STRING, an "
+         "integer or BYTES (a session or user id)."),
     ],
 )  # fmt: skip
 def test_refused_with_the_fix(inputs, outputs, options, message):
@@ -177,3 +190,20 @@ def test_a_column_of_the_template_is_not_a_body_option():
         declared(inputs, [col("content", STRING, "VARCHAR")], **{"prompt.template": "Question {n} (seed {seed}): {q}"})
     )
     assert [c[0] for c in result["body_columns"]] == ["temperature"]
+
+
+def test_a_routing_key_column_is_an_input_column():
+    """'request.routing.key-column': the plan names the INPUT column whose value routes a row (in the request
+    section, beside the client's 'prefix' routing); unset: none."""
+    inputs = [col("user_id", "BIGINT"), col("q", STRING, "VARCHAR")]
+    keyed = model_plan(
+        declared(
+            inputs,
+            [col("code", STRING, "VARCHAR")],
+            **{"request.routing": "prefix", "request.routing.key-column": "user_id", "prompt.template": "{q}"},
+        )
+    )
+    assert keyed["request"]["routing_key"] == 0
+    assert keyed["request"]["client"]["routing"]["mode"] == "prefix"
+    plain = model_plan(declared(inputs, [col("code", STRING, "VARCHAR")], **{"prompt.template": "{q}"}))
+    assert plain["request"]["routing_key"] is None

@@ -382,6 +382,23 @@ def npm_registry():
         thread.join()
 
 
+def test_an_editable_install_builds_the_core_this_cpu_loads():
+    """`pip install -e .` compiled the core twice (every variant) before the jar; it builds the one variant this
+    machine loads, chosen as the loader chooses it (native/build_native.py cannot import the package to ask)."""
+    import inspect
+
+    from connector.decode.native import library_path
+    from tests.java import build_script
+
+    root = Path(__file__).resolve().parents[1]
+    build_native = build_script(root / "native" / "build_native.py")
+    assert build_native.this_cpus_variant() == library_path().name
+    backend = (root / "java" / "backend.py").read_text()
+    editable = backend[backend.index("def build_editable") :]
+    assert "_compile(only_this_cpu=True)" in editable.split("\ndef ")[0]
+    assert "only_this_cpu" in inspect.signature(build_native.build).parameters
+
+
 def test_re2_that_cannot_be_fetched_is_one_line(tmp_path, npm_registry):
     """RE2 comes from the npm registry when the core is built: unreachable, or not the pinned bytes, is one line
     saying where to put the file, and nothing half-fetched is left in the cache."""

@@ -75,6 +75,21 @@ def test_unknown_key_uses_flinks_wording_with_the_nearest_keys():
     )
 
 
+def test_an_unknown_model_key_gets_the_nearest_keys_as_a_tables_does():
+    """A misspelt model option got every supported key (~40) after it and no word of the one meant."""
+    from connector.options import MODEL_OPTIONS, validate_model
+
+    model = {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:8000", "model": "m"}
+    with pytest.raises(OptionsError) as info:
+        validate_model({**model, "request.temprature": "0.2"})
+    assert str(info.value) == (
+        "Unsupported options found for model provider 'dspark-vllm'.\n\nUnsupported options:\n\n"
+        "request.temprature (did you mean request.temperature or request.store or request.timeout?)\n\n"
+        f"Supported options: {len(MODEL_OPTIONS)} keys, in docs/flink.md's table of model options "
+        "(connector.options.MODEL_OPTIONS)."
+    )
+
+
 @pytest.mark.parametrize(
     ("options", "key"),
     [
@@ -174,6 +189,11 @@ def test_durations(text, seconds):
         ),
         ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
         ({**REQUEST, "request.routing": "random"}, "Could not parse value 'random' for key 'request.routing'"),
+        (
+            {**REQUEST, "request.routing": "prefix", "request.routing.key-column": "user_id"},
+            "Option 'request.routing.key-column' names an INPUT column of a model (ML_PREDICT); a 'dspark-vllm' "
+            "table has none: remove it ('request.routing' = 'prefix' routes the table's prompts by their head).",
+        ),
         ({**REPLAY, "parse.gpu-device": "first"}, "'parse.gpu-device' must be 'auto' or a device number"),
         (
             {**REQUEST, "request.concurrency": "8", "request.concurrency.max": "100"},

@@ -79,3 +79,25 @@ def test_a_file_that_is_not_utf8_says_so(tmp_path):
     run = run_sql(tmp_path, b"SELECT 'caf\xe9' AS x;\n")
     assert run.returncode == 2
     assert run.stderr.strip().endswith("job.sql: it is not UTF-8 text"), run.stderr
+
+
+def test_values_are_printed_whole_and_the_rows_counted(tmp_path):
+    """Every printed column was cut at 30 characters (an error row read `request failed: connect: th...`) and
+    'sql-client.display.max-column-width' was ignored. Values are printed whole; the setting, where it is given,
+    cuts them; a closing line counts the rows and the error rows (a column named error, error_reason or
+    `error.reason` that is not NULL)."""
+    long = "request failed: connect: the host vllm does not resolve (DNS)"
+    script = (
+        f"SELECT * FROM (VALUES ('a', CAST(NULL AS STRING)), ('b', '{long}'), ('c', CAST(NULL AS STRING))) "
+        "AS t(k, error);\n"
+        "SELECT 'x' AS k;\n"
+        "SET 'sql-client.display.max-column-width' = '12';\n"
+        f"SELECT '{long}' AS reason;\n"
+    )
+    run = run_sql(tmp_path, script)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"| {long} |" in run.stdout, run.stdout
+    lines = run.stdout.splitlines()
+    counts = [line for line in lines if line.endswith(("row", "rows")) or "error row" in line]
+    assert counts == ["3 rows, 1 error row (error set)", "1 row", "1 row"], run.stdout
+    assert "| request f... |" in run.stdout, run.stdout

@@ -74,7 +74,7 @@ JSON: TypeAlias = Any
 
 # The version of the plans' keys, and of the request step's settings (ClientSpec) in them: a jar refuses a plan of
 # another version (PlanReader), so a client and a TaskManager of different releases never disagree silently.
-PLAN_VERSION = 9
+PLAN_VERSION = 10
 CLIENT_SPEC_VERSION = 2
 
 
@@ -170,6 +170,7 @@ class ModelRequest:
     columns: tuple[NameType, ...]
     on_failure: str
     store: Store | None
+    routing_key: int | None  # the INPUT column whose value routes a row ('request.routing.key-column')
 
 
 # -- the parse step and the declared row -----------------------------------------------------------------------

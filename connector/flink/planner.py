@@ -114,6 +114,7 @@ from connector.options import (
     REQUEST_CACHE,
     REQUEST_OUTPUT_MODE,
     REQUEST_PARAM_OPTIONS,
+    REQUEST_ROUTING_KEY_COLUMN,
     REQUEST_STORE,
     RETRY_DEADLINE,
     RETRY_ON_FAILURE,
@@ -405,14 +406,9 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["columns"]
-        if c["kind"] == "physical" and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
+    fields = _answer_fields([c for c in declared["columns"] if c["kind"] == "physical"], flat, options.raw)
     answer: Answer | None = None
     answer_body: dict[str, Any] | None = None
-    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"table '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -548,6 +544,20 @@ def _of_profile(ftype: Mapping[str, Any], name: str, flat: Mapping[str, str]) ->
     return all(_of_profile(f["type"], str(f["name"]), flat) for f in ftype["fields"])
 
 
+def _answer_fields(
+    columns: Sequence[Mapping[str, Any]], flat: Mapping[str, str], settings: Mapping[str, str]
+) -> list[AnswerField]:
+    """The declared columns that are answer fields (not the profile's); refuses an 'answer.*' setting that names
+    none of them."""
+    fields = [
+        AnswerField(str(c["name"]), c["type"], c.get("comment"))
+        for c in columns
+        if not _of_profile(c["type"], str(c["name"]), flat)
+    ]
+    answer_options(settings, fields)
+    return fields
+
+
 def _answer(
     owner: str, profile: Profile, fields: Sequence[AnswerField], options: Options
 ) -> tuple[Profile, Answer, dict[str, Any] | None]:
@@ -642,6 +652,28 @@ def _template(text: str, inputs: Sequence[str]) -> list[list[Any]]:
     return parts
 
 
+# The INPUT types whose value is an id as it is written (its text, or its bytes): what 'request.routing.key-column'
+# may name. Not a collection or a row (no stable text), nor a float or a time (no id).
+_ROUTING_KEY_ROOTS = ("VARCHAR", "CHAR", "TINYINT", "SMALLINT", "INTEGER", "BIGINT", "DECIMAL", "BINARY", "VARBINARY")
+
+
+def _routing_key(column: str | None, inputs: Sequence[str], types: Mapping[str, Mapping[str, Any]]) -> int | None:
+    """'request.routing.key-column': the index of the INPUT column whose value routes a row (None: unset)."""
+    if column is None:
+        return None
+    if column not in inputs:
+        raise OptionsError(
+            f"Option 'request.routing.key-column' names '{column}', which is not an INPUT column of the model; its "
+            f"INPUT columns: {', '.join(inputs) or '(none)'}."
+        )
+    if types[column].get("root") not in _ROUTING_KEY_ROOTS:
+        raise OptionsError(
+            f"INPUT column '{column}' of 'request.routing.key-column' is {types[column]['sql']}: declare it STRING, "
+            "an integer or BYTES (a session or user id)."
+        )
+    return inputs.index(column)
+
+
 def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     """The plan of a model with 'provider' = 'dspark-vllm' (`io.dspark.vllm.flink.DsparkVllmModelFactory`).
 
@@ -662,14 +694,9 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     profile = load_profile(options.get(PROFILE))
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     metadata = {m.key: m for m in metadata_for("request")}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["output"]
-        if str(c["name"]) not in metadata and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
+    fields = _answer_fields([c for c in declared["output"] if str(c["name"]) not in metadata], flat, options.raw)
     answer: Answer | None = None
     answer_body: dict[str, Any] | None = None
-    answer_options(options.raw, fields)  # refuses a setting that names no answer field
     if fields:
         profile, answer, answer_body = _answer(f"model '{name}'", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
@@ -774,6 +801,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             columns=tuple(NameType(*c) for c in REQUEST_COLUMNS),
             on_failure=options.get(RETRY_ON_FAILURE),
             store=_store(options),
+            routing_key=_routing_key(options.get(REQUEST_ROUTING_KEY_COLUMN), inputs, types),
         ),
         prompt=Prompt(
             chat=prompt["chat"],
@@ -826,16 +854,10 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {', '.join(map(repr, FORMAT_ON_ERROR))}."
         )
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    fields = [
-        AnswerField(str(c["name"]), c["type"], c.get("comment"))
-        for c in declared["columns"]
-        if c["kind"] == "physical"
-        and str(c["name"]) not in FORMAT_ERROR_COLUMNS
-        and not _of_profile(c["type"], str(c["name"]), flat)
-    ]
-    answer: Answer | None = None
     settings = {k: v for k, v in given.items() if k.startswith("answer.")}
-    answer_options(settings, fields)  # refuses a setting that names no answer field
+    physical = [c for c in declared["columns"] if c["kind"] == "physical" and c["name"] not in FORMAT_ERROR_COLUMNS]
+    fields = _answer_fields(physical, flat, settings)
+    answer: Answer | None = None
     if fields:
         parsed = {
             ANSWER_CONSTRAINT.key: "response-format",

@@ -213,6 +213,15 @@ REQUEST_ROUTING_LOAD_BOUND: ConfigOption[float] = _option(
     maximum=1000.0,
     group="Request",
 )
+REQUEST_ROUTING_KEY_COLUMN: ConfigOption[str | None] = _option(
+    "request.routing.key-column",
+    "string",
+    "A model's, with 'request.routing' = 'prefix': the INPUT column (e.g. a session or user id) whose value, as "
+    "text, chooses a row's replica instead of its messages' head, so that all rows of one value go to the replica "
+    "that holds their conversation's prefix (same hashing and load bound); a NULL value goes by the head. A "
+    "'dspark-vllm' table has no INPUT columns and refuses it.",
+    group="Request",
+)
 REQUEST_REPLICAS_RESOLVE_INTERVAL: ConfigOption[float] = _option(
     "request.replicas.resolve-interval",
     "duration",
@@ -456,6 +465,7 @@ OPTIONS: tuple[ConfigOption[Any], ...] = (
     REQUEST_ROUTING,
     REQUEST_ROUTING_PREFIX_LENGTH,
     REQUEST_ROUTING_LOAD_BOUND,
+    REQUEST_ROUTING_KEY_COLUMN,
     REQUEST_REPLICAS_RESOLVE_INTERVAL,
     REQUEST_RATE_LIMIT,
     REQUEST_MAX_BODY_SIZE,

@@ -41,6 +41,8 @@ from connector.options.declared import (
     REQUEST_ONLY,
     REQUEST_PARAM_OPTIONS,
     REQUEST_QUEUE_SIZE,
+    REQUEST_ROUTING,
+    REQUEST_ROUTING_KEY_COLUMN,
     REQUEST_STORE,
     REQUEST_TIMEOUT,
     REQUEST_TLS_CA_BUNDLE,
@@ -321,6 +323,22 @@ def rule_cache_needs_store(o: Options) -> None:
         )
 
 
+def rule_key_column_is_a_models(o: Options) -> None:
+    if o.is_set(REQUEST_ROUTING_KEY_COLUMN):
+        raise OptionsError(
+            "Option 'request.routing.key-column' names an INPUT column of a model (ML_PREDICT); a 'dspark-vllm' "
+            "table has none: remove it ('request.routing' = 'prefix' routes the table's prompts by their head)."
+        )
+
+
+def rule_key_column_needs_prefix_routing(o: Options) -> None:
+    if o.is_set(REQUEST_ROUTING_KEY_COLUMN) and o.get(REQUEST_ROUTING) != "prefix":
+        raise OptionsError(
+            "Option 'request.routing.key-column' chooses a row's replica by a column's value, which is prefix "
+            "routing: add 'request.routing' = 'prefix'."
+        )
+
+
 def rule_arrow_batch_within_bundle(o: Options) -> None:
     batch = o.get(ARROW_BATCH_OPTION)
     if batch is not None and batch > o.bundle_size:
@@ -346,6 +364,7 @@ RULES: tuple[Rule, ...] = (
     rule_tls_files,
     rule_arrow_batch_within_bundle,
     rule_cache_needs_store,
+    rule_key_column_is_a_models,
 )
 
 
@@ -355,6 +374,20 @@ def _answer_setting(key: str) -> bool:
     return key.startswith("answer.") and key.count(".") >= 2
 
 
+def _unsupported(what: str, unknown: list[str], supported: list[str], where: str) -> OptionsError:
+    """Flink's wording, but the nearest keys to each unknown one instead of all of them (a misspelt key is the
+    usual cause, and the list of ~60 hid the one meant)."""
+    named = []
+    for key in unknown:
+        near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
+        named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
+    return OptionsError(
+        f"Unsupported options found for {what}.\n\n"
+        "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
+        f"Supported options: {len(supported)} keys, in {where}."
+    )
+
+
 def validate(raw: Mapping[str, str]) -> Options:
     """Check a table's WITH options the way Flink's FactoryUtil does, then the rules across options."""
     for key in sorted(raw):
@@ -362,18 +395,9 @@ def validate(raw: Mapping[str, str]) -> Options:
             raise OptionsError(message)
     unknown = sorted(k for k in raw if _option_of(k) is None and k not in _FRAMEWORK_KEYS and not _answer_setting(k))
     if unknown:
-        # Flink's wording, but the nearest keys to each unknown one instead of all ~60 (a misspelt key is the
-        # usual cause, and the list hid the one meant).
         supported = sorted({*(o.key for o in OPTIONS), *_FRAMEWORK_KEYS})
-        named = []
-        for key in unknown:
-            near = difflib.get_close_matches(key, supported, n=3, cutoff=0.6)
-            named.append(f"{key} (did you mean {' or '.join(near)}?)" if near else key)
-        raise OptionsError(
-            f"Unsupported options found for '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(named) + "\n\n"
-            f"Supported options: {len(supported)} keys, in the README's table of options "
-            "(connector.options.OPTIONS)."
+        raise _unsupported(
+            f"'{CONNECTOR}'", unknown, supported, "the README's table of options (connector.options.OPTIONS)"
         )
     missing = sorted(o.key for o in OPTIONS if o.required and o.key not in raw)
     if missing:
@@ -399,6 +423,7 @@ MODEL_RULES: tuple[Rule, ...] = (
     rule_attempt_fits_deadline,
     rule_tls_files,
     rule_cache_needs_store,
+    rule_key_column_needs_prefix_routing,
 )
 
 
@@ -408,10 +433,11 @@ def validate_model(raw: Mapping[str, str]) -> Options:
     known = {o.key: o for o in MODEL_OPTIONS}
     unknown = sorted(k for k in raw if k not in known and not _answer_setting(k))
     if unknown:
-        raise OptionsError(
-            f"Unsupported options found for model provider '{CONNECTOR}'.\n\n"
-            "Unsupported options:\n\n" + "\n".join(unknown) + "\n\n"
-            "Supported options:\n\n" + "\n".join(sorted(known))
+        raise _unsupported(
+            f"model provider '{CONNECTOR}'",
+            unknown,
+            sorted(known),
+            "docs/flink.md's table of model options (connector.options.MODEL_OPTIONS)",
         )
     if raw.get("provider") != CONNECTOR:
         raise OptionsError(f"Option 'provider' must be '{CONNECTOR}', got '{raw.get('provider')}'.")

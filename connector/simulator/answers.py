@@ -28,6 +28,8 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
+from connector.schema.json_types import json_type
+
 __all__ = ["BREAK_WAYS", "break_answer", "pattern_string", "value_for"]
 
 # How an answer that ignored its schema is wrong (the ignore-schema fault draws one that applies).
@@ -652,27 +654,13 @@ def _allowed_types(schema: Any) -> set[str]:
         return every
     if "const" in schema or "enum" in schema:
         values = [schema["const"]] if "const" in schema else list(schema["enum"])
-        return {_json_type(v) for v in values}
+        return {json_type(v) for v in values}
     for key in ("anyOf", "oneOf"):
         if schema.get(key):
             return set().union(*(_allowed_types(b) for b in schema[key]))
     if "type" not in schema:
         return every
     return set(_types(schema))
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    return "array" if isinstance(value, list) else "object"
 
 
 _WRONG: tuple[tuple[str, Any], ...] = (

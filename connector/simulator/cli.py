@@ -18,7 +18,7 @@ __all__ = ["add_arguments", "config_from_args", "config_to_args", "run"]
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8000, help="port (0: a free one, printed at start)")
+    parser.add_argument("--port", type=int, default=8000, help="port (default 8000; 0: a free one, printed at start)")
     parser.add_argument(
         "--profile",
         action="append",
@@ -33,20 +33,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="NAME",
         help="served model name, one per --profile (default: a real model of that kind)",
     )
-    parser.add_argument("--seed", type=int, default=0, help="same seed and request: same body")
+    parser.add_argument("--seed", type=int, default=0, help="same seed and request: same body (default 0)")
     parser.add_argument(
-        "--latency-ms", type=float, default=0.0, help="added to every completion (lognormal: the median)"
+        "--latency-ms", type=float, default=0.0, help="added to every completion (lognormal: the median; default 0)"
     )
-    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +- around --latency-ms")
+    parser.add_argument("--jitter-ms", type=float, default=0.0, help="uniform +- around --latency-ms (default 0)")
     parser.add_argument(
         "--latency-dist",
         choices=LATENCY_DISTS,
         default="fixed",
-        help="fixed: --latency-ms (+- --jitter-ms); lognormal: median --latency-ms, 99th percentile --latency-p99-ms",
+        help="fixed (the default): --latency-ms (+- --jitter-ms); lognormal: median --latency-ms, 99th percentile "
+        "--latency-p99-ms",
     )
     parser.add_argument("--latency-p99-ms", type=float, default=None, help="99th percentile of the lognormal latency")
     parser.add_argument(
-        "--ms-per-token", type=float, default=0.0, help="added per completion token generated (long answers last)"
+        "--ms-per-token",
+        type=float,
+        default=0.0,
+        help="added per completion token generated (long answers last; default 0)",
     )
     parser.add_argument(
         "--capacity",
@@ -55,7 +59,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="completions served at once; more are answered 429 with Retry-After (per worker; default: no limit)",
     )
-    parser.add_argument("--itl-ms", type=float, default=0.0, help="delay between stream chunks")
+    parser.add_argument("--itl-ms", type=float, default=0.0, help="delay between stream chunks (default 0)")
     parser.add_argument(
         "--prefix-cache-tokens",
         type=int,
@@ -80,22 +84,35 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(JSON that breaks the request's schema: a required field missing, a wrong type, an extra field or a "
         "string too long, drawn from the seed)",
     )
-    parser.add_argument("--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503")
-    parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault")
-    parser.add_argument("--hang-s", type=float, default=3600.0, help="how long the 'hang' fault waits")
-    parser.add_argument("--big-mb", type=float, default=4.0, help="content size of the 'big' fault")
-    parser.add_argument("--flood-mb", type=float, default=2048.0, help="body size of the 'flood' fault")
+    parser.add_argument(
+        "--retry-after", type=float, default=1.0, metavar="S", help="Retry-After of 429/503 (default 1)"
+    )
+    parser.add_argument("--slow-ms", type=float, default=2000.0, help="extra delay of the 'slow' fault (default 2000)")
+    parser.add_argument("--hang-s", type=float, default=3600.0, help="how long the 'hang' fault waits (default 3600)")
+    parser.add_argument("--big-mb", type=float, default=4.0, help="content size of the 'big' fault (default 4)")
+    parser.add_argument("--flood-mb", type=float, default=2048.0, help="body size of the 'flood' fault (default 2048)")
     parser.add_argument(
         "--api-key",
         default=os.environ.get("DSPARK_SIM_API_KEY"),
         help="require 'Authorization: Bearer KEY' on /v1/* (default $DSPARK_SIM_API_KEY)",
     )
-    parser.add_argument("--max-model-len", type=int, default=8192)
-    parser.add_argument("--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content)")
+    parser.add_argument(
+        "--max-model-len",
+        type=int,
+        default=8192,
+        metavar="TOKENS",
+        help="the served model's context length: a request whose max_tokens is larger is answered 400, as vLLM "
+        "does (default 8192)",
+    )
+    parser.add_argument(
+        "--vllm-version", default="0.32.0", help="what /version says (< 0.10: reasoning_content; default 0.32.0)"
+    )
     parser.add_argument("--no-metrics", action="store_true", help="no per-request `metrics` in bodies")
     parser.add_argument("--no-json-schema", action="store_true", help="no /health/json-schema, like a plain vLLM")
     parser.add_argument("--created", type=int, default=None, help="fixed `created` (Unix s) instead of the clock")
-    parser.add_argument("--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT)")
+    parser.add_argument(
+        "--workers", type=int, default=1, help="server processes sharing the port (SO_REUSEPORT; default 1)"
+    )
 
 
 def config_from_args(args: argparse.Namespace) -> SimulatorConfig:

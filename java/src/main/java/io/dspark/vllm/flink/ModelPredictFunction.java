@@ -68,6 +68,43 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     private transient boolean failJob;
     private transient Completions<Done> done;
     private transient boolean said;
+    private transient RowData.FieldGetter routingKeyColumn; // 'request.routing.key-column', or null
+    private transient boolean asked;
+    private transient String inputKey;
+    private transient Input input;
+    private transient Thread inputCheck;
+
+    /** How long a model waits for its first row before it says that its input has none yet. */
+    static final long NO_INPUT_NOTE_MS = 10_000;
+    // The model's instances in this JVM (every subtask of a local job; a TaskManager's on a cluster), by operator
+    // and plan: whether any of them was given a row. A source with no records (an empty Kafka topic) says nothing,
+    // and a job that asks nothing looked like a job that hangs: the model says it, once for all its instances.
+    private static final Map<String, Input> INPUTS = new java.util.concurrent.ConcurrentHashMap<>();
+
+    /** What the instances of one model in this JVM have been given. */
+    static final class Input {
+        final java.util.concurrent.atomic.AtomicBoolean rows = new java.util.concurrent.atomic.AtomicBoolean();
+        final java.util.concurrent.atomic.AtomicBoolean said = new java.util.concurrent.atomic.AtomicBoolean();
+        int open;
+
+        /** Said once (stderr: the console of a local job, a TaskManager's .out file; and the log), if no row came. */
+        void sayIfNone(String line) {
+            if (!rows.get() && said.compareAndSet(false, true)) {
+                System.err.println(line);
+                LOG.info(line);
+            }
+        }
+    }
+
+    static String waitingLine(String model, long ms) {
+        return "dspark-vllm: model " + model + " (ML_PREDICT) has had no row to ask for " + ms / 1000
+                + " s: the job is waiting for its input's records (an empty Kafka topic?) and asks as they come";
+    }
+
+    static String noneLine(String model) {
+        return "dspark-vllm: model " + model + " (ML_PREDICT) asked nothing: its input ended with no row "
+                + "(an empty topic or file?)";
+    }
 
     ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
         this.planJson = planJson;
@@ -140,6 +177,9 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                 RequestStep.COLUMNS.indexOf("_request_error"), false, null);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
 
+        routingKeyColumn = request.routingKey == null ? null : RowData.createFieldGetter(
+                ((RowType) TablePlan.dataType(inputType).getLogicalType()).getTypeAt(request.routingKey.intValue()),
+                request.routingKey.intValue());
         requests = Engine.requests(spec, request.store, context.getTaskInfo().getIndexOfThisSubtask(), null);
         // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
         modelIdentity = plan.model.getBytes(java.nio.charset.StandardCharsets.UTF_8);
@@ -148,7 +188,27 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         if (context.getTaskInfo().getIndexOfThisSubtask() == 0) {
             RequestStep.checkEndpoint(spec.url); // an endpoint that takes no connection: said at once, as a table's
         }
-        done = new Completions<>("dspark-vllm model parse " + plan.model, jvm.batchSize.intValue(), this::parse);
+        done = new Completions<>("dspark-vllm model parse " + plan.model,
+                jvm.batchSize.intValue(), this::parse);
+
+        String model = plan.model;
+        inputKey = context.getTaskInfo().getTaskName() + "\u0000" + planJson.hashCode();
+        input = INPUTS.compute(inputKey, (k, v) -> {
+            Input in = v == null ? new Input() : v;
+            in.open++;
+            return in;
+        });
+        Input shared = input;
+        inputCheck = new Thread(() -> {
+            try {
+                Thread.sleep(NO_INPUT_NOTE_MS);
+            } catch (InterruptedException e) {
+                return;
+            }
+            shared.sayIfNone(waitingLine(model, NO_INPUT_NOTE_MS));
+        }, "dspark-vllm model input check");
+        inputCheck.setDaemon(true);
+        inputCheck.start();
     }
 
     @Override
@@ -161,6 +221,10 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     break;
                 }
             }
+        }
+        if (!asked) {
+            asked = true;
+            this.input.rows.set(true);
         }
         CompletableFuture<Collection<RowData>> result = new CompletableFuture<>();
         metrics.sent();
@@ -175,10 +239,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             } catch (Exception e) { // a row we cannot key is sent as without a store: never a lost row
                 identity = null;
             }
+            byte[] routingKey = routingKey(input);
             sent = identity == null
-                    ? requests.requester().sendBody(r.body, java.util.UUID.randomUUID().toString())
+                    ? requests.requester().sendBody(r.body, java.util.UUID.randomUUID().toString(), routingKey)
                             .thenApply(o -> new StoredRequests.Answer(o, null, false))
-                    : requests.sendBody(r.body, null, identity);
+                    : requests.sendBody(r.body, null, identity, routingKey);
         }
         sent.whenComplete((answer, bug) -> {
             if (bug != null) { // the requester never fails a future; a defect of ours costs this row only
@@ -187,6 +252,18 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             done.add(new Done(r.text, answer.key, answer.outcome, answer.cached, result));
         });
         return result;
+    }
+
+    /**
+     * The row's routing key ('request.routing.key-column'): the column's value as text, a BYTES value's own bytes;
+     * null where the option is unset or the value is NULL (the request goes by its body's head).
+     */
+    private byte[] routingKey(RowData input) {
+        Object v = routingKeyColumn == null ? null : routingKeyColumn.getFieldOrNull(input);
+        if (v == null) {
+            return null;
+        }
+        return v instanceof byte[] ? (byte[]) v : v.toString().getBytes(java.nio.charset.StandardCharsets.UTF_8);
     }
 
     /** On the parse thread: the responses of one batch, parsed in one call, each row's future completed once. */
@@ -240,6 +317,19 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
 
     @Override
     public void close() throws Exception {
+        if (inputCheck != null) {
+            inputCheck.interrupt();
+        }
+        if (inputKey != null) {
+            String model = PlanReader.readModel(JSON.readTree(planJson)).model;
+            INPUTS.computeIfPresent(inputKey, (k, in) -> {
+                if (--in.open > 0) {
+                    return in;
+                }
+                in.sayIfNone(noneLine(model)); // the last instance to close: a bounded input that had no row
+                return null;
+            });
+        }
         if (requests != null) {
             requests.close();
         }
@@ -433,7 +523,13 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                     r.problem = "the prompt is not valid Unicode: a lone surrogate; it cannot be sent as UTF-8 JSON";
                     return r;
                 }
-                r.body = JSON.writeValueAsBytes(body);
+                // The conversation first: 'prefix' routing keys a request by its body's first bytes, which were
+                // the fixed options (the model, an answer schema's response_format) and so one key for every row.
+                ObjectNode ordered = JSON.createObjectNode();
+                String lead = chat ? "messages" : "prompt";
+                ordered.set(lead, body.get(lead));
+                ordered.setAll(body);
+                r.body = JSON.writeValueAsBytes(ordered);
             } catch (Exception e) { // a row we cannot make a request of is an error row, never the job's failure
                 r.problem = "the row cannot be made a request (" + e.getMessage() + ")";
             }

@@ -7,7 +7,17 @@ import org.apache.flink.table.api.TableEnvironment;
 import org.apache.flink.table.api.TableResult;
 import org.apache.flink.table.api.ResultKind;
 
+import org.apache.flink.configuration.ConfigOptions;
+import org.apache.flink.table.api.internal.TableResultInternal;
+import org.apache.flink.table.catalog.ResolvedSchema;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.utils.print.PrintStyle;
+import org.apache.flink.table.utils.print.TableauStyle;
+import org.apache.flink.util.CloseableIterator;
+
 import java.io.IOException;
+import java.io.OutputStreamWriter;
+import java.io.PrintWriter;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -102,14 +112,14 @@ public final class SqlRunner {
             try {
                 TableResult result = t.executeSql(statement);
                 if (isQuery(statement) && result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
-                    result.print(); // a query's rows (waits for a bounded query to end)
+                    print(result, t.getConfig().getConfiguration()); // waits for a bounded query to end
                 } else if (result.getJobClient().isPresent()) {
                     System.err.println("SqlRunner: statement " + n + " submitted job "
                             + result.getJobClient().get().getJobID());
                     jobs.add(result);
                     jobStatements.add(n);
                 } else if (result.getResultKind() == ResultKind.SUCCESS_WITH_CONTENT) {
-                    result.print();
+                    print(result, t.getConfig().getConfiguration());
                 }
             } catch (Exception e) {
                 fail(n, statement, e);
@@ -124,6 +134,58 @@ public final class SqlRunner {
                 fail(submitted, statements.get(submitted - 1), e);
             }
         }
+    }
+
+    /** The SQL Client's setting of the widest printed column; unset, values are printed whole. */
+    private static final String MAX_COLUMN_WIDTH = "sql-client.display.max-column-width";
+    /** The column an error row has set, as ML_PREDICT's OUTPUT, a table's metadata column or its alias name it. */
+    private static final List<String> ERROR_COLUMNS = List.of("error.reason", "error_reason", "error");
+
+    /**
+     * A result's rows as a table, as the SQL Client's tableau mode prints them but with values whole (Flink's
+     * {@code TableResult.print()} cuts each at 30 characters: an error row read {@code request failed: connect:
+     * th...}), then a line that counts the rows and, where the result has an error column, the error rows.
+     */
+    static void print(TableResult result, Configuration session) {
+        ResolvedSchema schema = result.getResolvedSchema();
+        int width = session.getOptional(ConfigOptions.key(MAX_COLUMN_WIDTH).intType().noDefaultValue())
+                .orElse(Integer.MAX_VALUE);
+        TableResultInternal internal = (TableResultInternal) result;
+        List<RowData> rows = new ArrayList<>();
+        try (CloseableIterator<RowData> it = internal.collectInternal()) {
+            it.forEachRemaining(rows::add);
+        } catch (Exception e) {
+            throw e instanceof RuntimeException ? (RuntimeException) e : new RuntimeException(e);
+        }
+        PrintWriter out = new PrintWriter(new OutputStreamWriter(System.out, StandardCharsets.UTF_8), true);
+        if (!rows.isEmpty()) {
+            TableauStyle style = PrintStyle.tableauWithDataInferredColumnWidths(
+                    schema, internal.getRowDataToStringConverter(), width, false, true);
+            style.printTable(rows.iterator(), out);
+        }
+        out.println(countLine(schema.getColumnNames(), rows));
+        out.flush();
+    }
+
+    /** "3 rows, 1 error row (error.reason set)"; "1 row"; "0 rows". */
+    static String countLine(List<String> columns, List<RowData> rows) {
+        String count = rows.size() + (rows.size() == 1 ? " row" : " rows");
+        int at = -1;
+        for (String name : ERROR_COLUMNS) {
+            at = columns.indexOf(name);
+            if (at >= 0) {
+                break;
+            }
+        }
+        if (at < 0 || rows.isEmpty()) {
+            return count;
+        }
+        int errors = 0;
+        for (RowData row : rows) {
+            errors += row.isNullAt(at) ? 0 : 1;
+        }
+        return count + ", " + errors + (errors == 1 ? " error row" : " error rows") + " (" + columns.get(at)
+                + " set)";
     }
 
     private static boolean isQuery(String statement) {
@@ -141,7 +203,7 @@ public final class SqlRunner {
                 message.append(" <- ").append(text);
             }
         }
-        String text = nearestOptions(message.toString());
+        String text = nearestOptions(withoutFactoryWrapper(message.toString()));
         // One line, the statement's beginning in it: Flink's messages hold line breaks (the lists of options
         // and keys). -Ddspark.verbose=true adds the stack trace (`dspark-vllm sql --verbose` sets it).
         String first = statement.strip().split("\\R", 2)[0].strip();
@@ -173,6 +235,18 @@ public final class SqlRunner {
             }
         }
         return message.substring(0, at) + last.replaceFirst("^connector\\.errors\\.\\w+: ", "");
+    }
+
+    private static final Pattern FACTORY_WRAPPER = Pattern.compile(
+            "Unable to create a [^\\n]*? for [^\\n]*?'\\.\\s+\\w+ options are:.*? <- ", Pattern.DOTALL);
+
+    /**
+     * Flink's "Unable to create a source for reading table 'x'. Table options are: 'k'='v' ..." (a model's alike)
+     * around the factory's own message, left out: it repeats every option with its value, and the factory's
+     * message, after it, says what is wrong.
+     */
+    static String withoutFactoryWrapper(String message) {
+        return FACTORY_WRAPPER.matcher(message).replaceFirst("");
     }
 
     private static final Pattern UNSUPPORTED = Pattern.compile(

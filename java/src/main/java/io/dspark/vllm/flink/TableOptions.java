@@ -61,6 +61,7 @@ final class TableOptions {
             ConfigOptions.key("request.routing").stringType().noDefaultValue().withDescription("Which replica takes a request: 'least-loaded' (the most free slots) or 'prefix' (prompts that share their first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; consistent hashing with bounded load: a replica that is full or ejected passes them on to the next)."),
             ConfigOptions.key("request.routing.prefix-length").stringType().noDefaultValue().withDescription("With 'request.routing' = 'prefix': the bytes of a request's messages (system prompt first) that choose its replica; about the length of the head that prompts share."),
             ConfigOptions.key("request.routing.load-bound").stringType().noDefaultValue().withDescription("With 'request.routing' = 'prefix': a replica takes a request while its load (requests on the wire and waiting for it) is at most this times the mean load (+1), else the next replica in the head's order does; higher keeps more heads on their replica (more prefix cache hits) at the cost of an even load."),
+            ConfigOptions.key("request.routing.key-column").stringType().noDefaultValue().withDescription("A model's, with 'request.routing' = 'prefix': the INPUT column (e.g. a session or user id) whose value, as text, chooses a row's replica instead of its messages' head, so that all rows of one value go to the replica that holds their conversation's prefix (same hashing and load bound); a NULL value goes by the head. A 'dspark-vllm' table has no INPUT columns and refuses it."),
             ConfigOptions.key("request.replicas.resolve-interval").stringType().noDefaultValue().withDescription("A host name in 'endpoint' is looked up again at this interval: addresses that appear become replicas, those gone are dropped; 0: never (the name is one replica, connected as the JVM resolves it)."),
             ConfigOptions.key("request.rate-limit").stringType().noDefaultValue().withDescription("Requests per second per parallel instance (no limit when unset)."),
             ConfigOptions.key("request.max-body-size").stringType().noDefaultValue().withDescription("A larger response is not read: its connection is closed and the prompt becomes an error row (too-large). At most 256 mb, the largest body the parser reads (docs/json.md)."),
@@ -108,16 +109,16 @@ final class TableOptions {
             "api-key", "api-key.env", "api-key.file", "request.api",
             "request.timeout", "request.connect-timeout", "request.concurrency", "request.concurrency.min",
             "request.concurrency.max", "request.routing", "request.routing.prefix-length", "request.routing.load-bound",
-            "request.replicas.resolve-interval", "request.rate-limit", "request.max-body-size", "request.structured-output",
-            "request.tls-verify", "request.tls-ca-bundle", "request.tls-client-cert", "request.tls-client-key",
-            "request.store", "request.cache", "request.n", "request.max-tokens",
-            "request.min-tokens", "request.temperature", "request.top-p", "request.top-k",
-            "request.min-p", "request.presence-penalty", "request.frequency-penalty", "request.repetition-penalty",
-            "request.seed", "request.stop", "request.logprobs", "answer.constraint",
-            "answer.string-characters", "answer.nullable", "request.retry.deadline", "request.retry.max-attempts",
-            "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after", "request.retry.hold-while-down",
-            "request.on-failure", "parse.backend", "parse.batch-size", "prompt.template",
-            "system-prompt"
+            "request.routing.key-column", "request.replicas.resolve-interval", "request.rate-limit", "request.max-body-size",
+            "request.structured-output", "request.tls-verify", "request.tls-ca-bundle", "request.tls-client-cert",
+            "request.tls-client-key", "request.store", "request.cache", "request.n",
+            "request.max-tokens", "request.min-tokens", "request.temperature", "request.top-p",
+            "request.top-k", "request.min-p", "request.presence-penalty", "request.frequency-penalty",
+            "request.repetition-penalty", "request.seed", "request.stop", "request.logprobs",
+            "answer.constraint", "answer.string-characters", "answer.nullable", "request.retry.deadline",
+            "request.retry.max-attempts", "request.retry.initial-backoff", "request.retry.max-backoff", "request.retry.max-retry-after",
+            "request.retry.hold-while-down", "request.on-failure", "parse.backend", "parse.batch-size",
+            "prompt.template", "system-prompt"
     )));
 
     /** The keys whose values are secrets, masked in what the SQL runner prints ({@link Secrets}). */

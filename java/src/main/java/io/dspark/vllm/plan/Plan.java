@@ -14,7 +14,7 @@ public final class Plan {
     private Plan() {}
 
     /** The plans' version ({@code connector.flink.plan_types.PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 9;
+    public static final int PLAN_VERSION = 10;
     /** The request spec's ({@code CLIENT_SPEC_VERSION}). */
     public static final int CLIENT_SPEC_VERSION = 2;
 
@@ -162,11 +162,13 @@ public final class Plan {
         public final List<NameType> columns;
         public final String onFailure;
         public final Store store;
-        public ModelRequest(ClientSpec client, List<NameType> columns, String onFailure, Store store) {
+        public final Long routingKey;
+        public ModelRequest(ClientSpec client, List<NameType> columns, String onFailure, Store store, Long routingKey) {
             this.client = client;
             this.columns = columns;
             this.onFailure = onFailure;
             this.store = store;
+            this.routingKey = routingKey;
         }
     }
 

@@ -232,13 +232,15 @@ public final class PlanReader {
     }
 
     static Plan.ModelRequest readModelRequest(JsonNode node, String where) {
-        keys(node, where, Set.of("client", "columns", "on_failure", "store"));
+        keys(node, where, Set.of("client", "columns", "on_failure", "store", "routing_key"));
         ClientSpec client = readClientSpec(need(node, "client", where), where + ".client");
         List<NameType> columns = list(need(node, "columns", where), where + ".columns", (v, w) -> readNameType(v, w));
         String onFailure = text(need(node, "on_failure", where), where + ".on_failure");
         JsonNode storeNode = maybe(node, "store", where, false);
         Store store = storeNode == null ? null : readStore(storeNode, where + ".store");
-        return new Plan.ModelRequest(client, columns, onFailure, store);
+        JsonNode routingKeyNode = maybe(node, "routing_key", where, false);
+        Long routingKey = routingKeyNode == null ? null : integer(routingKeyNode, where + ".routing_key");
+        return new Plan.ModelRequest(client, columns, onFailure, store, routingKey);
     }
 
     static Plan.NativeParse readNativeParse(JsonNode node, String where) {

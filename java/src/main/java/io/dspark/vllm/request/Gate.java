@@ -206,7 +206,8 @@ final class Gate {
         });
     }
 
-    private static final class Waiter {
+    /** One caller held while the server is down: fired once, when the way opens or its wait times out. */
+    static final class Waiter {
         private final Consumer<Boolean> then;
         private final AtomicBoolean fired = new AtomicBoolean();
         volatile ScheduledFuture<?> timeout;

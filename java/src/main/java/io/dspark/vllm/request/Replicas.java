@@ -44,11 +44,12 @@ import java.util.function.Function;
  * <p><b>Routing.</b> {@code least-loaded}: one FIFO queue for all replicas, where a request waits only while no
  * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
  * in turn). {@code prefix}: the first {@code prefix_bytes} of the body after its fixed head (the messages, system
- * prompt first) choose the replica by rendezvous (highest random weight) hashing, a consistent hashing: every
- * subtask, and a restarted job, sends a head to the same replica, and a replica that goes or comes moves only its
- * own share. The request joins that replica's own queue (a full replica keeps its heads: passing them to
- * whichever has room would undo the routing under load), within a bounded load: a replica takes it only while
- * its load (on the wire and queued) is at most 'load_bound' (1.25) x the mean load (+1); else the next in the
+ * prompt first), or the request's own routing key where it has one (a model's 'request.routing.key-column': a user
+ * or session id, whatever the body), choose the replica by rendezvous (highest random weight) hashing, a consistent
+ * hashing: every subtask, and a restarted job, sends a head to the same replica, and a replica that goes or comes
+ * moves only its own share. The request joins that replica's own queue (a full replica keeps its heads: passing
+ * them to whichever has room would undo the routing under load), within a bounded load: a replica takes it only
+ * while its load (on the wire and queued) is at most 'load_bound' (1.25) x the mean load (+1); else the next in the
  * key's order. An ejected or gone replica's queue goes to the others.
  *
  * <p>Thread safety: one lock (this) guards the queue and the list; slots and gates have their own, never taken
@@ -166,7 +167,7 @@ public final class Replicas implements AutoCloseable {
     private final boolean prefix;
     private final boolean healthEach; // a gate for each replica (more than one URL, or a name that may resolve to more)
     private final ArrayDeque<Waiter> waiting = new ArrayDeque<>();
-    private final List<HoldWaiter> holds = new ArrayList<>();
+    private final List<Gate.Waiter> holds = new ArrayList<>();
     private final AtomicInteger turn = new AtomicInteger();
     private final List<Consumer<Replica>> added = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ScheduledThreadPoolExecutor resolving;
@@ -463,7 +464,7 @@ public final class Replicas implements AutoCloseable {
 
     /** Call {@code then} with true once a replica is in, or with false after {@code timeoutS}. */
     void awaitIn(double timeoutS, Consumer<Boolean> then) {
-        HoldWaiter w = new HoldWaiter(then);
+        Gate.Waiter w = new Gate.Waiter(then);
         synchronized (this) {
             if (!anyIn() && timeoutS > 0 && !closed) {
                 try {
@@ -484,41 +485,27 @@ public final class Replicas implements AutoCloseable {
     }
 
     private void readmitted() {
-        List<HoldWaiter> go;
+        List<Gate.Waiter> go;
         synchronized (this) {
             go = new ArrayList<>(holds);
             holds.clear();
         }
-        for (HoldWaiter w : go) {
+        for (Gate.Waiter w : go) {
             w.fire(true);
         }
         drain();
     }
 
-    private static final class HoldWaiter {
-        private final Consumer<Boolean> then;
-        private final AtomicBoolean fired = new AtomicBoolean();
-        volatile ScheduledFuture<?> timeout;
-
-        HoldWaiter(Consumer<Boolean> then) {
-            this.then = then;
-        }
-
-        void fire(boolean opened) {
-            if (fired.compareAndSet(false, true)) {
-                ScheduledFuture<?> t = timeout;
-                if (t != null) {
-                    t.cancel(false);
-                }
-                then.accept(opened);
-            }
-        }
-    }
-
     // --- routing ---------------------------------------------------------------------------
 
-    /** The routing key's hash of a body: its first {@code prefix_bytes} after the body's fixed head. */
-    long keyOf(byte[] body) {
+    /**
+     * The routing key's hash of a request: {@code key}'s (a model's 'request.routing.key-column': a user or session
+     * id), or where that is null the body's first {@code prefix_bytes} after its fixed head.
+     */
+    long keyOf(byte[] body, byte[] key) {
+        if (key != null) {
+            return fnv(key, key.length);
+        }
         int head = spec.bodyPrefix.getBytes(StandardCharsets.UTF_8).length;
         return fnv(body, (int) Math.min(Integer.MAX_VALUE, (long) head + spec.prefixBytes));
     }

@@ -191,7 +191,7 @@ public final class Requester implements AutoCloseable {
                     + "(U+" + String.format("%04X", (int) prompt.charAt(bad)) + ") at character " + bad
                     + "; it cannot be sent as UTF-8 JSON", start));
         }
-        return sendBody(bodyOf(prompt), requestId, start);
+        return sendBody(bodyOf(prompt), requestId, null, start);
     }
 
     /** The body {@link #send} sends for {@code prompt}, or null where it sends none (NULL, a lone surrogate). */
@@ -226,11 +226,19 @@ public final class Requester implements AutoCloseable {
      * {@link #send}, the future never completes exceptionally.
      */
     public CompletableFuture<Outcome> sendBody(byte[] content, String requestId) {
+        return sendBody(content, requestId, (byte[]) null);
+    }
+
+    /**
+     * As {@link #sendBody(byte[], String)}, routed by {@code routingKey} (a model's 'request.routing.key-column':
+     * a session or user id) instead of the body's head where routing is 'prefix'; null: by the head.
+     */
+    public CompletableFuture<Outcome> sendBody(byte[] content, String requestId, byte[] routingKey) {
         long start = System.nanoTime();
         if (closed) {
             return CompletableFuture.completedFuture(invalid("the request step was closed", start));
         }
-        return sendBody(content, requestId, start);
+        return sendBody(content, requestId, routingKey, start);
     }
 
     /** Where {@code text} has a UTF-16 surrogate without its pair (it cannot be sent as UTF-8), or -1. */
@@ -248,14 +256,14 @@ public final class Requester implements AutoCloseable {
         return new Outcome(null, null, 0.0, 0, "request: " + why, PlanContract.REQUEST, System.currentTimeMillis());
     }
 
-    private CompletableFuture<Outcome> sendBody(byte[] content, String requestId, long start) {
+    private CompletableFuture<Outcome> sendBody(byte[] content, String requestId, byte[] routingKey, long start) {
         if (requestId == null || !headerValue(requestId)) {
             return CompletableFuture.completedFuture(invalid("the request id cannot be sent as a header", start));
         }
         HttpHeaders h = new DefaultHttpHeaders(false).add(headers).set("x-request-id", requestId);
         Call call = new Call(content, h, requestId, start);
         if (replicas.keyed()) {
-            call.keyHash = replicas.keyOf(content);
+            call.keyHash = replicas.keyOf(content, routingKey);
         }
         active.add(call);
         if (closed) { // close() ran meanwhile and may not have seen it
@@ -409,7 +417,7 @@ public final class Requester implements AutoCloseable {
         volatile String why = ""; // why it gave up, where the failure does not say
         volatile Attempt current;
         volatile Replicas.Replica replica; // the last attempt's
-        long keyHash; // 'prefix' routing: the hash of the body's head
+        long keyHash; // 'prefix' routing: the hash of the routing key, or of the body's head
         volatile Replicas.Replica avoid; // the replica of the failed attempt before: another, if one has room
 
         Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {

@@ -247,11 +247,20 @@ public final class StoredRequests implements AutoCloseable {
 
     /** A request body the caller made; {@code identity} tells its row apart from others with the same body. */
     public CompletableFuture<Answer> sendBody(byte[] body, String requestId, byte[] identity) {
+        return sendBody(body, requestId, identity, null);
+    }
+
+    /**
+     * As {@link #sendBody(byte[], String, byte[])}, routed by {@code routingKey} among the replicas
+     * ({@link Requester#sendBody(byte[], String, byte[])}; null: by the body's head). The routing key chooses a
+     * replica only: the request's key in the store is the same with it or without it.
+     */
+    public CompletableFuture<Answer> sendBody(byte[] body, String requestId, byte[] identity, byte[] routingKey) {
         byte[] key = digest(url, body, identity);
         String hex = hex(key);
         String id = requestId == null ? hex : requestId;
         if (store == null || System.nanoTime() - pausedUntilNs < 0) {
-            return requester.sendBody(body, id).thenApply(o -> new Answer(o, hex, false));
+            return requester.sendBody(body, id, routingKey).thenApply(o -> new Answer(o, hex, false));
         }
         byte[] cacheKey = digest(url, body);
         try {
@@ -274,7 +283,7 @@ public final class StoredRequests implements AutoCloseable {
         } catch (Exception e) {
             failed("cannot be read", store.where(), e);
         }
-        return requester.sendBody(body, id).thenCompose(o -> {
+        return requester.sendBody(body, id, routingKey).thenCompose(o -> {
             if (!o.ok() || o.body == null || o.status == null) {
                 return CompletableFuture.completedFuture(new Answer(o, hex, false)); // sent again after a restore
             }

@@ -103,17 +103,43 @@ final class ModelFaultsTest {
 
     /** The model's plan from the Python planner (connector.flink.planner.model_plan) for one INPUT column. */
     private static JsonNode modelPlan(String inputJson) throws Exception {
+        return modelPlan(inputJson, "", "");
+    }
+
+    /** The same, with more options (Python dict items) and OUTPUT columns (Python dicts) than the error's. */
+    private static JsonNode modelPlan(String inputJson, String options, String outputs) throws Exception {
         String python = System.getProperty("dspark.python", "python3");
         Process p = new ProcessBuilder(python, "-c", String.join("\n",
                 "import json, sys",
                 "from connector.flink.planner import model_plan",
                 "declared = {'model': 'm', 'options': {'provider': 'dspark-vllm', 'endpoint': 'http://127.0.0.1:9',",
-                "            'model': 'm'}, 'input': json.loads(sys.argv[1]),",
-                "            'output': [{'name': 'error.reason', 'type': {'sql': 'STRING', 'root': 'VARCHAR'}}]}",
+                "            'model': 'm'" + (options.isEmpty() ? "" : ", " + options) + "},",
+                "            'input': json.loads(sys.argv[1]),",
+                "            'output': [{'name': 'error.reason', 'type': {'sql': 'STRING', 'root': 'VARCHAR'}}"
+                        + (outputs.isEmpty() ? "" : ", " + outputs) + "]}",
                 "print(json.dumps(model_plan(declared)))"), inputJson).redirectErrorStream(true).start();
         String out = new String(p.getInputStream().readAllBytes(), java.nio.charset.StandardCharsets.UTF_8);
         assertEquals(0, p.waitFor(), out);
         return new ObjectMapper().readTree(out);
+    }
+
+    /**
+     * 'prefix' routing keys a request by its body's first bytes: a model's body began with its fixed options (the
+     * model, an answer schema's response_format of hundreds of bytes), so every row had one key and one replica.
+     * The messages come first.
+     */
+    @Test
+    void aRequestBodyBeginsWithItsMessages() throws Exception {
+        JsonNode plan = modelPlan("[{\"name\": \"q\", \"type\": {\"sql\": \"STRING\", \"root\": \"VARCHAR\"}}]",
+                "'answer.constraint': 'response-format'",
+                "{'name': 'score', 'type': {'sql': 'INT', 'root': 'INTEGER'}}");
+        RowType input = (RowType) TablePlan.dataType("ROW<`q` STRING>").getLogicalType();
+        ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
+                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+        String body = new String(prompt.of(GenericRowData.of(StringData.fromString("Rate this: great"))).body,
+                java.nio.charset.StandardCharsets.UTF_8);
+        assertTrue(body.startsWith("{\"messages\":[{\"role\":\"user\",\"content\":\"Rate this: great\"}]"), body);
+        assertTrue(body.contains("\"response_format\""), body);
     }
 
     @Test

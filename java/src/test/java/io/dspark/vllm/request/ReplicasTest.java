@@ -303,4 +303,41 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test08ARoutingKeySendsItsRequestsToOneReplica() throws Exception {
+        // A model's 'request.routing.key-column' (a user id): the rows of one user go to one replica, whatever
+        // their bodies (each a different question), where their conversation's prefix is cached. A request with no
+        // key goes by its body's head, as without the option.
+        try (Web a = slowOk(0); Web b = slowOk(0); Web c = slowOk(0)) {
+            ObjectNode n = specOf(a.base, b.base, c.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            try (Requester r = new Requester(of(n))) {
+                Map<String, Set<String>> replicasOfUser = new HashMap<>();
+                Set<String> replicasOfHead = new HashSet<>();
+                for (int round = 0; round < 6; round++) {
+                    for (int user = 0; user < 24; user++) {
+                        String id = "user-" + user;
+                        byte[] body = String.format("question %04d of %s", round * 24 + user, id)
+                                .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+                        Outcome o = r.sendBody(body, id + "-" + round,
+                                id.getBytes(java.nio.charset.StandardCharsets.UTF_8)).get(20, TimeUnit.SECONDS);
+                        check(o.ok(), "ok: " + o.error);
+                        replicasOfUser.computeIfAbsent(id, k -> new HashSet<>()).add(o.replica);
+                    }
+                    Outcome o = r.sendBody(r.bodyOf("system 0001 | question " + round), "head-" + round, null)
+                            .get(20, TimeUnit.SECONDS);
+                    check(o.ok(), "ok: " + o.error);
+                    replicasOfHead.add(o.replica);
+                }
+                Set<String> used = new HashSet<>();
+                for (Map.Entry<String, Set<String>> e : replicasOfUser.entrySet()) {
+                    equal(1, e.getValue().size(), "the replicas of " + e.getKey() + " " + replicasOfUser);
+                    used.addAll(e.getValue());
+                }
+                equal(3, used.size(), "the users spread over the replicas");
+                equal(1, replicasOfHead.size(), "the replicas of a head with no key");
+            }
+        }
+    }
 }

@@ -56,6 +56,31 @@ final class StoredRequestsTest {
         }
     }
 
+    @Test
+    void aRoutingKeyChoosesAReplicaOnlyNotTheRequestKey() throws Exception {
+        // A model's 'request.routing.key-column' routes a row; its request key stays the model, endpoint, body and
+        // INPUT row: a row answered under one routing key (or none) is answered from the store under another.
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {
+            FileSystemStore store = new FileSystemStore(dir.toUri().toString(), 0);
+            org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode n = spec(web.base);
+            n.putObject("routing").put("mode", "prefix");
+            byte[] body = "{\"prompt\": \"question\"}".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            byte[] row = "row-1".getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            try (StoredRequests requests = new StoredRequests(new Requester(of(n)), store, 0)) {
+                StoredRequests.Answer first = get(requests.sendBody(body, null, row,
+                        "user-1".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+                StoredRequests.Answer again = get(requests.sendBody(body, null, row,
+                        "user-2".getBytes(java.nio.charset.StandardCharsets.UTF_8)));
+                StoredRequests.Answer none = get(requests.sendBody(body, null, row));
+                assertTrue(first.outcome.ok() && !first.cached, String.valueOf(first.outcome.error));
+                assertTrue(again.cached && none.cached);
+                assertEquals(first.key, again.key);
+                assertEquals(first.key, none.key);
+                assertEquals(1, web.posts().size());
+            }
+        }
+    }
+
     /** A store whose every lookup and put fails. */
     private static class Failing implements ResponseStore {
         @Override
