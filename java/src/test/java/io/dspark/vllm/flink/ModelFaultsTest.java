@@ -135,7 +135,8 @@ final class ModelFaultsTest {
                 "{'name': 'score', 'type': {'sql': 'INT', 'root': 'INTEGER'}}");
         RowType input = (RowType) TablePlan.dataType("ROW<`q` STRING>").getLogicalType();
         ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
-                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+                io.dspark.vllm.plan.PlanReader.readModel(plan),
+                io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
         String body = new String(prompt.of(GenericRowData.of(StringData.fromString("Rate this: great"))).body,
                 java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(body.startsWith("{\"messages\":[{\"role\":\"user\",\"content\":\"Rate this: great\"}]"), body);
