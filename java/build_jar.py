@@ -127,9 +127,36 @@ def version() -> str:
     raise SystemExit("dspark-vllm: no version in pyproject.toml")
 
 
+def require_current_plan_records() -> None:
+    """The jar's plan records and reader (java/.../plan) must be what connector/flink/plan_types.py makes: a build
+    from a stale one stops with one line saying how to regenerate them. The module is read by its path (standard
+    library only), so the build needs no installed package."""
+    name = "dspark_vllm_plan_types"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "connector" / "flink" / "plan_types.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses reads the module's names
+    try:
+        spec.loader.exec_module(module)
+        folder = SOURCES / "java" / "io" / "dspark" / "vllm" / "plan"
+        stale = [n for n, text in module.java_sources().items() if _text(folder / n) != text]
+    finally:
+        del sys.modules[name]
+    if stale:
+        where = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
+        raise SystemExit(
+            f"dspark-vllm: {', '.join(stale)} in {where} is stale: "
+            f"run python -m connector.flink.plan_types --java {where}"
+        )
+
+
+def _text(path: Path) -> str | None:
+    return path.read_text() if path.is_file() else None
+
+
 def build() -> Path:
     """Compile the classes and write connector/flink/jars/dspark-vllm-flink-<version>.jar."""
     _build_native().require_current_contract()  # the core's generated contract files, current
+    require_current_plan_records()
     sources = sorted((SOURCES / "java").rglob("*.java"))
     kafka = kafka_clients_jar()
     classpath = os.pathsep.join(str(j) for j in [*flink_jars(), kafka])

@@ -96,8 +96,23 @@ def test_the_jar_reads_the_plans_the_planner_makes(tmp_path):
 def test_plans_of_another_version_are_refused_with_what_to_do(tmp_path):
     read = read_in_java(tmp_path, {"request": plan(declared(REQUEST))})["request"]
     made, known = PLAN_VERSION + 1, PLAN_VERSION
-    assert (
-        f"the planner made a plan of version {made}, this jar reads version {known}" in read["plan_of_another_version"]
-    )
+    assert f"the table's plan is of version {made}, this jar reads version {known}" in read["plan_of_another_version"]
     assert "install the same dspark-vllm on the client and the TaskManagers" in read["spec_of_another_version"]
     assert "are not this jar's" in read["wrong_columns"]
+
+
+def test_the_generated_reader_refuses_a_key_it_does_not_know_or_lacks_in_one_line(tmp_path):
+    """connector/flink/plan_types.py's reader (PlanReader.java): every key of the plan is declared there; an
+    unknown key, a missing one, a value of another type, a layout of two kinds is refused, naming where."""
+    read = read_in_java(tmp_path, {"replay": plan(declared(REPLAY))})["replay"]
+    messages = {k: read[k] for k in ("unknown_key", "missing_key", "wrong_type", "two_layouts")}
+    assert messages == {
+        "unknown_key": "dspark-vllm: the table's plan.native.batch_sise is no key of this jar's plan: install the "
+        "same dspark-vllm on the client and the TaskManagers",
+        "missing_key": "dspark-vllm: the table's plan.settings is missing: install the same dspark-vllm on the "
+        "client and the TaskManagers",
+        "wrong_type": "dspark-vllm: the table's plan.bounded is not true or false: install the same dspark-vllm "
+        "on the client and the TaskManagers",
+        "two_layouts": "dspark-vllm: the table's plan.metadata[0].from has not exactly one of column, row, answer: "
+        "install the same dspark-vllm on the client and the TaskManagers",
+    }

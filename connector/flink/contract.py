@@ -1,13 +1,14 @@
 """The contract between the Python planner and the connector's Java side, declared once (pure code).
 
-The planner (`connector.flink.planner`) writes a plan as JSON; the jar (`io.dspark.vllm.flink.TablePlan`,
-`io.dspark.vllm.request.RequestSpec`) reads it. Both sides check the versions below and refuse a plan of
-another version with a message that says to install the same dspark-vllm everywhere, so a client and a
-TaskManager of different releases never disagree silently. `tests/test_java_contract.py` runs the Java side's
-own checks (`ContractCheck.java`) against plans this module makes.
+The planner (`connector.flink.planner`) writes a plan as JSON, made of the records of `connector.flink.plan_types`;
+the jar reads it with the reader generated from them (`io.dspark.vllm.plan.PlanReader`). Both sides check the
+versions below and refuse a plan of another version with a message that says to install the same dspark-vllm
+everywhere, so a client and a TaskManager of different releases never disagree silently.
+`tests/test_java_contract.py` runs the Java side's own checks (`ContractCheck.java`) against plans this module
+makes.
 
-- `PLAN_VERSION`: the plan's keys (see the planner's docstring).
-- `CLIENT_SPEC_VERSION`: the request step's settings, `client_spec()` -> `RequestSpec`.
+- `PLAN_VERSION`: the plan's keys, `CLIENT_SPEC_VERSION`: the request step's settings (`client_spec()` ->
+  `RequestSpec`); both declared with the plan's records in `connector.flink.plan_types`.
 - `REQUEST_COLUMNS`: the row the request step adds to each prompt (name, Flink SQL type), in order.
 - `PARSE_INTERNAL`: what the parse function produces beside the profile's columns.
 
@@ -31,6 +32,7 @@ from typing import Any
 from connector.client.outcome import ERROR_KINDS
 from connector.client.request import USER_AGENT, ClientConfig, prepare_request, response_format_of
 from connector.flink.metrics import GROUP, PARSE_METRICS, REPLICA_GROUP, REPLICA_METRICS, REQUEST_METRICS
+from connector.flink.plan_types import CLIENT_SPEC_VERSION, PLAN_VERSION, ClientSpec, Concurrency, Routing, Tls
 from connector.options import (
     ENDPOINT,
     MODEL,
@@ -62,8 +64,6 @@ from connector.profiles import Profile
 
 __all__ = ["CLIENT_SPEC_VERSION", "PARSE_INTERNAL", "PLAN_VERSION", "REQUEST_COLUMNS", "client_spec", "contract_java"]
 
-PLAN_VERSION = 9
-CLIENT_SPEC_VERSION = 2
 
 # The prompt's columns, then what the request step adds (io.dspark.vllm.flink.RequestStep fills them in this
 # order and checks the names against the plan).
@@ -103,7 +103,7 @@ def _client_config(options: Options, profile: Profile, api_key: str | None) -> C
 
 def client_spec(
     options: Options, profile: Profile, api_key: str | None, answer_body: Mapping[str, Any] | None = None
-) -> dict[str, Any]:
+) -> ClientSpec:
     """The request step's settings for `RequestSpec` (Java): endpoint, headers, the body around the prompt,
     deadlines, retries, the gate, TLS, concurrency. Each value comes from the table's (validated) options; the
     body is rendered by `prepare_request` (connector.client.request), written once. `answer_body`: what holds
@@ -131,39 +131,39 @@ def client_spec(
     rate = options.get(REQUEST_RATE_LIMIT)
     path = "/v1/chat/completions" if chat else "/v1/completions"
     roots = [replace(config, base_url=url).root_url for url in endpoints(str(options.get(ENDPOINT)))]
-    return {
-        "version": CLIENT_SPEC_VERSION,
-        "url": roots[0] + path,
-        "health_url": roots[0] + "/health",
-        "urls": [root + path for root in roots],
-        "health_urls": [root + "/health" for root in roots],
-        "routing": {
-            "mode": options.get(REQUEST_ROUTING),
-            "prefix_bytes": options.get(REQUEST_ROUTING_PREFIX_LENGTH),
-            "load_bound": options.get(REQUEST_ROUTING_LOAD_BOUND),
-            "resolve_interval_s": options.get(REQUEST_REPLICAS_RESOLVE_INTERVAL),
-        },
-        "headers": headers,
-        "body_prefix": prefix,
-        "body_suffix": suffix,
-        "timeout_s": options.get(REQUEST_TIMEOUT),
-        "connect_timeout_s": options.get(REQUEST_CONNECT_TIMEOUT),
-        "deadline_s": options.get(RETRY_DEADLINE),
-        "max_attempts": options.get(RETRY_MAX_ATTEMPTS),
-        "backoff_initial_s": options.get(RETRY_INITIAL_BACKOFF),
-        "backoff_max_s": options.get(RETRY_MAX_BACKOFF),
-        "max_retry_after_s": options.get(RETRY_MAX_RETRY_AFTER),
-        "hold_while_down": options.get(RETRY_HOLD_WHILE_DOWN),
-        "rate_limit": rate,
-        "max_body_bytes": options.get(REQUEST_MAX_BODY_SIZE),
-        "tls": {
-            "verify": options.get(REQUEST_TLS_VERIFY),
-            "ca_bundle": options.get(REQUEST_TLS_CA_BUNDLE),
-            "client_cert": options.get(REQUEST_TLS_CLIENT_CERT),
-            "client_key": options.get(REQUEST_TLS_CLIENT_KEY),
-        },
-        "concurrency": {"initial": start, "min": low, "max": high, "adaptive": adaptive},
-    }
+    return ClientSpec(
+        version=CLIENT_SPEC_VERSION,
+        url=roots[0] + path,
+        health_url=roots[0] + "/health",
+        urls=tuple(root + path for root in roots),
+        health_urls=tuple(root + "/health" for root in roots),
+        routing=Routing(
+            mode=options.get(REQUEST_ROUTING),
+            prefix_bytes=options.get(REQUEST_ROUTING_PREFIX_LENGTH),
+            load_bound=options.get(REQUEST_ROUTING_LOAD_BOUND),
+            resolve_interval_s=options.get(REQUEST_REPLICAS_RESOLVE_INTERVAL),
+        ),
+        headers=headers,
+        body_prefix=prefix,
+        body_suffix=suffix,
+        timeout_s=options.get(REQUEST_TIMEOUT),
+        connect_timeout_s=options.get(REQUEST_CONNECT_TIMEOUT),
+        deadline_s=options.get(RETRY_DEADLINE),
+        max_attempts=options.get(RETRY_MAX_ATTEMPTS),
+        backoff_initial_s=options.get(RETRY_INITIAL_BACKOFF),
+        backoff_max_s=options.get(RETRY_MAX_BACKOFF),
+        max_retry_after_s=options.get(RETRY_MAX_RETRY_AFTER),
+        hold_while_down=options.get(RETRY_HOLD_WHILE_DOWN),
+        rate_limit=rate,
+        max_body_bytes=options.get(REQUEST_MAX_BODY_SIZE),
+        tls=Tls(
+            verify=options.get(REQUEST_TLS_VERIFY),
+            ca_bundle=options.get(REQUEST_TLS_CA_BUNDLE),
+            client_cert=options.get(REQUEST_TLS_CLIENT_CERT),
+            client_key=options.get(REQUEST_TLS_CLIENT_KEY),
+        ),
+        concurrency=Concurrency(initial=start, min=low, max=high, adaptive=adaptive),
+    )
 
 
 def _constant(name: str) -> str:

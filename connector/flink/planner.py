@@ -9,7 +9,7 @@ with `python.client.executable`. Input: the table's options, its resolved column
 either `{"error": "..."}`, a message for the user (Flink raises it as a ValidationException), or the plan:
 
 - `source`: what the bodies (replay) or prompts (request mode) come from, as data the jar builds a DataStream
-  of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or null: the
+  of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or none: the
   lines of the files, `_body`/`_source`/`_source_line`: the line in its file), `prompts` (`path`: the lines
   of the files, `_prompt`/`_request_id`, the id made of the file, the line number and the line) or `rate`
   (`rate`, `count` or -1 for no end,
@@ -37,12 +37,16 @@ PyFlink carries one, a pickle (of the call `parse_function(plan as JSON text, co
 `connector.flink.runtime.function_payload`), base64. That pickle is PyFlink's format for a Python function, not
 ours: nothing in it but the call and its two JSON strings.
 
+The plans are made of the typed records of `connector.flink.plan_types` (a key the declaration has not cannot be
+written; `to_json` writes them), and the jar reads them with the reader generated from that declaration.
+
 Pure code: no pyflink, no JVM; the factory does the Flink side.
 """
 
 from __future__ import annotations
 
 import base64
+import dataclasses
 import difflib
 import hashlib
 import importlib.util
@@ -59,6 +63,32 @@ from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.flink.metadata import METADATA, metadata_for
+from connector.flink.plan_types import (
+    Answer,
+    BodyColumn,
+    Column,
+    FormatPlan,
+    Layout,
+    MetadataKey,
+    ModelPlan,
+    ModelRequest,
+    NameType,
+    NativeParse,
+    Output,
+    Physical,
+    Prompt,
+    RowField,
+    Rule,
+    Source,
+    Store,
+    TableRequest,
+    TemplatePart,
+    to_json,
+)
+from connector.flink.plan_types import (
+    AnswerField as PlanAnswerField,
+)
+from connector.flink.plan_types import TablePlan as TablePlanRecord
 from connector.flink.table_plan import TablePlan
 from connector.options import (
     ANSWER_CONSTRAINT,
@@ -196,9 +226,9 @@ def _castable(flat_type: str, declared: str, root: str) -> bool:
 
 def _column_layout(
     name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
-) -> tuple[list[str], dict[str, Any]]:
-    """The flat columns a declared column (or ROW field) reads, and its layout (`{"column": name}`, cast to the
-    declared type by the parse step, `io.dspark.vllm.flink.Casts`, or `{"row": [{"name", "from"}, ...]}`)."""
+) -> tuple[list[str], Layout]:
+    """The flat columns a declared column (or ROW field) reads, and its layout (`column`, cast to the declared
+    type by the parse step, `io.dspark.vllm.flink.Casts`, or `row`: its fields' layouts)."""
     declared = str(ftype["sql"])
     if " NOT NULL" in declared:
         # An error row (a body that cannot be read, a failed request) has no value for it: Flink's not-null
@@ -210,12 +240,12 @@ def _column_layout(
         )
     if ftype.get("root") == "ROW":
         needs: list[str] = []
-        fields: list[dict[str, Any]] = []
+        fields: list[RowField] = []
         for field in ftype.get("fields", []):
             part_needs, layout = _column_layout(field["name"], field["type"], flat, f"{where}.{field['name']}")
             needs += part_needs
-            fields.append({"name": field["name"], "from": layout})
-        return needs, {"row": fields}
+            fields.append(RowField(name=field["name"], from_=layout))
+        return needs, Layout(row=tuple(fields))
     if name not in flat:
         known = ", ".join(sorted(flat))
         raise OptionsError(
@@ -223,7 +253,7 @@ def _column_layout(
             "(or a ROW whose fields are among them), or a METADATA column."
         )
     _check_cast(flat[name], ftype, where)
-    return [name], {"column": name}
+    return [name], Layout(column=name)
 
 
 def _check_cast(flat_type: str, ftype: Mapping[str, Any], where: str) -> bool:
@@ -241,37 +271,60 @@ def _check_cast(flat_type: str, ftype: Mapping[str, Any], where: str) -> bool:
     return same
 
 
-def _source(table: str, options: Options) -> dict[str, Any]:
+def _source(table: str, options: Options) -> Source:
     """What the jar builds the internal source from (io.dspark.vllm.flink.Sources): data, no SQL."""
     mode = options.get(MODE)
     if mode == "replay":
         interval = options.get(REPLAY_MONITOR_INTERVAL)
-        return {
-            "kind": "replay",
-            "path": str(options.get(REPLAY_PATH)),
-            "monitor_interval_ms": None if interval is None else max(1, round(interval * 1000)),
-        }
+        return Source(
+            kind="replay",
+            path=str(options.get(REPLAY_PATH)),
+            monitor_interval_ms=None if interval is None else max(1, round(interval * 1000)),
+        )
     if options.get(PROMPTS_RATE) is not None:
         count = options.get(PROMPTS_COUNT)
         # Not SQL's datagen 'sequence': it holds every number still to come in memory and in each checkpoint,
         # and cannot start at all without an end (Sources.java keeps ranges instead).
-        return {
-            "kind": "rate",
-            "rate": options.get(PROMPTS_RATE),
-            "count": -1 if count is None else count,
-            "template": str(options.get(PROMPTS_TEMPLATE)),
-            "table": table,
-        }
-    return {"kind": "prompts", "path": str(options.get(PROMPTS_PATH))}
+        return Source(
+            kind="rate",
+            rate=options.get(PROMPTS_RATE),
+            count=-1 if count is None else count,
+            template=str(options.get(PROMPTS_TEMPLATE)),
+            table=table,
+        )
+    return Source(kind="prompts", path=str(options.get(PROMPTS_PATH)))
 
 
-def _store(options: Options) -> dict[str, Any] | None:
-    """The request step's response store ('request.store', 'request.cache'), or None."""
+# Schemes of Flink's file systems and Kafka: a scheme close to one of them (and none itself) is a typo, which
+# the store would otherwise meet only on a TaskManager (the job then runs without a store). Another scheme is a
+# file system plugin's, which only the TaskManagers can tell.
+_STORE_SCHEMES = ("kafka", "file", "s3", "s3a", "s3p", "hdfs", "gs", "abfs", "abfss", "wasb", "wasbs", "oss", "viewfs")
+
+
+def _store(options: Options) -> Store | None:
+    """The request step's response store ('request.store', 'request.cache'), or None; a URI that names no store
+    (a typo in its scheme, a Kafka topic not written kafka://host:port[,host:port]/topic) refused."""
     uri = options.get(REQUEST_STORE)
     if uri is None:
         return None
+    scheme = urllib.parse.urlsplit(str(uri)).scheme.lower() if "://" in str(uri) else ""
+    if scheme and scheme not in _STORE_SCHEMES:
+        close = difflib.get_close_matches(scheme, _STORE_SCHEMES, n=1, cutoff=0.75)
+        if close:
+            raise OptionsError(
+                f"Option 'request.store' = {str(uri)!r} starts with '{scheme}://': did you mean '{close[0]}://'? "
+                "(a folder of Flink's file systems, or kafka://host:port[,host:port]/topic)"
+            )
+    if scheme == "kafka":
+        rest = str(uri)[len("kafka://") :].split("?", 1)[0]
+        host, _, topic = rest.partition("/")
+        if not host or not topic or "/" in topic:
+            raise OptionsError(
+                f"Option 'request.store' = {str(uri).split('?', 1)[0]!r} is not kafka://host:port[,host:port]/topic "
+                "(Kafka client settings may follow after '?')."
+            )
     ttl = options.get(REQUEST_CACHE)
-    return {"uri": str(uri), "cache_ttl_ms": 0 if ttl is None else max(1, round(ttl * 1000))}
+    return Store(uri=str(uri), cache_ttl_ms=0 if ttl is None else max(1, round(ttl * 1000)))
 
 
 def _settings(options: Options) -> dict[str, str]:
@@ -354,7 +407,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     mode = options.get(MODE)
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     fields = _answer_fields([c for c in declared["columns"] if c["kind"] == "physical"], flat, options.raw)
-    answer: dict[str, Any] | None = None
+    answer: Answer | None = None
     answer_body: dict[str, Any] | None = None
     if fields:
         profile, answer, answer_body = _answer(f"table '{name}'", profile, fields, options)
@@ -365,59 +418,62 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                     "Option 'answer.constraint' = 'prompt' puts the answer's schema in a system message, which "
                     "'request.api' = 'completions' has not: use 'chat', or 'response-format'."
                 )
-            answer_body = {"messages": [{"role": "system", "content": instruction(answer["schema"])}]}
+            answer_body = {"messages": [{"role": "system", "content": instruction(answer.schema)}]}
     answered = [f.name for f in fields]
     # Every answer field is checked on every row, whichever columns a query reads: all are parsed.
     answer_needs = sorted({*answered, *ANSWER_FACTS}) if answered else []
 
-    physical: dict[str, dict[str, Any]] = {}
+    physical: dict[str, Physical] = {}
     for column in declared["columns"]:
         if column["kind"] == "physical" and column["name"] in answered:
             if " NOT NULL" in str(column["type"]["sql"]):
                 _column_layout(column["name"], column["type"], flat, column["name"])  # refused, as any NOT NULL
-            physical[column["name"]] = {"needs": answer_needs, "from": {"answer": column["name"]}}
+            physical[column["name"]] = Physical(needs=tuple(answer_needs), from_=Layout(answer=column["name"]))
         elif column["kind"] == "physical":
             needs, layout = _column_layout(column["name"], column["type"], flat, column["name"])
             if column["name"] == "model" and options.get(MODEL) and needs == ["model"]:
                 # A failed request or an unreadable body still belongs to the table's model.
-                layout = {**layout, "default": str(options.get(MODEL))}
-            physical[column["name"]] = {"needs": sorted(set(needs)), "from": layout}
+                layout = dataclasses.replace(layout, default=str(options.get(MODEL)))
+            physical[column["name"]] = Physical(needs=tuple(sorted(set(needs))), from_=layout)
 
     rowtime = declared.get("watermark")
-    require_created = rowtime is not None and "created" in physical.get(rowtime, {}).get("needs", [])
+    require_created = rowtime is not None and rowtime in physical and "created" in physical[rowtime].needs
     metadata = metadata_for(mode)
     api_key = _api_key(options) if mode == "request" else None
     table_plan = TablePlan(name, options, profile, require_created)
-    result: dict[str, Any] = {
-        "version": PLAN_VERSION,
-        "mode": mode,
-        "bounded": _bounded(options),
-        "source": _source(name, options),
-        "flat": [{"name": n, "type": t} for n, t in [*flat.items(), *INTERNAL_COLUMNS]],
-        "parse_internal": [n for n, _ in INTERNAL_COLUMNS],
-        "physical": physical,
-        "metadata": [{"key": m.key, "type": m.type, "from": {"column": m.column}} for m in metadata],
-        "settings": _settings(options),
-        "plan": table_plan.document(),
-        "answer": answer,
-    }
+    request = None
     if mode == "request":
-        result["request"] = {
-            "client": client_spec(options, profile, api_key, answer_body),
-            "columns": [list(c) for c in REQUEST_COLUMNS],
-            "output_mode": options.get(REQUEST_OUTPUT_MODE),
-            "on_failure": options.get(RETRY_ON_FAILURE),
-            "store": _store(options),
+        request = TableRequest(
+            client=client_spec(options, profile, api_key, answer_body),
+            columns=tuple(NameType(*c) for c in REQUEST_COLUMNS),
+            output_mode=options.get(REQUEST_OUTPUT_MODE),
+            on_failure=options.get(RETRY_ON_FAILURE),
+            store=_store(options),
             # The async operator's queue: requests on the wire plus those waiting for a slot or in backoff. Its
             # timeout is a backstop only: every request ends by its own deadline.
-            "capacity": options.queue_size,
-            "timeout_ms": round((options.get(RETRY_DEADLINE) + 60.0) * 1000),
-        }
-        result["parse_inputs"] = [["_body", "BYTES"], ["_request_error", "STRING"]]
+            capacity=options.queue_size,
+            timeout_ms=round((options.get(RETRY_DEADLINE) + 60.0) * 1000),
+        )
+        parse_inputs = (NameType("_body", "BYTES"), NameType("_request_error", "STRING"))
     else:
-        result["parse_inputs"] = [["_body", "BYTES"], ["_source_line", "BIGINT"]]
-    result["native"] = _native_parse(options, profile, require_created)
-    return result
+        parse_inputs = (NameType("_body", "BYTES"), NameType("_source_line", "BIGINT"))
+    made = TablePlanRecord(
+        version=PLAN_VERSION,
+        mode=mode,
+        bounded=_bounded(options),
+        source=_source(name, options),
+        flat=tuple(Column(n, t) for n, t in [*flat.items(), *INTERNAL_COLUMNS]),
+        parse_internal=tuple(n for n, _ in INTERNAL_COLUMNS),
+        physical=physical,
+        metadata=tuple(MetadataKey(key=m.key, type=m.type, from_=Layout(column=m.column)) for m in metadata),
+        settings=_settings(options),
+        plan=table_plan.document(),
+        answer=answer,
+        parse_inputs=parse_inputs,
+        native=_native_parse(options, profile, require_created),
+        request=request,
+    )
+    return to_json(made)
 
 
 def gpu_backend_here() -> bool:
@@ -428,7 +484,7 @@ def gpu_backend_here() -> bool:
     return Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def _native_parse(options: Options, profile: Profile, require_created: bool) -> dict[str, Any]:
+def _native_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
     """The parse step in the JVM (`io.dspark.vllm.flink.ParseOperator`, the native core through JNI), or why not.
 
     'cpu' parses there, and so does 'auto' where the GPU backend is not here (`gpu_backend_here`): the machine that
@@ -438,16 +494,16 @@ def _native_parse(options: Options, profile: Profile, require_created: bool) -> 
     """
     backend = options.get(PARSE_BACKEND)
     if backend == "gpu":
-        return {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
+        return NativeParse(why="'parse.backend' = 'gpu' (libcudf runs in Python)")
     if backend == "auto" and gpu_backend_here():
-        return {"why": "'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is"}
+        return NativeParse(why="'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is")
     # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
     # says it) and counted in gpuFallbackBatches.
     fallback = "no GPU backend (pylibcudf and an NVIDIA GPU) where the query was planned" if backend == "auto" else None
     return _core_parse(options, profile, require_created, fallback)
 
 
-def _core_parse(options: Options, profile: Profile, require_created: bool, fallback: str | None) -> dict[str, Any]:
+def _core_parse(options: Options, profile: Profile, require_created: bool, fallback: str | None) -> NativeParse:
     """The native core's part of a plan: its plan document for every body column, the columns it makes, the
     batching."""
     columns = body_columns(profile)
@@ -455,16 +511,16 @@ def _core_parse(options: Options, profile: Profile, require_created: bool, fallb
     if profile.content_properties:
         made += [p.name for p in profile.content_properties] + ["content_error"]
     types = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile)}
-    return {
-        "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
-        "columns": made,
-        "types": [types[name] for name in made],  # as the core makes them (Flink SQL types)
-        "require_created": require_created,
-        "batch_size": options.batch_size,
+    return NativeParse(
+        document=NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+        columns=tuple(made),
+        types=tuple(types[name] for name in made),  # as the core makes them (Flink SQL types)
+        require_created=require_created,
+        batch_size=options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
-        "batch_ms": 5 if options.get(MODE) == "request" else 50,
-        "auto_fallback": fallback,
-    }
+        batch_ms=5 if options.get(MODE) == "request" else 50,
+        auto_fallback=fallback,
+    )
 
 
 # -- CREATE MODEL ... WITH ('provider' = 'dspark-vllm') ---------------------------------------------------------
@@ -504,7 +560,7 @@ def _answer_fields(
 
 def _answer(
     owner: str, profile: Profile, fields: Sequence[AnswerField], options: Options
-) -> tuple[Profile, dict[str, Any], dict[str, Any] | None]:
+) -> tuple[Profile, Answer, dict[str, Any] | None]:
     """Answer fields (declared columns that are neither the profile's nor metadata keys, `connector.schema.answer`):
     the profile that reads them (the base profile with their schema as its content schema), the plan's "answer"
     (each field's schema, for the JVM's answer check, `io.dspark.vllm.flink.Answers`), and what the request
@@ -539,13 +595,13 @@ def _answer(
         body = {"structured_outputs": {"json": schema}}
     else:
         body = None
-    plan = {
-        "fields": [{"name": f.name, "type": f.type["sql"], "schema": schema["properties"][f.name]} for f in fields],
-        "schema": schema,
-        "constraint": constraint,
-        "facts": list(ANSWER_FACTS),  # what the check reads beside the fields, in this order
-        "max_tokens": options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
-    }
+    plan = Answer(
+        fields=tuple(PlanAnswerField(f.name, f.type["sql"], schema["properties"][f.name]) for f in fields),
+        schema=schema,
+        constraint=constraint,
+        facts=tuple(ANSWER_FACTS),  # what the check reads beside the fields, in this order
+        max_tokens=options.get(REQUEST_PARAM_OPTIONS["max_tokens"]),
+    )
     return answered, plan, body
 
 
@@ -639,7 +695,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     metadata = {m.key: m for m in metadata_for("request")}
     fields = _answer_fields([c for c in declared["output"] if str(c["name"]) not in metadata], flat, options.raw)
-    answer: dict[str, Any] | None = None
+    answer: Answer | None = None
     answer_body: dict[str, Any] | None = None
     if fields:
         profile, answer, answer_body = _answer(f"model '{name}'", profile, fields, options)
@@ -670,8 +726,8 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
                 f"{'STRING' if kind == 'string' else {'int': 'BIGINT', 'float': 'DOUBLE'}.get(kind, 'ARRAY<STRING>')}."
             )
         # The row's value is held to the option's rule in the JVM (an invalid one is an error row, not sent).
-        rule = None if kind == "string" else REQUEST_PARAMS[column].as_rule()
-        body_columns_.append([column, inputs.index(column), kind, rule])
+        rule = None if kind == "string" else Rule(**REQUEST_PARAMS[column].as_rule())
+        body_columns_.append(BodyColumn(column, inputs.index(column), kind, rule))
     prompt: dict[str, Any] = {"chat": chat, "system": system, "template": None, "messages": None, "column": None}
     if len(messages) > 1:
         raise OptionsError(f"INPUT columns {', '.join(messages)} are all chat messages: declare one.")
@@ -701,7 +757,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     if system is not None and not chat:
         raise OptionsError("Option 'system-prompt' needs 'request.api' = 'chat'; remove it or put it in the template.")
     if answer is not None and answer_body is None:  # 'answer.constraint' = 'prompt': the prompt asks for the schema
-        said = instruction(answer["schema"])
+        said = instruction(answer.schema)
         if prompt["messages"] is not None:
             raise OptionsError(
                 f"INPUT column '{messages[0]}' holds the chat messages, sent as they are: with 'answer.constraint' = "
@@ -723,35 +779,43 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             want = _sql_root(m.type)
             if root != want:
                 raise OptionsError(f"OUTPUT column '{cname}' is the metadata key '{cname}': declare it {m.type}.")
-            outputs.append({"name": cname, "from": {"column": m.column}})
+            outputs.append(Output(name=cname, from_=Layout(column=m.column)))
             continue
         if cname in answered:
             if " NOT NULL" in str(column["type"]["sql"]):
                 _column_layout(cname, column["type"], flat, cname)  # refused, as any NOT NULL column
-            outputs.append({"name": cname, "from": {"answer": cname}})
+            outputs.append(Output(name=cname, from_=Layout(answer=cname)))
             continue
         _, layout = _column_layout(cname, column["type"], flat, cname)
-        if cname == "model" and options.get(MODEL) and layout == {"column": "model"}:
-            layout = {**layout, "default": str(options.get(MODEL))}
-        outputs.append({"name": cname, "from": layout})
+        if cname == "model" and options.get(MODEL) and layout == Layout(column="model"):
+            layout = dataclasses.replace(layout, default=str(options.get(MODEL)))
+        outputs.append(Output(name=cname, from_=layout))
 
     api_key = _api_key(options)
-    return {
-        "version": PLAN_VERSION,
-        "model": name,
-        "request": {
-            "client": client_spec(options, profile, api_key, answer_body),
-            "columns": [list(c) for c in REQUEST_COLUMNS],
-            "on_failure": options.get(RETRY_ON_FAILURE),
-            "store": _store(options),
-            "routing_key": _routing_key(options.get(REQUEST_ROUTING_KEY_COLUMN), inputs, types),
-        },
-        "prompt": prompt,
-        "body_columns": body_columns_,
-        "outputs": outputs,
-        "answer": answer,
-        "native": _core_parse(options, profile, False, None),
-    }
+    template_parts = None if prompt["template"] is None else tuple(TemplatePart(*p) for p in prompt["template"])
+    made = ModelPlan(
+        version=PLAN_VERSION,
+        model=name,
+        request=ModelRequest(
+            client=client_spec(options, profile, api_key, answer_body),
+            columns=tuple(NameType(*c) for c in REQUEST_COLUMNS),
+            on_failure=options.get(RETRY_ON_FAILURE),
+            store=_store(options),
+            routing_key=_routing_key(options.get(REQUEST_ROUTING_KEY_COLUMN), inputs, types),
+        ),
+        prompt=Prompt(
+            chat=prompt["chat"],
+            system=prompt["system"],
+            template=template_parts,
+            messages=prompt["messages"],
+            column=prompt["column"],
+        ),
+        body_columns=tuple(body_columns_),
+        outputs=tuple(outputs),
+        answer=answer,
+        native=_core_parse(options, profile, False, None),
+    )
+    return to_json(made)
 
 
 # -- 'format' = 'dspark-vllm' ---------------------------------------------------------------------------------
@@ -793,7 +857,7 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     settings = {k: v for k, v in given.items() if k.startswith("answer.")}
     physical = [c for c in declared["columns"] if c["kind"] == "physical" and c["name"] not in FORMAT_ERROR_COLUMNS]
     fields = _answer_fields(physical, flat, settings)
-    answer: dict[str, Any] | None = None
+    answer: Answer | None = None
     if fields:
         parsed = {
             ANSWER_CONSTRAINT.key: "response-format",
@@ -825,14 +889,16 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             "`error_reason STRING` (and `error_field STRING`), or set 'dspark-vllm.on-error' to 'skip' (no row, "
             "counted in the metric numRecordsInErrors) or 'fail' (the job fails)."
         )
-    return {
-        "version": PLAN_VERSION,
-        "document": NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
-        "columns": sorted(made),
-        "types": [flat[name] for name in sorted(made)],
-        "on_error": on_error,
-        "answer": answer,
-    }
+    return to_json(
+        FormatPlan(
+            version=PLAN_VERSION,
+            document=NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+            columns=tuple(sorted(made)),
+            types=tuple(flat[name] for name in sorted(made)),
+            on_error=on_error,
+            answer=answer,
+        )
+    )
 
 
 def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> None:

@@ -1,7 +1,6 @@
 package io.dspark.vllm.flink;
 
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.table.api.EnvironmentSettings;
 import org.apache.flink.table.api.TableEnvironment;
@@ -67,26 +66,27 @@ public final class AnswerSchema {
                 continue;
             }
             models++;
-            JsonNode plan;
+            io.dspark.vllm.plan.Plan.Model plan;
             try {
-                plan = PythonPlanner.planModel(id, model.get().getResolvedModel(), config.toMap());
+                plan = io.dspark.vllm.plan.PlanReader.readModel(
+                        PythonPlanner.planModel(id, model.get().getResolvedModel(), config.toMap()));
             } catch (Exception e) {
                 System.err.println("dspark-vllm answer-schema: " + PythonPlanner.oneLine(String.valueOf(e.getMessage())));
                 System.exit(1);
                 return;
             }
-            JsonNode answer = plan.path("answer");
-            if (!answer.isObject()) {
+            io.dspark.vllm.plan.Plan.Answer answer = plan.answer;
+            if (answer == null) {
                 System.out.println("-- model " + name + ": no answer fields (its OUTPUT columns are the profile's "
                         + "and metadata keys)");
                 continue;
             }
-            String how = answer.get("constraint").asText();
+            String how = answer.constraint;
             System.out.println("-- model " + name + ": sent as " + (how.equals("response-format")
                     ? "response_format json_schema (strict)" : how.equals("structured-outputs")
                     ? "structured_outputs json" : "an instruction in the prompt") + "; every answer is checked "
                     + "against it");
-            System.out.println(json.writerWithDefaultPrettyPrinter().writeValueAsString(answer.get("schema")));
+            System.out.println(json.writerWithDefaultPrettyPrinter().writeValueAsString(answer.schema));
         }
         if (models == 0) {
             System.err.println("dspark-vllm answer-schema: " + args[0] + " creates no model with 'provider' = '"

@@ -1,5 +1,7 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.DeserializationFeature;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
@@ -129,16 +131,16 @@ final class Answers implements Serializable {
     private final Long maxTokens; // 'request.max-tokens', where the plan sets one
 
     /** From the plan's "answer": every answer field's name, declared type and schema (read or not by a query). */
-    Answers(JsonNode answer) {
-        JsonNode fields = answer.get("fields");
+    Answers(Plan.Answer answer) {
+        List<Plan.AnswerField> fields = answer.fields;
         names = new String[fields.size()];
         specs = new Spec[fields.size()];
         for (int k = 0; k < names.length; k++) {
-            names[k] = fields.get(k).get("name").asText();
-            LogicalType type = TablePlan.dataType(fields.get(k).get("type").asText()).getLogicalType();
-            specs[k] = new Spec(type, fields.get(k).get("schema"));
+            names[k] = fields.get(k).name;
+            LogicalType type = TablePlan.dataType(fields.get(k).type).getLogicalType();
+            specs[k] = new Spec(type, fields.get(k).schema);
         }
-        maxTokens = answer.path("max_tokens").isNumber() ? answer.get("max_tokens").asLong() : null;
+        maxTokens = answer.maxTokens;
     }
 
     int size() {

@@ -1,10 +1,12 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+import io.dspark.vllm.plan.PlanReader;
+
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.ReadableConfig;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.Projection;
@@ -70,18 +72,11 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
         // Every key under 'dspark-vllm.', not only the known ones: the planner names a misspelt one (the
         // filesystem connector, for one, does not check its format's keys; 'on-eror' was ignored unseen).
         Map<String, String> given = new LinkedHashMap<>(new java.util.TreeMap<>(formatOptions.toMap()));
-        JsonNode plan =
-                PythonPlanner.formatPlan(
+        Plan.Format plan =
+                PlanReader.readFormat(PythonPlanner.formatPlan(
                         context.getObjectIdentifier(), context.getCatalogTable(), given,
-                        context.getConfiguration().toMap(), keyOnlyColumns(context.getCatalogTable()));
-        int version = plan.path("version").asInt(-1);
-        if (version != TablePlan.VERSION) {
-            throw new IllegalArgumentException(
-                    "dspark-vllm: the planner made a format plan of version " + version + ", this jar reads version "
-                            + TablePlan.VERSION + ": use the jar of the installed package");
-        }
-        return new Format(plan.get("document").asText(), TablePlan.madeTypes(plan), plan.get("on_error").asText(),
-                plan.path("answer").isObject() ? plan.get("answer").toString() : null);
+                        context.getConfiguration().toMap(), keyOnlyColumns(context.getCatalogTable())));
+        return new Format(plan.document, TablePlan.madeTypes(plan.columns, plan.types), plan.onError, plan.answer);
     }
 
     /**
@@ -110,9 +105,9 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
         private final String document;
         private final Map<String, LogicalType> made;
         private final String onError;
-        private final String answer; // the plan's "answer" (JSON), or null
+        private final Plan.Answer answer; // the plan's answer fields, or null
 
-        Format(String document, Map<String, LogicalType> made, String onError, String answer) {
+        Format(String document, Map<String, LogicalType> made, String onError, Plan.Answer answer) {
             this.document = document;
             this.made = made;
             this.onError = onError;

@@ -50,8 +50,8 @@ final class DsparkVllmModelProvider implements AsyncPredictRuntimeProvider {
     /** The most requests the model's request step puts on the wire ('request.concurrency' or its max). */
     private int concurrency() {
         try {
-            return new ObjectMapper().readTree(plan).get("request").get("client").get("concurrency").get("max")
-                    .asInt();
+            return (int) io.dspark.vllm.plan.PlanReader.readModel(new ObjectMapper().readTree(plan))
+                    .request.client.concurrency.max;
         } catch (Exception e) {
             return 0;
         }

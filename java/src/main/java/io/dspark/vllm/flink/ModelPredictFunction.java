@@ -1,11 +1,12 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+import io.dspark.vllm.plan.PlanReader;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.RequestSpec;
 import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
 
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
@@ -23,7 +24,6 @@ import org.apache.flink.table.types.logical.RowType;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.Collections;
-import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CompletableFuture;
@@ -149,65 +149,49 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
 
     @Override
     public void open(FunctionContext context) throws Exception {
-        JsonNode plan = JSON.readTree(planJson);
-        if (plan.path("version").asInt(-1) != TablePlan.VERSION) {
-            throw new IllegalArgumentException("dspark-vllm: the model's plan is of version " + plan.path("version")
-                    + ", this jar reads version " + TablePlan.VERSION
-                    + ": install the same dspark-vllm on the client and the TaskManagers");
-        }
-        JsonNode request = plan.get("request");
-        ObjectNode client = request.get("client").deepCopy();
+        Plan.Model plan = PlanReader.readModel(JSON.readTree(planJson));
+        Plan.ModelRequest request = plan.request;
+        RequestSpec spec = RequestSpec.of(request.client);
         double deadlineS = deadlineS(operatorTimeoutMs);
-        if (client.get("deadline_s").asDouble() > deadlineS) {
+        if (spec.deadlineS > deadlineS) {
             LOG.info("dspark-vllm: model requests end within ML_PREDICT's timeout of {} s: 'request.retry.deadline' "
                     + "is {} s here (set ML_PREDICT's 'timeout' higher for a longer one)",
                     Requester.seconds(operatorTimeoutMs / 1000.0), Requester.seconds(deadlineS));
-            client.put("deadline_s", deadlineS);
-            client.put("timeout_s", Math.min(client.get("timeout_s").asDouble(), deadlineS));
+            spec = spec.within(deadlineS);
         }
-        RequestSpec spec = RequestSpec.fromJson(client);
-        failJob = "fail-job".equals(request.get("on_failure").asText());
+        failJob = "fail-job".equals(request.onFailure);
         prompt = new Prompt(plan, spec, (RowType) TablePlan.dataType(inputType).getLogicalType());
 
         // The row the request step makes (contract.REQUEST_COLUMNS) is the parse step's input, as in a table.
-        Map<String, String> requestColumns = new LinkedHashMap<>();
-        request.get("columns").forEach(pair -> requestColumns.put(pair.get(0).asText(), pair.get(1).asText()));
-        if (!new ArrayList<>(requestColumns.keySet()).equals(RequestStep.COLUMNS)
-                || !new ArrayList<>(requestColumns.values()).equals(RequestStep.TYPES)) {
-            throw new IllegalArgumentException("dspark-vllm: the plan's request columns " + requestColumns
-                    + " are not this jar's: install the same dspark-vllm on the client and the TaskManagers");
-        }
-        RowType requestRow = (RowType) TablePlan.row(requestColumns).getLogicalType();
+        Engine.checkRequestColumns(request.columns);
+        RowType requestRow = RequestStep.ROW;
         RowType out = (RowType) TablePlan.dataType(outputType).getLogicalType();
-        List<JsonNode> layouts = new ArrayList<>();
-        plan.get("outputs").forEach(o -> layouts.add(o.get("from")));
-        JsonNode jvm = plan.get("native");
-        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm), plan.get("answer"));
+        List<Plan.Layout> layouts = new ArrayList<>();
+        plan.outputs.forEach(o -> layouts.add(o.from));
+        Plan.NativeParse jvm = plan.nativeValue;
+        RowShape shape = RowShape.declared(out, layouts, requestRow, TablePlan.madeTypes(jvm), plan.answer);
         if (shape == null) {
             throw new IllegalStateException("dspark-vllm: the model's OUTPUT columns have no layout; please report it");
         }
-        parse = new ParseBatch(jvm.get("document").asText(), shape, RequestStep.COLUMNS.indexOf("_body"), -1,
+        parse = new ParseBatch(jvm.document, shape, RequestStep.COLUMNS.indexOf("_body"), -1,
                 RequestStep.COLUMNS.indexOf("_request_error"), false, null);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
 
-        JsonNode key = request.path("routing_key");
-        routingKeyColumn = key.isInt() ? RowData.createFieldGetter(
-                ((RowType) TablePlan.dataType(inputType).getLogicalType()).getTypeAt(key.asInt()), key.asInt()) : null;
-        JsonNode stored = request.path("store");
-        requests = new StoredRequests(new Requester(spec), stored.isObject() ? stored.get("uri").asText() : null,
-                stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0,
-                context.getTaskInfo().getIndexOfThisSubtask());
+        routingKeyColumn = request.routingKey == null ? null : RowData.createFieldGetter(
+                ((RowType) TablePlan.dataType(inputType).getLogicalType()).getTypeAt(request.routingKey.intValue()),
+                request.routingKey.intValue());
+        requests = Engine.requests(spec, request.store, context.getTaskInfo().getIndexOfThisSubtask(), null);
         // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
-        modelIdentity = plan.get("model").asText().getBytes(java.nio.charset.StandardCharsets.UTF_8);
+        modelIdentity = plan.model.getBytes(java.nio.charset.StandardCharsets.UTF_8);
         rowIdentity = new RowIdentity((RowType) TablePlan.dataType(inputType).getLogicalType());
         metrics = new RequestMetrics(context.getMetricGroup(), requests, false); // the parse step counts the bytes
         if (context.getTaskInfo().getIndexOfThisSubtask() == 0) {
             RequestStep.checkEndpoint(spec.url); // an endpoint that takes no connection: said at once, as a table's
         }
-        done = new Completions<>("dspark-vllm model parse " + plan.get("model").asText(),
-                jvm.get("batch_size").asInt(), this::parse);
+        done = new Completions<>("dspark-vllm model parse " + plan.model,
+                jvm.batchSize.intValue(), this::parse);
 
-        String model = plan.get("model").asText();
+        String model = plan.model;
         inputKey = context.getTaskInfo().getTaskName() + "\u0000" + planJson.hashCode();
         input = INPUTS.compute(inputKey, (k, v) -> {
             Input in = v == null ? new Input() : v;
@@ -337,7 +321,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             inputCheck.interrupt();
         }
         if (inputKey != null) {
-            String model = JSON.readTree(planJson).get("model").asText();
+            String model = PlanReader.readModel(JSON.readTree(planJson)).model;
             INPUTS.computeIfPresent(inputKey, (k, in) -> {
                 if (--in.open > 0) {
                     return in;
@@ -401,22 +385,21 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         final RowData.FieldGetter[] getters;
         final List<String> names;
 
-        Prompt(JsonNode plan, RequestSpec spec, RowType input) throws Exception {
-            JsonNode p = plan.get("prompt");
-            chat = p.get("chat").asBoolean();
+        Prompt(Plan.Model plan, RequestSpec spec, RowType input) throws Exception {
+            Plan.Prompt p = plan.prompt;
+            chat = p.chat;
             base = (ObjectNode) JSON.readTree(spec.body("\"\""));
             base.remove(chat ? "messages" : "prompt");
-            system = p.get("system").isNull() ? null : p.get("system").asText();
-            if (p.get("template").isArray()) {
-                for (JsonNode part : p.get("template")) {
-                    template.add(new Object[] {part.get(0).asText(), part.get(1).isNull() ? null : part.get(1).asInt()});
+            system = p.system;
+            if (p.template != null) {
+                for (Plan.TemplatePart part : p.template) {
+                    template.add(new Object[] {part.text, part.column == null ? null : part.column.intValue()});
                 }
             }
-            messages = p.get("messages").isNull() ? -1 : p.get("messages").asInt();
-            column = p.get("column").isNull() ? -1 : p.get("column").asInt();
-            for (JsonNode o : plan.get("body_columns")) {
-                options.add(new Object[] {o.get(0).asText(), o.get(1).asInt(), o.get(2).asText(),
-                        o.get(3).isObject() ? o.get(3) : null});
+            messages = p.messages == null ? -1 : p.messages.intValue();
+            column = p.column == null ? -1 : p.column.intValue();
+            for (Plan.BodyColumn o : plan.bodyColumns) {
+                options.add(new Object[] {o.name, (int) o.index, o.kind, o.rule});
             }
             getters = new RowData.FieldGetter[input.getFieldCount()];
             for (int i = 0; i < getters.length; i++) {
@@ -505,10 +488,10 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
                         continue; // the model's option, if it has one
                     }
                     String key = (String) o[0];
-                    String invalid = invalid(v, (JsonNode) o[3]);
+                    String invalid = invalid(v, (Plan.Rule) o[3]);
                     if (invalid != null) {
                         r.problem = "INPUT column '" + names.get(index) + "' sets the request's '" + key + "' to "
-                                + invalid + ": it must be " + ((JsonNode) o[3]).get("rule").asText();
+                                + invalid + ": it must be " + ((Plan.Rule) o[3]).rule;
                         return r;
                     }
                     switch ((String) o[2]) {
@@ -557,7 +540,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
          * The row's value {@code v} as a message shows it where it breaks its option's {@code rule}
          * (connector.params: the type, the bounds, finite numbers, non-empty strings), else null.
          */
-        static String invalid(Object v, JsonNode rule) {
+        static String invalid(Object v, Plan.Rule rule) {
             if (rule == null) {
                 return null;
             }
@@ -587,14 +570,12 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
             if (!Double.isFinite(d)) {
                 return shown;
             }
-            JsonNode min = rule.get("min");
-            JsonNode max = rule.get("max");
-            boolean above = rule.path("above").asBoolean();
-            boolean below = rule.path("below").asBoolean();
-            if (min != null && !min.isNull() && (above ? d <= min.asDouble() : d < min.asDouble())) {
+            Double min = rule.min;
+            Double max = rule.max;
+            if (min != null && (rule.above ? d <= min : d < min)) {
                 return shown;
             }
-            if (max != null && !max.isNull() && (below ? d >= max.asDouble() : d > max.asDouble())) {
+            if (max != null && (rule.below ? d >= max : d > max)) {
                 return shown;
             }
             return null;

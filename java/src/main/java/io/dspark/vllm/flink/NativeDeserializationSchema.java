@@ -1,5 +1,6 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.parse.ArrowColumn;
 import io.dspark.vllm.parse.NativeCore;
@@ -8,10 +9,6 @@ import io.dspark.vllm.parse.NativeParser;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.metrics.Counter;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
 import org.apache.flink.table.types.logical.LogicalType;
@@ -50,23 +47,16 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
     /** {@code made}: the columns the core makes and their types (the format plan's). */
     NativeDeserializationSchema(
             String document, Map<String, LogicalType> made, RowType produced, String onError,
-            TypeInformation<RowData> type, String answer) {
+            TypeInformation<RowData> type, Plan.Answer answer) {
         this.document = document;
         // The row as a table's parse step makes it (the same layouts and casts): error_reason and error_field are
         // the step's own error columns; an answer field the answer check's value; any other field the core's
         // column of its name, ROWs of them.
-        JsonNode answers;
-        try {
-            answers = answer == null ? null : new org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind
-                    .ObjectMapper().readTree(answer);
-        } catch (IOException e) {
-            throw new IllegalArgumentException("dspark-vllm format: the plan's answer cannot be read", e);
-        }
         java.util.Set<String> answered = new java.util.HashSet<>();
-        if (answers != null) {
-            answers.get("fields").forEach(f -> answered.add(f.get("name").asText()));
+        if (answer != null) {
+            answer.fields.forEach(f -> answered.add(f.name));
         }
-        this.shape = RowShape.declared(produced, layouts(produced, answered), RowType.of(), made, answers);
+        this.shape = RowShape.declared(produced, layouts(produced, answered), RowType.of(), made, answer);
         if (shape == null) {
             throw new IllegalArgumentException("dspark-vllm format: the columns " + produced + " have no layout");
         }
@@ -74,26 +64,26 @@ final class NativeDeserializationSchema implements DeserializationSchema<RowData
         this.typeInfo = type;
     }
 
-    private static List<JsonNode> layouts(RowType row, java.util.Set<String> answered) {
-        List<JsonNode> out = new ArrayList<>();
+    private static List<Plan.Layout> layouts(RowType row, java.util.Set<String> answered) {
+        List<Plan.Layout> out = new ArrayList<>();
         for (RowType.RowField field : row.getFields()) {
             out.add(answered.contains(field.getName())
-                    ? JsonNodeFactory.instance.objectNode().put("answer", field.getName())
+                    ? new Plan.Layout(null, null, field.getName(), null)
                     : layout(field.getName(), field.getType()));
         }
         return out;
     }
 
-    private static JsonNode layout(String name, LogicalType type) {
-        ObjectNode node = JsonNodeFactory.instance.objectNode();
+    private static Plan.Layout layout(String name, LogicalType type) {
         if (type instanceof RowType) {
-            ArrayNode fields = node.putArray("row");
+            List<Plan.RowField> fields = new ArrayList<>();
             for (RowType.RowField field : ((RowType) type).getFields()) {
-                fields.addObject().put("name", field.getName()).set("from", layout(field.getName(), field.getType()));
+                fields.add(new Plan.RowField(field.getName(), layout(field.getName(), field.getType())));
             }
-            return node;
+            return new Plan.Layout(null, fields, null, null);
         }
-        return node.put("column", name.equals(ERROR_REASON) ? "_error" : name.equals(ERROR_FIELD) ? "_error_field" : name);
+        String column = name.equals(ERROR_REASON) ? "_error" : name.equals(ERROR_FIELD) ? "_error_field" : name;
+        return new Plan.Layout(column, null, null, null);
     }
 
     @Override

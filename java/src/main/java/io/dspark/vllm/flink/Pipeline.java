@@ -1,7 +1,8 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+
 import org.apache.flink.api.common.functions.MapFunction;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.AsyncDataStream;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
@@ -69,13 +70,11 @@ final class Pipeline {
         RowType type = (RowType) ((InternalTypeInfo<RowData>) stream.getType()).toLogicalType();
         Set<String> flat = new LinkedHashSet<>();
         for (String name : physicalNames) {
-            for (JsonNode need : plan.physical(name).get("needs")) {
-                flat.add(need.asText());
-            }
+            flat.addAll(plan.physical(name).needs);
         }
         boolean parse = !flat.isEmpty();
         for (String key : metadataKeys) { // a key the parse step makes ('error.reason', 'source.line', ...)
-            parse |= plan.parseInternal().contains(plan.metadata(key).get("from").get("column").asText());
+            parse |= plan.parseInternal().contains(plan.metadata(key).from.column);
         }
         if (!parse && physicalNames.isEmpty() && metadataKeys.isEmpty()) {
             // A query that reads no column (COUNT(*)): one empty row per body.
@@ -96,22 +95,22 @@ final class Pipeline {
         // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields the layouts
         // read, then the flat columns the function makes), as for a metadata-only query.
         requirePython(python);
-        List<JsonNode> layouts = layouts(plan, physicalNames, metadataKeys);
+        List<Plan.Layout> layouts = layouts(plan, physicalNames, metadataKeys);
         DataStream<RowData> parsed = PythonParseStep.parse(plan, stream, type, columnsRead(layouts), made, config, python);
         RowType flatRow = (RowType) ((InternalTypeInfo<RowData>) parsed.getType()).toLogicalType();
         RowShape shape = RowShape.declared(
-                (RowType) produced.getLogicalType(), layouts, flatRow, Map.of(), plan.json.get("answer"));
+                (RowType) produced.getLogicalType(), layouts, flatRow, Map.of(), plan.plan.answer);
         return parsed.map(new Shaped(shape)).returns(InternalTypeInfo.of(shape.type())).name("dspark-vllm row");
     }
 
     /** Each declared column's layout, then each metadata key's (the plan's {@code from}). */
-    private static List<JsonNode> layouts(TablePlan plan, List<String> physicalNames, List<String> metadataKeys) {
-        List<JsonNode> layouts = new ArrayList<>();
+    private static List<Plan.Layout> layouts(TablePlan plan, List<String> physicalNames, List<String> metadataKeys) {
+        List<Plan.Layout> layouts = new ArrayList<>();
         for (String name : physicalNames) {
-            layouts.add(plan.physical(name).get("from"));
+            layouts.add(plan.physical(name).from);
         }
         for (String key : metadataKeys) {
-            layouts.add(plan.metadata(key).get("from"));
+            layouts.add(plan.metadata(key).from);
         }
         return layouts;
     }
@@ -135,18 +134,20 @@ final class Pipeline {
     }
 
     /** The columns {@code layouts} read (their {@code column}s, in ROWs too). */
-    private static Set<String> columnsRead(List<JsonNode> layouts) {
+    private static Set<String> columnsRead(List<Plan.Layout> layouts) {
         Set<String> read = new LinkedHashSet<>();
-        List<JsonNode> open = new ArrayList<>(layouts);
+        List<Plan.Layout> open = new ArrayList<>(layouts);
         while (!open.isEmpty()) {
-            JsonNode layout = open.remove(open.size() - 1);
-            if (layout == null || layout.isNull()) {
+            Plan.Layout layout = open.remove(open.size() - 1);
+            if (layout == null) {
                 continue;
             }
-            if (layout.has("column")) {
-                read.add(layout.get("column").asText());
+            if (layout.column != null) {
+                read.add(layout.column);
             }
-            layout.path("row").forEach(field -> open.add(field.get("from")));
+            if (layout.row != null) {
+                layout.row.forEach(field -> open.add(field.from));
+            }
         }
         return read;
     }
@@ -199,12 +200,12 @@ final class Pipeline {
     }
 
     private static SingleOutputStreamOperator<RowData> request(TablePlan plan, DataStream<RowData> prompts) {
-        JsonNode request = plan.request();
+        Plan.TableRequest request = plan.request();
         RequestStep step = new RequestStep(request);
-        long timeout = request.get("timeout_ms").asLong();
-        int capacity = request.get("capacity").asInt();
+        long timeout = request.timeoutMs;
+        int capacity = (int) request.capacity;
         SingleOutputStreamOperator<RowData> out =
-                "ordered".equals(request.get("output_mode").asText())
+                "ordered".equals(request.outputMode)
                         ? AsyncDataStream.orderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity)
                         : AsyncDataStream.unorderedWait(prompts, step, timeout, TimeUnit.MILLISECONDS, capacity);
         return out.returns(RequestStep.typeInfo()).name("dspark-vllm requests");
@@ -219,7 +220,7 @@ final class Pipeline {
             List<String> metadataKeys, DataType produced) {
         RowType out = (RowType) produced.getLogicalType();
         RowShape shape = RowShape.declared(out, layouts(plan, physicalNames, metadataKeys), input,
-                TablePlan.madeTypes(plan.json.get("native")), plan.json.get("answer"));
+                TablePlan.madeTypes(plan.plan.nativeValue), plan.plan.answer);
         if (shape == null) {
             throw new IllegalStateException(
                     "dspark-vllm: a column of " + out + " has no layout the parse step can make; please report it");
@@ -242,20 +243,20 @@ final class Pipeline {
     /** The parse step's operator on a DataStream of internal rows of {@code inputType}. */
     private static DataStream<RowData> parseStream(
             TablePlan plan, DataStream<RowData> in, RowType inputType, RowShape shape) {
-        JsonNode jvm = plan.json.get("native");
+        Plan.NativeParse jvm = plan.plan.nativeValue;
         List<String> inputs = inputType.getFieldNames();
         ParseOperator step =
                 new ParseOperator(
-                        jvm.get("document").asText(),
+                        jvm.document,
                         shape,
                         inputType,
                         inputs.indexOf("_body"),
                         inputs.indexOf("_source_line"),
                         inputs.indexOf("_request_error"),
-                        jvm.get("require_created").asBoolean(),
-                        jvm.get("batch_size").asInt(),
-                        jvm.get("batch_ms").asLong(),
-                        jvm.path("auto_fallback").isTextual() ? jvm.get("auto_fallback").asText() : null);
+                        jvm.requireCreated,
+                        jvm.batchSize.intValue(),
+                        jvm.batchMs,
+                        jvm.autoFallback);
         return in.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
     }
 }

@@ -69,7 +69,8 @@ final class PythonParseStep {
             TablePlan plan, DataStream<RowData> rows, RowType input, Set<String> forwarded,
             Map<String, String> produced, Map<String, String> config, String reason) {
         LOG.info("dspark-vllm: the parse step runs in a Python worker: {}", reason);
-        List<String[]> inputs = plan.pairs(plan.json.get("parse_inputs"));
+        List<String[]> inputs = new ArrayList<>();
+        plan.plan.parseInputs.forEach(pair -> inputs.add(new String[] {pair.name, pair.type}));
         List<String> inputTypes = new ArrayList<>();
         int[] read = new int[inputs.size()];
         Object[] arguments = new Object[inputs.size()];

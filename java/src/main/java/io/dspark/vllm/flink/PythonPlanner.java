@@ -73,7 +73,7 @@ final class PythonPlanner {
     static byte[] parseFunction(TablePlan plan, List<String> columns, Map<String, String> config) {
         ObjectNode question = JSON.createObjectNode();
         ObjectNode function = question.putObject("parse_function");
-        function.set("plan", plan.json.get("plan"));
+        function.set("plan", plan.plan.plan);
         ArrayNode names = function.putArray("columns");
         columns.forEach(names::add);
         JsonNode answer = ask(plan.identifier, question, config, CONNECTOR);

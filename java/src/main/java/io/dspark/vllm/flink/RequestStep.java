@@ -1,16 +1,14 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.request.Outcome;
 import io.dspark.vllm.request.PlanContract;
 import io.dspark.vllm.request.RequestSpec;
-import io.dspark.vllm.request.Requester;
 import io.dspark.vllm.store.StoredRequests;
 
 import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.ListState;
 import org.apache.flink.api.common.state.ListStateDescriptor;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.runtime.state.FunctionInitializationContext;
 import org.apache.flink.runtime.state.FunctionSnapshotContext;
 import org.apache.flink.streaming.api.checkpoint.CheckpointedFunction;
@@ -63,10 +61,9 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
         return InternalTypeInfo.of(ROW);
     }
 
-    private final String specJson; // JSON, so the step is serializable whatever RequestSpec holds
+    private final Plan.ClientSpec spec;
     private final boolean failJob;
-    private final String store; // 'request.store', or null
-    private final long cacheTtlMs; // 'request.cache', or 0
+    private final Plan.Store store; // 'request.store' and 'request.cache', or null
 
     private final long marginMs; // the async operator's timeout and a minute: no row stays in it longer
 
@@ -75,26 +72,13 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     private transient java.util.Map<Integer, Long> restoredPositions;
     private transient RequestMetrics metrics;
 
-    RequestStep(JsonNode request) {
-        List<String> columns = new java.util.ArrayList<>();
-        List<String> types = new java.util.ArrayList<>();
-        request.get("columns").forEach(pair -> {
-            columns.add(pair.get(0).asText());
-            types.add(pair.get(1).asText());
-        });
-        if (!columns.equals(COLUMNS) || !types.equals(TYPES)) {
-            throw new IllegalArgumentException(
-                    "dspark-vllm: the plan's request columns " + columns + " " + types + " are not this jar's "
-                            + COLUMNS + " " + TYPES
-                            + ": install the same dspark-vllm on the client and the TaskManagers");
-        }
-        this.specJson = request.get("client").toString();
-        RequestSpec.fromJson(request.get("client")); // its version is checked where the job is planned
-        this.failJob = "fail-job".equals(request.get("on_failure").asText());
-        JsonNode stored = request.path("store");
-        this.store = stored.isObject() ? stored.get("uri").asText() : null;
-        this.cacheTtlMs = stored.isObject() ? stored.get("cache_ttl_ms").asLong() : 0;
-        this.marginMs = request.get("timeout_ms").asLong() + 60_000;
+    RequestStep(Plan.TableRequest request) {
+        Engine.checkRequestColumns(request.columns);
+        this.spec = request.client;
+        RequestSpec.of(spec); // refused here, where the job is planned, not on a TaskManager
+        this.failJob = "fail-job".equals(request.onFailure);
+        this.store = request.store;
+        this.marginMs = request.timeoutMs + 60_000;
     }
 
     /**
@@ -107,7 +91,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
         storePositions = context.getOperatorStateStore().getUnionListState(
                 new ListStateDescriptor<>("dspark-vllm response store positions", String.class));
         if (context.isRestored() && store != null) {
-            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store);
+            restoredPositions = StoredRequests.restoredPositions(storePositions.get(), store.uri);
         }
     }
 
@@ -122,9 +106,9 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
 
     @Override
     public void open(OpenContext openContext) throws Exception {
-        RequestSpec spec = RequestSpec.fromJson(new ObjectMapper().readTree(specJson));
-        requests = new StoredRequests(new Requester(spec), store, cacheTtlMs,
-                getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(), restoredPositions);
+        RequestSpec spec = RequestSpec.of(this.spec);
+        requests = Engine.requests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+                restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             checkEndpoint(spec.url);

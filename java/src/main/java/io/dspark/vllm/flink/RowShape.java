@@ -1,9 +1,9 @@
 package io.dspark.vllm.flink;
 
 import io.dspark.vllm.parse.ArrowColumn;
+import io.dspark.vllm.plan.Plan;
 
 import org.apache.flink.api.common.typeutils.TypeSerializer;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.data.GenericRowData;
 import org.apache.flink.table.data.RowData;
 import org.apache.flink.table.data.StringData;
@@ -185,29 +185,35 @@ final class RowShape implements Serializable {
      * the declared type is another ({@link Casts}); null when one has none. {@code made}: the columns the core
      * makes, and their types.
      */
-    static RowShape declared(RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made) {
+    static RowShape declared(
+            RowType produced, List<Plan.Layout> layouts, RowType input, Map<String, LogicalType> made) {
         return declared(produced, layouts, input, made, null);
     }
 
     /**
      * The declared row, with answer fields where {@code answer} (the plan's "answer": its fields and their schemas)
-     * is not null: a layout {@code {"answer": NAME}} is the checked value of that field.
+     * is not null: a layout of {@code answer} NAME is the checked value of that field.
      */
     static RowShape declared(
-            RowType produced, List<JsonNode> layouts, RowType input, Map<String, LogicalType> made, JsonNode answer) {
+            RowType produced, List<Plan.Layout> layouts, RowType input, Map<String, LogicalType> made,
+            Plan.Answer answer) {
         Builder b = new Builder(input, made);
         Answers answers = null;
         Field[] answerInputs = null;
-        if (answer != null && !answer.isNull()) {
+        if (answer != null) {
             answers = new Answers(answer);
             answerInputs = new Field[answers.size() + 4];
             for (int k = 0; k < answers.size(); k++) {
                 answerInputs[k] = b.flat(answers.name(k));
                 b.answers.add(answers.name(k));
             }
-            JsonNode facts = answer.get("facts"); // finish_reason, refusal, completion_tokens, content_error
+            List<String> facts = answer.facts; // finish_reason, refusal, completion_tokens, content_error
+            if (facts.size() != 4) {
+                throw new IllegalArgumentException("dspark-vllm: the plan's answer facts " + facts + " are not this "
+                        + "jar's four: install the same dspark-vllm on the client and the TaskManagers");
+            }
             for (int k = 0; k < facts.size(); k++) {
-                answerInputs[answers.size() + k] = b.flat(facts.get(k).asText());
+                answerInputs[answers.size() + k] = b.flat(facts.get(k));
             }
             for (Field f : answerInputs) {
                 if (f == null) {
@@ -217,8 +223,8 @@ final class RowShape implements Serializable {
         }
         Field[] fields = new Field[produced.getFieldCount()];
         for (int k = 0; k < fields.length; k++) {
-            JsonNode layout = layouts.get(k);
-            fields[k] = layout == null || layout.isNull() ? null : b.field(layout, produced.getTypeAt(k));
+            Plan.Layout layout = layouts.get(k);
+            fields[k] = layout == null ? null : b.field(layout, produced.getTypeAt(k));
             if (fields[k] == null) {
                 return null;
             }
@@ -249,26 +255,26 @@ final class RowShape implements Serializable {
             return made.containsKey(name) ? core(name, made.get(name), made.get(name)) : null;
         }
 
-        Field field(JsonNode layout, LogicalType type) {
-            if (layout.has("answer")) {
-                int k = answers.indexOf(layout.get("answer").asText());
+        Field field(Plan.Layout layout, LogicalType type) {
+            if (layout.answer != null) {
+                int k = answers.indexOf(layout.answer);
                 return k < 0 ? null : new AnswerValue(k);
             }
-            if (layout.has("row")) {
-                if (!(type instanceof RowType) || layout.get("row").size() != ((RowType) type).getFieldCount()) {
+            if (layout.row != null) {
+                if (!(type instanceof RowType) || layout.row.size() != ((RowType) type).getFieldCount()) {
                     return null;
                 }
                 RowType row = (RowType) type;
                 Field[] parts = new Field[row.getFieldCount()];
                 for (int k = 0; k < parts.length; k++) {
-                    parts[k] = field(layout.get("row").get(k).get("from"), row.getTypeAt(k));
+                    parts[k] = field(layout.row.get(k).from, row.getTypeAt(k));
                     if (parts[k] == null) {
                         return null;
                     }
                 }
                 return new Nested(parts);
             }
-            String name = layout.path("column").asText(null);
+            String name = layout.column;
             if (name == null) {
                 return null;
             }
@@ -296,8 +302,8 @@ final class RowShape implements Serializable {
             } else {
                 return null;
             }
-            if (layout.has("default")) {
-                f = new Default(f, layout.get("default").asText());
+            if (layout.defaultValue != null) {
+                f = new Default(f, layout.defaultValue);
             }
             return f;
         }

@@ -1,11 +1,12 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+
 import org.apache.flink.api.common.eventtime.WatermarkStrategy;
 import org.apache.flink.connector.datagen.source.DataGeneratorSource;
 import org.apache.flink.connector.datagen.source.GeneratorFunction;
 import org.apache.flink.connector.file.src.FileSource;
 import org.apache.flink.core.fs.Path;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.streaming.api.datastream.DataStream;
 import org.apache.flink.streaming.api.datastream.SingleOutputStreamOperator;
 import org.apache.flink.streaming.api.environment.StreamExecutionEnvironment;
@@ -33,21 +34,20 @@ final class Sources {
 
     private Sources() {}
 
-    static SingleOutputStreamOperator<RowData> build(StreamExecutionEnvironment env, JsonNode source) {
-        String kind = source.get("kind").asText();
+    static SingleOutputStreamOperator<RowData> build(StreamExecutionEnvironment env, Plan.Source source) {
+        String kind = source.kind;
         switch (kind) {
             case "replay": {
                 FileSource.FileSourceBuilder<RowData> files =
-                        FileSource.forBulkFileFormat(FileLines.bodies(), new Path(source.get("path").asText()));
-                JsonNode interval = source.path("monitor_interval_ms");
-                if (interval.isNumber()) {
-                    files.monitorContinuously(Duration.ofMillis(interval.asLong()));
+                        FileSource.forBulkFileFormat(FileLines.bodies(), new Path(need(source.path, kind, "path")));
+                if (source.monitorIntervalMs != null) {
+                    files.monitorContinuously(Duration.ofMillis(source.monitorIntervalMs));
                 }
                 return env.fromSource(files.build(), WatermarkStrategy.noWatermarks(), "dspark-vllm bodies");
             }
             case "prompts":
                 return env.fromSource(
-                        FileSource.forBulkFileFormat(FileLines.prompts(), new Path(source.get("path").asText()))
+                        FileSource.forBulkFileFormat(FileLines.prompts(), new Path(need(source.path, kind, "path")))
                                 .build(),
                         WatermarkStrategy.noWatermarks(),
                         "dspark-vllm prompts");
@@ -63,15 +63,24 @@ final class Sources {
      * 'sequence' kind keeps every number still to come in memory and in each checkpoint, and refuses to start
      * without an end (more than Integer.MAX_VALUE).
      */
-    private static SingleOutputStreamOperator<RowData> rate(StreamExecutionEnvironment env, JsonNode source) {
-        long count = source.get("count").asLong();
+    private static SingleOutputStreamOperator<RowData> rate(StreamExecutionEnvironment env, Plan.Source source) {
+        long count = need(source.count, "rate", "count");
         DataGeneratorSource<RowData> numbers =
                 new DataGeneratorSource<>(
-                        new Numbered(source.get("template").asText(), source.get("table").asText()),
+                        new Numbered(need(source.template, "rate", "template"), need(source.table, "rate", "table")),
                         count < 0 ? Long.MAX_VALUE : count,
-                        new PacedRate<>(source.get("rate").asDouble()),
+                        new PacedRate<>(need(source.rate, "rate", "rate")),
                         InternalTypeInfo.of(FileLines.PROMPTS));
         return env.fromSource(numbers, WatermarkStrategy.noWatermarks(), "dspark-vllm prompts at a rate");
+    }
+
+    /** A key a source of this kind needs, which the record leaves optional. */
+    private static <T> T need(T value, String kind, String key) {
+        if (value == null) {
+            throw new IllegalArgumentException("dspark-vllm: the table's plan.source of kind '" + kind + "' has no '"
+                    + key + "': install the same dspark-vllm on the client and the TaskManagers");
+        }
+        return value;
     }
 
     /** Number n as a prompt row: the template with every {@code {n}} replaced, the id {@code <table>-<n>}. */

@@ -1,5 +1,8 @@
 package io.dspark.vllm.flink;
 
+import io.dspark.vllm.plan.Plan;
+import io.dspark.vllm.plan.PlanReader;
+
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.table.api.DataTypes;
 import org.apache.flink.table.catalog.ObjectIdentifier;
@@ -13,64 +16,64 @@ import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
 
-/** The plan {@code connector.flink.planner} made for one table (see its module docstring for the fields). */
+/**
+ * The plan {@code connector.flink.planner} made for one table: its record ({@link Plan.Table}, generated with its
+ * reader from connector/flink/plan_types.py, which checks its version and keys), and what the factory asks of it.
+ */
 final class TablePlan {
 
-    final JsonNode json;
+    final Plan.Table plan;
     final ObjectIdentifier identifier; // the table it was made for
 
     /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
-    static final int VERSION = io.dspark.vllm.request.PlanContract.PLAN_VERSION;
+    static final int VERSION = Plan.PLAN_VERSION;
 
     TablePlan(JsonNode json, ObjectIdentifier identifier) {
-        int version = json.path("version").asInt(-1);
-        if (version != VERSION) {
-            throw new IllegalArgumentException(
-                    "dspark-vllm: the planner made a plan of version " + version + ", this jar reads version "
-                            + VERSION + ": the Python package and the jar on the classpath are of different "
-                            + "releases; use the jar of the installed package ('dspark-vllm sql --jar')");
-        }
-        this.json = json;
+        this.plan = PlanReader.readTable(json);
         this.identifier = identifier;
     }
 
     String mode() {
-        return json.get("mode").asText();
+        return plan.mode;
     }
 
     boolean bounded() {
-        return json.get("bounded").asBoolean();
+        return plan.bounded;
     }
 
-    JsonNode source() {
-        return json.get("source");
+    Plan.Source source() {
+        return plan.source;
     }
 
-    JsonNode request() {
-        return json.get("request");
+    /** The request step, or null (replay). */
+    Plan.TableRequest request() {
+        return plan.request;
     }
 
     /** Flat column name -> Flink SQL type, in the parse function's order (profile columns, then internal). */
     Map<String, String> flatTypes() {
         Map<String, String> types = new LinkedHashMap<>();
-        for (JsonNode column : json.get("flat")) {
-            types.put(column.get("name").asText(), column.get("type").asText());
+        for (Plan.Column column : plan.flat) {
+            types.put(column.name, column.type);
         }
         return types;
     }
 
     /** What the parse function makes beside the profile's columns ({@code contract.PARSE_INTERNAL}). */
     java.util.Set<String> parseInternal() {
-        java.util.Set<String> names = new java.util.LinkedHashSet<>();
-        json.get("parse_internal").forEach(n -> names.add(n.asText()));
-        return names;
+        return new java.util.LinkedHashSet<>(plan.parseInternal);
     }
 
     /** The columns the native core makes (the plan's {@code native} part) and their types, in its order. */
-    static Map<String, LogicalType> madeTypes(JsonNode jvm) {
+    static Map<String, LogicalType> madeTypes(Plan.NativeParse jvm) {
+        return madeTypes(jvm.columns, jvm.types);
+    }
+
+    /** The columns {@code names} of types {@code types} (Flink SQL), in order. */
+    static Map<String, LogicalType> madeTypes(List<String> names, List<String> types) {
         Map<String, LogicalType> made = new LinkedHashMap<>();
-        for (int k = 0; k < jvm.get("columns").size(); k++) {
-            made.put(jvm.get("columns").get(k).asText(), dataType(jvm.get("types").get(k).asText()).getLogicalType());
+        for (int k = 0; k < names.size(); k++) {
+            made.put(names.get(k), dataType(types.get(k)).getLogicalType());
         }
         return made;
     }
@@ -81,12 +84,12 @@ final class TablePlan {
      * else why it runs in Python.
      */
     String pythonParseReason(java.util.Collection<String> produced) {
-        JsonNode jvm = json.get("native");
-        if (jvm == null || !jvm.has("document")) {
-            return jvm == null ? "the plan has no native parse step" : jvm.path("why").asText();
+        Plan.NativeParse jvm = plan.nativeValue;
+        if (jvm.document == null) {
+            return jvm.why == null ? "the plan has no native parse step" : jvm.why;
         }
         java.util.Set<String> made = new java.util.HashSet<>(parseInternal());
-        jvm.get("columns").forEach(n -> made.add(n.asText()));
+        made.addAll(jvm.columns);
         List<String> others = new ArrayList<>();
         for (String name : produced) {
             if (!made.contains(name)) {
@@ -98,23 +101,23 @@ final class TablePlan {
                 : "the query reads " + others + ", which the native core does not make";
     }
 
-    JsonNode physical(String column) {
-        return json.get("physical").get(column);
+    Plan.Physical physical(String column) {
+        return plan.physical.get(column);
     }
 
     /** Readable metadata key -> its type, in the registry's order. */
     Map<String, DataType> metadataTypes() {
         Map<String, DataType> types = new LinkedHashMap<>();
-        for (JsonNode key : json.get("metadata")) {
-            types.put(key.get("key").asText(), dataType(key.get("type").asText()));
+        for (Plan.MetadataKey key : plan.metadata) {
+            types.put(key.key, dataType(key.type));
         }
         return types;
     }
 
-    /** A readable metadata key's entry: its type, its SQL and its layout ({@code from}). */
-    JsonNode metadata(String key) {
-        for (JsonNode entry : json.get("metadata")) {
-            if (entry.get("key").asText().equals(key)) {
+    /** A readable metadata key's entry: its type and its layout ({@code from}). */
+    Plan.MetadataKey metadata(String key) {
+        for (Plan.MetadataKey entry : plan.metadata) {
+            if (entry.key.equals(key)) {
                 return entry;
             }
         }
@@ -122,17 +125,7 @@ final class TablePlan {
     }
 
     Map<String, String> settings() {
-        Map<String, String> settings = new LinkedHashMap<>();
-        json.get("settings").fields().forEachRemaining(e -> settings.put(e.getKey(), e.getValue().asText()));
-        return settings;
-    }
-
-    List<String[]> pairs(JsonNode array) {
-        List<String[]> pairs = new ArrayList<>();
-        for (JsonNode pair : array) {
-            pairs.add(new String[] {pair.get(0).asText(), pair.get(1).asText()});
-        }
-        return pairs;
+        return plan.settings;
     }
 
     static DataType dataType(String sql) {

@@ -1,19 +1,19 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.Plan;
+import io.dspark.vllm.plan.PlanReader;
+
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 
 import java.io.Serializable;
-import java.util.ArrayList;
-import java.util.Collections;
 import java.util.List;
-import java.util.LinkedHashMap;
 import java.util.Map;
 
 /**
  * How a table's requests are sent: the {@code "client"} object of the plan's {@code "request"} section, written by
  * {@code connector.flink.contract.client_spec} (Python) from the table's options. Everything a user sets is
- * validated there; this side only reads it. The JSON carries {@code "version"}: {@link #VERSION}, and a plan of
- * another version is refused, so the two sides never disagree silently.
+ * validated there; this side only reads it. Its record ({@code Plan.ClientSpec}) and reader are generated from
+ * connector/flink/plan_types.py; a spec of another version ({@link #VERSION}) is refused there.
  *
  * <p>A request's body is {@code bodyPrefix + JSON string of the prompt + bodySuffix}: the planner renders the
  * whole request (model, messages or prompt, parameters, response_format) and leaves the prompt's place open.
@@ -52,69 +52,58 @@ public final class RequestSpec implements Serializable {
     public final int minConcurrency;
     public final int maxConcurrency; // also the async operator's capacity
 
-    private RequestSpec(JsonNode n) {
-        int version = n.path("version").asInt(-1);
-        if (version != VERSION) {
-            throw new IllegalArgumentException(
-                    "dspark-vllm: the plan's request spec has version " + version + ", this jar reads version "
-                            + VERSION + ": install the same dspark-vllm on the client and the TaskManagers");
-        }
-        url = n.get("url").asText();
-        healthUrl = n.get("health_url").asText();
-        urls = texts(n.get("urls"), url);
-        healthUrls = texts(n.get("health_urls"), healthUrl);
-        if (urls.size() != healthUrls.size()) {
+    private final Plan.ClientSpec record;
+
+    private RequestSpec(Plan.ClientSpec n, double deadlineS, double timeoutS) {
+        record = n;
+        url = n.url;
+        healthUrl = n.healthUrl;
+        urls = n.urls;
+        healthUrls = n.healthUrls;
+        if (urls.isEmpty() || urls.size() != healthUrls.size()) {
             throw new IllegalArgumentException("dspark-vllm: the plan's request spec has " + urls.size()
                     + " urls and " + healthUrls.size() + " health urls");
         }
-        JsonNode r = n.path("routing");
-        routing = r.path("mode").asText("least-loaded");
-        prefixBytes = r.path("prefix_bytes").asInt(256);
-        loadBound = r.path("load_bound").asDouble(1.25);
-        resolveIntervalS = r.path("resolve_interval_s").asDouble(30.0);
-        Map<String, String> h = new LinkedHashMap<>();
-        n.get("headers").fields().forEachRemaining(e -> h.put(e.getKey(), e.getValue().asText()));
-        headers = Collections.unmodifiableMap(h);
-        bodyPrefix = n.get("body_prefix").asText();
-        bodySuffix = n.get("body_suffix").asText();
-        timeoutS = n.get("timeout_s").asDouble();
-        connectTimeoutS = n.get("connect_timeout_s").asDouble();
-        deadlineS = n.get("deadline_s").asDouble();
-        maxAttempts = n.path("max_attempts").isNull() ? 0 : n.path("max_attempts").asInt(0);
-        backoffInitialS = n.get("backoff_initial_s").asDouble();
-        backoffMaxS = n.get("backoff_max_s").asDouble();
-        maxRetryAfterS = n.get("max_retry_after_s").asDouble();
-        holdWhileDown = n.get("hold_while_down").asBoolean();
-        rateLimit = n.path("rate_limit").isNull() ? 0.0 : n.path("rate_limit").asDouble(0.0);
-        maxBodyBytes = n.get("max_body_bytes").asLong();
-        JsonNode tls = n.get("tls");
-        tlsVerify = tls.get("verify").asBoolean();
-        tlsCaBundle = text(tls, "ca_bundle");
-        tlsClientCert = text(tls, "client_cert");
-        tlsClientKey = text(tls, "client_key");
-        JsonNode c = n.get("concurrency");
-        adaptive = c.get("adaptive").asBoolean();
-        concurrency = c.get("initial").asInt();
-        minConcurrency = c.get("min").asInt();
-        maxConcurrency = c.get("max").asInt();
+        routing = n.routing.mode;
+        prefixBytes = (int) n.routing.prefixBytes;
+        loadBound = n.routing.loadBound;
+        resolveIntervalS = n.routing.resolveIntervalS;
+        headers = n.headers;
+        bodyPrefix = n.bodyPrefix;
+        bodySuffix = n.bodySuffix;
+        this.timeoutS = timeoutS;
+        connectTimeoutS = n.connectTimeoutS;
+        this.deadlineS = deadlineS;
+        maxAttempts = n.maxAttempts == null ? 0 : n.maxAttempts.intValue();
+        backoffInitialS = n.backoffInitialS;
+        backoffMaxS = n.backoffMaxS;
+        maxRetryAfterS = n.maxRetryAfterS;
+        holdWhileDown = n.holdWhileDown;
+        rateLimit = n.rateLimit == null ? 0.0 : n.rateLimit;
+        maxBodyBytes = n.maxBodyBytes;
+        tlsVerify = n.tls.verify;
+        tlsCaBundle = n.tls.caBundle;
+        tlsClientCert = n.tls.clientCert;
+        tlsClientKey = n.tls.clientKey;
+        adaptive = n.concurrency.adaptive;
+        concurrency = (int) n.concurrency.initial;
+        minConcurrency = (int) n.concurrency.min;
+        maxConcurrency = (int) n.concurrency.max;
     }
 
+    /** From the plan's record. */
+    public static RequestSpec of(Plan.ClientSpec spec) {
+        return new RequestSpec(spec, spec.deadlineS, spec.timeoutS);
+    }
+
+    /** This spec with each request ended by {@code deadlineS} (and an attempt too). */
+    public RequestSpec within(double deadlineS) {
+        return new RequestSpec(record, deadlineS, Math.min(timeoutS, deadlineS));
+    }
+
+    /** From its JSON, read (and its version checked) by the generated {@link PlanReader}. */
     public static RequestSpec fromJson(JsonNode node) {
-        return new RequestSpec(node);
-    }
-
-    private static List<String> texts(JsonNode list, String single) {
-        if (list == null || list.isNull()) {
-            return List.of(single);
-        }
-        List<String> out = new ArrayList<>();
-        list.forEach(v -> out.add(v.asText()));
-        return List.copyOf(out);
-    }
-
-    private static String text(JsonNode node, String key) {
-        JsonNode v = node.get(key);
-        return v == null || v.isNull() ? null : v.asText();
+        return of(PlanReader.readClientSpec(node));
     }
 
     /** The body of one request. */

@@ -21,6 +21,7 @@ import java.nio.file.Paths;
  */
 public final class ContractCheck {
     private static final ObjectMapper JSON = new ObjectMapper();
+    private static final ObjectIdentifier T = ObjectIdentifier.of("default_catalog", "default_database", "t");
 
     public static void main(String[] args) throws Exception {
         for (String path : args) {
@@ -30,7 +31,7 @@ public final class ContractCheck {
 
     private static ObjectNode check(JsonNode plan) {
         ObjectNode out = JSON.createObjectNode();
-        TablePlan table = new TablePlan(plan, ObjectIdentifier.of("default_catalog", "default_database", "t"));
+        TablePlan table = new TablePlan(plan, T);
         out.put("mode", table.mode());
         out.put("bounded", table.bounded());
         out.set("parse_internal", JSON.valueToTree(table.parseInternal()));
@@ -41,8 +42,8 @@ public final class ContractCheck {
         }
         out.set("retired", JSON.valueToTree(TableOptions.RETIRED));
         if (table.request() != null) {
-            JsonNode request = table.request();
-            RequestSpec spec = RequestSpec.fromJson(request.get("client"));
+            JsonNode request = plan.get("request");
+            RequestSpec spec = RequestSpec.of(table.request().client);
             ObjectNode s = out.putObject("spec");
             s.put("url", spec.url);
             s.put("health_url", spec.healthUrl);
@@ -59,12 +60,12 @@ public final class ContractCheck {
             s.put("tls_verify", spec.tlsVerify);
             s.put("to_string", spec.toString());
             s.set("headers", JSON.valueToTree(spec.headers));
-            new RequestStep(request);
+            new RequestStep(table.request());
             out.put("request_step", "accepted");
             out.put("wrong_columns", refused(() -> {
-                ObjectNode changed = ((ObjectNode) request).deepCopy();
-                ((ArrayNode) changed.get("columns")).remove(0);
-                new RequestStep(changed);
+                ObjectNode changed = ((ObjectNode) plan).deepCopy();
+                ((ArrayNode) changed.get("request").get("columns")).remove(0);
+                new RequestStep(new TablePlan(changed, T).request());
             }));
             out.put("spec_of_another_version", refused(() -> {
                 ObjectNode changed = ((ObjectNode) request.get("client")).deepCopy();
@@ -75,7 +76,28 @@ public final class ContractCheck {
         out.put("plan_of_another_version", refused(() -> {
             ObjectNode changed = ((ObjectNode) plan).deepCopy();
             changed.put("version", TablePlan.VERSION + 1);
-            new TablePlan(changed, ObjectIdentifier.of("default_catalog", "default_database", "t"));
+            new TablePlan(changed, T);
+        }));
+        // The generated reader: a key it does not know, one it needs and lacks, a value of another type.
+        out.put("unknown_key", refused(() -> {
+            ObjectNode changed = ((ObjectNode) plan).deepCopy();
+            ((ObjectNode) changed.get("native")).put("batch_sise", 8);
+            new TablePlan(changed, T);
+        }));
+        out.put("missing_key", refused(() -> {
+            ObjectNode changed = ((ObjectNode) plan).deepCopy();
+            changed.remove("settings");
+            new TablePlan(changed, T);
+        }));
+        out.put("wrong_type", refused(() -> {
+            ObjectNode changed = ((ObjectNode) plan).deepCopy();
+            changed.put("bounded", "yes");
+            new TablePlan(changed, T);
+        }));
+        out.put("two_layouts", refused(() -> {
+            ObjectNode changed = ((ObjectNode) plan).deepCopy();
+            ((ObjectNode) changed.get("metadata").get(0).get("from")).put("answer", "x");
+            new TablePlan(changed, T);
         }));
         return out;
     }

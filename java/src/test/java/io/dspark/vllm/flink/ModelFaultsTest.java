@@ -78,12 +78,12 @@ final class ModelFaultsTest {
     @Test
     void aRowsBodyValueIsHeldToItsOptionsRule() throws Exception {
         // the rules as connector.params writes them into the plan (RequestParam.as_rule)
-        ObjectMapper json = new ObjectMapper();
-        JsonNode temperature = json.readTree(
-                "{\"type\": \"float\", \"rule\": \"a number >= 0\", \"min\": 0, \"max\": null, \"above\": false, \"below\": false}");
-        JsonNode topP = json.readTree(
-                "{\"type\": \"float\", \"rule\": \"a number in (0, 1]\", \"min\": 0, \"max\": 1, \"above\": true, \"below\": false}");
-        JsonNode stop = json.readTree("{\"type\": \"list[str]\", \"rule\": \"a list of non-empty strings\"}");
+        io.dspark.vllm.plan.Plan.Rule temperature =
+                new io.dspark.vllm.plan.Plan.Rule("float", "a number >= 0", 0.0, null, false, false);
+        io.dspark.vllm.plan.Plan.Rule topP =
+                new io.dspark.vllm.plan.Plan.Rule("float", "a number in (0, 1]", 0.0, 1.0, true, false);
+        io.dspark.vllm.plan.Plan.Rule stop =
+                new io.dspark.vllm.plan.Plan.Rule("list[str]", "a list of non-empty strings", null, null, false, false);
         assertEquals("-3.5", ModelPredictFunction.Prompt.invalid(-3.5, temperature));
         assertEquals("NaN", ModelPredictFunction.Prompt.invalid(Double.NaN, temperature));
         assertEquals("Infinity", ModelPredictFunction.Prompt.invalid(Double.POSITIVE_INFINITY, temperature));
@@ -135,7 +135,8 @@ final class ModelFaultsTest {
                 "{'name': 'score', 'type': {'sql': 'INT', 'root': 'INTEGER'}}");
         RowType input = (RowType) TablePlan.dataType("ROW<`q` STRING>").getLogicalType();
         ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
-                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+                io.dspark.vllm.plan.PlanReader.readModel(plan),
+                io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
         String body = new String(prompt.of(GenericRowData.of(StringData.fromString("Rate this: great"))).body,
                 java.nio.charset.StandardCharsets.UTF_8);
         assertTrue(body.startsWith("{\"messages\":[{\"role\":\"user\",\"content\":\"Rate this: great\"}]"), body);
@@ -149,7 +150,8 @@ final class ModelFaultsTest {
         RowType input = (RowType) TablePlan.dataType(
                 "ROW<`history` ARRAY<ROW<`role` STRING, `content` STRING>>>").getLogicalType();
         ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
-                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+                io.dspark.vllm.plan.PlanReader.readModel(plan),
+                io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
         java.util.function.Function<Object[], String> problem = messages -> prompt.of(
                 GenericRowData.of(new GenericArrayData(messages))).problem;
         GenericRowData user = GenericRowData.of(StringData.fromString("user"), StringData.fromString("Hi"));
@@ -169,7 +171,8 @@ final class ModelFaultsTest {
                 + "{\"name\": \"model\", \"type\": {\"sql\": \"STRING\", \"root\": \"VARCHAR\"}}]");
         RowType input = (RowType) TablePlan.dataType("ROW<`q` STRING, `model` STRING>").getLogicalType();
         ModelPredictFunction.Prompt prompt = new ModelPredictFunction.Prompt(
-                plan, io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
+                io.dspark.vllm.plan.PlanReader.readModel(plan),
+                io.dspark.vllm.request.RequestSpec.fromJson(plan.get("request").get("client")), input);
         assertEquals("INPUT column 'model' sets the request's 'model' to an empty string",
                 prompt.of(GenericRowData.of(StringData.fromString("Hi"), StringData.fromString(""))).problem);
         ModelPredictFunction.Prompt.Request named =

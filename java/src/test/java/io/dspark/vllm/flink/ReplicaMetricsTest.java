@@ -49,6 +49,8 @@ public final class ReplicaMetricsTest {
         n.put("health_url", "http://127.0.0.1:9/health");
         n.putArray("urls").add("http://127.0.0.1:9/v1/completions").add("http://127.0.0.1:10/v1/completions");
         n.putArray("health_urls").add("http://127.0.0.1:9/health").add("http://127.0.0.1:10/health");
+        n.putObject("routing").put("mode", "least-loaded").put("prefix_bytes", 256).put("load_bound", 1.25)
+                .put("resolve_interval_s", 30.0);
         n.putObject("headers");
         n.put("body_prefix", "{\"prompt\":");
         n.put("body_suffix", "}");

@@ -1,7 +1,5 @@
 package io.dspark.vllm.flink;
 
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.JsonNodeFactory;
 import org.apache.flink.table.types.logical.BigIntType;
 import org.apache.flink.table.types.logical.LogicalType;
 import org.apache.flink.table.types.logical.RowType;
@@ -20,9 +18,9 @@ final class Shapes {
         LogicalType text = new VarCharType(VarCharType.MAX_LENGTH);
         String[] names = {"id", "_line", "_error", "_error_field", "_backend"};
         RowType out = RowType.of(new LogicalType[] {text, new BigIntType(), text, text, text}, names);
-        List<JsonNode> layouts = new ArrayList<>();
+        List<io.dspark.vllm.plan.Plan.Layout> layouts = new ArrayList<>();
         for (String name : names) {
-            layouts.add(JsonNodeFactory.instance.objectNode().put("column", name));
+            layouts.add(new io.dspark.vllm.plan.Plan.Layout(name, null, null, null));
         }
         return RowShape.declared(out, layouts, input, Map.of("id", text));
     }

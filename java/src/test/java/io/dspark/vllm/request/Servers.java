@@ -79,8 +79,34 @@ final class Servers {
         return n;
     }
 
+    /**
+     * The spec of {@code n}, which a test wrote in part: one replica (its url) where it names none, and the
+     * routing's defaults (connector.options) for the keys it leaves out, as the planner would write them.
+     */
     static RequestSpec of(ObjectNode n) {
-        return RequestSpec.fromJson(n);
+        return RequestSpec.fromJson(complete(n));
+    }
+
+    static ObjectNode complete(ObjectNode n) {
+        ObjectNode c = n.deepCopy();
+        if (!c.has("urls")) {
+            c.putArray("urls").add(c.get("url").asText());
+            c.putArray("health_urls").add(c.get("health_url").asText());
+        }
+        ObjectNode r = c.has("routing") ? (ObjectNode) c.get("routing") : c.putObject("routing");
+        if (!r.has("mode")) {
+            r.put("mode", "least-loaded");
+        }
+        if (!r.has("prefix_bytes")) {
+            r.put("prefix_bytes", 256);
+        }
+        if (!r.has("load_bound")) {
+            r.put("load_bound", 1.25);
+        }
+        if (!r.has("resolve_interval_s")) {
+            r.put("resolve_interval_s", 30.0);
+        }
+        return c;
     }
 
     /** One request as the server saw it. */

@@ -68,7 +68,7 @@ public final class TransportBench {
         ((ObjectNode) spec.get("concurrency")).put("initial", 64).put("max", 64);
         HttpClient jdk = HttpClient.newBuilder().version(HttpClient.Version.HTTP_1_1).build();
         URI uri = URI.create(base + "/v1/chat/completions");
-        try (Requester requester = new Requester(RequestSpec.fromJson(spec))) {
+        try (Requester requester = new Requester(Servers.of(spec))) {
             for (int round = 0; round < rounds; round++) {
                 drive("request step (Netty)", i -> requester.send("Request " + i + ": answer briefly.", "r" + i)
                         .thenApply(Outcome::ok), n, 64);

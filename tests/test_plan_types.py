@@ -1,0 +1,137 @@
+"""The plan is declared once (connector/flink/plan_types.py): the planner writes its records with one function that
+refuses a value of another type, the jar's records and reader are generated from the declaration (the committed
+files are current), and no Java code outside the generated reader reads a plan key by its name."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from connector.flink import plan_types
+from connector.flink.plan_types import Layout, NameType, RowField, Source, to_json
+from connector.flink.planner import format_plan, model_plan, plan
+
+ROOT = Path(__file__).resolve().parents[1]
+JAVA = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm"
+GENERATED = JAVA / "plan"
+
+STRING = {"sql": "VARCHAR(2147483647)", "root": "VARCHAR"}
+
+
+def test_the_generated_java_is_what_the_declaration_makes():
+    done = subprocess.run(
+        [sys.executable, "-m", "connector.flink.plan_types", "--check", str(GENERATED)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_stale_generated_file_is_named_with_the_command_that_makes_it(tmp_path):
+    for name, text in plan_types.java_sources().items():
+        (tmp_path / name).write_text(text)
+    (tmp_path / "PlanReader.java").write_text("// edited by hand\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "connector.flink.plan_types", "--check", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+    )
+    assert done.returncode == 1
+    assert done.stderr.count("\n") == 1 and "PlanReader.java" in done.stderr and "Plan.java" not in done.stderr
+    assert "python -m connector.flink.plan_types --java" in done.stderr
+
+
+def test_no_java_code_reads_a_plan_key_by_its_name():
+    """Outside the generated reader, no `.get("key")`/`.path("key")`/`.has("key")` of a key of the plan: a key the
+    declaration has is read through the generated records only."""
+    keys = set()
+    for cls in plan_types.RECORDS:
+        keys |= {f.name.removesuffix("_") for f in plan_types.dataclasses.fields(cls)}
+    # JSON that is not the plan's: an answer field's JSON schema (Answers), a server's error body (Failure), the
+    # usage of a stored response (StoredRequests), the native core's own plan document (NativeParser), HTTP
+    # headers and Netty's pipeline (Transport), the declared table the factory sends the planner (PythonPlanner).
+    exempt = {"parse/NativeParser.java", "request/Failure.java", "store/StoredRequests.java", "request/Transport.java"}
+    not_the_plan = {
+        "flink/Answers.java": {"type", "items", "properties", "enum", "anyOf"},
+        "flink/PythonPlanner.java": {"columns", "kind", "name"},
+    }
+    found = []
+    for path in sorted(JAVA.rglob("*.java")):
+        rel = path.relative_to(JAVA).as_posix()
+        if rel.startswith("plan/") or rel in exempt:
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), 1):
+            for key in re.findall(r'\.(?:get|path|has)\("([a-z_]+)"\)', line):
+                if key in keys and key not in not_the_plan.get(rel, ()):
+                    found.append(f"{rel}:{number}: {line.strip()}")
+    assert not found, "\n".join(found)
+
+
+def test_a_field_of_another_type_is_refused_where_the_plan_is_written():
+    with pytest.raises(TypeError, match=r"Source.count is '10', not an integer"):
+        to_json(Source(kind="rate", rate=5.0, count="10", template="{n}", table="t"))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"Layout has not exactly one of column, row, answer"):
+        to_json(Layout(column="a", answer="b"))
+    with pytest.raises(TypeError, match=r"RowField.from is None"):
+        to_json(RowField(name="a", from_=None))  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match=r"NameType.name is 3"):
+        to_json(NameType(3, "INT"))  # type: ignore[arg-type]
+
+
+def test_records_are_written_as_the_jar_reads_them():
+    nested = Layout(row=(RowField("a", Layout(column="x", default="m")), RowField("b", Layout(answer="b"))))
+    assert to_json(nested) == {
+        "row": [{"name": "a", "from": {"column": "x", "default": "m"}}, {"name": "b", "from": {"answer": "b"}}]
+    }
+    assert to_json(NameType("_body", "BYTES")) == ["_body", "BYTES"]  # a pair, as the plan has always carried
+    assert to_json(Source(kind="prompts", path="/p")) == {"kind": "prompts", "path": "/p"}
+
+
+def test_the_planner_writes_every_plan_through_the_records():
+    """Each face's plan is made of records (to_json refuses any other value), so a key the jar does not know
+    cannot be written; here the three plans' top-level keys are the declaration's."""
+    columns = [{"name": "id", "kind": "physical", "type": STRING}]
+    table = plan(
+        {
+            "name": "t",
+            "options": {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/data"},
+            "columns": columns,
+            "watermark": None,
+        }
+    )
+    declared = {f.name.removesuffix("_") for f in plan_types.dataclasses.fields(plan_types.TablePlan)}
+    assert set(table) == declared - {"request"}
+    model = model_plan(
+        {
+            "model": "m",
+            "options": {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+            "input": [{"name": "q", "type": STRING}],
+            "output": [{"name": "id", "type": STRING}],
+        }
+    )
+    assert set(model) == {f.name for f in plan_types.dataclasses.fields(plan_types.ModelPlan)}
+    made = format_plan({"format": {"on-error": "skip"}, "columns": columns})
+    assert set(made) == {f.name for f in plan_types.dataclasses.fields(plan_types.FormatPlan)}
+
+
+def test_the_jar_is_not_built_from_stale_plan_records(tmp_path, monkeypatch):
+    spec = importlib.util.spec_from_file_location("dspark_vllm_build_jar_test", ROOT / "java" / "build_jar.py")
+    build_jar = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, spec.name, build_jar)  # its dataclasses read the module's names
+    spec.loader.exec_module(build_jar)
+    build_jar.require_current_plan_records()  # the committed files
+    folder = tmp_path / "java" / "io" / "dspark" / "vllm" / "plan"
+    folder.mkdir(parents=True)
+    for name, text in plan_types.java_sources().items():
+        (folder / name).write_text(text)
+    (folder / "Plan.java").write_text("// edited by hand\n")
+    monkeypatch.setattr(build_jar, "SOURCES", tmp_path)
+    with pytest.raises(SystemExit, match=r"Plan.java in .* is stale: run python -m connector.flink.plan_types --java"):
+        build_jar.require_current_plan_records()
