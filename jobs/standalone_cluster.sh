@@ -150,7 +150,7 @@ submit_sql() {
     # Python functions in a Java/SQL job need flink-python (in opt/ of a Flink distribution): on the job's
     # classpath here, or copied into lib/ as Flink's docs say.
     "$flink_home/bin/flink" run -m "localhost:$(cat "$dir/rest.port")" "${detached[@]}" \
-        -C "file://$(ls "$flink_home"/opt/flink-python-*.jar)" -c io.dspark.vllm.flink.SqlRunner "$jar" "$@"
+        -C "file://$(ls "$flink_home"/opt/flink-python-*.jar)" -c io.dspark.vllm.sql.SqlRunner "$jar" "$@"
 }
 
 sql_opt_dir() {

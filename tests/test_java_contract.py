@@ -50,7 +50,7 @@ def read_in_java(tmp_path: Path, plans: dict[str, dict]) -> dict[str, dict]:
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(made))
         paths.append(str(path))
-    result = build_jar().java_tests(*paths, main="io.dspark.vllm.flink.ContractCheck")
+    result = build_jar().java_tests(*paths, main="io.dspark.vllm.sql.ContractCheck")
     assert result.returncode == 0, result.stdout + result.stderr[-4000:]
     return dict(zip(plans, map(json.loads, result.stdout.strip().splitlines()), strict=True))
 

@@ -120,3 +120,38 @@ def test_the_reference_check_finds_an_import(tmp_path: Path):
         "connector/cli.py": ["connector.decode.exact"],
         "connector/decode/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
     }
+
+
+# The jar's packages, top-down: the faces Flink SQL calls (sql: factories, options, sources, the SQL runner, the
+# planner's client), the runtime they build (engine: the engine builder, request step, ML_PREDICT's function, parse
+# batch, row shape), what it runs (store, request, parse: the native core), and the plan's records (plan). A
+# package names only those below it, comments included.
+JAVA_ROOMS = ("sql", "engine", "store", "request", "parse", "plan")
+JAVA = Path(__file__).resolve().parents[1] / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm"
+
+
+def _java_upward(sources: dict[str, str]) -> list[str]:
+    """'package -> package' for each name of a package at or above its own in JAVA_ROOMS (`sources`: path ->
+    text, the path's folder its package)."""
+    import re
+
+    found = []
+    for path, text in sources.items():
+        own = Path(path).parent.name
+        for used in sorted(set(re.findall(r"io\.dspark\.vllm\.(\w+)\.", text))):
+            if used != own and (used not in JAVA_ROOMS or JAVA_ROOMS.index(used) < JAVA_ROOMS.index(own)):
+                found.append(f"{path}: {own} -> {used}")
+    return found
+
+
+def test_the_jars_packages_are_the_rooms_top_down():
+    packages = sorted(p.name for p in JAVA.iterdir() if p.is_dir())
+    assert packages == sorted(JAVA_ROOMS)
+    sources = {str(p.relative_to(JAVA)): p.read_text() for p in JAVA.rglob("*.java")}
+    assert _java_upward(sources) == []
+
+
+def test_the_rooms_check_finds_a_name_upward():
+    assert _java_upward({"engine/A.java": "import io.dspark.vllm.sql.B;", "sql/B.java": "io.dspark.vllm.engine.A"}) == [
+        "engine/A.java: engine -> sql"
+    ]

@@ -256,7 +256,7 @@ def test_the_java_option_keys_match_the_code():
     """The factory declares the same keys to Flink (FactoryUtil) as `OPTIONS` (generated, never by hand)."""
     from connector.options import options_java
 
-    java = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm" / "flink" / "TableOptions.java"
+    java = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm" / "sql" / "TableOptions.java"
     assert java.read_text() == options_java(), f"{java} is stale: run python -m connector.options --java {java}"
 
 

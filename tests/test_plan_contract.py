@@ -13,7 +13,7 @@ from connector.flink.metrics import PARSE_METRICS, REQUEST_METRICS
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "java" / "src" / "main" / "java"
-GENERATED = JAVA / "io" / "dspark" / "vllm" / "request" / "PlanContract.java"
+GENERATED = JAVA / "io" / "dspark" / "vllm" / "plan" / "PlanContract.java"
 
 
 def test_the_generated_java_contract_is_fresh() -> None:

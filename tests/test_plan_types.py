@@ -59,8 +59,8 @@ def test_no_java_code_reads_a_plan_key_by_its_name():
     # headers and Netty's pipeline (Transport), the declared table the factory sends the planner (PythonPlanner).
     exempt = {"parse/NativeParser.java", "request/Failure.java", "store/StoredRequests.java", "request/Transport.java"}
     not_the_plan = {
-        "flink/Answers.java": {"type", "items", "properties", "enum", "anyOf"},
-        "flink/PythonPlanner.java": {"columns", "kind", "name"},
+        "engine/Answers.java": {"type", "items", "properties", "enum", "anyOf"},
+        "sql/PythonPlanner.java": {"columns", "kind", "name"},
     }
     found = []
     for path in sorted(JAVA.rglob("*.java")):

@@ -183,7 +183,7 @@ def contract_java() -> str:
         return "List.of(" + ", ".join(literal(v) for v in values) + ")"
 
     lines = [
-        "package io.dspark.vllm.request;",
+        "package io.dspark.vllm.plan;",
         "",
         "import java.util.List;",
         "",

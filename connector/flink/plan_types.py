@@ -236,7 +236,7 @@ class AnswerField:
 
 @dataclass(frozen=True)
 class Answer:
-    """The answer fields the JVM checks (`io.dspark.vllm.flink.Answers`)."""
+    """The answer fields the JVM checks (its answer check, `Answers` of the engine)."""
 
     fields: tuple[AnswerField, ...]
     schema: JSON

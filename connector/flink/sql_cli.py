@@ -1,7 +1,7 @@
 """`dspark-vllm sql FILE` and `dspark-vllm jar`: Flink SQL with 'dspark-vllm' tables, no Python program.
 
 `sql` runs the statements of FILE with the SQL runner shipped in the connector jar
-(`io.dspark.vllm.flink.SqlRunner`), as a plain JVM on the local mini-cluster: Flink's jars from the PyFlink
+(`io.dspark.vllm.sql.SqlRunner`), as a plain JVM on the local mini-cluster: Flink's jars from the PyFlink
 wheel, the connector jar, and this Python as 'python.executable' and 'python.client.executable'. It is the
 SQL Client's path without its prompt. `jar` prints the connector jar's path (`sql-client.sh -j $(dspark-vllm jar)`).
 """
@@ -22,8 +22,8 @@ from connector.errors import DsparkError, OptionsError
 
 __all__ = ["add_answer_schema_arguments", "add_arguments", "answer_schema", "java_command", "run"]
 
-RUNNER = "io.dspark.vllm.flink.SqlRunner"
-ANSWER_SCHEMA = "io.dspark.vllm.flink.AnswerSchema"
+RUNNER = "io.dspark.vllm.sql.SqlRunner"
+ANSWER_SCHEMA = "io.dspark.vllm.sql.AnswerSchema"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -171,7 +171,7 @@ def add_answer_schema_arguments(parser: argparse.ArgumentParser) -> None:
 
 def answer_schema(args: argparse.Namespace) -> int:
     """`dspark-vllm answer-schema FILE.sql`: the JSON Schema each 'dspark-vllm' model of the file sends for its
-    answer fields, planned as ML_PREDICT plans it (io.dspark.vllm.flink.AnswerSchema), no job run."""
+    answer fields, planned as ML_PREDICT plans it (io.dspark.vllm.sql.AnswerSchema), no job run."""
     if not Path(args.file).is_file():
         raise OptionsError(f"{args.file}: no such file")
     handle, log_file = tempfile.mkstemp(prefix="dspark-vllm-answer-schema-", suffix=".log")

@@ -33,7 +33,7 @@ def options_markdown(options: tuple[ConfigOption[Any], ...] | None = None) -> st
 
 
 def options_java() -> str:
-    """`io.dspark.vllm.flink.TableOptions`: the keys of `OPTIONS` as Flink ConfigOptions, for the factory's
+    """`io.dspark.vllm.sql.TableOptions`: the keys of `OPTIONS` as Flink ConfigOptions, for the factory's
     `optionalOptions()` and Flink's own check of the keys (`FactoryUtil`). Generated: `python -m
     connector.options --java FILE`; tests/test_options.py fails when the file is stale. Values stay strings
     there: their types, defaults and the rules across options are checked by `validate`, through the planner."""
@@ -42,7 +42,7 @@ def options_java() -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
     lines = [
-        "package io.dspark.vllm.flink;",
+        "package io.dspark.vllm.sql;",
         "",
         "import org.apache.flink.configuration.ConfigOption;",
         "import org.apache.flink.configuration.ConfigOptions;",

@@ -269,7 +269,7 @@ public final class Plan {
         }
     }
 
-    /** The answer fields the JVM checks (`io.dspark.vllm.flink.Answers`). (Answer of connector/flink/plan_types.py). */
+    /** The answer fields the JVM checks (its answer check, `Answers` of the engine). (Answer of connector/flink/plan_types.py). */
     public static final class Answer implements Serializable {
         private static final long serialVersionUID = 1L;
         public final List<AnswerField> fields;

@@ -1,5 +1,6 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.PlanContract;
 import java.io.Serializable;
 
 /**

@@ -1,5 +1,6 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.PlanContract;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
 

@@ -1,5 +1,6 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.PlanContract;
 import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.plan.PlanReader;
 

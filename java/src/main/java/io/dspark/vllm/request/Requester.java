@@ -1,5 +1,6 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.PlanContract;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.core.io.JsonStringEncoder;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.DefaultHttpHeaders;
 import org.apache.flink.shaded.netty4.io.netty.handler.codec.http.HttpHeaders;

@@ -1,5 +1,7 @@
 package io.dspark.vllm.request;
 
+import io.dspark.vllm.plan.PlanContract;
+
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 

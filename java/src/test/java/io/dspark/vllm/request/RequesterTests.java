@@ -1086,8 +1086,8 @@ public final class RequesterTests {
     @Test
     void test40PromptRateLetsDueRecordsGoAtOnce() throws Exception {
         long[] now = {1_000_000_000L};
-        io.dspark.vllm.flink.PacedRate.Limiter<?> limiter =
-                new io.dspark.vllm.flink.PacedRate.Limiter<>(10.0, () -> now[0]); // one record per 100 ms
+        io.dspark.vllm.sql.PacedRate.Limiter<?> limiter =
+                new io.dspark.vllm.sql.PacedRate.Limiter<>(10.0, () -> now[0]); // one record per 100 ms
         check(limiter.acquire(1).toCompletableFuture().isDone(), "the first record goes at once");
         CompletableFuture<Void> early = limiter.acquire(1).toCompletableFuture();
         check(!early.isDone(), "the next one, asked for at the same instant, waits for its time");
@@ -1101,7 +1101,7 @@ public final class RequesterTests {
             atOnce++;
         }
         equal(11, atOnce, "after a long wait, one second of records (10) and the one due now go at once");
-        io.dspark.vllm.flink.PacedRate<?> strategy = new io.dspark.vllm.flink.PacedRate<>(100.0);
+        io.dspark.vllm.sql.PacedRate<?> strategy = new io.dspark.vllm.sql.PacedRate<>(100.0);
         org.apache.flink.api.connector.source.util.ratelimit.RateLimiter<?> each = strategy.createRateLimiter(4);
         check(each.acquire().toCompletableFuture().isDone(), "the real clock: the first goes at once");
         long t0 = System.nanoTime();

@@ -1,0 +1,50 @@
+package io.dspark.vllm.engine;
+
+import org.apache.flink.api.common.serialization.DeserializationSchema;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
+import org.apache.flink.table.api.DataTypes;
+import org.apache.flink.table.data.RowData;
+import org.apache.flink.table.types.logical.RowType;
+import org.apache.flink.table.types.logical.VarCharType;
+import org.apache.flink.util.UserCodeClassLoader;
+
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+
+/**
+ * FormatNullCheck PLAN_FILE ON_ERROR: the format's deserializer ('dspark-vllm') given a null message (a Kafka
+ * record without a value) and an empty one; prints each result row's error_reason ("null row" when skipped,
+ * "THROWN ..." when it fails).
+ */
+public final class FormatNullCheck {
+    public static void main(String[] args) throws Exception {
+        String document = new String(Files.readAllBytes(Paths.get(args[0])), StandardCharsets.UTF_8);
+        RowType type = (RowType) DataTypes.ROW(
+                DataTypes.FIELD("id", DataTypes.STRING()),
+                DataTypes.FIELD("error_reason", DataTypes.STRING()),
+                DataTypes.FIELD("error_field", DataTypes.STRING())).getLogicalType();
+        NativeDeserializationSchema schema = new NativeDeserializationSchema(
+                document, java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null, null);
+        schema.open(new DeserializationSchema.InitializationContext() {
+            @Override
+            public MetricGroup getMetricGroup() {
+                return new UnregisteredMetricsGroup();
+            }
+
+            @Override
+            public UserCodeClassLoader getUserCodeClassLoader() {
+                return null;
+            }
+        });
+        for (byte[] message : new byte[][] {null, new byte[0]}) {
+            try {
+                RowData row = schema.deserialize(message);
+                System.out.println(row == null ? "null row" : String.valueOf(row.getString(1)));
+            } catch (Exception e) {
+                System.out.println("THROWN " + e.getMessage());
+            }
+        }
+    }
+}
