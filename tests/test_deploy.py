@@ -148,7 +148,7 @@ def _compose(*args: str, env: dict[str, str] | None = None) -> subprocess.Comple
     clean = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("COMPOSE_", "DOCKER_", "VLLM_", "DSPARK_", "TASKMANAGER_"))
+        if not k.startswith(("COMPOSE_", "DOCKER_", "VLLM_", "SIMULATOR_", "DSPARK_", "TASKMANAGER_"))
     }
     return subprocess.run(
         [_tool("docker-compose"), "--project-directory", str(REPO), "-f", str(COMPOSE_FILE), *args],
@@ -240,20 +240,60 @@ def test_gpu_services_reserve_one_nvidia_gpu(profile: str, compose_config: dict[
         assert len(device.get("device_ids", [])) == 1 or device.get("count") == 1, name
 
 
-def test_docs_multi_gpu_override_gives_its_taskmanager_one_other_gpu(tmp_path: Path) -> None:
+def _docs_override(tmp_path: Path, service: str) -> dict[str, Any]:
+    """The services `docker compose config` makes of the compose file and docs/docker.md's override that adds
+    `service`."""
     docs = (REPO / "docs" / "docker.md").read_text(encoding="utf-8")
-    (snippet,) = [b for b in re.findall(r"```yaml\n(.*?)```", docs, re.S) if "extends:" in b]
+    (snippet,) = [b for b in re.findall(r"```yaml\n(.*?)```", docs, re.S) if re.search(rf"^\s*{service}:", b, re.M)]
     override = tmp_path / "docker-compose.override.yml"
     override.write_text(textwrap.dedent(snippet).replace("file: docker-compose.yml", f"file: {COMPOSE_FILE}"))
     result = _compose("-f", str(override), "config", "--format", "json")
     assert result.returncode == 0, result.stderr
-    services = json.loads(result.stdout)["services"]
+    return dict(json.loads(result.stdout)["services"])
+
+
+def test_docs_multi_gpu_override_gives_its_taskmanager_one_other_gpu(tmp_path: Path) -> None:
+    services = _docs_override(tmp_path, "taskmanager-gpu2")
     reserved = {
         name: [d["device_ids"] for d in s["deploy"]["resources"]["reservations"]["devices"]]
         for name, s in services.items()
         if name.startswith("taskmanager")
     }
     assert reserved == {"taskmanager": [["0"]], "taskmanager-gpu2": [["2"]]}
+
+
+def test_docs_second_vllm_replica_has_its_own_gpu_and_answers_as_vllm(tmp_path: Path) -> None:
+    services = _docs_override(tmp_path, "vllm-gpu1")
+    first, second = services["vllm"], services["vllm-gpu1"]
+    devices = {name: [d["device_ids"] for d in s["deploy"]["resources"]["reservations"]["devices"]]
+               for name, s in (("vllm", first), ("vllm-gpu1", second))}  # fmt: skip
+    assert devices == {"vllm": [["0"]], "vllm-gpu1": [["1"]]}
+    # The job's endpoint, http://vllm:8000, resolves to both: the service's name and the alias.
+    assert "vllm" in second["networks"]["default"]["aliases"]
+    assert second["command"] == first["command"] and second["image"] == first["image"]
+    assert second["profiles"] == ["gpu"] and second["deploy"]["replicas"] == 1
+
+
+def _port_range(service: dict[str, Any]) -> int:
+    """How many host ports the service's port 8000 may take: one for each replica."""
+    (port,) = [p for p in service["ports"] if int(p["target"]) == 8000]
+    first, _, last = str(port["published"]).partition("-")
+    assert port["host_ip"] == "127.0.0.1"
+    return int(last or first) - int(first) + 1
+
+
+def test_the_model_server_runs_as_replicas_behind_the_name_vllm() -> None:
+    cpu = json.loads(_compose("--profile", "cpu", "config", "--format", "json").stdout)["services"]
+    simulator = cpu["simulator"]
+    # Two simulators answer as `vllm`, the job's endpoint; each one has a host port of the range.
+    assert simulator["deploy"]["replicas"] == 2 and "vllm" in simulator["networks"]["default"]["aliases"]
+    assert _port_range(simulator) >= 2
+    assert cpu["submit"]["environment"]["DSPARK_ENDPOINT"] == "http://vllm:8000"
+    gpu = json.loads(_compose("config", "--format", "json").stdout)["services"]
+    assert gpu["vllm"]["deploy"]["replicas"] == 1  # one GPU for vLLM unless asked
+    two = json.loads(_compose("config", "--format", "json", env={"VLLM_REPLICAS": "2"}).stdout)["services"]
+    assert two["vllm"]["deploy"]["replicas"] == 2 and _port_range(two["vllm"]) >= 2
+    assert two["vllm"]["deploy"]["resources"] == gpu["vllm"]["deploy"]["resources"]
 
 
 def test_vllm_model_is_set_in_one_place() -> None:
@@ -747,7 +787,9 @@ def test_prometheus_scrapes_flink_and_vllm_where_compose_runs_them() -> None:
     (dns,) = jobs["flink-taskmanager"]["dns_sd_configs"]
     assert str(dns["port"]) == reporter_port
     assert set(dns["names"]) == {s for s in services if s.startswith("taskmanager")}
-    assert jobs["vllm"]["static_configs"][0]["targets"] == ["vllm:8000"]
+    # Each model server replica is a target of its own: the name resolves to all of them.
+    (dns,) = jobs["vllm"]["dns_sd_configs"]
+    assert dns["names"] == ["vllm"] and dns["type"] == "A" and str(dns["port"]) == "8000"
     for job in jobs.values():
         for static in job.get("static_configs", []):
             for target in static["targets"]:

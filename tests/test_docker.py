@@ -1,12 +1,12 @@
 """The compose cluster for real: `docker compose --profile cpu up` on a Docker engine (marker `docker`).
 
 One cluster for the module (its own compose project, results directory and loopback ports), driven the way a
-person would: JobManager, TaskManager, the simulator as `vllm`, the one-shot `submit` of jobs/features.py and
+person would: JobManager, TaskManager, two simulators as `vllm`, the one-shot `submit` of jobs/features.py and
 Prometheus. The tests run in order on it:
 
 1. the unbounded job (empty DSPARK_DURATION) is RUNNING and its result files appear, JSON with named fields;
-2. Prometheus's HTTP API has the TaskManager's `dspark` metrics, and the TaskManager runs no Python process
-   (the parse step runs in its JVM);
+2. Prometheus's HTTP API has the TaskManager's `dspark` metrics, the job's requests go to both simulator
+   replicas behind the name `vllm`, and the TaskManager runs no Python process (the parse step runs in its JVM);
 3. `--scale taskmanager-cpu=2` adds a TaskManager that registers;
 4. the unbounded job runs until it is cancelled, and then prints its summary table and writes its report;
 5. a bounded job survives `docker kill` of the TaskManager running it: it restarts from its checkpoint on the
@@ -84,6 +84,20 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def _free_ports(count: int) -> str:
+    """A range of `count` free loopback ports, `first-last`, as VLLM_PORTS takes it: one for each replica."""
+    for _ in range(100):
+        first = _free_port()
+        try:
+            for port in range(first + 1, first + count):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return f"{first}-{first + count - 1}"
+    raise AssertionError(f"no {count} free ports in a row on 127.0.0.1")
+
+
 @dataclass
 class Cluster:
     project: str
@@ -135,14 +149,17 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     if reason:
         pytest.skip(reason)
     results = tmp_path_factory.mktemp("results")
-    ports = {name: _free_port() for name in ("FLINK_UI_PORT", "VLLM_PORT", "PROMETHEUS_PORT")}
+    ports = {name: str(_free_port()) for name in ("FLINK_UI_PORT", "PROMETHEUS_PORT")}
+    ports["VLLM_PORTS"] = _free_ports(2)  # the two simulators
     # The shell's compose settings and .env's defaults must not decide what is tested.
     env = {
         k: v
         for k, v in os.environ.items()
-        if not k.startswith(("COMPOSE_", "DSPARK_", "VLLM_", "TASKMANAGER_", "FLINK_UI", "PROMETHEUS_PORT"))
+        if not k.startswith(
+            ("COMPOSE_", "DSPARK_", "VLLM_", "SIMULATOR_", "TASKMANAGER_", "FLINK_UI", "PROMETHEUS_PORT")
+        )
     }
-    env.update({k: str(v) for k, v in ports.items()})
+    env.update(ports)
     env.update(
         {
             "DSPARK_RESULTS": str(results),
@@ -211,6 +228,32 @@ def test_prometheus_has_the_taskmanagers_dspark_metrics(cluster: Cluster) -> Non
     assert float(jvm["value"][1]) == 1  # ... and the parse step runs in the TaskManager's JVM
     # The simulator answers /metrics as `vllm` does.
     assert cluster.prometheus_query('up{job="vllm"}')[0]["value"][1] == "1"
+
+
+def test_the_job_sends_to_both_simulator_replicas(cluster: Cluster) -> None:
+    """Two simulators answer as `vllm`: Docker's DNS resolves the name to both, as a headless Service's name
+    resolves to each pod, and the job's request step makes each address a replica of its own."""
+    chat = 'dspark_sim_requests_total{job="vllm",path="/v1/chat/completions"}'
+
+    def servers() -> dict[str, float]:
+        """Completions each simulator counted, by its address (Prometheus scrapes each one it resolves)."""
+        found = {
+            r["metric"]["instance"].rsplit(":", 1)[0]: float(r["value"][1]) for r in cluster.prometheus_query(chat)
+        }
+        return found if len(found) == 2 and min(found.values()) > 0 else {}
+
+    def replicas() -> dict[str, float]:
+        """Answers the request step counted per replica (its gauges, in group `replica` = host:port/address)."""
+        query = f"sum by (replica) ({DSPARK}replica_numAnswers)"
+        found = {r["metric"]["replica"]: float(r["value"][1]) for r in cluster.prometheus_query(query)}
+        return found if len(found) == 2 and min(found.values()) > 0 else {}
+
+    answered = wait_for("answers from two simulators", servers, 120, every=2.0)
+    seen = wait_for("the request step's two replicas", replicas, 60, every=2.0)
+    cluster.notes["replicas"] = {name: int(count) for name, count in seen.items()}
+    # The job's replicas are the two simulators: `vllm:8000/<address>`, one for each address scraped (Flink's
+    # Prometheus reporter writes a label value's '/' and '.' as '_').
+    assert set(seen) == {"vllm:8000_" + address.replace(".", "_") for address in answered}, (seen, answered)
 
 
 def test_the_cpu_taskmanager_runs_no_python(cluster: Cluster) -> None:
