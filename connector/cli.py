@@ -4,7 +4,7 @@ simulator, print the columns an endpoint's answers get, and run Flink SQL files 
 dspark-vllm parse INPUT --profile NAME|FILE [--backend auto|cpu|gpu] --output OUT.parquet [--errors E.ndjson]
 dspark-vllm bench parse [--bodies N] [--batch-size N] [--no-flink] [--cli]
 dspark-vllm simulate --host 127.0.0.1 --port P [--profile NAME|FILE] [--seed N] [fault options]
-dspark-vllm schema --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json-schema]
+dspark-vllm columns --endpoint URL [--profile NAME|FILE] [--format ddl|arrow|json-schema]
 dspark-vllm sql FILE.sql [--set KEY=VALUE]...   |   dspark-vllm sql --jar
 
 Exit status: 0 done (rejected bodies are error rows, not a failure); 1 the work failed while running (a
@@ -57,7 +57,7 @@ _USAGE_ERRORS = (OptionsError, ProfileError, BackendUnavailable)
 # module's functions of other names: "module:add_function:run_function").
 _DELEGATED = {
     "simulate": ("connector.simulator.cli", "run a vLLM-compatible simulator (tests, demos, benchmarks)"),
-    "schema": ("connector.client.cli", "print the columns a table gets from an endpoint"),
+    "columns": ("connector.server.cli", "print the columns a table gets from an endpoint"),
     "sql": ("connector.flink.sql_cli", "run a Flink SQL file with 'dspark-vllm' tables (no Python program)"),
     "answer-schema": (
         "connector.flink.sql_cli:add_answer_schema_arguments:answer_schema",
@@ -326,7 +326,7 @@ class _ErrorsWriter:
         if output.kind == "parquet":
             import pyarrow.parquet as pq
 
-            from connector.decode.batch import ERRORS_SCHEMA
+            from connector.parse.batch import ERRORS_SCHEMA
 
             self.parquet = _RowGroups(pq.ParquetWriter(output.file, ERRORS_SCHEMA))
 
@@ -360,10 +360,10 @@ def _parse(args: argparse.Namespace) -> int:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import pyarrow.parquet as pq
 
-    from connector.decode import parse_batch
-    from connector.decode.backends import select_backend
+    from connector.parse import parse_batch
+    from connector.parse.backends import select_backend
     from connector.profiles import load_profile
-    from connector.schema.columns import output_schema
+    from connector.types.columns import output_schema
 
     # Everything that can be wrong with the call is found before the input is read.
     profile = load_profile(args.profile)
@@ -613,7 +613,7 @@ def run_reported(name: str, command: Callable[[], int], verbose: bool = False) -
             sys.stdout.flush()  # a closed pipe shows here, not at exit as a traceback
             return code
     except BrokenPipeError:
-        # The reader went away (`dspark-vllm schema ... | head`): end quietly, as a Unix tool killed by SIGPIPE,
+        # The reader went away (`dspark-vllm columns ... | head`): end quietly, as a Unix tool killed by SIGPIPE,
         # and point stdout at /dev/null so that the flush at exit has nowhere to fail.
         with contextlib.suppress(OSError):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

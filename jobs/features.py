@@ -222,8 +222,8 @@ def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tupl
 
 def first_model(endpoint: str) -> str:
     """The first model the endpoint serves; an endpoint that cannot be asked is one line that says what to do."""
-    from connector.client.discovery import served_models
     from connector.errors import SchemaDiscoveryError
+    from connector.server.discovery import served_models
 
     models = served_models(endpoint)
     if not models:

@@ -81,7 +81,7 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     GPU machine prints, made here with libcudf emulated."""
     from connector.bench import run_parse_benchmark
     from connector.cli import _parser
-    from connector.decode.backends import GpuBackend
+    from connector.parse.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1", "--min-cpu", "0"]
@@ -344,8 +344,8 @@ def test_a_bad_profile_is_one_line(tmp_path: Path, bodies_file: Path, text: str,
 
 
 def test_gpu_message_names_the_flag(tmp_path: Path, bodies_file: Path):
-    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
+    from connector.parse.backends import select_backend
 
     try:
         select_backend("gpu")
@@ -538,8 +538,8 @@ def test_the_per_body_benchmark_runs():
 
 
 def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
-    """`dspark-vllm schema --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
-    proc = run("schema", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
+    """`dspark-vllm columns --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
+    proc = run("columns", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
     err = proc.stderr.decode()
     assert proc.returncode != 0 and "sk-cli-secret-9" not in err + proc.stdout.decode(), err
     assert "holds a user name or password" in err and len(err.strip().splitlines()) == 1, err

@@ -545,7 +545,7 @@ def test_the_gpu_route_gives_the_cpu_routes_feature_rows(tmp_path: Path, monkeyp
     at a time on one instance, so both runs ask in the same order and the simulator's faults fall on the same
     rows (each run has a simulator of the same seed); the windows themselves are of each run's wall clock, so the
     arms are compared over the whole run."""
-    from connector.decode import backends
+    from connector.parse import backends
     from connector.simulator import testing
     from tests.libcudf_emulator import EmulatedLibcudfReader
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from connector.decode import parse_batch
-from connector.decode.native import NativePlan
+from connector.parse import parse_batch
+from connector.parse.native import NativePlan
 from connector.profiles import load_profile
-from connector.schema.columns import body_columns
 from connector.simulator.responses import make_corpus
+from connector.types.columns import body_columns
 from tests.bodies import chat, choice, encode
 from tests.decode_support import FILES, PROFILES, in_read_field, mutate
 from tests.java import NEEDS_JDK, build_jar

@@ -97,7 +97,7 @@ def _imports_of(path: Path) -> set[str]:
 def _oracle_imports(root: Path) -> dict[str, list[str]]:
     """The modules under `root` that import the Python reference path (tests/oracle), or a module of it that the
     package had before it moved there (issue 29: parsing runs in the native core; the reference is the tests')."""
-    moved = ("connector.decode.exact", "connector.decode.content", "connector.decode.extract", "connector._unprintable")
+    moved = ("connector.parse.exact", "connector.parse.content", "connector.parse.extract", "connector._unprintable")
     found = {}
     for path in sorted(root.rglob("*.py")):
         bad = sorted(m for m in _imports_of(path) if m == "tests" or m.startswith(("tests.", *moved)))
@@ -108,15 +108,15 @@ def _oracle_imports(root: Path) -> dict[str, list[str]]:
 
 def test_the_package_does_not_import_the_reference_path():
     assert _oracle_imports(ROOT) == {}
-    assert not any((ROOT / "decode" / f"{name}.py").exists() for name in ("exact", "content", "extract"))
+    assert not any((ROOT / "parse" / f"{name}.py").exists() for name in ("exact", "content", "extract"))
 
 
 def test_the_reference_check_finds_an_import(tmp_path: Path):
     package = tmp_path / "connector"
-    (package / "decode").mkdir(parents=True)
-    (package / "decode" / "batch.py").write_text("def f():\n    from tests.oracle.exact import decode_body\n")
-    (package / "cli.py").write_text("import connector.decode.exact\nimport tests_of_mine\n")
+    (package / "parse").mkdir(parents=True)
+    (package / "parse" / "batch.py").write_text("def f():\n    from tests.oracle.exact import decode_body\n")
+    (package / "cli.py").write_text("import connector.parse.exact\nimport tests_of_mine\n")
     assert _oracle_imports(package) == {
-        "connector/cli.py": ["connector.decode.exact"],
-        "connector/decode/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
+        "connector/cli.py": ["connector.parse.exact"],
+        "connector/parse/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
     }

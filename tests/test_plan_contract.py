@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from connector.client.outcome import ERROR_KINDS
 from connector.flink import contract
 from connector.flink.metrics import PARSE_METRICS, REQUEST_METRICS
+from connector.server.outcome import ERROR_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "java" / "src" / "main" / "java"

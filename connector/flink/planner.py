@@ -59,7 +59,6 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from connector.decode.native import NativePlan
 from connector.errors import DsparkError, OptionsError
 from connector.flink.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.flink.metadata import METADATA, metadata_for
@@ -124,10 +123,11 @@ from connector.options import (
     validate_model,
 )
 from connector.params import REQUEST_PARAMS
+from connector.parse.native import NativePlan
 from connector.profiles import Profile, load_profile, profile_of_document
-from connector.schema.answer import AnswerField, answer_options, answer_profile_data, answer_schema, instruction
-from connector.schema.columns import body_columns, output_schema
-from connector.schema.flink_types import arrow_to_flink_sql
+from connector.types.answer import AnswerField, answer_options, answer_profile_data, answer_schema, instruction
+from connector.types.columns import body_columns, output_schema
+from connector.types.flink_types import arrow_to_flink_sql
 
 __all__ = [
     "INTERNAL_COLUMNS",
@@ -561,7 +561,7 @@ def _answer_fields(
 def _answer(
     owner: str, profile: Profile, fields: Sequence[AnswerField], options: Options
 ) -> tuple[Profile, Answer, dict[str, Any] | None]:
-    """Answer fields (declared columns that are neither the profile's nor metadata keys, `connector.schema.answer`):
+    """Answer fields (declared columns that are neither the profile's nor metadata keys, `connector.types.answer`):
     the profile that reads them (the base profile with their schema as its content schema), the plan's "answer"
     (each field's schema, for the JVM's answer check, `io.dspark.vllm.flink.Answers`), and what the request
     carries to hold the server to the schema ('answer.constraint'; None: the prompt says it)."""

@@ -25,7 +25,7 @@ from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
 from connector.flink.pyflink_fixes import arrow_results
 from connector.profiles import builtin_profiles, load_profile
-from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
+from connector.types.flink_types import arrow_to_flink_sql, quote_identifier
 
 __all__ = ["SqlParseFunction", "parse_function_for"]
 

@@ -307,7 +307,7 @@ REQUEST_PARAM_OPTIONS: dict[str, ConfigOption[Any]] = {
     )
     for name, param in REQUEST_PARAMS.items()
 }
-# ---------------------------------------------------------------- answer fields (connector.schema.answer)
+# ---------------------------------------------------------------- answer fields (connector.types.answer)
 ANSWER_CONSTRAINT: ConfigOption[str] = _option(
     "answer.constraint",
     "enum",

@@ -1,9 +1,9 @@
-"""HTTP through aiohttp for discovery's few requests (`dspark-vllm schema`): the only Python module that
+"""HTTP through aiohttp for discovery's few requests (`dspark-vllm columns`): the only Python module that
 touches an inference server, and the one place where what aiohttp (or the socket and TLS layers under it)
 raises becomes the `ClientError` family. The prompts of Flink jobs go through the JVM's request step.
 
     >>> import asyncio
-    >>> from connector.client.transport import Transport
+    >>> from connector.server.transport import Transport
     >>> async def health(url):
     ...     transport = Transport(url, connections=1, connect_timeout_s=5, tls=None, headers={}, max_body_bytes=1024)
     ...     try:

@@ -23,9 +23,9 @@ from collections.abc import Callable
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.decode.flatten import list_offsets
-from connector.decode.reading import ReadFailed, validated
-from connector.schema.columns import is_int_or_string
+from connector.parse.flatten import list_offsets
+from connector.parse.reading import ReadFailed, validated
+from connector.types.columns import is_int_or_string
 
 __all__ = ["read_as_text", "retype", "retype_table"]
 

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from connector.errors import ProfileError
 from connector.profiles import ContentProperty, Profile
-from connector.schema.json_types import declared_types
+from connector.types.json_types import declared_types
 
 __all__ = [
     "Column",

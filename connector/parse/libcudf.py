@@ -5,7 +5,7 @@ reader and gives the same Arrow table:
 - The records go to libcudf as one JSON array (`[r1,r2,...]`): pylibcudf 26.10 cannot set a record
   delimiter other than a newline, and in an array a newline inside a record is only whitespace.
 - The bytes are copied to the device once and read from there with every primitive leaf as text, quotes
-  kept. `connector.decode.retype` checks each leaf's JSON type and converts it with pyarrow's casts on
+  kept. `connector.parse.retype` checks each leaf's JSON type and converts it with pyarrow's casts on
   the host, since libcudf itself would take `"12"` for an integer, `5` for a string and wrap integers
   beyond 64 bits. (Should this libcudf not decode escapes with quotes kept, checked once, a second read
   without quotes gives the values.)
@@ -23,9 +23,9 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.reading import USE_CPU, ReadFailed
-from connector.decode.retype import read_as_text
 from connector.errors import BackendUnavailable
+from connector.parse.reading import USE_CPU, ReadFailed
+from connector.parse.retype import read_as_text
 
 try:
     import pylibcudf as plc

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.schema.columns import MS_MAX, MS_MIN, TIMESTAMP, Column
+from connector.types.columns import MS_MAX, MS_MIN, TIMESTAMP, Column
 
 __all__ = ["created_ms", "flatten", "list_offsets"]
 

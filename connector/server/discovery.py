@@ -9,7 +9,7 @@
 
 `SchemaCache` keeps the result for a TTL and notices a changed schema (a new field) without a restart.
 
-    >>> from connector.client.discovery import discover_schema
+    >>> from connector.server.discovery import discover_schema
     >>> found = discover_schema("http://127.0.0.1:8000", profile="coder")  # doctest: +SKIP
     >>> found.source, found.ddl()  # doctest: +SKIP
 """
@@ -32,7 +32,6 @@ import jsonschema
 import pyarrow as pa
 
 from connector import profiles as profiles_module
-from connector.client.request import ClientConfig, open_transport
 from connector.errors import (
     ClientError,
     ConnectError,
@@ -43,13 +42,14 @@ from connector.errors import (
     TLSError,
 )
 from connector.profiles import Profile, builtin_profiles, load_profile, profile_for_model
-from connector.schema.columns import output_schema
-from connector.schema.flink_types import ddl_columns
-from connector.schema.json_types import PRIMITIVE_TYPES, declared_types, json_type
+from connector.server.request import ClientConfig, open_transport
+from connector.types.columns import output_schema
+from connector.types.flink_types import ddl_columns
+from connector.types.json_types import PRIMITIVE_TYPES, declared_types, json_type
 
 __all__ = ["DiscoveredSchema", "SchemaCache", "discover_schema", "served_models"]
 
-logger = logging.getLogger("connector.schema")
+logger = logging.getLogger("connector.types")
 Source = Literal["json-schema", "vllm", "vllm+probe", "profile", "profile+probe"]
 _PRIMITIVE = {"string", "integer", "number", "boolean"}
 

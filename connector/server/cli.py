@@ -1,4 +1,4 @@
-"""`dspark-vllm schema`: print the columns a table over an endpoint gets, and say where they came from."""
+"""`dspark-vllm columns`: print the columns a table over an endpoint gets, and say where they came from."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import os
 import sys
 
-from connector.client.discovery import discover_schema
 from connector.errors import OptionsError
+from connector.server.discovery import discover_schema
 
 __all__ = ["add_arguments", "run"]
 

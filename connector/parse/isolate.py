@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.reading import BatchReader as Reader
-from connector.decode.reading import ReadFailed
+from connector.parse.reading import BatchReader as Reader
+from connector.parse.reading import ReadFailed
 
 __all__ = ["Isolated", "joined", "read_isolating"]
 

@@ -24,8 +24,10 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from connector.errors import BackendUnavailable
+
 # The versions and codes of the core's C ABI: declared once in native/contract.py, generated for each side.
-from connector.decode._core_contract import (
+from connector.parse._core_contract import (
     ABI_VERSION,
     CONTENT_DEFERRED,
     CONTENT_JSON,
@@ -34,13 +36,12 @@ from connector.decode._core_contract import (
     OK,
     PLAN_VERSION,
 )
-from connector.decode._core_contract import DONE as _DONE
-from connector.decode._core_contract import INTERNAL as _INTERNAL
-from connector.decode._core_contract import OUTPUT_TOO_LARGE as _OUTPUT_TOO_LARGE
-from connector.errors import BackendUnavailable
+from connector.parse._core_contract import DONE as _DONE
+from connector.parse._core_contract import INTERNAL as _INTERNAL
+from connector.parse._core_contract import OUTPUT_TOO_LARGE as _OUTPUT_TOO_LARGE
 from connector.profiles import ContentProperty
-from connector.schema.columns import Column
 from connector.strict import MAX_BODY_BYTES
+from connector.types.columns import Column
 
 __all__ = [
     "ABI_VERSION",

@@ -1,6 +1,6 @@
 """The plan of a batch: what `parse_batch` and its backends read for a profile and a choice of columns.
 
-Below both `connector.decode.batch` (which makes a plan per call) and `connector.decode.backends` (which read by
+Below both `connector.parse.batch` (which makes a plan per call) and `connector.parse.backends` (which read by
 it), so neither imports the other.
 """
 
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
-from connector.decode.native import NativePlan
+from connector.parse.native import NativePlan
 from connector.profiles import ContentProperty, Profile
-from connector.schema.columns import Column, body_columns, output_schema, read_schema
+from connector.types.columns import Column, body_columns, output_schema, read_schema
 
 __all__ = ["Plan", "plan_for"]
 

@@ -1,9 +1,9 @@
 """The parse backends: objects that decide every body of a batch (one protocol, `Backend`).
 
-- `NativeBackend` ("cpu"): the native core (native/dspark_core.cpp, through `connector.decode.native`):
+- `NativeBackend` ("cpu"): the native core (native/dspark_core.cpp, through `connector.parse.native`):
   one pass per body checks the JSON rules, fills the columns and reads the content's JSON; what that pass
   leaves, the core's slow path (native/dspark_exact.cpp) decides, error rows and content errors included.
-- `GpuBackend` ("gpu"): a `BatchReader` (libcudf through pylibcudf, `connector.decode.gpu`) over the bodies
+- `GpuBackend` ("gpu"): a `BatchReader` (libcudf through pylibcudf, `connector.parse.libcudf`) over the bodies
   that pass the JSON screen (`strict.screen`), isolation of the records it refuses (`isolate`), the nested
   result flattened with pyarrow.compute (`flatten`), then the contents through the same reader. What libcudf
   leaves (bodies it refuses or the screen keeps from it, values `flatten` does not decide, contents it does
@@ -28,14 +28,14 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 
-from connector.decode import native
-from connector.decode.isolate import joined, read_isolating
-from connector.decode.plan import Plan
-from connector.decode.reading import USE_CPU, BatchReader, ReadFailed
 from connector.errors import BackendUnavailable, OptionsError
+from connector.parse import native
+from connector.parse.isolate import joined, read_isolating
+from connector.parse.plan import Plan
+from connector.parse.reading import USE_CPU, BatchReader, ReadFailed
 from connector.profiles import ContentProperty
-from connector.schema.columns import content_arrow_type, content_read_schema
 from connector.strict import screen
+from connector.types.columns import content_arrow_type, content_read_schema
 
 __all__ = [
     "BACKENDS",
@@ -211,14 +211,14 @@ class GpuBackend:
     def __init__(self, reader: BatchReader | None = None) -> None:
         _core_available()  # what libcudf leaves goes to the core
         if reader is None:
-            from connector.decode.gpu import GpuReader  # raises BackendUnavailable without pylibcudf or a GPU
+            from connector.parse.libcudf import GpuReader  # raises BackendUnavailable without pylibcudf or a GPU
 
             reader = GpuReader()
         self.reader = reader
 
     def read_bodies(self, bodies: Bodies, plan: Plan) -> BodiesRead:
         # Loaded with the gpu backend, not on the cpu backend's start (it imports pyarrow.compute: 25 ms).
-        from connector.decode.flatten import flatten
+        from connector.parse.flatten import flatten
 
         started = time.perf_counter()
         # Only records that pass the JSON screen go to the reader (`strict`): one object each, within the

@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.client.transport import Transport, tls_context
 from connector.errors import OptionsError, shown_url
 from connector.params import body_defaults, check_params
 from connector.profiles import Profile, load_profile
+from connector.server.transport import Transport, tls_context
 
 __all__ = ["USER_AGENT", "ClientConfig", "open_transport", "prepare_request", "response_format_of"]
 

@@ -2,6 +2,6 @@
 
 from __future__ import annotations
 
-from connector.decode.batch import ParseResult, parse_batch
+from connector.parse.batch import ParseResult, parse_batch
 
 __all__ = ["ParseResult", "parse_batch"]

@@ -1,4 +1,4 @@
-"""Arrow types -> Flink SQL types, for DDL column lists (`dspark-vllm schema`, the Flink layer).
+"""Arrow types -> Flink SQL types, for DDL column lists (`dspark-vllm columns`, the Flink layer).
 
 >>> import pyarrow as pa
 >>> arrow_to_flink_sql(pa.timestamp("ms", tz="UTC")), arrow_to_flink_sql(pa.list_(pa.string()))

@@ -1,6 +1,6 @@
 """parse_batch: raw response bodies -> typed rows + error rows, whichever backend reads the JSON.
 
-    >>> from connector.decode import parse_batch
+    >>> from connector.parse import parse_batch
     >>> body = b'{"id":"c1","object":"chat.completion","created":1732950000,"model":"m","choices":[]}'
     >>> result = parse_batch([body, b"not json"], profile="openai", backend="cpu")
     >>> result.table.column("created")[0].as_py().isoformat(), result.errors.column("reason")[0].as_py()
@@ -8,7 +8,7 @@
     >>> parse_batch([body], profile="openai", columns=["model", "created"]).table.column_names
     ['line', 'model', 'created']
 
-The way of a batch: a backend (`connector.decode.backends`: the native core on cpu; libcudf on gpu, with
+The way of a batch: a backend (`connector.parse.backends`: the native core on cpu; libcudf on gpu, with
 the native core for what libcudf leaves) decides every body, a row with its contents or an error row; what
 is not a body (None, a number) is an error row written here. All rows come back in input order.
 """
@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.backends import REPORT, Backend, Bodies, select_backend
-from connector.decode.plan import Plan, plan_for
+from connector.parse.backends import REPORT, Backend, Bodies, select_backend
+from connector.parse.plan import Plan, plan_for
 from connector.profiles import Profile, load_profile
 from connector.strict import MAX_BODY_BYTES
 
@@ -48,7 +48,7 @@ _NO_ERRORS = pa.Table.from_arrays([pa.nulls(0, f.type) for f in ERRORS_SCHEMA], 
 class ParseResult:
     """Rows parsed from a batch, and one error row for every body that could not be parsed.
 
-    `table` has the schema `connector.schema.columns.output_schema(profile)`, or its `line` and the
+    `table` has the schema `connector.types.columns.output_schema(profile)`, or its `line` and the
     `columns` asked for (first column `line`: the 1-based position of the body in the input, counted from
     `first_line`); with `inline_errors`, every body's row in input order, error rows included (their columns
     null) and two more columns, `INLINE_ERROR_FIELDS` (null on parsed rows). `errors` has `ERRORS_SCHEMA`:
@@ -139,7 +139,7 @@ def parse_batch(
 
     `profile`: a `Profile`, a built-in profile name or a profile file path. `backend`: "cpu", "gpu",
     "auto" (the GPU when pylibcudf and a GPU are there, else the CPU, with one WARNING log saying why), or a
-    backend object (`connector.decode.backends`). `columns`: the output columns to build (all of the
+    backend object (`connector.parse.backends`). `columns`: the output columns to build (all of the
     profile's when None); only those are read, and a body is held only to the types of those (the JSON
     rules hold for the whole text whatever is read). `inline_errors`: the table holds every body's row in
     input order, error rows included (see `ParseResult`).

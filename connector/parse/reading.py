@@ -1,8 +1,8 @@
 """The batch-reader protocol of the gpu backend: records joined + an explicit Arrow schema -> an Arrow table.
 
-A `BatchReader` (the GPU reader in `connector.decode.gpu`, the emulator in the tests) raises `ReadFailed`
+A `BatchReader` (the GPU reader in `connector.parse.libcudf`, the emulator in the tests) raises `ReadFailed`
 when the input is not exactly what the schema says; it never guesses. Finding which record was bad is not
-its job (see `connector.decode.isolate`). This module imports nothing of the package's, so the readers,
+its job (see `connector.parse.isolate`). This module imports nothing of the package's, so the readers,
 `retype` and `isolate` can all import it.
 """
 
