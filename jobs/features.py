@@ -327,7 +327,7 @@ ARM_SETTINGS = {"system": "STRING", "max_tokens": "INT", "temperature": "DOUBLE"
 
 def _pick(values: list[str], index: str) -> str:
     """The SQL of `values[index]` (1-based), each literal cast so that none is padded to the longest."""
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     return "ARRAY[" + ", ".join(f"CAST({sql_literal(v)} AS STRING)" for v in values) + f"][{index}]"
 
@@ -397,14 +397,14 @@ MODEL_METADATA = [
 
 def gpu_route(args: argparse.Namespace) -> bool:
     """Whether the answers are parsed on the GPU: `--backend gpu`, or 'auto' where the job is built has a GPU
-    backend (`connector.flink.planner.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
+    backend (`connector.plan.parse.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
     raw body and the request's metadata, and `parse_<profile>` (the project's parse step, libcudf in the Python
     worker, one GPU per TaskManager) types the body after ML_PREDICT; else the model parses in the JVM."""
     if args.replay or args.backend == "cpu":
         return False
     if args.backend == "gpu":
         return True
-    from connector.flink.planner import gpu_backend_here
+    from connector.plan.parse import gpu_backend_here
 
     return gpu_backend_here()
 
@@ -417,7 +417,7 @@ def model_ddl(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[s
               model: str) -> str:  # fmt: skip
     """CREATE MODEL of the job's 'dspark-vllm' model: the arms' request options in, the answer's columns out (on
     the GPU route the raw body and the request's metadata only: `parse_<profile>` types the body after it)."""
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     declared, _, _ = content_features(profile)
     inputs = ", ".join(f"`{n}` {k}" for n, k in request_inputs(arms))
@@ -488,7 +488,7 @@ def answers_sql(
         )
     # The GPU route: the model's raw body typed by the parse step. A request that failed (no 2xx answer) keeps
     # the model's reason; a body the parser rejects is the parse step's error row (its reason and field).
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     names = [n for n, _ in BODY_COLUMNS if n != "created"] + [n for n, _ in declared]
     label = {"model": f"COALESCE(p.`model`, CAST({sql_literal(str(model))} AS STRING))"} if model else {}
@@ -810,8 +810,8 @@ RUN_DETAILS = [
 
 def parse_backend(asked: str) -> str:
     """The backend that parses, as a fact: 'auto' is decided as the planner decides it (on the planning machine,
-    `connector.flink.planner.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
-    from connector.flink.planner import gpu_backend_here
+    `connector.plan.parse.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
+    from connector.plan.parse import gpu_backend_here
 
     if asked != "auto":
         return asked

@@ -11,7 +11,9 @@ import jsonschema
 import pytest
 
 from connector.errors import DsparkError
-from connector.flink.planner import format_plan, model_plan, plan
+from connector.plan.format import format_plan
+from connector.plan.model import model_plan
+from connector.plan.table import table_plan as plan
 from connector.types.answer import AnswerField, answer_schema, field_schema
 
 

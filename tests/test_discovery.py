@@ -72,7 +72,7 @@ def test_from_health_json_schema() -> None:
 def test_the_ddl_is_what_a_table_can_declare() -> None:
     """The DDL `dspark-vllm columns` prints, pasted into a 'dspark-vllm' table, plans: it printed `line BIGINT NOT
     NULL` first, which a table refused (no such body column, and NOT NULL)."""
-    from connector.flink.planner import plan
+    from connector.plan.table import table_plan as plan
 
     with serve_simulator(profiles=("coder",)) as sim:
         found = discover_schema(sim.url)

@@ -436,12 +436,12 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     the fallback to the CPU; it says what parsed."""
     import argparse
 
-    import connector.flink.planner
+    import connector.plan.parse
 
     args = argparse.Namespace(replay="bodies/", profile="coder", backend="auto", window=10.0)
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
     assert features.run_details(args, None, None)["backend"] == "cpu (no GPU)"
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: True)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: True)
     assert features.run_details(args, None, None)["backend"] == "gpu"
     args.backend = "cpu"
     assert features.run_details(args, None, None)["backend"] == "cpu"
@@ -456,7 +456,7 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == "cpu (ML_PREDICT, in the JVM)"
     asked.backend = "auto"  # decided where the job is built, as a replay's
     assert str(features.run_details(asked, asked.endpoint, "m")["backend"]).startswith("gpu (parse_coder after")
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == (
         "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)"
     )

@@ -179,7 +179,7 @@ def jvm_job(root) -> dict[str, list[dict]]:
 
 
 # Tables of the same bodies whose columns are declared as other types than the profile's (each a cast Flink's CAST
-# makes of the flat column, and which cannot fail: connector.flink.planner._TABLE_CASTS); a column once per table.
+# makes of the flat column, and which cannot fail: connector.plan.layout._TABLE_CASTS); a column once per table.
 CASTS = {
     "casts_a": [
         ("id", "VARCHAR(3)"),

@@ -9,6 +9,7 @@ def test_all_matches_public_names():
         "annotations",
         "cli",
         "parse",
+        "plan",
         "errors",
         "profiles",
         "types",

@@ -15,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.flink.contract import PARSE_INTERNAL
 from connector.parse import ParseResult
+from connector.plan.contract import PARSE_INTERNAL
 from connector.profiles import Profile
 from connector.types.columns import output_schema
 

@@ -26,7 +26,7 @@ from collections import deque
 __all__ = ["GROUP", "PARSE_METRICS", "REPLICA_GROUP", "REPLICA_METRICS", "REQUEST_METRICS", "Recent"]
 
 # The metrics' names, declared once: the Python parse function registers PARSE_METRICS by these names, and the
-# jar by the constants generated from them (`io.dspark.vllm.request.PlanContract`, connector.flink.contract).
+# jar by the constants generated from them (`io.dspark.vllm.request.PlanContract`, connector.plan.contract).
 GROUP = "dspark"
 PARSE_METRICS: tuple[str, ...] = (
     "numRecordsIn", "numRecordsOut", "numRecordsInErrors", "numBytesIn", "numBatches", "gpuFallbackBatches",

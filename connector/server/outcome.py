@@ -1,6 +1,6 @@
 """The kinds of a failed request: the first word of its error row's reason ("kind: message").
 
-Declared here once and generated into the jar (`connector.flink.contract` -> `PlanContract.ERROR_KINDS`), where
+Declared here once and generated into the jar (`connector.plan.contract` -> `PlanContract.ERROR_KINDS`), where
 the JVM's request step (`io.dspark.vllm.request.Outcome`) gives each failed request one of them.
 """
 

@@ -1,5 +1,5 @@
 """The request a table sends, written once: `ClientConfig` (the `request.*` options that shape a request) and
-`prepare_request` (the body around a prompt). The planner (`connector.flink.contract`) renders the body the
+`prepare_request` (the body around a prompt). The planner (`connector.plan.contract`) renders the body the
 JVM's request step (`io.dspark.vllm.request`) sends from these; discovery opens its transport with
 `open_transport`. Sending, retries, the gate, Retry-After and rate limits are the JVM's alone.
 """

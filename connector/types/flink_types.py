@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-__all__ = ["arrow_to_flink_sql", "ddl_columns", "quote_identifier"]
+__all__ = ["arrow_to_flink_sql", "ddl_columns", "quote_identifier", "sql_literal"]
 
 _PRECISION = {"s": 0, "ms": 3, "us": 6, "ns": 9}
 _SIMPLE = [
@@ -36,6 +36,11 @@ _SIMPLE = [
 
 def quote_identifier(name: str) -> str:
     return "`" + name.replace("`", "``") + "`"
+
+
+def sql_literal(text: str) -> str:
+    """A Flink SQL string literal."""
+    return "'" + text.replace("'", "''") + "'"
 
 
 def arrow_to_flink_sql(dtype: pa.DataType) -> str:

@@ -1,6 +1,7 @@
-"""The plan of a table's Python parse function, as it travels to the workers: JSON (`TablePlan.document()`), made
-by `connector.flink.planner` on the client and rebuilt by `connector.flink.runtime` on a worker (which has neither
-the client's profile files nor its secrets)."""
+"""The plan of a table's Python parse function, as it travels to the workers: JSON
+(`ParseFunctionPlan.document()`), made by `connector.plan` on the client and rebuilt by `connector.flink.runtime`
+on a worker (which has neither the client's profile files nor its secrets). Java's `TablePlan` is the whole plan
+of a table; this is the part of it the Python parse function (`'parse.backend' = 'gpu'`) is built from."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from typing import Any
 from connector.options import Options, validate
 from connector.profiles import Profile, profile_of_document
 
-__all__ = ["TablePlan"]
+__all__ = ["ParseFunctionPlan"]
 
 
 @dataclass(frozen=True)
-class TablePlan:
+class ParseFunctionPlan:
     """What the Python parse function of one table is built from on the workers; it travels in the plan as
     JSON (`document`, `of_document`)."""
 
@@ -34,7 +35,7 @@ class TablePlan:
         }
 
     @classmethod
-    def of_document(cls, document: Mapping[str, Any]) -> TablePlan:
+    def of_document(cls, document: Mapping[str, Any]) -> ParseFunctionPlan:
         return cls(
             str(document["table"]),
             validate(document["options"]),

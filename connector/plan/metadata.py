@@ -3,7 +3,7 @@
     latency_ms DOUBLE METADATA FROM 'request.latency-ms' VIRTUAL,
     reason STRING METADATA FROM 'error.reason' VIRTUAL
 
-Each key is read from an internal column of the table's pipeline (see `connector.flink.planner`); the Java
+Each key is read from an internal column of the table's pipeline (see `connector.plan`); the Java
 factory lists these keys to Flink (`SupportsReadingMetadata`) from the plan, so this table is the only place
 they are declared. `docs/flink.md` shows `metadata_markdown()`.
 """
