@@ -54,7 +54,7 @@ def main() -> None:
         profile = load_profile(args.profile)
         schema = output_schema(profile)
         marks.append(("load the profile", _cpu()))
-        from connector.cli import line_batches
+        from connector.cli.parse import line_batches
 
         with corpus.open("rb") as stream:
             batches = list(line_batches(stream, 10_000))

@@ -80,7 +80,7 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     """`dspark-vllm bench parse` (Flink baseline left out: it has its own job test), with the gpu rows that a
     GPU machine prints, made here with libcudf emulated."""
     from connector.bench import run_parse_benchmark
-    from connector.cli import _parser
+    from connector.cli.commands import _parser
     from connector.parse.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
@@ -134,7 +134,7 @@ def test_bench_parse_runs_each_row_long_enough_to_trust(tmp_path: Path, capsys):
     """The README's `dspark-vllm bench parse` ended with "WARNING: too short to trust" on 4 of its 6 rows: a row
     whose pass over the corpus is shorter than --min-cpu now makes several passes in each timed run."""
     from connector.bench import TOO_SHORT_S, run_parse_benchmark
-    from connector.cli import _parser
+    from connector.cli.commands import _parser
 
     args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1"]
     parsed = _parser("bench").parse_args([*args, "--min-cpu", "0.6", "--output-json", str(tmp_path / "bench.json")])
@@ -432,7 +432,7 @@ def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
     import random
 
     import connector.strict as strict
-    from connector import cli
+    from connector.cli import parse as cli
 
     def expected(data: bytes, keep: int) -> list[bytes]:
         lines = data.split(b"\n")
@@ -550,7 +550,7 @@ def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's parser, by its words ("bench parse", "simulate", ...), its options added."""
-    from connector.cli import _DELEGATED, _parser
+    from connector.cli.commands import _DELEGATED, _parser
 
     found = {}
     for command in ["parse", "bench", *_DELEGATED]:
