@@ -1,7 +1,7 @@
 """The native parser core (native/dspark_core.cpp) through its C ABI: a plan and bodies in, Arrow columns out.
 
 The core is a plain shared library (no Python in it), loaded with ctypes, so one build serves every Python
-version and the same entry point serves the JVM (issue 18). `Plan.of(...)` writes the versioned plan
+version and the same entry point serves the JVM. `Plan.of(...)` writes the versioned plan
 document the core reads; `read(plan, data, offsets)` returns the core's struct array: the plan's columns, the
 content properties' columns, `verdict` (per body: 0 a row, else the category of its error), `reason` and
 `field` (the reference path's, tests/oracle, byte for byte) and, with content properties, `content_verdict`
