@@ -136,8 +136,8 @@ def same_file(a: str, b: str) -> bool:
 
 class RowGroups:
     """Tables written to a Parquet file in row groups of at least `_GROUP_ROWS` rows or `_GROUP_BYTES` bytes
-    (the last one smaller): a row group a batch would grow the footer, held in memory to the end, with the
-    file (a file of 20k bodies parsed one at a time held 1.4 GB)."""
+    (the last one smaller): a row group a batch would grow the footer, which is held in memory to the end with
+    the file, without bound for a file of many small batches."""
 
     def __init__(self, writer: Any) -> None:
         self.writer = writer

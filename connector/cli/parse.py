@@ -77,7 +77,7 @@ def line_batches(stream: IO[bytes], size: int) -> Iterator[list[bytes]]:
 
 def run(args: argparse.Namespace) -> int:
     # numpy, which pyarrow loads, starts OpenBLAS's threads, one per core, and they spin a while: CPU time
-    # that this command, with no linear algebra in it, would only lose (0.1 s of 0.6 s on 2 cores).
+    # that this command, with no linear algebra in it, would only lose.
     if "numpy" not in sys.modules:
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     import pyarrow.parquet as pq

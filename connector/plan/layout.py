@@ -28,8 +28,8 @@ def _same_type(declared: str, produced: str) -> bool:
 
 
 # The declared types a flat column may be cast to, by the flat column's type: those whose CAST cannot fail at
-# run time. Text to a number, a boolean or a time fails on the first value that is not one (`id INT` planned,
-# then the job failed on 'cmpl-0'), and a number to BOOLEAN is TRUE for any but 0 (a token count read as TRUE).
+# run time. Text to a number, a boolean or a time fails on the first value that is not one (`id INT` over
+# 'cmpl-0' fails the job), and a number to BOOLEAN is TRUE for any but 0 (a token count read as TRUE).
 _NUMBERS = ("BIGINT", "INTEGER", "SMALLINT", "TINYINT", "DOUBLE", "FLOAT", "DECIMAL")
 _TEXT = ("VARCHAR", "CHAR")
 _TABLE_CASTS = {
