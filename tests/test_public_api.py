@@ -10,6 +10,7 @@ def test_all_matches_public_names():
         "cli",
         "parse",
         "plan",
+        "report",
         "errors",
         "profiles",
         "types",
