@@ -28,7 +28,7 @@ OPTIONS = {"answer.sentiment.enum": "positive;negative;neutral", "answer.tags.ma
 
 
 def _schema() -> dict:
-    from connector.schema.answer import AnswerField, answer_schema
+    from connector.types.answer import AnswerField, answer_schema
 
     def t(sql: str, root: str, **more):
         return {"sql": sql, "root": root, **more}

@@ -40,9 +40,9 @@ def _load(tree: Path) -> dict[str, ModuleType]:
         del sys.modules[name]
     sys.path.insert(0, str(tree))
     try:
-        import connector.decode  # noqa: F401
-        import connector.decode.backends  # noqa: F401
-        import connector.decode.flatten  # noqa: F401
+        import connector.parse  # noqa: F401
+        import connector.parse.backends  # noqa: F401
+        import connector.parse.flatten  # noqa: F401
         import connector.simulator.responses  # noqa: F401
         import tests.libcudf_emulator  # noqa: F401
     finally:
@@ -89,8 +89,8 @@ def _run(modules: dict[str, ModuleType], bodies: list[bytes]) -> tuple[float, fl
     """Seconds of one parse of `bodies` with the package `modules` (`stats["seconds"]`), the leftovers' step's
     (its stats by stage: wall clock too, so both figures are), and the result."""
     sys.modules.update(modules)  # what the package imports inside functions comes from the same revision
-    backend = modules["connector.decode.backends"].GpuBackend(modules["tests.libcudf_emulator"].EmulatedLibcudfReader())
-    result = modules["connector.decode"].parse_batch(bodies, "coder", backend)
+    backend = modules["connector.parse.backends"].GpuBackend(modules["tests.libcudf_emulator"].EmulatedLibcudfReader())
+    result = modules["connector.parse"].parse_batch(bodies, "coder", backend)
     stats = result.stats
     return stats["seconds"], stats.get("exact_s", 0.0) + stats.get("core_s", 0.0) + stats["content_s"], result
 

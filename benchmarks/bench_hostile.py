@@ -15,7 +15,7 @@ import json
 import time
 from collections.abc import Callable
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 
 
 def _chat(content: str) -> bytes:

@@ -77,8 +77,8 @@ def _t_env(parallelism: int, batch: bool = False):  # type: ignore[no-untyped-de
 
 def _flat_columns(count: int | None = None) -> list[tuple[str, str]]:
     from connector.profiles import load_profile
-    from connector.schema.columns import output_schema
-    from connector.schema.flink_types import arrow_to_flink_sql
+    from connector.types.columns import output_schema
+    from connector.types.flink_types import arrow_to_flink_sql
 
     columns = [(f.name, arrow_to_flink_sql(f.type)) for f in output_schema(load_profile(PROFILE)) if f.name != "line"]
     return columns[:count] if count else columns
@@ -179,7 +179,7 @@ def job_format(path: str, parallelism: int, count: int) -> None:
 
 def job_parse_only(path: str, parallelism: int) -> None:
     """`parse_batch` alone in this process, every column, batches of 10,000 (the table's default)."""
-    from connector.decode import parse_batch
+    from connector.parse import parse_batch
     from connector.profiles import load_profile
 
     profile = load_profile(PROFILE)

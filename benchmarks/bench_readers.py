@@ -3,7 +3,7 @@
 The CPU backend's speed is bounded by its JSON reader (see docs/benchmarks.md). This measures the readers a
 CPU backend could be built on, on the benchmark corpus, each asked for the same fields where it takes a
 schema, and prints MB/s and the ratio to pyarrow.json (the CPU backend's reader until issue 11, msgspec
-structs until issue 17; since then the native core, `connector.decode.native`), the readers taking turns, in CPU time
+structs until issue 17; since then the native core, `connector.parse.native`), the readers taking turns, in CPU time
 (a shared machine inflates the wall clock several times over). Readers that are
 not installed are skipped: `pip install polars duckdb orjson msgspec` for the full table.
 
@@ -26,8 +26,8 @@ import numpy as np  # noqa: E402
 import pyarrow as pa  # noqa: E402
 import pyarrow.json as pa_json  # noqa: E402
 
-from connector.decode import native  # noqa: E402
-from connector.decode.plan import plan_for  # noqa: E402
+from connector.parse import native  # noqa: E402
+from connector.parse.plan import plan_for  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 from connector.simulator.responses import make_corpus  # noqa: E402
 

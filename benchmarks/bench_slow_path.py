@@ -17,7 +17,7 @@ import sys
 _ONE = """
 import json, resource, sys, time
 mib, how = int(sys.argv[1]), sys.argv[2]
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 parse_batch([b'{"id":"a"}'], "openai", "cpu")
 body = b'{"id":"a","id":"b","x":[' + b"1," * (mib << 19) + b'1]}'
 before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -40,7 +40,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connector.flink.planner import request_ids_of  # noqa: E402
+from connector.plan.request import request_ids_of  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
 from tests.cluster import SCRIPT, rest, wait_for, wait_for_job_end  # noqa: E402
 

@@ -18,7 +18,7 @@ if ! ls connector/_native/libdspark*.so >/dev/null 2>&1; then python3 native/bui
 python3 - <<'PY' 2>&1 | tee "$out/env.txt"
 import pyarrow, pylibcudf, rmm
 print("pyarrow", pyarrow.__version__, "pylibcudf", getattr(pylibcudf, "__version__", "?"), "rmm", rmm.__version__)
-from connector.decode.backends import select_backend
+from connector.parse.backends import select_backend
 print("gpu reader:", select_backend("gpu")[0].name)
 PY
 timeout 60 python3 benchmarks/libcudf_probe.py 2>&1 | tee "$out/probe.txt"

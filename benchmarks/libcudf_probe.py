@@ -1,6 +1,6 @@
 """What libcudf's JSON reader really does with the inputs the GPU reader's design depends on (needs a GPU).
 
-`connector/decode/gpu.py` and `tests/libcudf_emulator.py` assume: records read as one JSON array, every leaf
+`connector/parse/libcudf.py` and `tests/libcudf_emulator.py` assume: records read as one JSON array, every leaf
 asked for as a string gives a JSON string's value (with keep_quotes, its quoted text), a number's token text,
 true/false as text, null as null. This prints, for each probe, what comes back with and without
 keep_quotes, so a session with a GPU can check the assumptions in seconds (and see whether keep_quotes also
@@ -13,7 +13,7 @@ import json
 
 import pyarrow as pa
 
-from connector.decode import gpu
+from connector.parse import libcudf
 
 PROBES: list[tuple[str, bytes, pa.Schema]] = [
     (
@@ -60,14 +60,14 @@ PROBES: list[tuple[str, bytes, pa.Schema]] = [
 
 def main() -> None:
     try:
-        print("GpuReader start-up check: one read per batch =", gpu.GpuReader().one_read)
+        print("GpuReader start-up check: one read per batch =", libcudf.GpuReader().one_read)
     except Exception as exc:  # BackendUnavailable says why; the probes below show the details
         print(f"GpuReader start-up check failed: {type(exc).__name__}: {exc}")
     for name, data, schema in PROBES:
         print(f"== {name}: {data.decode()!r}")
         for keep_quotes in (False, True):
             try:
-                table = gpu._read(gpu._on_device(data), schema, keep_quotes=keep_quotes)
+                table = libcudf._read(libcudf._on_device(data), schema, keep_quotes=keep_quotes)
                 shown = json.dumps(table.to_pylist(), ensure_ascii=True)
                 print(f"   keep_quotes={keep_quotes}: {table.schema.types} {shown}")
             except Exception as exc:  # what the reader raises is the finding

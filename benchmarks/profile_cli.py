@@ -46,15 +46,15 @@ def main() -> None:
         import pyarrow.parquet as pq
 
         marks.append(("import pyarrow.parquet (and numpy)", _cpu()))
-        from connector.decode import parse_batch
+        from connector.parse import parse_batch
         from connector.profiles import load_profile
-        from connector.schema.columns import output_schema
+        from connector.types.columns import output_schema
 
-        marks.append(("import the rest (connector.decode...)", _cpu()))
+        marks.append(("import the rest (connector.parse...)", _cpu()))
         profile = load_profile(args.profile)
         schema = output_schema(profile)
         marks.append(("load the profile", _cpu()))
-        from connector.cli import line_batches
+        from connector.cli.parse import line_batches
 
         with corpus.open("rb") as stream:
             batches = list(line_batches(stream, 10_000))

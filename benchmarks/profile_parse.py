@@ -53,7 +53,7 @@ def main() -> None:
     if args.report:
         report(args.report)
         return
-    from connector.decode import parse_batch
+    from connector.parse import parse_batch
     from connector.profiles import load_profile
     from connector.simulator.responses import make_corpus
 

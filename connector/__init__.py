@@ -14,7 +14,6 @@ import importlib as _importlib
 import typing as _typing
 
 if _typing.TYPE_CHECKING:
-    from connector.decode import ParseResult, parse_batch
     from connector.errors import (
         BackendUnavailable,
         ClientError,
@@ -23,13 +22,14 @@ if _typing.TYPE_CHECKING:
         ProfileError,
         SchemaDiscoveryError,
     )
+    from connector.parse import ParseResult, parse_batch
     from connector.profiles import Profile, builtin_profiles, load_profile
-    from connector.schema.columns import output_schema
+    from connector.types.columns import output_schema
 
 # Each public name and the module that defines it.
 _WHERE = {
-    "ParseResult": "connector.decode",
-    "parse_batch": "connector.decode",
+    "ParseResult": "connector.parse",
+    "parse_batch": "connector.parse",
     "BackendUnavailable": "connector.errors",
     "ClientError": "connector.errors",
     "DsparkError": "connector.errors",
@@ -39,7 +39,7 @@ _WHERE = {
     "Profile": "connector.profiles",
     "builtin_profiles": "connector.profiles",
     "load_profile": "connector.profiles",
-    "output_schema": "connector.schema.columns",
+    "output_schema": "connector.types.columns",
 }
 
 __all__ = [

@@ -143,8 +143,8 @@ def _ours(
     columns: Sequence[str] | None = None,
 ) -> int:
     """Rows parsed; `phases` gets the seconds of this run's phases (see ParseResult.stats)."""
-    from connector.decode import parse_batch
-    from connector.decode.batch import PHASES
+    from connector.parse import parse_batch
+    from connector.parse.batch import PHASES
 
     rows = 0
     phases.clear()
@@ -156,7 +156,7 @@ def _ours(
     return rows
 
 
-# parse_batch's stages (connector.decode.batch.PHASES), in a reader's words.
+# parse_batch's stages (connector.parse.batch.PHASES), in a reader's words.
 _PHASE_WORDS = {
     "screen_s": "the JSON check before libcudf",
     "read_s": "reading the bodies",
@@ -294,8 +294,8 @@ def _process_paths(tmp: Path, bodies: list[bytes], props: Sequence[str], profile
 
 def run_parse_benchmark(args: argparse.Namespace, gpu: Any = None) -> int:
     """`gpu`: the gpu backend object to measure (default: the real one, where it can run)."""
-    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
+    from connector.parse.backends import select_backend
     from connector.profiles import load_profile
     from connector.simulator.responses import make_corpus
 

@@ -13,9 +13,9 @@
         ├── ProtocolError     "protocol"   the answer is not HTTP/1.1 (a bad status line, header or chunk)
         └── BodyTooLarge      "too-large"  the response body is larger than the client's limit
 
-Errors in the *data* are never raised: a bad body becomes an error row (see `connector.decode`). The kinds are
+Errors in the *data* are never raised: a bad body becomes an error row (see `connector.parse`). The kinds are
 those of a failed request's error row ("kind: message"), as the JVM's request step writes it
-(`connector.client.outcome.ERROR_KINDS`; "status", a non-2xx answer, has no class here: discovery reads the
+(`connector.server.outcome.ERROR_KINDS`; "status", a non-2xx answer, has no class here: discovery reads the
 status itself); here they are raised by discovery's transport.
 """
 

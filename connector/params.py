@@ -47,7 +47,7 @@ class RequestParam:
         return self.maximum is None or not (v >= self.maximum if self.below else v > self.maximum)
 
     def as_rule(self) -> dict[str, Any]:
-        """The rule as the model's plan carries it (`io.dspark.vllm.flink.ModelPredictFunction`)."""
+        """The rule as the model's plan carries it (`io.dspark.vllm.engine.ModelPredictFunction`)."""
         return {
             "type": self.type, "rule": self.rule, "min": self.minimum, "max": self.maximum,
             "above": self.above, "below": self.below,

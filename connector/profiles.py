@@ -29,7 +29,7 @@ import yaml
 from referencing.jsonschema import DRAFT202012
 
 from connector.errors import ProfileError
-from connector.schema.json_types import PRIMITIVE_TYPES, declared_types
+from connector.types.json_types import PRIMITIVE_TYPES, declared_types
 
 __all__ = [
     "BUILTIN_DIR",

@@ -128,11 +128,11 @@ def version() -> str:
 
 
 def require_current_plan_records() -> None:
-    """The jar's plan records and reader (java/.../plan) must be what connector/flink/plan_types.py makes: a build
+    """The jar's plan records and reader (java/.../plan) must be what connector/plan/records.py makes: a build
     from a stale one stops with one line saying how to regenerate them. The module is read by its path (standard
     library only), so the build needs no installed package."""
-    name = "dspark_vllm_plan_types"
-    spec = importlib.util.spec_from_file_location(name, ROOT / "connector" / "flink" / "plan_types.py")
+    name = "dspark_vllm_plan_records"
+    spec = importlib.util.spec_from_file_location(name, ROOT / "connector" / "plan" / "records.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses reads the module's names
     try:
@@ -144,8 +144,7 @@ def require_current_plan_records() -> None:
     if stale:
         where = folder.relative_to(ROOT) if folder.is_relative_to(ROOT) else folder
         raise SystemExit(
-            f"dspark-vllm: {', '.join(stale)} in {where} is stale: "
-            f"run python -m connector.flink.plan_types --java {where}"
+            f"dspark-vllm: {', '.join(stale)} in {where} is stale: run python -m connector.plan.records --java {where}"
         )
 
 

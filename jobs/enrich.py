@@ -25,7 +25,7 @@ def more_arguments(p: argparse.ArgumentParser) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     from connector.flink import prompt_job, run_job
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     args, t_env, model = prompt_job("enrich", __doc__.split("\n\n")[0], argv, more_arguments)
     prompts = sql_literal(str(Path(args.prompts).resolve()))

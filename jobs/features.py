@@ -38,9 +38,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import html
 import json
-import math
 import os
 import sys
 import time
@@ -54,6 +52,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from connector.errors import DsparkError, OptionsError  # noqa: E402
 from connector.profiles import Profile, load_profile  # noqa: E402
+from connector.report.page import write_report  # noqa: E402
+from connector.report.results import RUN_FILE, json_lines, read_results, read_run, read_users  # noqa: E402
+from connector.report.tables import summary  # noqa: E402
 
 if TYPE_CHECKING:
     from connector.flink.progress import Snapshot
@@ -179,7 +180,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
-# The job's exit status, as `dspark-vllm`'s (connector/cli.py, `run_reported`).
+# The job's exit status, as `dspark-vllm`'s (connector/cli/signals.py, `run_reported`).
 EXIT_STATUS = (
     "Exit status: 0 done (failed requests and rejected bodies are error rows, not a failure); 1 the work failed "
     "while running (a server could not be reached, the job failed); 2 a usage error, found before any work "
@@ -222,8 +223,8 @@ def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tupl
 
 def first_model(endpoint: str) -> str:
     """The first model the endpoint serves; an endpoint that cannot be asked is one line that says what to do."""
-    from connector.client.discovery import served_models
     from connector.errors import SchemaDiscoveryError
+    from connector.server.discovery import served_models
 
     models = served_models(endpoint)
     if not models:
@@ -327,7 +328,7 @@ ARM_SETTINGS = {"system": "STRING", "max_tokens": "INT", "temperature": "DOUBLE"
 
 def _pick(values: list[str], index: str) -> str:
     """The SQL of `values[index]` (1-based), each literal cast so that none is padded to the longest."""
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     return "ARRAY[" + ", ".join(f"CAST({sql_literal(v)} AS STRING)" for v in values) + f"][{index}]"
 
@@ -397,14 +398,14 @@ MODEL_METADATA = [
 
 def gpu_route(args: argparse.Namespace) -> bool:
     """Whether the answers are parsed on the GPU: `--backend gpu`, or 'auto' where the job is built has a GPU
-    backend (`connector.flink.planner.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
+    backend (`connector.plan.parse.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
     raw body and the request's metadata, and `parse_<profile>` (the project's parse step, libcudf in the Python
     worker, one GPU per TaskManager) types the body after ML_PREDICT; else the model parses in the JVM."""
     if args.replay or args.backend == "cpu":
         return False
     if args.backend == "gpu":
         return True
-    from connector.flink.planner import gpu_backend_here
+    from connector.plan.parse import gpu_backend_here
 
     return gpu_backend_here()
 
@@ -417,7 +418,7 @@ def model_ddl(args: argparse.Namespace, profile: Profile, arms: dict[str, dict[s
               model: str) -> str:  # fmt: skip
     """CREATE MODEL of the job's 'dspark-vllm' model: the arms' request options in, the answer's columns out (on
     the GPU route the raw body and the request's metadata only: `parse_<profile>` types the body after it)."""
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     declared, _, _ = content_features(profile)
     inputs = ", ".join(f"`{n}` {k}" for n, k in request_inputs(arms))
@@ -488,7 +489,7 @@ def answers_sql(
         )
     # The GPU route: the model's raw body typed by the parse step. A request that failed (no 2xx answer) keeps
     # the model's reason; a body the parser rejects is the parse step's error row (its reason and field).
-    from connector.flink.planner import sql_literal
+    from connector.types.flink_types import sql_literal
 
     names = [n for n, _ in BODY_COLUMNS if n != "created"] + [n for n, _ in declared]
     label = {"model": f"COALESCE(p.`model`, CAST({sql_literal(str(model))} AS STRING))"} if model else {}
@@ -597,221 +598,14 @@ ROLLING = (
 )
 
 
-def _part_files(path: Path) -> list[Path]:
-    """The committed part files under `path` (in-progress files are hidden: '.part-...')."""
-    return [f for f in sorted(path.rglob("*")) if f.is_file() and not f.name.startswith(".")]
-
-
-def _json_lines(folder: Path) -> list[dict[str, object]]:
-    rows: list[dict[str, object]] = []
-    for file in _part_files(folder):
-        with open(file, encoding="utf-8") as f:
-            rows += [json.loads(line) for line in f if line.strip()]
-    return rows
-
-
-def read_users(output: Path) -> list[dict[str, object]]:
-    """The per-user rows under OUTPUT/users (one per window and user; none for a replay)."""
-    return _json_lines(output / "users")
-
-
-def read_results(output: Path) -> tuple[list[dict[str, object]], int]:
-    """The feature rows under OUTPUT/features (one per window and model), and how many error rows there are
-    under OUTPUT/errors (counted line by line: there may be many, and only their number is shown)."""
-    rows = _json_lines(output / "features")
-    errors = 0
-    for file in _part_files(output / "errors"):
-        with open(file, "rb") as f:
-            errors += sum(1 for line in f if line.strip())
-    mark_partial(rows)
-    return rows, errors
-
-
-# (field, heading, format) of the summary table and the report's table; content features follow when present.
-SUMMARY_COLUMNS = [
-    ("window_start", "window start", "{}"),
-    ("window_end", "end", "{}"),
-    ("model", "model", "{}"),
-    ("arm", "arm", "{}"),
-    ("requests", "requests", "{:d}"),
-    ("errors", "errors", "{:d}"),
-    ("error_rate", "error %", "{:.1%}"),
-    ("latency_ms_mean", "round trip ms", "{:.0f}"),
-    ("latency_ms_max", "max ms", "{:.0f}"),
-    ("ttft_ms_mean", "server ttft ms", "{:.0f}"),
-    ("tokens_per_second_mean", "tokens/s", "{:.1f}"),
-    ("completion_tokens_mean", "out tokens", "{:.1f}"),
-]
-# The profile's content features (`content_features`), as the summary and the report name them.
-CONTENT_COLUMNS = [
-    ("code_blocks_sum", "code blocks", "{:d}"),
-    ("with_code_share", "with code %", "{:.0%}"),
-    ("boxed_answer_share", "boxed answer %", "{:.0%}"),
-    ("risk_low", "risk low", "{:d}"),
-    ("risk_medium", "risk medium", "{:d}"),
-    ("risk_high", "risk high", "{:d}"),
-    ("score_mean", "score", "{:.2f}"),
-]
-RUN_FILE = "run.json"  # the run's details, beside features/ and errors/
-
-
-def columns_of(rows: list[dict[str, object]]) -> list[tuple[str, str, str]]:
-    """The summary's columns: the fixed ones, then the content features the rows hold."""
-    present = {key for r in rows for key, value in r.items() if value is not None}
-    fixed = [c for c in SUMMARY_COLUMNS if c[0] != "arm" or "arm" in present]
-    return fixed + [c for c in CONTENT_COLUMNS if c[0] in present]
-
-
-def _time(text: object) -> datetime | None:
-    try:
-        return datetime.fromisoformat(str(text))
-    except ValueError:
-        return None
-
-
-def mark_partial(rows: list[dict[str, object]]) -> None:
-    """Sets `partial` on the windows the run covered only in part: the one it started in and the one it ended in,
-    unless the run's first or last event lies within a twentieth of the window (at least 1 s) of the edge. The
-    second of two 1-minute windows of a 60 s run held 134 requests against 2,866 and looked like a drop."""
-    firsts = [t for r in rows if (t := _time(r.get("first_event"))) is not None]
-    lasts = [t for r in rows if (t := _time(r.get("last_event"))) is not None]
-    if not firsts or not lasts:  # results of a job that did not record them
-        return
-    run_first, run_last = min(firsts), max(lasts)
-    for r in rows:
-        start, end = _time(r.get("window_start")), _time(r.get("window_end"))
-        if start is None or end is None:
-            continue
-        slack = max(1.0, (end - start).total_seconds() / 20)
-        r["partial"] = (run_first - start).total_seconds() > slack or (end - run_last).total_seconds() > slack
-
-
-def _cell(row: dict[str, object], field: str, spec: str) -> str:
-    value = row.get(field)
-    if value is None:
-        return "-"
-    if field == "window_start":
-        return str(value)[:19] + (" *" if row.get("partial") else "")
-    if field == "window_end":  # the date is the start's
-        return str(value)[11:19]
-    if isinstance(value, str):
-        return value
-    return spec.format(int(value) if spec == "{:d}" else value)  # type: ignore[call-overload]
-
-
-def _order(row: dict[str, object]) -> tuple[str, str, str]:
-    return (str(row.get("model")), str(row.get("arm") or ""), str(row.get("window_start")))
-
-
-def series(row: dict[str, object]) -> str:
-    """The line a row belongs to on a chart: its model, and its arm where it has one."""
-    return str(row["model"]) + (f" / arm {row['arm']}" if row.get("arm") is not None else "")
-
-
-def summary_table(rows: list[dict[str, object]]) -> str:
-    """One line per model, arm and window, in time order within each; columns aligned."""
-    lines = [_aligned(columns_of(rows), sorted(rows, key=_order))]
-    if any(r.get("partial") for r in rows):
-        lines.append("* a window the run covered only in part: its counts are not a drop or a rise")
-    return "\n".join(lines)
-
-
-def _aligned(columns: list[tuple[str, str, str]], ordered: list[dict[str, object]]) -> str:
-    table = [[heading for _, heading, _ in columns]]
-    table += [[_cell(r, field, spec) for field, _, spec in columns] for r in ordered]
-    widths = [max(len(line[i]) for line in table) for i in range(len(columns))]
-    # Text columns left-aligned, numbers right-aligned.
-    texts = [spec == "{}" for _, _, spec in columns]
-    lines = [
-        "  ".join(c.ljust(w) if text else c.rjust(w) for c, w, text in zip(line, widths, texts, strict=True))
-        for line in table
-    ]
-    lines.insert(1, "  ".join("-" * w for w in widths))
-    return "\n".join(lines)
-
-
-# The A/B view: (field, heading, format) of each arm over the whole run; the content features follow.
-ARM_COLUMNS = [
-    ("model", "model", "{}"),
-    ("arm", "arm", "{}"),
-    ("users", "users", "{:d}"),
-    ("requests", "requests", "{:d}"),
-    ("errors", "errors", "{:d}"),
-    ("error_rate", "error %", "{:.1%}"),
-    ("length_share", "length %", "{:.0%}"),
-    ("latency_ms_mean", "round trip ms", "{:.0f}"),
-    ("completion_tokens_mean", "out tokens", "{:.1f}"),
-]
-# How a window's feature adds up over a run: a sum, or a mean weighted by the rows it is over (`requests`, or
-# `answered`: the rows that are no error).
-_SUMS = {"requests", "errors", "code_blocks_sum", "risk_low", "risk_medium", "risk_high"}
-_WEIGHTS = {"latency_ms_mean": "requests", "length_share": "answered", "completion_tokens_mean": "answered",
-            "with_code_share": "answered", "boxed_answer_share": "answered", "score_mean": "answered"}  # fmt: skip
-
-
-def _weighted_mean(windows: list[dict[str, object]], field: str, weights: list[float]) -> float | None:
-    """The mean of the windows' means of `field`, each weighted by the rows it is over (None where none has one)."""
-    pairs = [(float(str(w[field])), wt) for w, wt in zip(windows, weights, strict=True) if w.get(field) is not None]
-    weight = sum(wt for _, wt in pairs)
-    return sum(v * wt for v, wt in pairs) / weight if weight else None
-
-
-def arm_rows(rows: list[dict[str, object]], users: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Each model and arm over the whole run, from its windows: sums added up, means weighted by the rows they
-    are over (so an arm's mean is its rows' mean), and how many users asked in it (from OUTPUT/users)."""
-    groups: dict[tuple[str, str], list[dict[str, object]]] = {}
-    for r in rows:
-        if r.get("arm") is not None:
-            groups.setdefault((str(r["model"]), str(r["arm"])), []).append(r)
-    result = []
-    for (model, arm), windows in sorted(groups.items()):
-        total: dict[str, object] = {"model": model, "arm": arm}
-        total["users"] = len({u["user_id"] for u in users if (str(u.get("model")), str(u.get("arm"))) == (model, arm)})
-        weights = {
-            "requests": [float(str(w["requests"])) for w in windows],
-            "answered": [float(str(w["requests"])) - float(str(w["errors"])) for w in windows],
-        }
-        fields = {key for w in windows for key, value in w.items() if value is not None}
-        for field in sorted(fields & (_SUMS | set(_WEIGHTS))):
-            if field in _SUMS:
-                total[field] = sum(int(str(w[field])) for w in windows if w.get(field) is not None)
-                continue
-            total[field] = _weighted_mean(windows, field, weights[_WEIGHTS[field]])
-        total["error_rate"] = int(str(total["errors"])) / int(str(total["requests"])) if total["requests"] else None
-        result.append(total)
-    return result
-
-
-def arm_table(arms: list[dict[str, object]]) -> str:
-    present = {key for r in arms for key, value in r.items() if value is not None}
-    columns = ARM_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
-    return _aligned(columns, arms)
-
-
 # What run.json says of the answers when the job started the simulator itself (no --endpoint).
 SIMULATED = "the built-in simulator (seed {seed}; made up, not a model's)"
-# (key, label) of the run's details, as run.json holds them.
-RUN_DETAILS = [
-    ("mode", "mode"),
-    ("profile", "profile"),
-    ("backend", "parse backend"),
-    ("endpoint", "endpoint"),
-    ("simulator", "answers from"),
-    ("model", "model"),
-    ("prompts", "prompts from"),
-    ("arms", "arms"),
-    ("replay", "replayed from"),
-    ("rate", "prompts/s"),
-    ("duration_s", "duration s"),
-    ("window_s", "window s"),
-    ("started", "started"),
-]
 
 
 def parse_backend(asked: str) -> str:
     """The backend that parses, as a fact: 'auto' is decided as the planner decides it (on the planning machine,
-    `connector.flink.planner.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
-    from connector.flink.planner import gpu_backend_here
+    `connector.plan.parse.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
+    from connector.plan.parse import gpu_backend_here
 
     if asked != "auto":
         return asked
@@ -862,388 +656,6 @@ def run_details(
             }
         )
     return {k: v for k, v in details.items() if v is not None}
-
-
-def read_run(output: Path) -> dict[str, object]:
-    try:
-        return dict(json.loads((output / RUN_FILE).read_text(encoding="utf-8")))
-    except (OSError, ValueError):
-        return {}
-
-
-def _run_line(run: dict[str, object]) -> str:
-    return ", ".join(f"{label} {run[key]}" for key, label in RUN_DETAILS if key in run)
-
-
-def counts(rows: list[dict[str, object]]) -> str:
-    """How many windows the rows are of, and how many feature rows (one per window, model and arm)."""
-    windows = len({str(r["window_start"]) for r in rows})
-    return f"{windows} window{'s' * (windows != 1)}, {len(rows)} feature row{'s' * (len(rows) != 1)}"
-
-
-def summary(
-    output: Path,
-    rows: list[dict[str, object]],
-    errors: int,
-    seconds: float | None,
-    run: dict[str, object] | None = None,
-    users: list[dict[str, object]] | None = None,
-) -> str:
-    took = "" if seconds is None else f" in {seconds:.1f} s"
-    requests = sum(int(str(r["requests"])) for r in rows)
-    models = sorted({str(r["model"]) for r in rows})
-    head = (
-        f"features: done{took}: {counts(rows)}, {requests} requests ({errors} errors) for "
-        f"{', '.join(models) or 'no model'} -> {output / 'features'}; "
-        + (f"error rows -> {output / 'errors'}" if errors else "no error rows")
-    )
-    if run:
-        head += f"\nfeatures: run: {_run_line(run)}"
-    text = head + ("\n" + summary_table(rows) if rows else "")
-    arms = arm_rows(rows, users or [])
-    if arms:
-        who = f"{len({u['user_id'] for u in users})} users, per window in {output / 'users'}" if users else "no users"
-        text += f"\nfeatures: A/B, each arm over the whole run ({who}):\n" + arm_table(arms)
-    return text
-
-
-# The report's charts: (field, title, scale for display, what an empty chart means).
-CHARTS = [
-    ("requests", "Requests per window", 1.0, "no windows"),
-    ("error_rate", "Error rate (%)", 100.0, "no windows"),
-    ("latency_ms_mean", "Round trip, mean (ms, measured by the job)", 1.0, "no request latency (replayed bodies)"),
-    ("ttft_ms_mean", "Time to first token, mean (ms, reported by the server)", 1.0,
-     "the server reported none (vLLM: --enable-per-request-metrics)"),
-    ("tokens_per_second_mean", "Tokens per second, mean (reported by the server)", 1.0, "the server reported none"),
-]  # fmt: skip
-CONTENT_CHARTS = [
-    ("with_code_share", "Answers with code (%)", 100.0, "no answer held code"),
-    ("code_blocks_sum", "Code blocks per window", 1.0, "no answer held code"),
-    ("boxed_answer_share", "Answers with a boxed answer (%)", 100.0, "no boxed answer"),
-    ("risk_high", "High-risk answers per window", 1.0, "no risk levels"),
-    ("score_mean", "Score, mean", 1.0, "no scores"),
-]
-COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
-# Each line's dash and width, and its points' radius: a line drawn later is thinner, dashed and has smaller points,
-# so that where two lines are equal (the arms' requests, an error rate of 0 for both) both still show.
-DASHES = ["", "7 4", "2 3", "9 3 2 3", "4 2", "1 2"]
-
-
-def _style(i: int, count: int) -> tuple[str, float, float, str]:
-    """(colour, line width, point radius, dash) of the i-th of `count` lines."""
-    wider = count - 1 - i  # lines drawn before the last
-    return COLOURS[i % len(COLOURS)], 2.0 + 2.5 * min(wider, 3), 3.5 + 2.0 * min(wider, 3), DASHES[i % len(DASHES)]
-
-
-def charts_of(rows: list[dict[str, object]]) -> list[tuple[str, str, float, str]]:
-    """The charts of a report: the fixed ones, then those of the content features the rows have columns for."""
-    present = {key for r in rows for key in r}
-    return CHARTS + [c for c in CONTENT_CHARTS if c[0] in present]
-
-
-def _ticks(top: float) -> list[float]:
-    """0, a round step and its multiples up to the first at or above `top` (at most 5 ticks)."""
-    raw = top / 4
-    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1
-    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw)
-    return [i * step for i in range(math.ceil(top / step - 1e-9) + 1)]
-
-
-def _label(value: float, percent: bool = False) -> str:
-    text = f"{value:,.0f}" if value >= 100 or value == int(value) else f"{value:.3g}"
-    return text + "%" * percent
-
-
-def _chart(rows: list[dict[str, object]], field: str, title: str, scale: float, empty: str) -> str:
-    """An inline SVG line chart of `field` over the windows, one line per model and arm (`series`; no script, no
-    download): a y-axis with round ticks (a share's in %, up to 100% when all are 0), the windows' start times on
-    the x-axis, hollow points for partial windows, and a word where there is nothing to draw."""
-    width, height, left, right, top, bottom = 640, 240, 64, 40, 34, 44
-    percent = scale == 100.0
-    starts = sorted({str(r["window_start"]) for r in rows})
-    models = sorted({series(r) for r in rows})
-    values = [float(str(r[field])) * scale for r in rows if r.get(field) is not None]
-    top_value = max(values, default=0.0) or (100.0 if percent else 1.0)
-    ticks = _ticks(top_value)
-    top_value = max(top_value, ticks[-1])
-    position = {s: i for i, s in enumerate(starts)}
-    plot = width - left - right
-    # One window: its point in the middle, not at both ends.
-    xs = [
-        left + plot * ((i + 0.5) / len(starts) if len(starts) == 1 else i / (len(starts) - 1))
-        for i in range(len(starts))
-    ]
-
-    def y(v: float) -> float:
-        return top + (height - top - bottom) * (1 - v / top_value)
-
-    parts = [
-        f'<svg class="chart" data-field="{field}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
-        f'<text x="{left}" y="20" font-weight="bold">{html.escape(title)}</text>',
-    ]
-    for tick in ticks:
-        colour = "#888" if tick == 0 else "#e4e4e4"
-        parts.append(
-            f'<line x1="{left}" y1="{y(tick):.1f}" x2="{width - right}" y2="{y(tick):.1f}" stroke="{colour}"/>'
-        )
-        parts.append(
-            f'<text class="ytick" x="{left - 6}" y="{y(tick) + 4:.1f}" text-anchor="end">{_label(tick, percent)}</text>'
-        )
-    # At most 7 time labels, evenly picked, so that they do not overlap.
-    every = max(1, math.ceil(len(starts) / 7))
-    for i, start in enumerate(starts):
-        if i % every == 0:
-            label = html.escape(start[11:19])
-            parts.append(f'<text class="xtick" x="{xs[i]:.1f}" y="{height - 24}" text-anchor="middle">{label}</text>')
-    parts.append(
-        f'<text x="{left + plot / 2:.0f}" y="{height - 6}" text-anchor="middle" fill="#666">window start</text>'
-    )
-    if not values:
-        parts.append(
-            f'<text class="nodata" x="{left + plot / 2:.0f}" y="{(top + height - bottom) / 2:.0f}" '
-            f'text-anchor="middle" fill="#666">no data: {html.escape(empty)}</text>'
-        )
-    for i, model in enumerate(models):  # the same style per line on every chart (the page's legend)
-        colour, line_width, radius, dash = _style(i, len(models))
-        points = sorted(
-            (position[str(r["window_start"])], y(float(str(r[field])) * scale), bool(r.get("partial")))
-            for r in rows
-            if series(r) == model and r.get(field) is not None
-        )
-        # A line joins consecutive windows only: where a model has no row for a window, its line breaks.
-        runs: list[list[tuple[int, float, bool]]] = []
-        for point in points:
-            if runs and point[0] == runs[-1][-1][0] + 1:
-                runs[-1].append(point)
-            else:
-                runs.append([point])
-        dashed = f' stroke-dasharray="{dash}"' if dash else ""
-        for run in runs:
-            path = " ".join(f"{xs[i]:.1f},{py:.1f}" for i, py, _ in run)
-            parts.append(
-                f'<polyline class="series" fill="none" stroke="{colour}" stroke-width="{line_width:g}"{dashed} '
-                f'points="{path}"/>'
-            )
-        parts += [
-            f'<circle class="{"partial" if partial else "full"}" cx="{xs[i]:.1f}" cy="{py:.1f}" r="{radius:g}" '
-            f'fill="{"#fff" if partial else colour}" stroke="{colour}" stroke-width="2"/>'
-            for i, py, partial in points
-        ]
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-# The A/B view's charts, each arm over the whole run: (field, title, scale for display, format of a value).
-ARM_CHARTS = [
-    ("length_share", "Answers cut at max_tokens (finish_reason length), each arm over the run", 100.0, "{:.0f}%"),
-    ("completion_tokens_mean", "Out tokens per answer, mean, each arm over the run", 1.0, "{:.1f}"),
-]
-
-
-def _arm_chart(arms: list[dict[str, object]], styles: dict[str, int], field: str, title: str, scale: float,
-               spec: str) -> str:  # fmt: skip
-    """An inline SVG bar chart of an arm's `field` over the whole run: a bar per model and arm in its line's
-    colour, named above it (a model's name may be long), its value beside it."""
-    width, left, right, top, label, bar, gap = 640, 12, 70, 34, 16, 20, 10
-    height = top + len(arms) * (label + bar + gap) + 4
-    values = [float(str(a[field])) * scale if a.get(field) is not None else None for a in arms]
-    top_value = max((v for v in values if v is not None), default=0.0) or (100.0 if scale == 100.0 else 1.0)
-    plot = width - left - right
-    parts = [
-        f'<svg class="armchart" data-field="{field}" width="{width}" height="{height}" '
-        f'viewBox="0 0 {width} {height}" xmlns="http://www.w3.org/2000/svg" role="img">',
-        f'<text x="{left}" y="20" font-weight="bold">{html.escape(title)}</text>',
-    ]
-    for i, (arm, value) in enumerate(zip(arms, values, strict=True)):
-        name = series(arm)
-        colour = COLOURS[styles.get(name, i) % len(COLOURS)]
-        y = top + i * (label + bar + gap)
-        shown = "-" if value is None else spec.format(value)
-        length = 0.0 if value is None else plot * value / top_value
-        parts += [
-            f'<text x="{left}" y="{y + 12}">{html.escape(name)}</text>',
-            f'<line x1="{left}" y1="{y + label}" x2="{left}" y2="{y + label + bar}" stroke="#888"/>',
-            f'<rect class="bar" x="{left}" y="{y + label}" width="{length:.1f}" height="{bar}" fill="{colour}"/>',
-            f'<text class="value" x="{left + length + 6:.1f}" y="{y + label + bar * 0.7:.1f}">'
-            f"{html.escape(shown)}</text>",
-        ]
-    parts.append("</svg>")
-    return "\n".join(parts)
-
-
-def _html_table(name: str, columns: list[tuple[str, str, str]], ordered: list[dict[str, object]]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for _, h, _ in columns)
-    body = "".join(
-        f'<tr class="{"partial" if r.get("partial") else "full"}">'
-        + "".join(f"<td>{html.escape(_cell(r, f, spec))}</td>" for f, _, spec in columns)
-        + "</tr>"
-        for r in ordered
-    )
-    return f'<table id="{name}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
-
-
-# The users' table of the report: each user over the whole run.
-USER_TABLE = [
-    ("user_id", "user", "{}"),
-    ("arm", "arm", "{}"),
-    ("model", "model", "{}"),
-    ("requests", "requests", "{:d}"),
-    ("errors", "errors", "{:d}"),
-    ("completion_tokens_mean", "out tokens", "{:.1f}"),
-    ("latency_ms_mean", "round trip ms", "{:.0f}"),
-]
-
-
-def user_rows(users: list[dict[str, object]]) -> list[dict[str, object]]:
-    """Each user over the whole run, from their windows: requests and errors added up, out tokens the mean of
-    their answers (a window's mean weighted by its answers), the round trip the mean of their requests."""
-    groups: dict[tuple[str, str, str], list[dict[str, object]]] = {}
-    for u in users:
-        groups.setdefault((str(u["user_id"]), str(u.get("arm")), str(u.get("model"))), []).append(u)
-    result = []
-    for (user, arm, model), windows in sorted(groups.items()):
-        requests = [int(str(w["requests"])) for w in windows]
-        errors = [int(str(w.get("errors") or 0)) for w in windows]
-        total: dict[str, object] = {"user_id": user, "arm": arm, "model": model, "requests": sum(requests),
-                                    "errors": sum(errors)}  # fmt: skip
-        answered = [float(n - e) for n, e in zip(requests, errors, strict=True)]
-        total["completion_tokens_mean"] = _weighted_mean(windows, "completion_tokens_mean", answered)
-        total["latency_ms_mean"] = _weighted_mean(windows, "latency_ms_mean", [float(n) for n in requests])
-        result.append(total)
-    return result
-
-
-def warm_up(rows: list[dict[str, object]]) -> str | None:
-    """A note when the run's first window's round trip is warm-up (connections opened, the JVM's code compiled):
-    its mean over 3 times the median of the later windows'. None otherwise."""
-    by_window: dict[str, list[tuple[float, float]]] = {}
-    for r in rows:
-        if r.get("latency_ms_mean") is not None:
-            by_window.setdefault(str(r["window_start"]), []).append(
-                (float(str(r["latency_ms_mean"])), float(str(r["requests"])))
-            )
-    if len(by_window) < 3:
-        return None
-    means = [sum(v * n for v, n in pairs) / max(sum(n for _, n in pairs), 1) for _, pairs in sorted(by_window.items())]
-    later = sorted(means[1:])
-    median = later[len(later) // 2] if len(later) % 2 else (later[len(later) // 2 - 1] + later[len(later) // 2]) / 2
-    if means[0] <= 3 * median:
-        return None
-    return (
-        f"The first window's round trip ({means[0]:,.0f} ms) is warm-up: the job's connections being opened and its "
-        f"code compiled while the first requests wait; the later windows' median is {median:,.0f} ms."
-    )
-
-
-def start_up(run: dict[str, object] | None, rows: list[dict[str, object]]) -> str | None:
-    """When a request-mode run fed its first row, against when the command started (run.json's `started`): the
-    gap is the job starting (the simulator, Flink's mini-cluster or the submission, its Python workers)."""
-    if not run or run.get("mode") != "request" or "started" not in run:
-        return None
-    started = _time(str(run["started"])[:19])
-    fed = [t for r in rows if (t := _time(r.get("first_event"))) is not None]
-    if started is None or not fed:
-        return None
-    first = min(fed)
-    gap = (first - started).total_seconds()
-    return (
-        f"{first:%H:%M:%S}, {gap:.0f} s after the start: the job starting (the simulator, Flink's cluster, its "
-        "Python workers); windows are aligned to the clock, so the first one starts before it"
-    )
-
-
-def report_html(
-    rows: list[dict[str, object]],
-    errors: int,
-    source: Path,
-    run: dict[str, object] | None = None,
-    users: list[dict[str, object]] | None = None,
-) -> str:
-    """A self-contained page: the run's details, totals, one chart per feature, the summary as a table, and
-    where the rows had arms, the A/B view (charted) and the users."""
-    requests = sum(int(str(r["requests"])) for r in rows)
-    models = sorted({series(r) for r in rows})
-    windows = _html_table("windows", columns_of(rows), sorted(rows, key=_order))
-    arms = arm_rows(rows, users or [])
-    if arms:
-        present = {key for r in arms for key, value in r.items() if value is not None}
-        columns = ARM_COLUMNS + [c for c in CONTENT_COLUMNS if c[0] in present]
-        styles = {name: i for i, name in enumerate(models)}
-        bars = "\n".join(_arm_chart(arms, styles, *chart) for chart in ARM_CHARTS)
-        windows = (
-            f"<h2>A/B: each arm over the whole run</h2>\n{bars}\n" + _html_table("arms", columns, arms) + "\n" + windows
-        )
-    if users:
-        windows += "\n<h2>Users over the whole run</h2>\n" + _html_table("users", USER_TABLE, user_rows(users))
-    charts = "\n".join(_chart(rows, *chart) for chart in charts_of(rows))
-    # Notes on why a chart's line is as it is, above the charts (between two, one would break their rows).
-    notes = "".join(
-        f'<p class="note" id="{name}">{html.escape(note)}</p>' for name, note in [("warm-up", warm_up(rows))] if note
-    )
-    keys = []
-    for i, model in enumerate(models):  # each line's sample: its colour, width, dash and point
-        colour, width, radius, dash = _style(i, len(models))
-        dashed = f' stroke-dasharray="{dash}"' if dash else ""
-        keys.append(
-            f'<span class="key"><svg width="40" height="14"><line x1="2" y1="7" x2="38" y2="7" stroke="{colour}" '
-            f'stroke-width="{min(width, 5):g}"{dashed}/><circle cx="20" cy="7" r="{min(radius, 6):g}" '
-            f'fill="{colour}"/></svg> {html.escape(model)}</span>'
-        )
-    legend = " ".join(keys)
-    if any(r.get("partial") for r in rows):
-        legend += " &nbsp; &#9675; a window the run covered only in part (marked * in the table)"
-    shown = dict(run or {})
-    if (fed := start_up(run, rows)) is not None:
-        shown["first_fed"] = fed
-    details = "".join(
-        f"<dt>{html.escape(label)}</dt><dd>{html.escape(str(shown[key]))}</dd>"
-        for key, label in [*RUN_DETAILS, ("first_fed", "first row fed")]
-        if key in shown
-    )
-    simulated = ""
-    if run and run.get("simulator"):
-        simulated = (
-            '<p class="note" id="simulated">The answers came from the built-in simulator (the job started it: no '
-            "--endpoint was given). Its text, token counts, finish reasons and latencies are made up; they show "
-            "what the job computes, not how a model answers.</p>"
-        )
-    return f"""<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>dspark-vllm features</title>
-<style>
-body {{ font-family: sans-serif; margin: 24px; color: #222; }}
-.chart, .armchart {{ border: 1px solid #ddd; margin: 8px 8px 0 0; font-size: 12px; }}
-.armchart {{ border-color: #ccd; }}
-.note {{ font-size: 13px; color: #444; max-width: 640px; }}
-#simulated {{ background: #fff4d6; border: 1px solid #e0c060; padding: 6px 10px; }}
-.key {{ margin-right: 16px; white-space: nowrap; }} .key svg {{ vertical-align: middle; }}
-#run {{ display: grid; grid-template-columns: max-content auto; gap: 2px 12px; font-size: 13px; }}
-#run dt {{ color: #666; }} #run dd {{ margin: 0; }}
-table {{ border-collapse: collapse; margin-top: 16px; font-size: 13px; }}
-th, td {{ border: 1px solid #ccc; padding: 3px 8px; text-align: right; }}
-th:nth-child(-n+4), td:nth-child(-n+4) {{ text-align: left; }}
-tr.partial td {{ color: #777; font-style: italic; }}
-</style></head><body>
-<h1>dspark-vllm features</h1>
-{simulated}
-<dl id="run">{details or "<dt>run</dt><dd>no details recorded</dd>"}</dl>
-<p id="totals">{counts(rows)}, {requests} requests, {errors} error rows, from {html.escape(str(source))}</p>
-<p id="legend">{legend}</p>
-{notes}
-{charts}
-{windows}
-</body></html>
-"""
-
-
-def write_report(path: Path, output: Path, rows: list[dict[str, object]], errors: int) -> None:
-    page = report_html(rows, errors, output / "features", read_run(output), read_users(output))
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(page, encoding="utf-8")
-    except OSError as exc:
-        raise DsparkError(f"report {path}: cannot write: {exc.strerror}") from None
-    print(f"features: report -> {path}", flush=True)
 
 
 def report_path(args: argparse.Namespace) -> Path | None:
@@ -1412,7 +824,7 @@ def progress_line(snapshot: Snapshot, output: Path | None, users: bool) -> str:
     if output is None:
         return line
     folders = [("features", "feature")] + [("users", "user")] * users
-    committed = ", ".join(f"{len(_json_lines(output / folder))} {what} rows" for folder, what in folders)
+    committed = ", ".join(f"{len(json_lines(output / folder))} {what} rows" for folder, what in folders)
     return f"{line}  committed: {committed}"
 
 

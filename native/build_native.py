@@ -4,7 +4,7 @@ Called by the build backend (java/backend.py) before setuptools, so `pip install
 build it; `python native/build_native.py` rebuilds it in a checkout. simdjson comes from the pysimdjson
 wheel (a build requirement: its package ships simdjson's amalgamation), so nothing beyond a C++17 compiler
 is needed. simdjson's On-Demand API picks its kernel when it is compiled, so on x86-64 a wheel carries the
-library twice, for Haswell-class CPUs (AVX2) and for any x86-64, and connector/decode/native.py loads the one
+library twice, for Haswell-class CPUs (AVX2) and for any x86-64, and connector/parse/native.py loads the one
 the CPU runs; an editable install (and `--only-this-cpu`) builds only that one. Each source is compiled on its
 own, two at a time, then linked. libstdc++ is linked statically: the library needs only the C library, in any
 wheel and image.
@@ -212,7 +212,7 @@ def require_current_contract() -> None:
 
 
 def this_cpus_variant() -> str:
-    """The variant this machine's CPU loads (connector/decode/native.py's choice, read from its source so that the
+    """The variant this machine's CPU loads (connector/parse/native.py's choice, read from its source so that the
     build needs nothing of the package)."""
     names = list(variants())
     if len(names) == 1:

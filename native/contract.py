@@ -2,7 +2,7 @@
 the column kinds a plan names, and the layout in which the JNI shim hands a result to Java. Three files are
 generated from it, one per language that speaks to the core, and committed:
 - native/dspark_contract.h: the core's (included by dspark_core.h; dspark_core.cpp and the JNI shim use it);
-- connector/decode/_core_contract.py: the Python loader's (connector/decode/native.py);
+- connector/parse/_core_contract.py: the Python loader's (connector/parse/native.py);
 - java/src/main/java/io/dspark/vllm/parse/CoreContract.java: the JVM's (NativeCore, NativeParser).
 native/build_native.py and java/build_jar.py refuse to build from a stale file (one line: run this), and
 tests/test_core_contract.py fails on one. Change a code or a kind here, then run from anywhere:
@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "native" / "dspark_contract.h"
-MODULE = ROOT / "connector" / "decode" / "_core_contract.py"
+MODULE = ROOT / "connector" / "parse" / "_core_contract.py"
 JAVA = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm" / "parse" / "CoreContract.java"
 
 # The version of the ABI (dspark_parse, the codes below and the columns of its result) and of the plan.

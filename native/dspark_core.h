@@ -2,7 +2,7 @@
  *
  * One entry point, a C ABI callable from any language (Python through ctypes, Java through JNI). The
  * caller describes what to read with a plan, a JSON document (see native/README.md for its fields;
- * connector/decode/native.py writes it from a Profile), and gives the bodies as one buffer plus n + 1
+ * connector/parse/native.py writes it from a Profile), and gives the bodies as one buffer plus n + 1
  * offsets. The core fills one Arrow struct array (Arrow C data interface) with the plan's columns, the
  * content properties' columns, and a per-body verdict. With the plan's "explain" (what every caller of the
  * project passes) the core decides every body as tests/oracle/exact.py would, byte for byte: a row

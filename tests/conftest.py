@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from connector.decode.backends import GpuBackend, select_backend
 from connector.errors import BackendUnavailable
+from connector.parse.backends import GpuBackend, select_backend
 
 
 @pytest.fixture(scope="session")

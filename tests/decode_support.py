@@ -12,10 +12,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from connector.decode import parse_batch
-from connector.decode.batch import ERRORS_SCHEMA
+from connector.parse import parse_batch
+from connector.parse.batch import ERRORS_SCHEMA
 from connector.profiles import load_profile
-from connector.schema.columns import body_columns, output_schema
+from connector.types.columns import body_columns, output_schema
 from tests.oracle.content import content_values
 from tests.oracle.exact import Rejected, decode_body
 

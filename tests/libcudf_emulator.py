@@ -1,8 +1,8 @@
 """A stand-in for libcudf's JSON reader where there is no GPU: what `GpuReader` would get back, made with `json`.
 
 Only libcudf itself is replaced; the GPU reader's own host code (`read_as_text`: the type checks and casts of
-`connector.decode.retype`, the UTF-8 check) runs unchanged, so the deserializer tests can run the whole gpu
-path here. It follows libcudf's documented behaviour for what `connector.decode.gpu` asks of it:
+`connector.parse.retype`, the UTF-8 check) runs unchanged, so the deserializer tests can run the whole gpu
+path here. It follows libcudf's documented behaviour for what `connector.parse.libcudf` asks of it:
 - the input is one JSON array of records, read strictly: invalid JSON, NaN/Infinity, leading zeros and raw
   control characters fail the read;
 - every leaf is asked for as a string: a JSON string gives its value, escapes decoded (with `keep_quotes`,
@@ -26,8 +26,8 @@ from typing import Any
 
 import pyarrow as pa
 
-from connector.decode.reading import ReadFailed
-from connector.decode.retype import read_as_text
+from connector.parse.reading import ReadFailed
+from connector.parse.retype import read_as_text
 
 __all__ = ["EmulatedLibcudfReader"]
 

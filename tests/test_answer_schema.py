@@ -1,5 +1,5 @@
 """Answer fields planned: a declared column's Flink type -> its JSON Schema, the options that shape it, what is
-refused in one line, and what the request carries (connector.schema.answer, the planner's model and table plans).
+refused in one line, and what the request carries (connector.types.answer, the planner's model and table plans).
 No JVM: the types are given as the jar's PythonPlanner describes them."""
 
 from __future__ import annotations
@@ -11,8 +11,10 @@ import jsonschema
 import pytest
 
 from connector.errors import DsparkError
-from connector.flink.planner import format_plan, model_plan, plan
-from connector.schema.answer import AnswerField, answer_schema, field_schema
+from connector.plan.format import format_plan
+from connector.plan.model import model_plan
+from connector.plan.table import table_plan as plan
+from connector.types.answer import AnswerField, answer_schema, field_schema
 
 
 def t(sql: str, root: str, **more):

@@ -80,8 +80,8 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     """`dspark-vllm bench parse` (Flink baseline left out: it has its own job test), with the gpu rows that a
     GPU machine prints, made here with libcudf emulated."""
     from connector.bench import run_parse_benchmark
-    from connector.cli import _parser
-    from connector.decode.backends import GpuBackend
+    from connector.cli.commands import _parser
+    from connector.parse.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1", "--min-cpu", "0"]
@@ -134,7 +134,7 @@ def test_bench_parse_runs_each_row_long_enough_to_trust(tmp_path: Path, capsys):
     """The README's `dspark-vllm bench parse` ended with "WARNING: too short to trust" on 4 of its 6 rows: a row
     whose pass over the corpus is shorter than --min-cpu now makes several passes in each timed run."""
     from connector.bench import TOO_SHORT_S, run_parse_benchmark
-    from connector.cli import _parser
+    from connector.cli.commands import _parser
 
     args = ["bench", "parse", "--no-flink", "--bodies", "300", "--batch-size", "100", "--repeat", "1"]
     parsed = _parser("bench").parse_args([*args, "--min-cpu", "0.6", "--output-json", str(tmp_path / "bench.json")])
@@ -344,8 +344,8 @@ def test_a_bad_profile_is_one_line(tmp_path: Path, bodies_file: Path, text: str,
 
 
 def test_gpu_message_names_the_flag(tmp_path: Path, bodies_file: Path):
-    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
+    from connector.parse.backends import select_backend
 
     try:
         select_backend("gpu")
@@ -432,7 +432,7 @@ def test_lines_are_cut_as_they_lie_whatever_the_blocks(monkeypatch):
     import random
 
     import connector.strict as strict
-    from connector import cli
+    from connector.cli import parse as cli
 
     def expected(data: bytes, keep: int) -> list[bytes]:
         lines = data.split(b"\n")
@@ -538,8 +538,8 @@ def test_the_per_body_benchmark_runs():
 
 
 def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
-    """`dspark-vllm schema --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
-    proc = run("schema", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
+    """`dspark-vllm columns --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
+    proc = run("columns", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
     err = proc.stderr.decode()
     assert proc.returncode != 0 and "sk-cli-secret-9" not in err + proc.stdout.decode(), err
     assert "holds a user name or password" in err and len(err.strip().splitlines()) == 1, err
@@ -550,7 +550,7 @@ def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
 
 def _subparsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's parser, by its words ("bench parse", "simulate", ...), its options added."""
-    from connector.cli import _DELEGATED, _parser
+    from connector.cli.commands import _DELEGATED, _parser
 
     found = {}
     for command in ["parse", "bench", *_DELEGATED]:

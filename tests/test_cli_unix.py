@@ -134,7 +134,7 @@ def closed_pipe() -> int:
 
 
 def test_a_closed_pipe_ends_quietly(tmp_path: Path, bodies: Path):
-    """`dspark-vllm schema ... | head -8` ended in a BrokenPipeError traceback; so did `parse --errors -`. Now
+    """`dspark-vllm columns ... | head -8` ended in a BrokenPipeError traceback; so did `parse --errors -`. Now
     nothing is said, the status is a SIGPIPE death's (141), and no temporary file stays."""
     bodies.write_bytes(b"garbage\n" * 50_000)
     write = closed_pipe()
@@ -144,7 +144,7 @@ def test_a_closed_pipe_ends_quietly(tmp_path: Path, bodies: Path):
         assert (proc.returncode, proc.stderr) == (141, b"")
         assert sorted(p.name for p in tmp_path.iterdir()) == ["in.ndjson"]
         with serve_simulator(profiles=("coder",)) as sim:
-            proc = run("schema", "--endpoint", sim.url, stdout=write, stderr=subprocess.PIPE, capture_output=False)
+            proc = run("columns", "--endpoint", sim.url, stdout=write, stderr=subprocess.PIPE, capture_output=False)
         assert proc.returncode == 141 and b"Traceback" not in proc.stderr and b"Error" not in proc.stderr
     finally:
         os.close(write)
@@ -207,12 +207,12 @@ def silent_server() -> Iterator[str]:
 def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
     tmp_path: Path, silent_server: str, signum: int, said: str
 ):
-    """`schema` waiting for a server, `parse` reading a stdin that stays open: 130, 143, 129, one line each."""
-    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "schema", "--endpoint", silent_server, "--timeout", "60"],
+    """`columns` waiting for a server, `parse` reading a stdin that stays open: 130, 143, 129, one line each."""
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "columns", "--endpoint", silent_server, "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
         wait_for("the command to connect", lambda: _has_connected(proc.pid), timeout=60, every=0.05)
-        stop_with(proc, signum, f"dspark-vllm schema: {said}")
+        stop_with(proc, signum, f"dspark-vllm columns: {said}")
     finally:
         if proc.poll() is None:
             proc.kill()
@@ -290,17 +290,17 @@ def test_usage_errors_are_one_line_with_the_nearest_names(tmp_path: Path, bodies
 
 def test_an_endpoint_that_is_no_url_is_a_usage_error():
     """`schema --endpoint localhost:18765` exited 1 (a failure while running); the README says usage errors exit 2."""
-    proc = run("schema", "--endpoint", "localhost:18765")
+    proc = run("columns", "--endpoint", "localhost:18765")
     assert proc.returncode == 2
     assert one_line(proc.stderr) == (
-        "dspark-vllm schema: the endpoint must start with http:// or https://, got 'localhost:18765'"
+        "dspark-vllm columns: the endpoint must start with http:// or https://, got 'localhost:18765'"
     )
 
 
 def test_the_gpu_fallback_is_one_short_line_and_a_fact_in_the_summary(tmp_path: Path, bodies: Path):
     """With 'auto' and no GPU: a long warning to install the GPU extra, repeated in the summary line."""
-    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
+    from connector.parse.backends import select_backend
 
     try:
         select_backend("gpu")
@@ -318,8 +318,8 @@ def test_the_gpu_fallback_is_one_short_line_and_a_fact_in_the_summary(tmp_path: 
 def test_a_usage_error_comes_before_the_gpu_fallback_warning(tmp_path: Path, bodies: Path):
     """`parse --output rows.csv` (backend 'auto', no GPU) printed the GPU-fallback warning, then its usage error:
     the arguments are checked before the backend is chosen, so the error is the one line."""
-    from connector.decode.backends import select_backend
     from connector.errors import BackendUnavailable
+    from connector.parse.backends import select_backend
 
     try:
         select_backend("gpu")

@@ -9,9 +9,9 @@ from typing import Any
 
 import pytest
 
-import connector.client
-from connector.client import ClientConfig, open_transport, prepare_request
+import connector.server
 from connector.errors import OptionsError
+from connector.server import ClientConfig, open_transport, prepare_request
 from tests.http_support import Reply, http, raw_server
 
 
@@ -20,9 +20,9 @@ def chat(text: str = "hi", **extra: object) -> dict[str, object]:
 
 
 def test_public_names() -> None:
-    public = {n for n in vars(connector.client) if not n.startswith("_")}
+    public = {n for n in vars(connector.server) if not n.startswith("_")}
     public -= {"annotations", "cli", "discovery", "outcome", "request", "transport"}  # its modules
-    assert sorted(connector.client.__all__) == sorted(public)
+    assert sorted(connector.server.__all__) == sorted(public)
 
 
 def test_option_validation() -> None:
@@ -81,7 +81,7 @@ def test_request_parameters_are_defaults_of_every_payload() -> None:
 
 def test_the_default_model_and_structured_output() -> None:
     config = ClientConfig("http://x/v1", model="m", structured_output="coder")
-    body = prepare_request(config, chat(), response_format=connector.client.response_format_of(config))
+    body = prepare_request(config, chat(), response_format=connector.server.response_format_of(config))
     assert config.root_url == "http://x"
     assert body["model"] == "m" and body["response_format"]["type"] == "json_schema"
     assert prepare_request(config, chat(model="own"))["model"] == "own"  # the payload's own values win

@@ -33,7 +33,7 @@ def test_no_side_declares_a_code_of_its_own():
     contract = _contract()
     sources = {
         ROOT / "native" / "dspark_core.h": r"DSPARK_\w+ = \d+",
-        ROOT / "connector" / "decode" / "native.py": r"^(ABI_VERSION|PLAN_VERSION|OK|CONTENT_\w+)\s*=",
+        ROOT / "connector" / "parse" / "native.py": r"^(ABI_VERSION|PLAN_VERSION|OK|CONTENT_\w+)\s*=",
         ROOT / "java/src/main/java/io/dspark/vllm/parse/NativeCore.java": r"static final int \w+ = \d+;",
         ROOT / "java/src/main/java/io/dspark/vllm/parse/NativeParser.java": r'case "(string|integer|number)"',
     }
@@ -54,7 +54,7 @@ def test_a_stale_generated_file_stops_the_build_with_one_line(tmp_path, monkeypa
 
 
 def test_each_side_reads_the_declared_values():
-    from connector.decode import _core_contract, native
+    from connector.parse import _core_contract, native
 
     contract = _contract()
     assert native.ABI_VERSION == _core_contract.ABI_VERSION == contract.ABI_VERSION

@@ -9,7 +9,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 from tests.bodies import CREATED, chat, choice, encode
 from tests.decode_support import PROFILES, assert_matches_reference, parse
 
@@ -440,7 +440,7 @@ def test_unknown_backend_is_a_usage_error():
 
 def test_auto_without_gpu_says_why(caplog: pytest.LogCaptureFixture):
     pytest.importorskip("pyarrow")
-    from connector.decode import backends
+    from connector.parse import backends
 
     backends._auto.cache_clear()  # the one WARNING is per process: this test is that process's first
     with caplog.at_level("WARNING"):
@@ -553,7 +553,7 @@ def test_many_brackets_within_the_depth_stay_on_the_fast_path(backend: str):
 @pytest.mark.parametrize("list_type", [pa.list_, pa.large_list])
 def test_list_offsets_rebuild_lists_with_nulls(list_type):
     """The helper the flatten and the GPU reader's re-typing rebuild lists with (also from large lists)."""
-    from connector.decode.flatten import list_offsets
+    from connector.parse.flatten import list_offsets
 
     lists = pa.array([[1, 2], None, [], [3]], list_type(pa.int64()))
     rebuilt = pa.ListArray.from_arrays(list_offsets(lists), lists.values.cast(pa.string()))

@@ -768,7 +768,7 @@ def test_dockerignore_keeps_what_the_images_copy_and_nothing_secret() -> None:
     # .env may carry HF_TOKEN: never in a build context. The jar is compiled by the image's own build.
     for secret_or_local in (".env", ".git/config", ".venv/bin/python", "results/x", "connector/flink/jars/a.jar"):
         assert _ignored_by_dockerignore(secret_or_local), secret_or_local
-    assert not _ignored_by_dockerignore("connector/flink/planner.py")
+    assert not _ignored_by_dockerignore("connector/plan/table.py")
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Schema discovery against the simulator (as a gateway with /health/json-schema, and as a plain vLLM),
-the TTL cache, the `schema` CLI, and the Arrow -> Flink SQL type mapping."""
+the TTL cache, the `columns` CLI, and the Arrow -> Flink SQL type mapping."""
 
 from __future__ import annotations
 
@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from connector.cli import main
-from connector.client.discovery import DiscoveredSchema, SchemaCache, discover_schema
 from connector.errors import OptionsError, SchemaDiscoveryError
 from connector.profiles import load_profile
-from connector.schema.columns import output_schema
-from connector.schema.flink_types import arrow_to_flink_sql, ddl_columns
+from connector.server.discovery import DiscoveredSchema, SchemaCache, discover_schema
 from connector.simulator.testing import serve_simulator
+from connector.types.columns import output_schema
+from connector.types.flink_types import arrow_to_flink_sql, ddl_columns
 
 
 @pytest.mark.parametrize(
@@ -70,9 +70,9 @@ def test_from_health_json_schema() -> None:
 
 
 def test_the_ddl_is_what_a_table_can_declare() -> None:
-    """The DDL `dspark-vllm schema` prints, pasted into a 'dspark-vllm' table, plans: it printed `line BIGINT NOT
+    """The DDL `dspark-vllm columns` prints, pasted into a 'dspark-vllm' table, plans: it printed `line BIGINT NOT
     NULL` first, which a table refused (no such body column, and NOT NULL)."""
-    from connector.flink.planner import plan
+    from connector.plan.table import table_plan as plan
 
     with serve_simulator(profiles=("coder",)) as sim:
         found = discover_schema(sim.url)
@@ -161,7 +161,7 @@ def test_tls_failure(tls_server_context) -> None:  # type: ignore[no-untyped-def
 def test_cache_notices_a_changed_schema_after_the_ttl(caplog) -> None:  # type: ignore[no-untyped-def]
     now = [0.0]
     changed: list[tuple[DiscoveredSchema, DiscoveredSchema]] = []
-    caplog.set_level(logging.INFO, logger="connector.schema")
+    caplog.set_level(logging.INFO, logger="connector.types")
     with serve_simulator(profiles=("vl",)) as sim:
         cache = SchemaCache(ttl_s=60, clock=lambda: now[0], on_change=lambda old, new: changed.append((old, new)))
         first = cache.get(sim.url)
@@ -198,21 +198,21 @@ def test_cache_keeps_the_last_schema_when_the_server_is_gone(caplog) -> None:  #
 
 def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
     with serve_simulator(profiles=("coder",), json_schema=False) as sim:
-        assert main(["schema", "--endpoint", sim.url]) == 0
+        assert main(["columns", "--endpoint", sim.url]) == 0
         out, err = capsys.readouterr()
         schema = output_schema(load_profile("coder"))
         assert out == ddl_columns(schema.remove(schema.get_field_index("line"))) + "\n"
         assert err.startswith("-- schema source: vllm: vLLM 0.32.0 at ")
-        assert main(["schema", "--endpoint", sim.url, "--format", "arrow"]) == 0
+        assert main(["columns", "--endpoint", sim.url, "--format", "arrow"]) == 0
         out, _ = capsys.readouterr()
         assert out.startswith("line: int64 not null\nid: string\n")
         assert "created: timestamp[ms, tz=UTC]\n" in out
-        assert main(["schema", "--endpoint", sim.url, "--format", "json-schema", "--profile", "math"]) == 0
+        assert main(["columns", "--endpoint", sim.url, "--format", "json-schema", "--profile", "math"]) == 0
         out, _ = capsys.readouterr()
         assert json.loads(out) == load_profile("math").response_json_schema()
-    assert main(["schema", "--endpoint", sim.url]) == 1
+    assert main(["columns", "--endpoint", sim.url]) == 1
     out, err = capsys.readouterr()
-    assert out == "" and err.count("\n") == 1 and err.startswith(f"dspark-vllm schema: cannot connect to {sim.url}")
+    assert out == "" and err.count("\n") == 1 and err.startswith(f"dspark-vllm columns: cannot connect to {sim.url}")
 
 
 def test_cli_simulate_rejects_a_bad_profile(capsys) -> None:  # type: ignore[no-untyped-def]
@@ -229,11 +229,11 @@ def test_an_api_key_only_when_asked_for(monkeypatch, capsys) -> None:  # type: i
         with pytest.raises(SchemaDiscoveryError, match=r"refused the request \(HTTP 401\)"):
             discover_schema(sim.url)
         assert discover_schema(sim.url, api_key="sk-x").source == "vllm"
-        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "MY_KEY"]) == 0
+        assert main(["columns", "--endpoint", sim.url, "--api-key-env", "MY_KEY"]) == 0
         capsys.readouterr()
-        assert main(["schema", "--endpoint", sim.url, "--api-key-env", "UNSET_KEY"]) == 2  # a usage error
+        assert main(["columns", "--endpoint", sim.url, "--api-key-env", "UNSET_KEY"]) == 2  # a usage error
     _, err = capsys.readouterr()
-    assert err == "dspark-vllm schema: --api-key-env: $UNSET_KEY is not set; export it, or name another one\n"
+    assert err == "dspark-vllm columns: --api-key-env: $UNSET_KEY is not set; export it, or name another one\n"
 
 
 def test_discovery_from_inside_a_running_loop() -> None:

@@ -15,6 +15,9 @@ from pathlib import Path
 import pytest
 
 from connector.errors import OptionsError
+from connector.report import page as report_page
+from connector.report import results as report_results
+from connector.report import tables as report_tables
 from jobs import features
 
 # Two models, three 1-minute windows; the second model has no window at 12:01 and an error at 12:02. The run
@@ -133,9 +136,9 @@ def test_the_summary_has_the_arms_and_each_arm_over_the_run(tmp_path: Path) -> N
         "m      A        2        40       0     0.0%       65%             35        43.0           40         100%",
         "m      B        1        40       8    20.0%       19%             45        67.5           32         100%",
     ]  # fmt: skip
-    page = features.report_html(AB_ROWS, 8, tmp_path, None, AB_USERS)
+    page = report_page.report_html(AB_ROWS, 8, tmp_path, None, AB_USERS)
     assert '<table id="arms">' in page and '<table id="users">' in page
-    assert page.count('<polyline class="series"') == (len(features.charts_of(AB_ROWS)) - 1) * 2  # no ttft: 1 empty
+    assert page.count('<polyline class="series"') == (len(report_page.charts_of(AB_ROWS)) - 1) * 2  # no ttft: 1 empty
     assert "</svg> m / arm A</span>" in page and "</svg> m / arm B</span>" in page  # the legend's samples
 
 
@@ -188,7 +191,7 @@ def _closed_port() -> int:
 def test_a_mistake_is_one_line_with_the_clis_exit_status(
     tmp_path: Path, argv: list[str], status: int, said: str
 ) -> None:
-    """As `dspark-vllm` answers them (connector/cli.py): a wrong --endpoint was a 52-line traceback ending in
+    """As `dspark-vllm` answers them (connector/cli/): a wrong --endpoint was a 52-line traceback ending in
     URLError, a misspelt profile one ending in ProfileError, a misspelt option got no "did you mean", and
     --results-only over a folder with no results printed "done: 0 windows" and exited 0. Now one line each,
     before any job starts: 2 a usage error, 1 a server that cannot be reached."""
@@ -243,7 +246,7 @@ def test_a_run_that_fills_its_windows_has_none_partial() -> None:
         {"window_start": "2026-11-30 12:00:10.000", "window_end": "2026-11-30 12:00:20.000",
          "first_event": "2026-11-30 12:00:10.010", "last_event": "2026-11-30 12:00:19.400"},
     ]  # fmt: skip
-    features.mark_partial(rows)  # type: ignore[arg-type]
+    report_results.mark_partial(rows)  # type: ignore[arg-type]
     assert [r["partial"] for r in rows] == [False, False]
 
 
@@ -262,7 +265,7 @@ def test_results_only_prints_the_summary_and_writes_the_report_without_a_job(res
     assert f"features: report -> {report}" in done.stdout
     page = report.read_text(encoding="utf-8")
     # The five charts of every run, and two of the coder profile's content features.
-    assert page.count('<svg class="chart"') == len(features.CHARTS) + 2 == 7
+    assert page.count('<svg class="chart"') == len(report_page.CHARTS) + 2 == 7
     assert '<p id="totals">3 windows, 5 feature rows, 420 requests, 7 error rows' in page
 
 
@@ -324,8 +327,8 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
     assert len(boxes) == 7, boxes
     assert len({b[0] for b in boxes}) == 2 and boxes[-1][3] < height
     pixels = image.load()
-    colours = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in features.COLOURS[:2]]
-    fields = [field for field, *_ in features.charts_of(features.read_results(results)[0])]
+    colours = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in report_page.COLOURS[:2]]
+    fields = [field for field, *_ in report_page.charts_of(features.read_results(results)[0])]
     for field, (left, top, right, bottom) in zip(fields, boxes, strict=True):
         seen = {pixels[x, y] for x in range(left, right) for y in range(top, bottom)}
         for colour in colours:
@@ -422,11 +425,13 @@ def test_the_report_of_the_readme_run_shows_what_it_found(tmp_path: Path) -> Non
 
     # Every chart shows both arms' colours, although on most of them the two lines are the same.
     boxes = _chart_boxes(image)
-    assert len(boxes) == len(features.charts_of(README_ROWS)) == 7, boxes
+    assert len(boxes) == len(report_page.charts_of(README_ROWS)) == 7, boxes
     assert boxes[-1][3] < height
     pixels = image.load()
-    colours = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in features.COLOURS[:2]]
-    for field, (left, top, right, bottom) in zip([f for f, *_ in features.charts_of(README_ROWS)], boxes, strict=True):
+    colours = [tuple(int(c[i : i + 2], 16) for i in (1, 3, 5)) for c in report_page.COLOURS[:2]]
+    for field, (left, top, right, bottom) in zip(
+        [f for f, *_ in report_page.charts_of(README_ROWS)], boxes, strict=True
+    ):
         seen = {pixels[x, y] for x in range(left, right) for y in range(top, bottom)}
         assert all(colour in seen for colour in colours), (field, [colour in seen for colour in colours])
 
@@ -436,12 +441,12 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     the fallback to the CPU; it says what parsed."""
     import argparse
 
-    import connector.flink.planner
+    import connector.plan.parse
 
     args = argparse.Namespace(replay="bodies/", profile="coder", backend="auto", window=10.0)
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
     assert features.run_details(args, None, None)["backend"] == "cpu (no GPU)"
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: True)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: True)
     assert features.run_details(args, None, None)["backend"] == "gpu"
     args.backend = "cpu"
     assert features.run_details(args, None, None)["backend"] == "cpu"
@@ -456,7 +461,7 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == "cpu (ML_PREDICT, in the JVM)"
     asked.backend = "auto"  # decided where the job is built, as a replay's
     assert str(features.run_details(asked, asked.endpoint, "m")["backend"]).startswith("gpu (parse_coder after")
-    monkeypatch.setattr(connector.flink.planner, "gpu_backend_here", lambda: False)
+    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == (
         "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)"
     )
@@ -515,7 +520,7 @@ def test_the_job_answers_each_fed_row_once_with_its_user_and_arm(tmp_path: Path)
     users = features.read_users(output)
     assert sum(int(u["requests"]) for u in users) == fed  # type: ignore[call-overload]
     assert {(u["user_id"], u["arm"]) for u in users} == set(user_arm.items())
-    view = {str(a["arm"]): a for a in features.arm_rows(rows, users)}
+    view = {str(a["arm"]): a for a in report_tables.arm_rows(rows, users)}
     assert float(view["A"]["length_share"]) > 0.5 and float(view["B"]["length_share"]) == 0.0  # type: ignore[arg-type]
     assert "features: A/B, each arm over the whole run (8 users" in done.stdout
     # The README's command writes the report (it wrote none without --report), beside the files.
@@ -545,7 +550,7 @@ def test_the_gpu_route_gives_the_cpu_routes_feature_rows(tmp_path: Path, monkeyp
     at a time on one instance, so both runs ask in the same order and the simulator's faults fall on the same
     rows (each run has a simulator of the same seed); the windows themselves are of each run's wall clock, so the
     arms are compared over the whole run."""
-    from connector.decode import backends
+    from connector.parse import backends
     from connector.simulator import testing
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
@@ -575,7 +580,7 @@ def test_the_gpu_route_gives_the_cpu_routes_feature_rows(tmp_path: Path, monkeyp
             assert sum(int(r["requests"]) for r in rows) == duration * rate  # type: ignore[call-overload]
             timing = {"latency_ms_mean", "latency_ms_max"}
             arms_of[backend] = [
-                {k: v for k, v in arm.items() if k not in timing} for arm in features.arm_rows(rows, features.read_users(output))
+                {k: v for k, v in arm.items() if k not in timing} for arm in report_tables.arm_rows(rows, features.read_users(output))
             ]  # fmt: skip
             error_rows = [json.loads(line) for f in sorted((output / "errors").glob("part-*")) for line in f.open()]
             assert len(error_rows) == errors

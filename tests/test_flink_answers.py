@@ -111,8 +111,8 @@ def _insert(name: str, source: str) -> str:
 @pytest.fixture(scope="module")
 def routes(tmp_path_factory) -> dict[str, list[dict]]:
     """The corpus through the three routes: cpu and format in one job, gpu (emulated libcudf) in a second."""
-    from connector.decode import backends
     from connector.flink import local_environment
+    from connector.parse import backends
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     root = tmp_path_factory.mktemp("answers")
@@ -203,8 +203,8 @@ def expected_value(name: str, value):
 def round_trip(tmp_path_factory) -> dict[str, list[dict]]:
     """30 prompts through the simulator, which keeps to the schema each request carries: ML_PREDICT (the model's
     parse step in the JVM), a request-mode table on cpu and one on gpu (libcudf emulated), in one job."""
-    from connector.decode import backends
     from connector.flink import local_environment
+    from connector.parse import backends
     from connector.simulator import testing
     from tests.libcudf_emulator import EmulatedLibcudfReader
 

@@ -1,5 +1,5 @@
 """A real standalone Flink cluster from the PyFlink wheel's scripts: `flink run -py jobs/features.py` (replay),
-then `flink run -c io.dspark.vllm.flink.SqlRunner` with a .sql file (no Python program).
+then `flink run -c io.dspark.vllm.sql.SqlRunner` with a .sql file (no Python program).
 
 The job is submitted detached and watches the replay directory (unbounded), so that while it runs the
 TaskManager's Prometheus reporter (jobs/standalone_cluster.sh enables it) can be scraped for our `dspark`

@@ -10,9 +10,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from connector.decode import parse_batch
+from connector.flink.device import choose_device
 from connector.flink.frames import flat_schema, prune_profile, to_table
-from connector.flink.gpu import choose_device
+from connector.parse import parse_batch
 from connector.profiles import load_profile
 
 

@@ -4,7 +4,7 @@ opt/ jars, on a standalone cluster (jobs/standalone_cluster.sh start, sql-client
 recipe runs through `sql-client.sh -f` and through the Gateway's REST API (open a session, execute statements,
 fetch results) with only the connector jar added (`-j`, `ADD JAR`); an error in the DDL reaches the SQL
 Client's user as Flink's one-line message. The 'dspark-vllm' factory plans tables with Python
-(`python -m connector.flink.planner`) in the client's JVM: the cluster's config names this Python as
+(`python -m connector.plan`) in the client's JVM: the cluster's config names this Python as
 'python.client.executable', which both read.
 """
 

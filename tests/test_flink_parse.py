@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 from tests.flink_support import BAD, good_body, mixed_bodies, quoted, read_json_dir
 
 pytest.importorskip("pyflink")
@@ -179,7 +179,7 @@ def jvm_job(root) -> dict[str, list[dict]]:
 
 
 # Tables of the same bodies whose columns are declared as other types than the profile's (each a cast Flink's CAST
-# makes of the flat column, and which cannot fail: connector.flink.planner._TABLE_CASTS); a column once per table.
+# makes of the flat column, and which cannot fail: connector.plan.layout._TABLE_CASTS); a column once per table.
 CASTS = {
     "casts_a": [
         ("id", "VARCHAR(3)"),
@@ -261,8 +261,8 @@ def cast_corpus() -> list[bytes]:
 def gpu_job(root) -> dict[str, list[dict]]:
     """The 'gpu' route: the gpu backend with libcudf's reader emulated (the same host code, no pylibcudf: the
     README's test command installs no gpu extra)."""
-    from connector.decode import backends
     from connector.flink import local_environment
+    from connector.parse import backends
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     with pytest.MonkeyPatch.context() as patch:
@@ -370,8 +370,8 @@ def test_the_gpu_route_without_flinks_python_jar_says_so_in_one_line(root):
 def every_flat_column(profile: str) -> list[tuple[str, str]]:
     """Every column of `profile` (but `line`) with its Flink type, as a user declares them all."""
     from connector.profiles import load_profile
-    from connector.schema.columns import output_schema
-    from connector.schema.flink_types import arrow_to_flink_sql
+    from connector.types.columns import output_schema
+    from connector.types.flink_types import arrow_to_flink_sql
 
     return [(f.name, arrow_to_flink_sql(f.type)) for f in output_schema(load_profile(profile)) if f.name != "line"]
 

@@ -161,7 +161,7 @@ def job(tmp_path_factory):
     }
     expected = {}
     with testing.serve_simulator(mode="thread", profiles=("coder",), seed=5, created=T0) as clean:
-        from connector.client import ClientConfig, prepare_request, response_format_of
+        from connector.server import ClientConfig, prepare_request, response_format_of
 
         # Each request as the planner renders it (prepare_request), sent once by a plain HTTP client.
         config = ClientConfig(clean.url, model=model, structured_output="coder")
@@ -241,7 +241,7 @@ def test_rows_equal_a_plain_clients_answers(job, route):
     """The request a row makes (a table's prompt line; a model's template over its columns, the system prompt and
     its own max_tokens) is the one `prepare_request` renders: a plain client sending that gets the same answer
     from the simulator (a function of the request)."""
-    from connector.decode import parse_batch
+    from connector.parse import parse_batch
 
     rows = {r["n"]: r for r in job["rows"][route] if r["reason"] is None}
     checked = 0

@@ -1,6 +1,6 @@
 """Pure SQL, no Python program: a `.sql` file run by the SQL runner shipped in the connector jar.
 
-The runner (`io.dspark.vllm.flink.SqlRunner`) runs as a plain JVM with only Flink's jars (from the PyFlink
+The runner (`io.dspark.vllm.sql.SqlRunner`) runs as a plain JVM with only Flink's jars (from the PyFlink
 wheel), the connector jar and `python.executable` set: the path the SQL Client takes, without its prompt.
 One statement set feeds every test of this module: a replay table, a request-mode table and ML_PREDICT over a
 table of prompts (against the simulator) into filesystem sinks, checked row by row (every body and every prompt
@@ -135,7 +135,7 @@ def job(tmp_path_factory):
             encoding="utf-8",
         )
         command = java_command(str(script), [], str(root / "flink.log"))
-        assert command[0] == "java" and "io.dspark.vllm.flink.SqlRunner" in command
+        assert command[0] == "java" and "io.dspark.vllm.sql.SqlRunner" in command
         run = subprocess.run(command, capture_output=True, text=True, timeout=600)
         stats = sim.stats()
     assert run.returncode == 0, run.stderr[-4000:]

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 from connector.simulator.responses import make_corpus
 from tests.decode_support import PROFILES, assert_matches_reference, mutate
 

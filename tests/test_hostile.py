@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from connector.decode import parse_batch
 from connector.errors import ProfileError
+from connector.parse import parse_batch
 from connector.profiles import load_profile
 from connector.strict import DEPTH_LIMIT, MAX_BODY_BYTES
 from tests.bodies import chat, choice, encode
@@ -310,7 +310,7 @@ def test_a_catastrophic_user_pattern_stays_linear(tmp_path: Path):
     timeout only turns that hang into a failure; nothing here measures speed)."""
     profile = _profile(tmp_path, "(a*)*b")
     code = (
-        "import sys; from connector.decode import parse_batch; from tests.bodies import chat, choice, encode\n"
+        "import sys; from connector.parse import parse_batch; from tests.bodies import chat, choice, encode\n"
         f"r = parse_batch([encode(chat(choices=[choice('a' * 64 + 'c')]))], {str(profile)!r}, 'cpu')\n"
         "print(r.table.column('value').to_pylist())"
     )

@@ -1,4 +1,4 @@
-"""The planner's contract from both sides: plans made by the Python planner (`connector.flink.planner`), read by
+"""The planner's contract from both sides: plans made by the Python planner (`connector.plan`), read by
 the jar's own classes (`TablePlan`, `RequestSpec`, `RequestStep`, the factory's declared options) in a JVM
 (java/src/test/java/.../ContractCheck.java), which prints what it understood; and plans of another version, or
 other request columns, refused on the Java side."""
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from connector.flink.contract import PLAN_VERSION, REQUEST_COLUMNS
-from connector.flink.planner import plan
 from connector.options import OPTIONS, RETIRED
+from connector.plan.contract import PLAN_VERSION, REQUEST_COLUMNS
+from connector.plan.table import table_plan as plan
 from tests.java import NEEDS_JDK, build_jar
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -102,7 +102,7 @@ def test_plans_of_another_version_are_refused_with_what_to_do(tmp_path):
 
 
 def test_the_generated_reader_refuses_a_key_it_does_not_know_or_lacks_in_one_line(tmp_path):
-    """connector/flink/plan_types.py's reader (PlanReader.java): every key of the plan is declared there; an
+    """connector/plan/records.py's reader (PlanReader.java): every key of the plan is declared there; an
     unknown key, a missing one, a value of another type, a layout of two kinds is refused, naming where."""
     read = read_in_java(tmp_path, {"replay": plan(declared(REPLAY))})["replay"]
     messages = {k: read[k] for k in ("unknown_key", "missing_key", "wrong_type", "two_layouts")}

@@ -32,7 +32,7 @@ def test_java_junit(capsys: pytest.CaptureFixture[str]) -> None:
         for method in re.findall(r"^\s*@Test\s+(?:@\w+(?:\([^)]*\))?\s+)*void (\w+)\(\)", source, re.MULTILINE):
             expected[f"{name}.{method}"] = "passed"
     assert sum(k.startswith("io.dspark.vllm.request.RequesterTests.") for k in expected) >= 70
-    assert sum(k.startswith("io.dspark.vllm.flink.ParseOperatorTest.") for k in expected) >= 5
+    assert sum(k.startswith("io.dspark.vllm.engine.ParseOperatorTest.") for k in expected) >= 5
     assert sum(k.startswith("io.dspark.vllm.parse.NativeBoundaryTest.") for k in expected) >= 5
     try:
         script.junit_jars()

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from connector.decode import parse_batch
-from connector.decode.native import NativePlan
+from connector.parse import parse_batch
+from connector.parse.native import NativePlan
 from connector.profiles import load_profile
-from connector.schema.columns import body_columns
 from connector.simulator.responses import make_corpus
+from connector.types.columns import body_columns
 from tests.bodies import chat, choice, encode
 from tests.decode_support import FILES, PROFILES, in_read_field, mutate
 from tests.java import NEEDS_JDK, build_jar
@@ -210,6 +210,6 @@ def test_the_format_says_of_a_null_message_what_parse_batch_says(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_bytes(NativePlan.of(body_columns(profile), profile.created_unit, profile.content_properties).document)
     expected = parse_batch([None, b""], "openai", columns=["id"], inline_errors=True).table.column("error_reason")
-    result = build_jar().java_tests(str(plan), "column", main="io.dspark.vllm.flink.FormatNullCheck")
+    result = build_jar().java_tests(str(plan), "column", main="io.dspark.vllm.engine.FormatNullCheck")
     assert result.returncode == 0, result.stderr[-3000:]
     assert result.stdout.splitlines() == expected.to_pylist()

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import pytest
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 from connector.strict import MAX_BODY_BYTES
 from tests.flink_support import BAD, FORMAT_COLUMNS, good_body, quoted, read_json_dir
 

@@ -1,6 +1,6 @@
-"""The package's modules import top-down: no import circle among them (issue 29 found two, decode's backends <->
-batch and flink's planner -> runtime -> functions -> planner), counting imports inside functions too; and none
-imports the Python reference path, which lives with the tests (tests/oracle) as the oracle of the native core."""
+"""The package's modules import top-down: no import circle among them, counting imports inside functions too; the
+rooms below the Flink glue (parse, types, server, plan) do not reach up into it; and none imports the Python
+reference path, which lives with the tests (tests/oracle) as the oracle of the native core."""
 
 from __future__ import annotations
 
@@ -64,6 +64,48 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
+# What each room below the Flink glue may import of the rooms above it. Parsing and the types are used by the
+# planner, the command line and the Python workers alike: they know neither. Planning runs on the client with no
+# pyflink: of the Flink layer it reads only the metric names it hands to the jar (pure code), and its __main__
+# builds the Python parse function's payload there, the one question that needs the worker's code.
+_BELOW = {
+    "connector.parse": (),
+    "connector.types": (),
+    "connector.server": (),
+    "connector.options": (),
+    "connector.plan": ("connector.flink.metrics", "connector.plan.__main__ -> connector.flink.runtime"),
+}
+
+
+def _reaching_up(graph: dict[str, set[str]]) -> list[str]:
+    """The imports of a room of `_BELOW` into the Flink glue or the planner that its entry does not allow."""
+    above = ("connector.flink", "connector.plan", "connector.cli", "connector.bench", "connector.simulator")
+    found = []
+    for module, targets in sorted(graph.items()):
+        room = next((r for r in _BELOW if module == r or module.startswith(r + ".")), None)
+        if room is None:
+            continue
+        for target in sorted(targets):
+            if target == room or target.startswith(room + ".") or not target.startswith(above):
+                continue
+            if target in _BELOW[room] or f"{module} -> {target}" in _BELOW[room]:
+                continue
+            found.append(f"{module} -> {target}")
+    return found
+
+
+def test_the_rooms_below_the_flink_glue_do_not_import_it():
+    assert _reaching_up(_graph()) == []
+
+
+def test_the_check_finds_a_room_reaching_up():
+    graph = {"connector.parse.batch": {"connector.flink.frames"}, "connector.plan.table": {"connector.flink.env"}}
+    assert _reaching_up(graph) == [
+        "connector.parse.batch -> connector.flink.frames",
+        "connector.plan.table -> connector.flink.env",
+    ]
+
+
 def test_no_import_circle_in_the_package():
     assert _circles(_graph()) == []
 
@@ -96,8 +138,8 @@ def _imports_of(path: Path) -> set[str]:
 
 def _oracle_imports(root: Path) -> dict[str, list[str]]:
     """The modules under `root` that import the Python reference path (tests/oracle), or a module of it that the
-    package had before it moved there (issue 29: parsing runs in the native core; the reference is the tests')."""
-    moved = ("connector.decode.exact", "connector.decode.content", "connector.decode.extract", "connector._unprintable")
+    package once had (parsing runs in the native core; the reference is the tests')."""
+    moved = ("connector.parse.exact", "connector.parse.content", "connector.parse.extract", "connector._unprintable")
     found = {}
     for path in sorted(root.rglob("*.py")):
         bad = sorted(m for m in _imports_of(path) if m == "tests" or m.startswith(("tests.", *moved)))
@@ -108,17 +150,17 @@ def _oracle_imports(root: Path) -> dict[str, list[str]]:
 
 def test_the_package_does_not_import_the_reference_path():
     assert _oracle_imports(ROOT) == {}
-    assert not any((ROOT / "decode" / f"{name}.py").exists() for name in ("exact", "content", "extract"))
+    assert not any((ROOT / "parse" / f"{name}.py").exists() for name in ("exact", "content", "extract"))
 
 
 def test_the_reference_check_finds_an_import(tmp_path: Path):
     package = tmp_path / "connector"
-    (package / "decode").mkdir(parents=True)
-    (package / "decode" / "batch.py").write_text("def f():\n    from tests.oracle.exact import decode_body\n")
-    (package / "cli.py").write_text("import connector.decode.exact\nimport tests_of_mine\n")
+    (package / "parse").mkdir(parents=True)
+    (package / "parse" / "batch.py").write_text("def f():\n    from tests.oracle.exact import decode_body\n")
+    (package / "cli.py").write_text("import connector.parse.exact\nimport tests_of_mine\n")
     assert _oracle_imports(package) == {
-        "connector/cli.py": ["connector.decode.exact"],
-        "connector/decode/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
+        "connector/cli.py": ["connector.parse.exact"],
+        "connector/parse/batch.py": ["tests.oracle.exact", "tests.oracle.exact.decode_body"],
     }
 
 

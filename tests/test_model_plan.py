@@ -1,4 +1,4 @@
-"""The plan of a 'dspark-vllm' model (`connector.flink.planner.model_plan`): pure code, no Flink job.
+"""The plan of a 'dspark-vllm' model (`connector.plan.model.model_plan`): pure code, no Flink job.
 
 The Java face (`DsparkVllmModelFactory`) sends the model's options, INPUT and OUTPUT columns; the end-to-end
 behaviour is in tests/test_flink_request.py and tests/test_flink_model.py.
@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from connector.errors import OptionsError
-from connector.flink.contract import PLAN_VERSION, REQUEST_COLUMNS
-from connector.flink.planner import model_plan
 from connector.options import validate_model
+from connector.plan.contract import PLAN_VERSION, REQUEST_COLUMNS
+from connector.plan.model import model_plan
 
 OPTIONS = {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:8000", "model": "m", "profile": "coder"}
 MESSAGES = {"sql": "ARRAY<ROW<`role` VARCHAR(2147483647), `content` VARCHAR(2147483647)>>", "root": "ARRAY"}
@@ -156,7 +156,7 @@ def test_model_options_share_the_tables_keys_and_defaults():
 def test_the_planner_answers_a_model_question_on_stdin():
     question = declared([col("q", STRING, "VARCHAR")], [col("bogus", STRING, "VARCHAR")])
     done = subprocess.run(
-        [sys.executable, "-m", "connector.flink.planner"], input=json.dumps(question), capture_output=True, text=True
+        [sys.executable, "-m", "connector.plan"], input=json.dumps(question), capture_output=True, text=True
     )
     assert done.returncode == 0
     assert "Columns bogus are answer fields" in json.loads(done.stdout)["error"]

@@ -1,4 +1,4 @@
-"""The native parser core through its C ABI (connector/decode/native.py), and parse_batch's options that it
+"""The native parser core through its C ABI (connector/parse/native.py), and parse_batch's options that it
 serves: `columns` (only those built) and `inline_errors` (rows and error rows in one table, input order)."""
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from connector.decode import native, parse_batch
-from connector.decode.backends import NativeBackend, select_backend
-from connector.decode.batch import INLINE_ERROR_FIELDS
-from connector.decode.plan import plan_for
+from connector.parse import native, parse_batch
+from connector.parse.backends import NativeBackend, select_backend
+from connector.parse.batch import INLINE_ERROR_FIELDS
+from connector.parse.plan import plan_for
 from connector.profiles import load_profile
-from connector.schema.columns import output_schema
+from connector.types.columns import output_schema
 from tests.bodies import chat, choice, encode
 from tests.decode_support import FILES as SUITE_FILES
 from tests.decode_support import PROFILES, assert_matches_reference, mutate
@@ -387,7 +387,7 @@ def test_an_editable_install_builds_the_core_this_cpu_loads():
     machine loads, chosen as the loader chooses it (native/build_native.py cannot import the package to ask)."""
     import inspect
 
-    from connector.decode.native import library_path
+    from connector.parse.native import library_path
     from tests.java import build_script
 
     root = Path(__file__).resolve().parents[1]
@@ -455,7 +455,7 @@ def test_re2_is_fetched_once_then_built_from_the_cache(tmp_path, npm_registry):
 
 def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
     """DSPARK_OUTPUT_TOO_LARGE (a string column past 2 GiB; here past a small limit) -> halves, same result."""
-    from connector.decode.plan import plan_for as plan_of
+    from connector.parse.plan import plan_for as plan_of
 
     plan = plan_of(load_profile("openai"), ["id", "choice_contents"])
     small = native.NativePlan.of(plan.columns, "seconds", max_column_bytes=100)
@@ -469,7 +469,7 @@ def test_a_batch_whose_columns_outgrow_arrow_offsets_is_read_in_parts():
 def test_a_length_column_through_a_star_is_walked_as_the_exact_path_walks_it():
     """`reduce: length` on a path with `*`: the exact path takes `*` as a name there; so does the core (it
     refused the plan before)."""
-    from connector.schema.columns import Column
+    from connector.types.columns import Column
     from tests.oracle.exact import Rejected, decode_body
 
     column = Column("n", (("choices", "*", "message", "tool_calls"),), "length", False)
@@ -494,8 +494,8 @@ def test_a_batch_the_core_cannot_read_is_error_rows_not_a_failed_batch(
     saying why (as the JVM's parse step writes it), not the batch: there is no Python parser to fall back on."""
     import dataclasses
 
-    import connector.decode.batch as batch
-    from connector.decode.backends import GpuBackend
+    import connector.parse.batch as batch
+    from connector.parse.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     def broken(profile, columns=None):
@@ -530,8 +530,8 @@ def test_a_body_the_core_cannot_read_even_alone_costs_only_its_own_row(on: str, 
     the Python exact path, which no longer runs. On gpu the bodies' free-text contents send them to the core."""
     import dataclasses
 
-    import connector.decode.batch as batch
-    from connector.decode.backends import GpuBackend
+    import connector.parse.batch as batch
+    from connector.parse.backends import GpuBackend
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     def small(profile, columns=None):
@@ -564,7 +564,7 @@ def test_columns_on_every_backend_are_those_of_the_whole_table(backend):
 def test_auto_falls_back_once_whatever_stops_the_gpu_backend(monkeypatch, caplog):
     """The one place 'auto' falls back (the Flink parse function kept a second one for errors other than
     BackendUnavailable): a GPU backend that fails to start is a reason too, said in one WARNING."""
-    from connector.decode import backends
+    from connector.parse import backends
 
     def broken() -> None:
         raise RuntimeError("cudaErrorDevicesUnavailable")
@@ -1070,7 +1070,7 @@ def test_a_batch_over_the_part_size_is_parsed_in_parts(backend, monkeypatch, inl
     """A batch whose bodies hold more than PART_BYTES (1 GiB; here 2,000 bytes) is parsed in parts: one batch
     of 2.25 GiB of contents failed whole (Arrow's offsets overflowed joining the core's halves). The result
     is that of parsing each body alone."""
-    import connector.decode.batch as batch
+    import connector.parse.batch as batch
 
     bodies = _part_bodies()
     whole = parse_batch(bodies, "coder", backend, first_line=7, inline_errors=inline_errors)
@@ -1099,7 +1099,7 @@ def test_a_batch_over_the_part_size_is_parsed_in_parts(backend, monkeypatch, inl
 
 _RETAINED = """
 import gc, sys
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 
 def rss_mb():
     return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmRSS")) >> 10

@@ -1,5 +1,5 @@
-"""The planner's contract declared once (connector/flink/contract.py, client/outcome.py, flink/metrics.py) and
-generated for the jar (`io.dspark.vllm.request.PlanContract`): the file is fresh, and no Java or Python code
+"""The planner's contract declared once (connector/plan/contract.py, server/outcome.py, flink/metrics.py) and
+generated for the jar (`io.dspark.vllm.plan.PlanContract`): the file is fresh, and no Java or Python code
 writes a metric name or an error kind by hand beside it."""
 
 from __future__ import annotations
@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from connector.client.outcome import ERROR_KINDS
-from connector.flink import contract
 from connector.flink.metrics import PARSE_METRICS, REQUEST_METRICS
+from connector.plan import contract
+from connector.server.outcome import ERROR_KINDS
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "java" / "src" / "main" / "java"
@@ -18,7 +18,7 @@ GENERATED = JAVA / "io" / "dspark" / "vllm" / "plan" / "PlanContract.java"
 
 def test_the_generated_java_contract_is_fresh() -> None:
     assert GENERATED.read_text() == contract.contract_java(), (
-        f"stale: run python -m connector.flink.contract --java {GENERATED.relative_to(ROOT)}"
+        f"stale: run python -m connector.plan.contract --java {GENERATED.relative_to(ROOT)}"
     )
 
 

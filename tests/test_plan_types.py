@@ -1,4 +1,4 @@
-"""The plan is declared once (connector/flink/plan_types.py): the planner writes its records with one function that
+"""The plan is declared once (connector/plan/records.py): the planner writes its records with one function that
 refuses a value of another type, the jar's records and reader are generated from the declaration (the committed
 files are current), and no Java code outside the generated reader reads a plan key by its name."""
 
@@ -12,9 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from connector.flink import plan_types
-from connector.flink.plan_types import Layout, NameType, RowField, Source, to_json
-from connector.flink.planner import format_plan, model_plan, plan
+from connector.plan import records as plan_types
+from connector.plan.format import format_plan
+from connector.plan.model import model_plan
+from connector.plan.records import Layout, NameType, RowField, Source, to_json
+from connector.plan.table import table_plan as plan
 
 ROOT = Path(__file__).resolve().parents[1]
 JAVA = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm"
@@ -25,7 +27,7 @@ STRING = {"sql": "VARCHAR(2147483647)", "root": "VARCHAR"}
 
 def test_the_generated_java_is_what_the_declaration_makes():
     done = subprocess.run(
-        [sys.executable, "-m", "connector.flink.plan_types", "--check", str(GENERATED)],
+        [sys.executable, "-m", "connector.plan.records", "--check", str(GENERATED)],
         capture_output=True,
         text=True,
         cwd=ROOT,
@@ -38,14 +40,14 @@ def test_a_stale_generated_file_is_named_with_the_command_that_makes_it(tmp_path
         (tmp_path / name).write_text(text)
     (tmp_path / "PlanReader.java").write_text("// edited by hand\n")
     done = subprocess.run(
-        [sys.executable, "-m", "connector.flink.plan_types", "--check", str(tmp_path)],
+        [sys.executable, "-m", "connector.plan.records", "--check", str(tmp_path)],
         capture_output=True,
         text=True,
         cwd=ROOT,
     )
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "PlanReader.java" in done.stderr and "Plan.java" not in done.stderr
-    assert "python -m connector.flink.plan_types --java" in done.stderr
+    assert "python -m connector.plan.records --java" in done.stderr
 
 
 def test_no_java_code_reads_a_plan_key_by_its_name():
@@ -133,5 +135,5 @@ def test_the_jar_is_not_built_from_stale_plan_records(tmp_path, monkeypatch):
         (folder / name).write_text(text)
     (folder / "Plan.java").write_text("// edited by hand\n")
     monkeypatch.setattr(build_jar, "SOURCES", tmp_path)
-    with pytest.raises(SystemExit, match=r"Plan.java in .* is stale: run python -m connector.flink.plan_types --java"):
+    with pytest.raises(SystemExit, match=r"Plan.java in .* is stale: run python -m connector.plan.records --java"):
         build_jar.require_current_plan_records()

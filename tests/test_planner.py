@@ -1,4 +1,4 @@
-"""The planner the Java factory calls (`python -m connector.flink.planner`): pure code, no Flink job."""
+"""The planner the Java factory calls (`python -m connector.plan`): pure code, no Flink job."""
 
 from __future__ import annotations
 
@@ -14,8 +14,11 @@ from pathlib import Path
 import pytest
 
 from connector.errors import OptionsError
-from connector.flink.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
-from connector.flink.planner import TablePlan, model_plan, plan, request_id_of, request_ids_of
+from connector.plan.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
+from connector.plan.model import model_plan
+from connector.plan.parse_function import ParseFunctionPlan
+from connector.plan.request import request_id_of, request_ids_of
+from connector.plan.table import table_plan as plan
 from connector.profiles import load_profile
 
 
@@ -89,7 +92,7 @@ def test_columns_become_layouts_over_flat_columns():
         {"name": "_error_field", "type": "STRING"},
         {"name": "_backend", "type": "STRING"},
     ]
-    table_plan = TablePlan.of_document(json.loads(json.dumps(result["plan"])))  # JSON, all of it
+    table_plan = ParseFunctionPlan.of_document(json.loads(json.dumps(result["plan"])))  # JSON, all of it
     assert table_plan.require_created and table_plan.profile.name == "coder"
     assert table_plan.profile.document() == load_profile("coder").document()
 
@@ -132,7 +135,7 @@ INT_RANGE = {"minimum": -(2**31), "maximum": 2**31 - 1}
 def test_main_answers_errors_as_json_never_a_traceback():
     def run(stdin: str) -> dict:
         done = subprocess.run(
-            [sys.executable, "-m", "connector.flink.planner"], input=stdin, capture_output=True, text=True, timeout=60
+            [sys.executable, "-m", "connector.plan"], input=stdin, capture_output=True, text=True, timeout=60
         )
         assert done.returncode == 0
         return json.loads(done.stdout)
@@ -148,11 +151,11 @@ def test_main_answers_errors_as_json_never_a_traceback():
 def test_docs_show_the_metadata_registry():
     from pathlib import Path
 
-    from connector.flink.metadata import metadata_markdown
+    from connector.plan.metadata import metadata_markdown
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
     block = text.split("<!-- metadata:start -->\n")[1].split("<!-- metadata:end -->")[0]
-    assert block == metadata_markdown(), "docs/flink.md is stale: run python -m connector.flink.metadata docs/flink.md"
+    assert block == metadata_markdown(), "docs/flink.md is stale: run python -m connector.plan.metadata docs/flink.md"
 
 
 def test_api_key_env_is_read_where_the_table_is_planned(monkeypatch):
@@ -275,7 +278,7 @@ def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
 
 
 def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
-    from connector.flink import planner
+    from connector.plan import parse as planner
 
     monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)
     for backend in ("cpu", "auto"):
@@ -296,7 +299,7 @@ def test_the_gpu_backend_is_here_only_with_pylibcudf_and_a_driver(monkeypatch, t
     """pylibcudf installed on a machine without a GPU (as in CI) keeps 'auto' in the JVM."""
     import importlib.util
 
-    from connector.flink import planner
+    from connector.plan import parse as planner
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
@@ -313,7 +316,7 @@ def format_declared(options: dict, *columns) -> dict:
 
 
 def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
-    from connector.flink.planner import format_plan
+    from connector.plan.format import format_plan
 
     made = format_plan(
         format_declared(
@@ -326,7 +329,7 @@ def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
 
 def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
     """Kafka's `partition`, `offset`, `timestamp` beside the parsed columns (docs/flink.md): they were refused."""
-    from connector.flink.planner import format_plan
+    from connector.plan.format import format_plan
 
     made = format_plan(
         format_declared(
@@ -356,14 +359,14 @@ def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():
     ],
 )
 def test_the_format_says_what_is_wrong(options, columns, message):
-    from connector.flink.planner import format_plan
+    from connector.plan.format import format_plan
 
     with pytest.raises(OptionsError, match=re.escape(message)):
         format_plan(format_declared(options, *columns))
 
 
 def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
-    """The jar asks `python -m connector.flink.planner` for a Python parse step's payload once it knows the
+    """The jar asks `python -m connector.plan` for a Python parse step's payload once it knows the
     columns: a pickle (PyFlink's format for a Python function, made by Python's own pickle) of the call that
     builds the function on the worker from the plan's JSON."""
     from connector.flink.functions import ParseFunction
@@ -371,7 +374,7 @@ def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
     made = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))
     question = {"parse_function": {"plan": made["plan"], "columns": ["id", "_line", "_error"]}}
     done = subprocess.run(
-        [sys.executable, "-m", "connector.flink.planner"], input=json.dumps(question), capture_output=True, text=True
+        [sys.executable, "-m", "connector.plan"], input=json.dumps(question), capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr
     function = pickle.loads(base64.b64decode(json.loads(done.stdout)["payload"]))
@@ -432,7 +435,7 @@ def test_a_not_null_column_is_refused_as_error_rows_have_no_value_for_it(declare
 
 
 # --- mistakes in the options that the jar could only find at run time (or not at all): each refused here, in
-# one line naming the option (connector.options, connector.flink.planner)
+# one line naming the option (connector.options, connector.plan)
 
 HOSTILE_REQUEST = {"connector": "dspark-vllm", "endpoint": "http://127.0.0.1:8000", "model": "m", "prompts.rate": "1"}
 
@@ -563,7 +566,7 @@ def test_casts_that_cannot_fail_are_planned():
 
 
 def test_the_workers_part_of_the_plan_is_json_and_carries_a_profile_file_where_it_is_not(tmp_path):
-    """The parse step's part of the plan (`plan`) was a pickled TablePlan inside the JSON; it is JSON now, and a
+    """The parse step's part of the plan (`plan`) was a pickled ParseFunctionPlan inside the JSON; it is JSON now, and a
     profile given by path (with `extends`) is rebuilt from it on a worker that has no such file, secrets left
     out."""
     base = tmp_path / "base.yaml"
@@ -576,7 +579,7 @@ def test_the_workers_part_of_the_plan_is_json_and_carries_a_profile_file_where_i
     expected = load_profile(str(leaf))
     base.unlink()
     leaf.unlink()
-    rebuilt = TablePlan.of_document(json.loads(text))
+    rebuilt = ParseFunctionPlan.of_document(json.loads(text))
     assert rebuilt.profile.name == "leaf" and rebuilt.profile.columns == expected.columns
     assert rebuilt.profile.content_schema == expected.content_schema and rebuilt.profile.source == str(leaf)
     assert [c["name"] for c in rebuilt.profile.columns][-1] == "tier"

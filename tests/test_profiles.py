@@ -6,7 +6,7 @@ import pytest
 
 from connector.errors import ProfileError
 from connector.profiles import builtin_profiles, load_profile, profile_for_model
-from connector.schema.columns import output_schema
+from connector.types.columns import output_schema
 
 PROFILES = Path(__file__).parent / "data" / "profiles"
 
@@ -125,7 +125,7 @@ def test_content_schema_with_refs_and_nullable_anyof(tmp_path: Path):
     """What pydantic's model_json_schema() writes: $defs/$ref, Optional[...] as anyOf with null."""
     import json
 
-    from connector.decode import parse_batch
+    from connector.parse import parse_batch
     from tests.bodies import chat, choice, encode
 
     content = {

@@ -9,7 +9,7 @@ from typing import Any
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 
 text = st.text(max_size=30)
 maybe = lambda s: st.none() | s  # noqa: E731

@@ -1,4 +1,4 @@
-"""The GPU reader's host-side typing (`connector.decode.retype`), on arrays shaped like libcudf's output."""
+"""The GPU reader's host-side typing (`connector.parse.retype`), on arrays shaped like libcudf's output."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import math
 import pyarrow as pa
 import pytest
 
-from connector.decode.reading import ReadFailed
-from connector.decode.retype import retype
-from connector.schema.columns import INT_OR_STRING
+from connector.parse.reading import ReadFailed
+from connector.parse.retype import retype
+from connector.types.columns import INT_OR_STRING
 
 
 def _leaf(tokens: list[str | None]) -> tuple[pa.Array, pa.Array]:

@@ -1,4 +1,4 @@
-"""The SQL runner (`io.dspark.vllm.flink.SqlRunner`) on scripts a user writes: identifiers that end in CASE or
+"""The SQL runner (`io.dspark.vllm.sql.SqlRunner`) on scripts a user writes: identifiers that end in CASE or
 END, table hints, comments between tokens, a job that fails at run time, a file that is not UTF-8, Flink's
 multi-line messages. Plain JVM runs with Flink's own connectors (datagen, blackhole): no Python planner."""
 

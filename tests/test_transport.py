@@ -1,4 +1,4 @@
-"""The HTTP layer that discovery (`dspark-vllm schema`) reads an endpoint with (aiohttp), against real servers
+"""The HTTP layer that discovery (`dspark-vllm columns`) reads an endpoint with (aiohttp), against real servers
 on 127.0.0.1: its errors mapped to one family, interim responses, bodies beyond the limit (memory read from
 the process itself), TLS with a private CA. The request step of Flink jobs is the JVM's (RequesterTests)."""
 
@@ -16,10 +16,10 @@ from pathlib import Path
 import aiohttp.client_exceptions
 import pytest
 
-from connector.client import ClientConfig, open_transport
-from connector.client.discovery import discover_schema
-from connector.client.transport import EXCEPTION_MAP
 from connector.errors import ClientError, OptionsError
+from connector.server import ClientConfig, open_transport
+from connector.server.discovery import discover_schema
+from connector.server.transport import EXCEPTION_MAP
 from connector.simulator.responses import BodyOptions, make_body, request_rng, to_bytes
 from connector.simulator.server import system_fingerprint
 from connector.simulator.testing import serve_simulator
@@ -71,7 +71,7 @@ def test_every_aiohttp_exception_is_mapped() -> None:
     }
     exceptions = {cls for cls in exported if isinstance(cls, type) and issubclass(cls, BaseException)}
     unmapped = sorted(cls.__name__ for cls in exceptions - set(EXCEPTION_MAP))
-    assert unmapped == [], f"map these aiohttp exceptions in connector/client/transport.py: {unmapped}"
+    assert unmapped == [], f"map these aiohttp exceptions in connector/server/transport.py: {unmapped}"
     assert all(issubclass(ours, ClientError) for ours, _ in EXCEPTION_MAP.values())
 
 
@@ -194,7 +194,7 @@ def test_an_announced_length_beyond_the_limit_is_refused_before_reading() -> Non
 
 _FLOOD_CLIENT = """
 import asyncio, json, sys
-from connector.client import ClientConfig, open_transport
+from connector.server import ClientConfig, open_transport
 from connector.errors import ClientError
 
 def peak_rss_bytes():

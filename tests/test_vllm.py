@@ -15,11 +15,11 @@ import urllib.request
 
 import pytest
 
-from connector.client import ClientConfig, prepare_request, response_format_of
-from connector.client.discovery import discover_schema
-from connector.decode import parse_batch
+from connector.parse import parse_batch
 from connector.profiles import load_profile
-from connector.schema.columns import output_schema
+from connector.server import ClientConfig, prepare_request, response_format_of
+from connector.server.discovery import discover_schema
+from connector.types.columns import output_schema
 
 URL = os.environ.get("DSPARK_VLLM_URL")
 pytestmark = [

@@ -17,8 +17,8 @@ Gateway, a SQL runner (`dspark-vllm sql FILE`), a PyFlink program. In a PyFlink 
             WATERMARK FOR created AS created - INTERVAL '5' SECOND
         ) WITH ('connector' = 'dspark-vllm', 'mode' = 'replay', 'replay.path' = 'bodies/')''')
 
-How it runs: the factory asks `connector.flink.planner` (Python, on the client) to check the options and
-columns and to plan the pipeline, then builds it on the JVM (`io.dspark.vllm.flink.Pipeline`): the request step
+How it runs: the factory asks `connector.plan` (Python, on the client) to check the options and
+columns and to plan the pipeline, then builds it on the JVM (`io.dspark.vllm.sql.Pipeline`): the request step
 and the parse step (the native core) in the TaskManagers' JVM; with 'parse.backend' = 'gpu' the parse step is a
 vectorized Python function (`connector.flink.runtime`, on the workers).
 """
@@ -40,7 +40,7 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Imported lazily: the planner runs as `python -m connector.flink.planner` and needs no pyflink.
+    # Imported lazily: the planner runs as `python -m connector.plan` and needs no pyflink.
     if name in __all__:
         from connector.flink import env
 

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from connector.decode import ParseResult
-from connector.flink.contract import PARSE_INTERNAL
+from connector.parse import ParseResult
+from connector.plan.contract import PARSE_INTERNAL
 from connector.profiles import Profile
-from connector.schema.columns import output_schema
+from connector.types.columns import output_schema
 
 __all__ = ["INTERNAL", "flat_schema", "prune_profile", "to_table"]
 

@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyflink.table.udf import FunctionContext, ScalarFunction
 
-from connector.decode import parse_batch
+from connector.flink.device import choose_device
 from connector.flink.frames import INTERNAL, flat_schema, prune_profile, to_table
-from connector.flink.gpu import choose_device
 from connector.flink.metrics import Recent
-from connector.flink.table_plan import TablePlan
 from connector.options import MODE, PARSE_BACKEND, PARSE_GPU_DEVICE
+from connector.parse import parse_batch
+from connector.plan.parse_function import ParseFunctionPlan
 from connector.profiles import Profile
 
 __all__ = ["ParseFunction"]
@@ -56,7 +56,7 @@ class ParseFunction(ScalarFunction):
             raise ValueError(f"the parse function cannot produce {sorted(unknown)}")
 
     @classmethod
-    def of_table(cls, plan: TablePlan, columns: tuple[str, ...]) -> ParseFunction:
+    def of_table(cls, plan: ParseFunctionPlan, columns: tuple[str, ...]) -> ParseFunction:
         """The parse step of a 'dspark-vllm' table, from its plan."""
         o = plan.options
         return cls(
@@ -83,7 +83,7 @@ class ParseFunction(ScalarFunction):
         # one WARNING); the batches it parses on the CPU count in the metric gpuFallbackBatches.
         self._effective = self.backend
         if self.backend == "auto":
-            from connector.decode.backends import select_backend
+            from connector.parse.backends import select_backend
 
             self._effective = select_backend("auto")[0].name
         group = function_context.get_metric_group().add_group("dspark")

@@ -5,7 +5,7 @@ Group `dspark` of each operator:
 - parse: counters `numRecordsIn` (bodies), `numRecordsOut` (parsed rows), `numRecordsInErrors` (error rows),
   `numBytesIn`, `numBatches`, `gpuFallbackBatches`; meters `numRecordsInPerSecond`, `numRecordsOutPerSecond`;
   gauges `parseTimeMsP50`, `parseTimeMsP99` (the last 100 batches), `lastBatchParseTimeMs`, `backendGpu`.
-- request, registered on the JVM by `io.dspark.vllm.flink.RequestStep`: counters `numRequests`, `numResponses`
+- request, registered on the JVM by `io.dspark.vllm.engine.RequestStep`: counters `numRequests`, `numResponses`
   (a body came back), `numRequestsFailed`, `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
   1,000 requests); with 'request.store': `numAnsweredFromStore`, `numAnsweredFromCache`, `numTokensSaved`,
@@ -26,7 +26,7 @@ from collections import deque
 __all__ = ["GROUP", "PARSE_METRICS", "REPLICA_GROUP", "REPLICA_METRICS", "REQUEST_METRICS", "Recent"]
 
 # The metrics' names, declared once: the Python parse function registers PARSE_METRICS by these names, and the
-# jar by the constants generated from them (`io.dspark.vllm.request.PlanContract`, connector.flink.contract).
+# jar by the constants generated from them (`io.dspark.vllm.plan.PlanContract`, connector.plan.contract).
 GROUP = "dspark"
 PARSE_METRICS: tuple[str, ...] = (
     "numRecordsIn", "numRecordsOut", "numRecordsInErrors", "numBytesIn", "numBatches", "gpuFallbackBatches",

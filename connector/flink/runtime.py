@@ -2,15 +2,15 @@
 
 A parse function's payload is a pickle of the call `parse_function(plan, columns)` (PyFlink's format for a
 Python function), made here by `function_payload` when the Java factory asks the planner for it (it knows the
-columns only after projection push-down; `python -m connector.flink.planner` with a `parse_function`
-question). Its two arguments are JSON text: the plan's `plan` (`TablePlan.document()`: options, profile,
+columns only after projection push-down; `python -m connector.plan` with a `parse_function`
+question). Its two arguments are JSON text: the plan's `plan` (`ParseFunctionPlan.document()`: options, profile,
 whether `created` is required) and the columns the query reads:
 
     parse_function('{"table": "answers", "options": {...}, "profile": [...], ...}',
                    '["id", "created", "_line", "_error", "_error_field", "_backend"]')
 
-PyFlink unpickles the payload on the worker, which calls it and rebuilds the `TablePlan` from the JSON.
-(Requests run on the JVM: `io.dspark.vllm.flink.RequestStep`.)
+PyFlink unpickles the payload on the worker, which calls it and rebuilds the `ParseFunctionPlan` from the JSON.
+(Requests run on the JVM: `io.dspark.vllm.engine.RequestStep`.)
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from connector.flink.pyflink_fixes import arrow_results
-from connector.flink.table_plan import TablePlan
+from connector.plan.parse_function import ParseFunctionPlan
 
 __all__ = ["function_payload", "parse_function"]
 
@@ -31,7 +31,7 @@ def parse_function(plan: str, columns: str):  # type: ignore[no-untyped-def]
     from connector.flink.functions import ParseFunction
 
     arrow_results()  # before PyFlink uses the function, which it does right after unpickling it
-    return ParseFunction.of_table(TablePlan.of_document(json.loads(plan)), tuple(json.loads(columns)))
+    return ParseFunction.of_table(ParseFunctionPlan.of_document(json.loads(plan)), tuple(json.loads(columns)))
 
 
 class _Call:

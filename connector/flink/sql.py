@@ -9,7 +9,7 @@
   parsed). Nested ROWs are built in SQL (`ROW(p.prompt_tokens, ...)`).
 
 Requests from the rows of any table go through `ML_PREDICT` with a 'dspark-vllm' model (the JVM's request
-step); the former `vllm_request` function is retired, and naming it says so in one line.
+step); naming a `vllm_request` function says so in one line.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from connector.flink.frames import INTERNAL, flat_schema
 from connector.flink.functions import ParseFunction
 from connector.flink.pyflink_fixes import arrow_results
 from connector.profiles import builtin_profiles, load_profile
-from connector.schema.flink_types import arrow_to_flink_sql, quote_identifier
+from connector.types.flink_types import arrow_to_flink_sql, quote_identifier
 
 __all__ = ["SqlParseFunction", "parse_function_for"]
 
@@ -53,8 +53,8 @@ def parse_function_for(profile_name: str, backend: str = "auto") -> Any:
     return udf(function, result_type=f"ROW<{fields}>", func_type="pandas")
 
 
-# Retired (issue 27): ML_PREDICT runs the JVM's request step for the rows of any table, with none of PyFlink's
-# AsyncScalarFunction limits (ordered, 10 requests at once by default, every bundle end waiting for them).
+# Named, to say what to use instead: ML_PREDICT runs the JVM's request step for the rows of any table, with none
+# of PyFlink's AsyncScalarFunction limits (ordered, 10 requests at once by default, every bundle end waiting).
 RETIRED_FUNCTIONS = {
     "vllm_request": (
         "The SQL function 'vllm_request' is retired: ask the model with ML_PREDICT over the table of prompts "

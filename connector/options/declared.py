@@ -307,7 +307,7 @@ REQUEST_PARAM_OPTIONS: dict[str, ConfigOption[Any]] = {
     )
     for name, param in REQUEST_PARAMS.items()
 }
-# ---------------------------------------------------------------- answer fields (connector.schema.answer)
+# ---------------------------------------------------------------- answer fields (connector.types.answer)
 ANSWER_CONSTRAINT: ConfigOption[str] = _option(
     "answer.constraint",
     "enum",
@@ -528,8 +528,8 @@ MODEL_OPTIONS: tuple[ConfigOption[Any], ...] = (
 )
 
 # ---------------------------------------------------------------- retired keys
-# What replaced prompts from another table (issue 27): ML_PREDICT over that table keeps every column of the rows
-# that asked, where the table kept one. A key here is refused with its one line, before any other check (the jar's
+# What replaces prompts from another table: ML_PREDICT over that table keeps every column of the rows
+# that asked, where a table would keep one. A key here is refused with its one line, before any other check (the jar's
 # factory says it too: TableOptions.RETIRED, generated from this); a key ending in '.' is a family of keys.
 ML_PREDICT_INSTEAD = (
     "read them with a table of their own connector and ask the model with ML_PREDICT over it, which keeps every "

@@ -370,7 +370,7 @@ RULES: tuple[Rule, ...] = (
 
 def _answer_setting(key: str) -> bool:
     """'answer.<field>.<setting>': a per-field setting of the answer, checked against the declared fields where
-    they are known (connector.schema.answer.answer_options)."""
+    they are known (connector.types.answer.answer_options)."""
     return key.startswith("answer.") and key.count(".") >= 2
 
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
-from connector.schema.json_types import json_type
+from connector.types.json_types import json_type
 
 __all__ = ["BREAK_WAYS", "break_answer", "pattern_string", "value_for"]
 

@@ -35,7 +35,6 @@ from typing import Any
 
 from connector.errors import OptionsError
 from connector.profiles import Profile, load_profile
-from connector.schema.json_types import json_type
 from connector.simulator.prefix_cache import PrefixCache
 from connector.simulator.responses import (
     ANSWER_FAULTS,
@@ -50,6 +49,7 @@ from connector.simulator.responses import (
     stream_chunks,
     to_bytes,
 )
+from connector.types.json_types import json_type
 
 __all__ = [
     "FAULT_KINDS",

@@ -153,7 +153,7 @@ Bodies cut(const uint8_t* in, size_t n) {
 }
 
 // One call of the core over bodies [first, last) of `b`, checked; a batch whose columns outgrow the plan's
-// max_column_bytes is read in halves, as the callers do (connector/decode/native.py, NativeParser.java), and
+// max_column_bytes is read in halves, as the callers do (connector/parse/native.py, NativeParser.java), and
 // only a single body may be refused so. Returns the code of the whole call (DSPARK_BAD_PLAN is passed on).
 int32_t parse_checked(const char* plan, size_t plan_len, const Bodies& b, size_t first, size_t last) {
   int64_t n = static_cast<int64_t>(last - first);

@@ -1,4 +1,4 @@
-// libFuzzer target over the core's plan reader: plans are input too (connector/decode/native.py and the JVM's
+// libFuzzer target over the core's plan reader: plans are input too (connector/parse/native.py and the JVM's
 // NativeParser write them, and a caller of the C ABI can give anything). The input up to its first 0x1E byte
 // is the plan; the rest, cut at 0x1E bytes, are the bodies (checks.h), or when there are none a fixed set
 // that reaches every kind of column and content. A plan is read (DSPARK_DONE, the result checked as the body

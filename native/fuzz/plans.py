@@ -1,4 +1,4 @@
-"""Writes the fuzz targets' plans (a C header) from the project's own profiles, as connector/decode/native.py
+"""Writes the fuzz targets' plans (a C header) from the project's own profiles, as connector/parse/native.py
 writes them (with "explain"; some also without), plus plans that reach what no profile asks for (every column
 kind, every content kind, every x-extract mode and conversion, a small column limit):
 python native/fuzz/plans.py > native/fuzz/build/plans.h
@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from connector.decode.plan import plan_for  # noqa: E402
+from connector.parse.plan import plan_for  # noqa: E402
 from connector.profiles import load_profile  # noqa: E402
 
 TEST_PROFILES = ("gateway_iso.yaml", "gateway_ms.yaml", "risk.yaml", "flat.yaml")

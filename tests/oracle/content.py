@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from connector.decode.native import bools
+from connector.parse.native import bools
 from connector.profiles import ContentProperty
-from connector.schema.columns import content_arrow_type
+from connector.types.columns import content_arrow_type
 from tests.oracle.exact import json_content_values
 from tests.oracle.extract import extract
 

@@ -12,9 +12,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from connector.profiles import ContentProperty
-from connector.schema.columns import MS_MAX, MS_MIN, Column
-from connector.schema.json_types import json_type
 from connector.strict import MAX_BODY_BYTES, Rejected, loads
+from connector.types.columns import MS_MAX, MS_MIN, Column
+from connector.types.json_types import json_type
 from tests.oracle.quoting import quoted
 
 __all__ = [
@@ -212,7 +212,7 @@ def decode_body(raw: bytes, columns: Sequence[Column], created_unit: str) -> dic
     return body_values(obj, columns, created_unit)
 
 
-# -- content that is JSON (free text and the batch: `connector.decode.content`) --------------------------------
+# -- content that is JSON (free text and the batch: `connector.parse.content`) --------------------------------
 
 
 def json_text(value: Any) -> str:

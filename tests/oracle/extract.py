@@ -17,8 +17,8 @@ import pyarrow as pa
 import re2
 
 from connector.profiles import ContentProperty, Extractor
-from connector.schema.columns import content_arrow_type
 from connector.strict import Rejected, loads
+from connector.types.columns import content_arrow_type
 from tests.oracle.exact import INT64_MAX, INT64_MIN, json_text
 from tests.oracle.quoting import quoted
 

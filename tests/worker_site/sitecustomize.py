@@ -9,7 +9,7 @@ import importlib
 import os
 
 if os.environ.get("DSPARK_TEST_EMULATE_LIBCUDF"):
-    from connector.decode import backends
+    from connector.parse import backends
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
     def _emulated_gpu() -> backends.GpuBackend:

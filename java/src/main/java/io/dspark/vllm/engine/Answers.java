@@ -41,7 +41,7 @@ import java.util.Set;
 
 /**
  * The answer check: the one owner of what an answer's typed fields must be. A query's answer fields (declared
- * columns that are neither profile columns nor metadata keys: {@code connector.schema.answer}) are content
+ * columns that are neither profile columns nor metadata keys: {@code connector.types.answer}) are content
  * properties of the answer's profile, which the native core reads and types; this holds each value to its
  * declared Flink type and to the JSON Schema the request carried (ranges, lengths, {@code enum}, item counts,
  * required fields, the date and time forms), and makes a row that does not keep them an error row that names the

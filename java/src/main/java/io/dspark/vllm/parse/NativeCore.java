@@ -18,7 +18,7 @@ import java.util.Set;
  * zstd-jni and snappy-java load theirs) and deleted at once (what is loaded stays mapped); the system property {@code dspark.native.dir} (or the variable
  * {@code DSPARK_NATIVE_DIR}) names a folder to load them from instead. The core has a build per x86-64
  * level; the one for this CPU is chosen from /proc/cpuinfo as the Python loader chooses
- * (connector/decode/native.py).
+ * (connector/parse/native.py).
  */
 public final class NativeCore {
 

@@ -16,7 +16,7 @@ import java.util.Map;
 
 /**
  * Batches of bodies through the native core, for a plan: the core's plan document as the Python package writes
- * it ({@code connector.decode.native.NativePlan}, every body column of a profile), narrowed to the columns a
+ * it ({@code connector.parse.native.NativePlan}, every body column of a profile), narrowed to the columns a
  * query reads, with {@code explain} so that the core alone decides every body (a row, or the reason and field
  * the Python backends give). Not thread-safe: one per operator instance (its buffers are reused).
  */

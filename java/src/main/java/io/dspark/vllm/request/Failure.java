@@ -23,7 +23,7 @@ import javax.net.ssl.SSLHandshakeException;
 /**
  * What went wrong with one attempt (kind, message, retryable; {@link #text()} is "kind: message"; the kinds are
  * PlanContract.ERROR_KINDS), and the one place where what {@link Transport} (Netty, the JDK's
- * sockets and TLS under it) throws becomes one (as {@code connector.client.transport.EXCEPTION_MAP} does for
+ * sockets and TLS under it) throws becomes one (as {@code connector.server.transport.EXCEPTION_MAP} does for
  * discovery's aiohttp).
  */
 final class Failure {

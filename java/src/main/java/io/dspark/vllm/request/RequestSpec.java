@@ -12,9 +12,9 @@ import java.util.Map;
 
 /**
  * How a table's requests are sent: the {@code "client"} object of the plan's {@code "request"} section, written by
- * {@code connector.flink.contract.client_spec} (Python) from the table's options. Everything a user sets is
+ * {@code connector.plan.contract.client_spec} (Python) from the table's options. Everything a user sets is
  * validated there; this side only reads it. Its record ({@code Plan.ClientSpec}) and reader are generated from
- * connector/flink/plan_types.py; a spec of another version ({@link #VERSION}) is refused there.
+ * connector/plan/records.py; a spec of another version ({@link #VERSION}) is refused there.
  *
  * <p>A request's body is {@code bodyPrefix + JSON string of the prompt + bodySuffix}: the planner renders the
  * whole request (model, messages or prompt, parameters, response_format) and leaves the prompt's place open.

@@ -32,7 +32,7 @@ import javax.net.ssl.SSLContext;
  * Sends a table's requests (over {@link Transport}): bounded or adaptive concurrency, a deadline per attempt
  * and per request, retries with backoff and jitter, Retry-After, a gate that holds requests back while the
  * server is down, a rate limit, a cap on body size, TLS as the spec says. The project's one request engine (the
- * error kinds are declared in connector/client/outcome.py, generated into PlanContract); no Flink in here.
+ * error kinds are declared in connector/server/outcome.py, generated into PlanContract); no Flink in here.
  *
  * <p>Everything is asynchronous: a request is a small state machine driven by the transport's event loop (one
  * daemon thread: connections, attempt timeouts, responses, and the slots freed by them) and by one timer thread

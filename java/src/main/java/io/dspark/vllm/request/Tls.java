@@ -28,7 +28,7 @@ import javax.net.ssl.TrustManagerFactory;
 import javax.net.ssl.X509ExtendedTrustManager;
 
 /**
- * The TLS context of a table's client (as discovery's: connector.client.transport.tls_context):
+ * The TLS context of a table's client (as discovery's: connector.server.transport.tls_context):
  * 'request.tls-ca-bundle' (PEM, one or more certificates) is the only trust when given, else the JDK's default trust store; with
  * 'request.tls-verify' = 'false' nothing is checked, not even the host name. That is done with a trust manager
  * of our own that extends {@link X509ExtendedTrustManager}: the JDK checks the host name inside the trust

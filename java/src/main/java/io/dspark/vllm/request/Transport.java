@@ -48,7 +48,7 @@ import javax.net.ssl.SSLParameters;
 
 /**
  * HTTP/1.1 exchanges over kept-alive connections: the one class of the request step that touches the network
- * (discovery's few requests from the command line go through connector.client.transport, on aiohttp). It
+ * (discovery's few requests from the command line go through connector.server.transport, on aiohttp). It
  * runs on the Netty that every Flink 2.x distribution carries inside flink-dist
  * ({@code org.apache.flink.shaded.netty4}), so the connector adds no dependency.
  *

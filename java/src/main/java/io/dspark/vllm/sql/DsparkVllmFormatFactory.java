@@ -36,7 +36,7 @@ import java.util.Set;
  * </pre>
  *
  * The columns and options are checked by the package's Python planner on the client
- * ({@code connector.flink.planner.format_plan}), which also writes the core's plan; the TaskManagers run no
+ * ({@code connector.plan.format.format_plan}), which also writes the core's plan; the TaskManagers run no
  * Python. Projectable: only the columns a query reads are parsed.
  */
 public final class DsparkVllmFormatFactory implements DeserializationFormatFactory {

@@ -19,7 +19,7 @@ import java.util.Set;
  * input row gets its answer's typed columns (and metadata) beside its own columns.
  *
  * <p>A face as thin as the table's ({@link DsparkVllmTableFactory}): the options, the INPUT and OUTPUT columns go
- * to the same Python planner ({@code connector.flink.planner.model_plan}, through {@link PythonPlanner}), which
+ * to the same Python planner ({@code connector.plan.model.model_plan}, through {@link PythonPlanner}), which
  * checks them (the table's option keys and defaults, its metadata registry, the profile's columns) and answers
  * with the plan; the runtime is the table's request step and parse step ({@link io.dspark.vllm.engine.ModelPredictFunction}).
  */

@@ -16,7 +16,7 @@ import java.util.Set;
  *
  * <p>It is thin on purpose. Its option keys are generated from the package's option table (TableOptions) and
  * checked the Flink way; the values, the columns and the pipeline are planned by the package's Python code
- * ({@code python -m connector.flink.planner}, see {@link PythonPlanner}), the one place that knows the options
+ * ({@code python -m connector.plan}, see {@link PythonPlanner}), the one place that knows the options
  * table, the model profiles and the type mapping. At run time no Python runs on the TaskManagers but for the gpu
  * backend: HTTP in the JVM's request step ({@link io.dspark.vllm.engine.RequestStep}), parsing in the JVM's parse step
  * ({@link io.dspark.vllm.engine.ParseOperator}, the native core), or, for 'parse.backend' = 'gpu', in a Python function with libcudf

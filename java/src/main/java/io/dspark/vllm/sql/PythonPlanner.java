@@ -34,13 +34,13 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.TimeUnit;
 
 /**
- * Runs {@code python -m connector.flink.planner} on the client: the declared table (options, columns, watermark)
+ * Runs {@code python -m connector.plan} on the client: the declared table (options, columns, watermark)
  * goes in as JSON, the plan or the user's error comes out. Flink itself starts a Python process on the client the
  * same way to load a Python UDF from SQL, with the same option: {@code python.client.executable}.
  */
 final class PythonPlanner {
 
-    static final String MODULE = "connector.flink.planner";
+    static final String MODULE = "connector.plan";
     private static final ObjectMapper JSON = new ObjectMapper();
     private static final long TIMEOUT_SECONDS = 120;
     // The planner asks for the same table several times while it plans one statement: answers are kept for a few
@@ -82,7 +82,7 @@ final class PythonPlanner {
 
     /**
      * The plan of a table with {@code 'format' = 'dspark-vllm'}: the declared table with the format's options
-     * (their prefix taken off) under "format"; the answer is {@code connector.flink.planner.format_plan}'s.
+     * (their prefix taken off) under "format"; the answer is {@code connector.plan.format.format_plan}'s.
      */
     static JsonNode formatPlan(
             ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> formatOptions,
@@ -104,7 +104,7 @@ final class PythonPlanner {
 
     /**
      * The plan of a model with {@code 'provider' = 'dspark-vllm'}: its options, INPUT and OUTPUT columns; the answer
-     * is {@code connector.flink.planner.model_plan}'s.
+     * is {@code connector.plan.model.model_plan}'s.
      */
     static JsonNode planModel(ObjectIdentifier identifier, ResolvedCatalogModel model, Map<String, String> config) {
         ObjectNode question = JSON.createObjectNode();

@@ -19,7 +19,7 @@ import java.time.Duration;
 
 /**
  * The internal source of a scan, a DataStream of the pipeline's first columns built from the plan's
- * {@code source} (connector.flink.planner, {@code _source}); no SQL:
+ * {@code source} (connector.plan.table, {@code _source}); no SQL:
  *
  * <ul>
  *   <li>{@code replay}: the lines of the files at {@code path} ({@link FileLines#bodies}), read once, or watched

@@ -18,15 +18,15 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The plan {@code connector.flink.planner} made for one table: its record ({@link Plan.Table}, generated with its
- * reader from connector/flink/plan_types.py, which checks its version and keys), and what the factory asks of it.
+ * The plan {@code connector.plan} made for one table: its record ({@link Plan.Table}, generated with its
+ * reader from connector/plan/records.py, which checks its version and keys), and what the factory asks of it.
  */
 final class TablePlan {
 
     final Plan.Table plan;
     final ObjectIdentifier identifier; // the table it was made for
 
-    /** The plan's layout: {@code connector.flink.contract.PLAN_VERSION}. */
+    /** The plan's layout: {@code connector.plan.contract.PLAN_VERSION}. */
     static final int VERSION = Plan.PLAN_VERSION;
 
     TablePlan(JsonNode json, ObjectIdentifier identifier) {

@@ -72,7 +72,7 @@ final class ModelFaultsTest {
         assertEquals(null, ModelPredictFunction.Prompt.invalid("any model", null));
     }
 
-    /** The model's plan from the Python planner (connector.flink.planner.model_plan) for one INPUT column. */
+    /** The model's plan from the Python planner (connector.plan.model.model_plan) for one INPUT column. */
     private static JsonNode modelPlan(String inputJson) throws Exception {
         return modelPlan(inputJson, "", "");
     }
@@ -82,7 +82,7 @@ final class ModelFaultsTest {
         String python = System.getProperty("dspark.python", "python3");
         Process p = new ProcessBuilder(python, "-c", String.join("\n",
                 "import json, sys",
-                "from connector.flink.planner import model_plan",
+                "from connector.plan.model import model_plan",
                 "declared = {'model': 'm', 'options': {'provider': 'dspark-vllm', 'endpoint': 'http://127.0.0.1:9',",
                 "            'model': 'm'" + (options.isEmpty() ? "" : ", " + options) + "},",
                 "            'input': json.loads(sys.argv[1]),",

@@ -7,7 +7,7 @@ import java.nio.charset.StandardCharsets;
 import java.util.concurrent.TimeUnit;
 
 /**
- * The Python planner's plan document ({@code connector.decode.native.NativePlan}, every body column of a profile),
+ * The Python planner's plan document ({@code connector.parse.native.NativePlan}, every body column of a profile),
  * made by the Python named by {@code -Ddspark.python} (java/build_jar.py passes its own): the plan the JUnit tests
  * of the parse step and of the JNI boundary give the core.
  */
@@ -19,9 +19,9 @@ public final class PythonPlan {
         String python = System.getProperty("dspark.python", "python3");
         Process p = new ProcessBuilder(python, "-c", String.join("\n",
                 "import sys",
-                "from connector.decode.native import NativePlan",
+                "from connector.parse.native import NativePlan",
                 "from connector.profiles import load_profile",
-                "from connector.schema.columns import body_columns",
+                "from connector.types.columns import body_columns",
                 "p = load_profile(sys.argv[1])",
                 "sys.stdout.buffer.write(NativePlan.of(body_columns(p), p.created_unit, p.content_properties).document)"),
                 profile)

@@ -88,7 +88,7 @@ final class FileLinesTest {
 
     @Test
     void aPromptsRequestIdIsItsFileLineNumberAndLine() throws Exception {
-        // the same value as connector.flink.planner.request_id_of (tests/test_planner.py holds it to the same)
+        // the same value as connector.plan.request.request_id_of (tests/test_planner.py holds it to the same)
         assertEquals("7b3e22a3a3196faa1888a782bce0694c", FileLines.requestId("/data/p.txt", 1, "x"));
         File file = write("prompts.txt", "same\nsame\n".getBytes(StandardCharsets.UTF_8));
         List<Read> rows = readAll(FileLines.prompts().createReader(new Configuration(), split(file)));

@@ -1,7 +1,0 @@
-"""The deserializer: batches of raw vLLM response bodies -> typed Arrow tables (see `parse_batch`)."""
-
-from __future__ import annotations
-
-from connector.decode.batch import ParseResult, parse_batch
-
-__all__ = ["ParseResult", "parse_batch"]
