@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import pickle
 import re
@@ -15,7 +14,7 @@ import pytest
 
 from connector.errors import OptionsError
 from connector.flink.contract import CLIENT_SPEC_VERSION, PLAN_VERSION, REQUEST_COLUMNS
-from connector.flink.planner import TablePlan, model_plan, plan, request_id_of, request_ids_of
+from connector.flink.planner import TablePlan, model_plan, plan
 from connector.profiles import load_profile
 
 
@@ -251,24 +250,6 @@ def test_file_sources_are_planned_as_data():
     options = {k: v for k, v in REQUEST.items() if not k.startswith("prompts.")}
     prompts = plan(declared({**options, "prompts.path": "/p.txt"}, column("model", "VARCHAR(2147483647)", "VARCHAR")))
     assert prompts["source"] == {"kind": "prompts", "path": "/p.txt"} and prompts["bounded"] is True
-
-
-def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
-    prompts = tmp_path / "prompts.txt"
-    prompts.write_bytes(b"same\nsame\r\n\nlast")
-    ids = request_ids_of(prompts)
-    path = str(prompts)
-    # the twin of FileLines.requestId (JUnit FileLinesTest holds the jar to the same values)
-    assert ids == [
-        hashlib.md5(f"{path}\n1\nsame".encode()).hexdigest(),
-        hashlib.md5(f"{path}\n2\nsame".encode()).hexdigest(),
-        hashlib.md5(f"{path}\n3\n".encode()).hexdigest(),
-        hashlib.md5(f"{path}\n4\nlast".encode()).hexdigest(),
-    ]
-    assert len(set(ids)) == 4  # two identical lines are two requests
-    assert request_id_of("s3://b/p.txt", 1, "x") == hashlib.md5(b"s3://b/p.txt\n1\nx").hexdigest()
-    assert request_id_of("/data/p.txt", 1, "x") == "7b3e22a3a3196faa1888a782bce0694c"  # FileLinesTest's value
-    assert request_id_of("file:///data/p.txt", 1, "x") == request_id_of("/data/p.txt", 1, "x")
 
 
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------
