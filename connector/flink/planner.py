@@ -48,7 +48,6 @@ from __future__ import annotations
 import base64
 import dataclasses
 import difflib
-import hashlib
 import importlib.util
 import json
 import os
@@ -138,35 +137,11 @@ __all__ = [
     "format_plan",
     "model_plan",
     "plan",
-    "request_id_of",
-    "request_ids_of",
     "sql_literal",
 ]
 
 # Produced by the parse function beside the profile's columns (see connector.flink.frames).
 INTERNAL_COLUMNS = PARSE_INTERNAL
-
-
-def request_id_of(file: str | os.PathLike[str], line_number: int, line: str) -> str:
-    """The request id of line `line_number` (from 1) of a 'prompts.path' file: the hex MD5 of
-    `<file>\n<line number>\n<line>` (io.dspark.vllm.flink.FileLines.requestId, which makes it in the job), the
-    file a local one's absolute path or another's URI. Two identical lines are two ids."""
-    name = os.fspath(file)
-    if name.startswith("file:") or "://" not in name:  # local: the absolute path, as Flink's Path makes it
-        name = os.path.abspath(urllib.parse.urlsplit(name).path if name.startswith("file:") else name)
-    return hashlib.md5(f"{name}\n{line_number}\n{line}".encode()).hexdigest()
-
-
-def request_ids_of(path: str | os.PathLike[str]) -> list[str]:
-    """The request ids of every line of a local 'prompts.path' file, in order (`request_id_of`)."""
-    with open(path, "rb") as file:
-        lines = file.read().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # a file ending in a newline has no empty last line
-    return [
-        request_id_of(path, n, line.removesuffix(b"\r").decode("utf-8", "replace"))
-        for n, line in enumerate(lines, start=1)
-    ]
 
 
 def sql_literal(text: str) -> str:
