@@ -40,9 +40,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from connector.plan.request import request_ids_of  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
 from tests.cluster import SCRIPT, rest, wait_for, wait_for_job_end  # noqa: E402
+from tests.request_ids import request_ids_of  # noqa: E402
 
 REQUESTS = "requests /v1/chat/completions"
 ROUTES = {"table": "responses.py", "ml_predict": "enrich.py"}  # the job of each route (same arguments, same rows)

@@ -9,10 +9,11 @@ A text is JSON here when it is RFC 8259 JSON that also keeps I-JSON's rules (RFC
   hold one;
 - every number within the range of a double: beyond +-1.8e308 is rejected (rounding, and underflow to
   zero, are accepted as in every JSON reader);
-- at most DEPTH_LIMIT (64) arrays and objects deep. libcudf keeps nesting levels in a signed 8-bit
-  integer (at most 127, one of them taken by the array the GPU reader joins records into); 64 is far
-  above any vLLM body (~9 with logprobs) or structured output, leaves that margin, and keeps Python's
-  recursive json parser far from the caller's stack, so the verdict never depends on where it runs.
+- at most DEPTH_LIMIT (64, declared with the native core in native/contract.py) arrays and objects deep.
+  libcudf keeps nesting levels in a signed 8-bit integer (at most 127, one of them taken by the array the
+  GPU reader joins records into); 64 is far above any vLLM body (~9 with logprobs) or structured output,
+  leaves that margin, and keeps Python's recursive json parser far from the caller's stack, so the verdict
+  never depends on where it runs.
 Duplicate names are accepted, as RFC 8259 allows (I-JSON does not): the last one wins.
 
 Two ways in, which agree by construction:
@@ -40,9 +41,10 @@ import pyarrow as pa
 import re2
 import simdjson
 
+from connector._json_rules import DEPTH_LIMIT, TOO_DEEP_REASON
+
 __all__ = ["DEPTH_LIMIT", "MAX_BODY_BYTES", "Rejected", "display_path", "loads", "screen"]
 
-DEPTH_LIMIT = 64
 # A longer body is not read (docs/json.md): far beyond any response, and reading it would take several times
 # its size in memory. The native core refuses it from its length alone, with the same reason.
 MAX_BODY_BYTES = 256 << 20
@@ -146,7 +148,7 @@ def loads(text: str) -> Any:
     if not text.strip(_WS):
         raise Rejected("empty")
     if text.count("[") + text.count("{") > DEPTH_LIMIT and _SHALLOW.fullmatch(text) is None:
-        raise Rejected(f"nested too deeply: more than {DEPTH_LIMIT} levels of arrays and objects")
+        raise Rejected(TOO_DEEP_REASON)
     if text.startswith("\ufeff"):
         raise Rejected("not JSON: a byte order mark (U+FEFF) at char 0")
     try:

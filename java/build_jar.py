@@ -196,6 +196,7 @@ TESTS = ROOT / "java" / "src" / "test" / "java"
 TEST_CLASSES = (
     "io.dspark.vllm.request.RequesterTests",
     "io.dspark.vllm.request.ReplicasTest",
+    "io.dspark.vllm.request.RecentTest",
     "io.dspark.vllm.engine.ReplicaMetricsTest",
     "io.dspark.vllm.engine.ParseOperatorTest",
     "io.dspark.vllm.engine.CompletionsTest",

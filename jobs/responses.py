@@ -6,8 +6,8 @@
 Every prompt is one row of the 'dspark-vllm' table `responses` (a failed request or a rejected body is a row
 with the metadata column `error` set), written to a filesystem sink (CSV under OUTPUT, committed at
 checkpoints): request_id, response_id, model, finish_reason, http_status, attempts, error. Request ids are made
-of the prompt's file, line number and line (`connector.plan.request.request_id_of`), so a prompt sent again
-after a failover is recognisable: the failover test (tests/test_flink_failover.py) counts them.
+of the prompt's file, line number and line (the jar's `io.dspark.vllm.sql.FileLines.requestId`), so a prompt
+sent again after a failover is recognisable: the failover test (tests/test_flink_failover.py) counts them.
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""The one declaration of the native core's C ABI contract: its versions, return codes, verdicts, content verdicts,
-the column kinds a plan names, and the layout in which the JNI shim hands a result to Java. Three files are
-generated from it, one per language that speaks to the core, and committed:
+"""The one declaration of the native core's C ABI contract: its versions, the JSON depth limit, return codes,
+verdicts, content verdicts, the column kinds a plan names, and the layout in which the JNI shim hands a result to
+Java. Four files are generated from it and committed:
 - native/dspark_contract.h: the core's (included by dspark_core.h; dspark_core.cpp and the JNI shim use it);
 - connector/parse/_core_contract.py: the Python loader's (connector/parse/native.py);
+- connector/_json_rules.py: the JSON rules the core shares with connector/strict.py (its depth limit);
 - java/src/main/java/io/dspark/vllm/parse/CoreContract.java: the JVM's (NativeCore, NativeParser).
 native/build_native.py and java/build_jar.py refuse to build from a stale file (one line: run this), and
 tests/test_core_contract.py fails on one. Change a code or a kind here, then run from anywhere:
-    python native/contract.py           (writes the three files)
+    python native/contract.py           (writes the four files)
     python native/contract.py --check   (exit 1, naming the stale files)
 """
 
@@ -18,11 +19,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 HEADER = ROOT / "native" / "dspark_contract.h"
 MODULE = ROOT / "connector" / "parse" / "_core_contract.py"
+RULES = ROOT / "connector" / "_json_rules.py"
 JAVA = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm" / "parse" / "CoreContract.java"
 
 # The version of the ABI (dspark_parse, the codes below and the columns of its result) and of the plan.
 ABI_VERSION = 2
 PLAN_VERSION = 2  # 2: "explain"; a plan of version 1 is refused
+
+# At most this many levels of arrays and objects in a body or a content (docs/json.md: why 64), and the reason a
+# deeper one is refused with: the core's fast pass and exact path and strict.py's screen and `loads` apply it.
+DEPTH_LIMIT = 64
+TOO_DEEP_REASON = f"nested too deeply: more than {DEPTH_LIMIT} levels of arrays and objects"
 
 # (name, value, meaning): what dspark_parse returns. On anything but DONE, `out` and `out_schema` are left
 # untouched and `error` holds a message.
@@ -40,7 +47,7 @@ VERDICTS = [
     ("OK", 0, ""),
     ("NOT_JSON", 1, "the grammar, UTF-8, escapes, literals, numbers, trailing data, empty"),
     ("NOT_OBJECT", 2, "one JSON value, but not an object"),
-    ("TOO_DEEP", 3, "more than 64 levels of arrays and objects"),
+    ("TOO_DEEP", 3, f"more than {DEPTH_LIMIT} levels of arrays and objects"),
     ("BYTE_ORDER_MARK", 4, "starts with U+FEFF"),
     ("WRONG_TYPE", 5, "a value on a column's path is not of the column's type"),
     ("ERROR_RESPONSE", 6, '`error` not null, or `"object": "error"`'),
@@ -117,6 +124,11 @@ def header() -> str:
         f"#define DSPARK_ABI_VERSION {ABI_VERSION}",
         f"#define DSPARK_PLAN_VERSION {PLAN_VERSION}",
         "",
+        "/* At most this many levels of arrays and objects in a body or a content, and the reason a deeper one is",
+        " * refused with (strict.py applies the same: connector/_json_rules.py). */",
+        f"#define DSPARK_DEPTH_LIMIT {DEPTH_LIMIT}",
+        f'#define DSPARK_TOO_DEEP_REASON "{TOO_DEEP_REASON}"',
+        "",
         '/* A body\'s verdict (column "verdict", int8). With "explain", the category of the body\'s error (its',
         ' * reason is in column "reason"); without it, why the fast pass left the body to the caller\'s exact path.',
         " */",
@@ -176,6 +188,19 @@ def module() -> str:
     return "\n".join(lines) + "\n"
 
 
+def rules() -> str:
+    lines = [
+        f'"""{_origin()}',
+        "",
+        "The JSON rules the native core shares with connector/strict.py (native/contract.py): at most DEPTH_LIMIT",
+        'levels of arrays and objects, a deeper text refused with TOO_DEEP_REASON."""',
+        "",
+        f"DEPTH_LIMIT = {DEPTH_LIMIT}",
+        f'TOO_DEEP_REASON = "{TOO_DEEP_REASON}"',
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def java() -> str:
     def consts(rows: list[tuple[str, int, str]]) -> list[str]:
         out = []
@@ -226,7 +251,7 @@ def java() -> str:
 
 
 def generated() -> dict[Path, str]:
-    return {HEADER: header(), MODULE: module(), JAVA: java()}
+    return {HEADER: header(), MODULE: module(), RULES: rules(), JAVA: java()}
 
 
 def stale() -> list[Path]:

@@ -7,6 +7,11 @@
 #define DSPARK_ABI_VERSION 2
 #define DSPARK_PLAN_VERSION 2
 
+/* At most this many levels of arrays and objects in a body or a content, and the reason a deeper one is
+ * refused with (strict.py applies the same: connector/_json_rules.py). */
+#define DSPARK_DEPTH_LIMIT 64
+#define DSPARK_TOO_DEEP_REASON "nested too deeply: more than 64 levels of arrays and objects"
+
 /* A body's verdict (column "verdict", int8). With "explain", the category of the body's error (its
  * reason is in column "reason"); without it, why the fast pass left the body to the caller's exact path.
  */

@@ -34,7 +34,7 @@ namespace {
 
 using namespace simdjson;
 
-constexpr int kDepthLimit = 64;
+constexpr int kDepthLimit = DSPARK_DEPTH_LIMIT;
 constexpr int kMaxEntries = 16;  // trie nodes one value can stand for (paths through "0" and "*" of one array)
 constexpr int64_t kMsMin = -62135596800000LL, kMsMax = 253402300799999LL;  // years 1..9999
 constexpr int64_t kStringMax = 2147483647LL;

@@ -3,7 +3,7 @@
 // checks in their order), over one text. Only the bodies and contents the fast pass leaves come here, so
 // clarity wins over speed: the tree is walked as exact.py walks the dict. Positions are bytes inside, code
 // points in messages. Recursion is bounded: the depth rule is checked before parsing, and the parser stops
-// at 64 levels anyway.
+// at DSPARK_DEPTH_LIMIT levels anyway.
 
 #include "dspark_exact.h"
 

@@ -132,7 +132,7 @@ const JValue* Doc::store(const JValue* values, size_t count) {
 
 namespace detail {
 
-constexpr int kDepthLimit = 64;
+constexpr int kDepthLimit = DSPARK_DEPTH_LIMIT;
 
 size_t code_points(std::string_view s, size_t end) {
   size_t n = 0;
@@ -353,10 +353,10 @@ struct Scanner {
         out.n = static_cast<uint32_t>(scratch.size());
         return true;
       case '{':
-        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        if (depth >= kDepthLimit) return hook(DSPARK_TOO_DEEP_REASON);
         return object(idx + 1, next_out, out, depth + 1);
       case '[':
-        if (depth >= kDepthLimit) return hook("nested too deeply: more than 64 levels of arrays and objects");
+        if (depth >= kDepthLimit) return hook(DSPARK_TOO_DEEP_REASON);
         return array(idx + 1, next_out, out, depth + 1);
       case 'n':
         if (literal(idx, "null")) {
@@ -482,7 +482,7 @@ struct Scanner {
 
 // -- strict.py's rules, in loads()'s order ---------------------------------------------------------------------
 
-// _SHALLOW.fullmatch(text): at most 64 levels of brackets outside strings, as the RE2 pattern counts them
+// _SHALLOW.fullmatch(text): at most kDepthLimit levels of brackets outside strings, as the RE2 pattern counts them
 // (closers of either kind close a level; an unterminated string or level may run to the end, but a string
 // may not end in the middle of an escape).
 bool shallow(std::string_view t) {
@@ -618,7 +618,7 @@ bool loads(std::string_view text, Doc& doc, Rejection& why) {
   size_t brackets = 0;  // '[' (0x5b) and '{' (0x7b) are the bytes b with b | 0x20 == 0x7b: a loop that vectorizes
   for (char c : text) brackets += (static_cast<unsigned char>(c) | 0x20) == 0x7b;
   if (brackets > static_cast<size_t>(kDepthLimit) && !shallow(text))
-    return reject("nested too deeply: more than 64 levels of arrays and objects", DSPARK_TOO_DEEP);
+    return reject(DSPARK_TOO_DEEP_REASON, DSPARK_TOO_DEEP);
   if (text.size() >= 3 && text.compare(0, 3, "\xEF\xBB\xBF") == 0)
     return reject("not JSON: a byte order mark (U+FEFF) at char 0", DSPARK_BYTE_ORDER_MARK);
   Scanner scanner(text.data(), text.size(), doc);

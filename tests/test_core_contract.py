@@ -64,3 +64,19 @@ def test_each_side_reads_the_declared_values():
     assert f"#define DSPARK_ABI_VERSION {contract.ABI_VERSION}" in header
     java = (ROOT / "java/src/main/java/io/dspark/vllm/parse/CoreContract.java").read_text()
     assert all(f'"{kind}", ' in java for kind, _ in contract.KINDS)
+
+
+def test_the_depth_limit_is_declared_once():
+    """The JSON depth limit (and its reason) is the contract's: the core's C++ files and strict.py read the
+    generated constants; no source writes the number or the message of its own."""
+    contract = _contract()
+    from connector import strict
+
+    assert strict.DEPTH_LIMIT == contract.DEPTH_LIMIT
+    assert str(contract.DEPTH_LIMIT) in contract.TOO_DEEP_REASON
+    own = re.compile(rf"(?i)depth\w*\s*=\s*{contract.DEPTH_LIMIT}\b|{contract.DEPTH_LIMIT} levels")
+    generated = set(contract.generated())
+    sources = [*(ROOT / "native").glob("*.cpp"), *(ROOT / "native").glob("*.h"), *(ROOT / "connector").rglob("*.py")]
+    for path in sources:
+        if path not in generated:
+            assert not own.search(path.read_text()), f"{path.relative_to(ROOT)} writes the depth limit of its own"

@@ -29,8 +29,8 @@ from tests.cluster import ROOT, cluster_script, rest, wait_for, wait_for_job_end
 
 pytest.importorskip("pyflink")
 
-from connector.plan.request import request_ids_of  # noqa: E402
 from connector.simulator.testing import serve_simulator  # noqa: E402
+from tests.request_ids import request_ids_of  # noqa: E402
 
 pytestmark = [pytest.mark.cluster, pytest.mark.flink, pytest.mark.slow]
 

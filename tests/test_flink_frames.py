@@ -99,17 +99,6 @@ def test_gpu_device_choice(setting, subtask, visible, expected):
     assert choose_device(setting, subtask, visible) == expected
 
 
-def test_recent_percentiles_for_gauges():
-    from connector.flink.metrics import Recent
-
-    recent = Recent(100)
-    assert recent.percentile(99) == 0  # nothing yet: a gauge still needs a number
-    for v in range(1, 201):  # only the last 100 (101..200) count
-        recent.add(float(v))
-    assert (recent.percentile(50), recent.percentile(95), recent.percentile(99)) == (150, 195, 199)
-    assert recent.percentile(100) == 200 and recent.percentile(1) == 101
-
-
 def test_an_arrow_result_goes_to_pyflinks_coder_as_it_is():
     from pyflink.fn_execution import coder_impl_fast
 

@@ -26,7 +26,8 @@ pytestmark = [pytest.mark.flink, pytest.mark.slow]
 
 def test_refused_when_the_model_is_first_used():
     """A name that is neither a profile column nor a metadata key, a template naming no INPUT column, and an
-    unknown option: each refused with one line that says what to do, when ML_PREDICT is planned."""
+    unknown option: each refused with one line that says what to do, when ML_PREDICT is planned; a too short
+    'timeout' and an API key a header cannot carry (a table's too), when the job is planned."""
     from connector.flink import local_environment
 
     _, t_env = local_environment()
@@ -60,6 +61,21 @@ def test_refused_when_the_model_is_first_used():
         t_env.execute_sql(f"INSERT INTO nowhere SELECT `error.reason` FROM {short}").wait()
     assert "ML_PREDICT's 'timeout' of 1 s is too short" in str(raised.value), str(raised.value)[-2000:]
     assert "set MAP['timeout', '2 s'] or more" in str(raised.value)
+    # An API key a header cannot carry: refused by the request step's own rule when the job is planned, not shown
+    t_env.execute_sql("DROP TEMPORARY MODEL IF EXISTS reviewer")
+    t_env.execute_sql(model_ddl("reviewer", "http://127.0.0.1:9", "m", **{"api-key": "sk-1\nX-Evil: 1"}))
+    with pytest.raises(Exception) as raised:
+        t_env.execute_sql(f"INSERT INTO nowhere SELECT `error.reason` FROM {PREDICT}").wait()
+    assert "the API key holds characters an HTTP header cannot carry" in str(raised.value), str(raised.value)[-2000:]
+    assert "X-Evil" not in str(raised.value) and "sk-1" not in str(raised.value)
+    t_env.execute_sql(  # a table's: the same rule, where its request step is made
+        "CREATE TEMPORARY TABLE asked (id STRING) WITH ('connector' = 'dspark-vllm', 'prompts.path' = '/tmp/none', "
+        "'endpoint' = 'http://127.0.0.1:9', 'model' = 'm', 'api-key' = 'sk-1\nX-Evil: 1')"
+    )
+    with pytest.raises(Exception) as raised:
+        t_env.execute_sql("INSERT INTO nowhere SELECT id FROM asked").wait()
+    assert "the API key holds characters an HTTP header cannot carry" in str(raised.value), str(raised.value)[-2000:]
+    assert "X-Evil" not in str(raised.value) and "sk-1" not in str(raised.value)
 
 
 SQL = """

@@ -313,3 +313,25 @@ def test_an_endpoint_with_a_secret_is_refused_without_repeating_it(endpoint):
         validate({**REQUEST, "endpoint": endpoint})
     assert "sk-secret-42" not in str(raised.value)
     assert str(raised.value).startswith("Option 'endpoint' must be an http(s) URL such as 'http://127.0.0.1:8000'")
+
+
+def test_the_format_options_are_declared_once():
+    """'format' = 'dspark-vllm''s options are `FORMAT_OPTIONS` (connector.options): the jar's ConfigOptions are
+    generated into TableOptions.java, the planner reads the declaration; no other file writes one of their keys
+    or values."""
+    from connector.options import FORMAT_ON_ERROR, FORMAT_OPTIONS, options_java
+
+    generated = options_java()
+    for option in FORMAT_OPTIONS:
+        default = f'defaultValue("{option.default}")'
+        assert f'ConfigOptions.key("{option.key}").stringType().{default}' in generated, option.key
+    assert FORMAT_ON_ERROR.values == ("column", "skip", "fail") and FORMAT_ON_ERROR.default == "column"
+    java = ROOT / "java" / "src" / "main" / "java" / "io" / "dspark" / "vllm"
+    for path in java.rglob("*.java"):
+        if path.name != "TableOptions.java":
+            assert 'ConfigOptions.key("' not in path.read_text(), f"{path.name} declares an option of its own"
+    declared = ROOT / "connector" / "options"
+    for path in (ROOT / "connector").rglob("*.py"):
+        if not path.is_relative_to(declared):
+            text = path.read_text()
+            assert '"on-error"' not in text and '"skip", "fail"' not in text, f"{path} declares a format option"

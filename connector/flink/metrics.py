@@ -46,7 +46,9 @@ REPLICA_METRICS: tuple[str, ...] = (
 
 
 class Recent:
-    """The last `size` values and their percentiles (nearest rank), for numeric gauges.
+    """The last `size` values and their percentiles (nearest rank), for numeric gauges: the JVM's
+    io.dspark.vllm.request.Recent in the Python parse function's worker, whole numbers; both are held to the cases
+    of tests/data/percentiles.json.
 
     >>> r = Recent(4)
     >>> for v in (10, 20, 30, 40, 50): r.add(v)

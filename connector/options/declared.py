@@ -527,6 +527,27 @@ MODEL_OPTIONS: tuple[ConfigOption[Any], ...] = (
     SYSTEM_PROMPT,
 )
 
+# ---------------------------------------------------------------- 'format' = 'dspark-vllm'
+# The format's own options, given with the 'dspark-vllm.' prefix (Flink strips it). The jar declares them to Flink
+# from TableOptions.FORMAT (generated from these); the planner checks them (format_plan).
+FORMAT_PROFILE: ConfigOption[str] = _option(
+    "profile",
+    "string",
+    "The model profile: a built-in name or a profile file's path.",
+    default="openai",
+    group="Format",
+)
+FORMAT_ON_ERROR: ConfigOption[str] = _option(
+    "on-error",
+    "enum",
+    "A rejected body: 'column' (a row with error_reason and error_field), 'skip' (no row; counted in "
+    "numRecordsInErrors), or 'fail' (the job fails).",
+    default="column",
+    values=("column", "skip", "fail"),
+    group="Format",
+)
+FORMAT_OPTIONS: tuple[ConfigOption[Any], ...] = (FORMAT_PROFILE, FORMAT_ON_ERROR)
+
 # ---------------------------------------------------------------- retired keys
 # What replaces prompts from another table: ML_PREDICT over that table keeps every column of the rows
 # that asked, where a table would keep one. A key here is refused with its one line, before any other check (the jar's

@@ -7,6 +7,7 @@ from typing import Any
 
 from connector.errors import OptionsError
 from connector.options.declared import (
+    FORMAT_OPTIONS,
     MODEL_OPTIONS,
     OPTIONS,
     RETIRED,
@@ -33,10 +34,11 @@ def options_markdown(options: tuple[ConfigOption[Any], ...] | None = None) -> st
 
 
 def options_java() -> str:
-    """`io.dspark.vllm.sql.TableOptions`: the keys of `OPTIONS` as Flink ConfigOptions, for the factory's
-    `optionalOptions()` and Flink's own check of the keys (`FactoryUtil`). Generated: `python -m
-    connector.options --java FILE`; tests/test_options.py fails when the file is stale. Values stay strings
-    there: their types, defaults and the rules across options are checked by `validate`, through the planner."""
+    """`io.dspark.vllm.sql.TableOptions`: the keys of `OPTIONS` (and of `FORMAT_OPTIONS`, the format's) as Flink
+    ConfigOptions, for the factories' `optionalOptions()` and Flink's own check of the keys (`FactoryUtil`).
+    Generated: `python -m connector.options --java FILE`; tests/test_options.py fails when the file is stale.
+    Values stay strings there: their types, defaults and the rules across options are checked by `validate`,
+    through the planner."""
 
     def literal(text: str) -> str:
         return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
@@ -104,6 +106,18 @@ def options_java() -> str:
         "    /** The keys whose values are secrets, masked in what the SQL runner prints ({@link Secrets}). */",
         "    static final Set<String> SECRET_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
         "            " + ", ".join(literal(o.key) for o in OPTIONS if o.secret),
+        "    )));",
+        "",
+        "    /** The options of 'format' = 'dspark-vllm' (connector.options.FORMAT_OPTIONS), the planner checks. */",
+        "    static final Set<ConfigOption<?>> FORMAT = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(",
+    ]
+    for i, o in enumerate(FORMAT_OPTIONS):
+        end = "" if i == len(FORMAT_OPTIONS) - 1 else ","
+        lines.append(
+            f"            ConfigOptions.key({literal(o.key)}).stringType().defaultValue({literal(str(o.default))})"
+            f"\n                    .withDescription({literal(o.description)}){end}"
+        )
+    lines += [
         "    )));",
         "}",
         "",

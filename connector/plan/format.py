@@ -10,6 +10,9 @@ from connector.errors import OptionsError
 from connector.options import (
     ANSWER_CONSTRAINT,
     ANSWER_STRING_CHARACTERS,
+    FORMAT_ON_ERROR,
+    FORMAT_OPTIONS,
+    FORMAT_PROFILE,
     REQUEST_PARAM_OPTIONS,
     Options,
 )
@@ -27,10 +30,8 @@ from connector.profiles import load_profile
 from connector.types.columns import body_columns, output_schema
 from connector.types.flink_types import arrow_to_flink_sql
 
-__all__ = ["FORMAT_ERROR_COLUMNS", "FORMAT_ON_ERROR", "FORMAT_OPTIONS", "format_plan"]
+__all__ = ["FORMAT_ERROR_COLUMNS", "format_plan"]
 
-FORMAT_OPTIONS = ("profile", "on-error")
-FORMAT_ON_ERROR = ("column", "skip", "fail")
 # Where a rejected body's reason and field go with 'on-error' = 'column' (parse_batch's inline error columns).
 FORMAT_ERROR_COLUMNS = ("error_reason", "error_field")
 
@@ -47,20 +48,19 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     given = dict(declared["format"])
     unknown = sorted(
         k
-        for k in set(given) - set(FORMAT_OPTIONS)
+        for k in set(given) - {o.key for o in FORMAT_OPTIONS}
         if not (k.startswith("answer.") and (k.count(".") >= 2 or k == "answer.nullable"))
     )
     if unknown:
         raise OptionsError(
             f"'format' = 'dspark-vllm' has no option {', '.join(repr('dspark-vllm.' + k) for k in unknown)}; "
-            f"it takes {', '.join(repr('dspark-vllm.' + k) for k in FORMAT_OPTIONS)}."
+            f"it takes {', '.join(repr('dspark-vllm.' + o.key) for o in FORMAT_OPTIONS)}."
         )
-    profile = load_profile(given.get("profile", "openai"))
-    on_error = given.get("on-error", "column")
-    if on_error not in FORMAT_ON_ERROR:
-        raise OptionsError(
-            f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {', '.join(map(repr, FORMAT_ON_ERROR))}."
-        )
+    profile = load_profile(given.get(FORMAT_PROFILE.key, str(FORMAT_PROFILE.default)))
+    on_error = given.get(FORMAT_ON_ERROR.key, FORMAT_ON_ERROR.default)
+    if on_error not in FORMAT_ON_ERROR.values:
+        choices = ", ".join(map(repr, FORMAT_ON_ERROR.values))
+        raise OptionsError(f"Option 'dspark-vllm.on-error' is {on_error!r}: use one of {choices}.")
     flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
     settings = {k: v for k, v in given.items() if k.startswith("answer.")}
     physical = [c for c in declared["columns"] if c["kind"] == "physical" and c["name"] not in FORMAT_ERROR_COLUMNS]

@@ -1,11 +1,9 @@
 """What a plan's request step needs from the client machine at planning: the response store's URI checked
-('request.store'), the API key read ('api-key', 'api-key.env', 'api-key.file'), and the request ids of a
-'prompts.path' file (the same ids the JVM makes, for tests and tools)."""
+('request.store') and the API key read ('api-key', 'api-key.env', 'api-key.file')."""
 
 from __future__ import annotations
 
 import difflib
-import hashlib
 import os
 import urllib.parse
 
@@ -22,29 +20,7 @@ from connector.plan.records import (
     Store,
 )
 
-__all__ = ["api_key_of", "request_id_of", "request_ids_of", "store_of"]
-
-
-def request_id_of(file: str | os.PathLike[str], line_number: int, line: str) -> str:
-    """The request id of line `line_number` (from 1) of a 'prompts.path' file: the hex MD5 of
-    `<file>\n<line number>\n<line>` (io.dspark.vllm.sql.FileLines.requestId, which makes it in the job), the
-    file a local one's absolute path or another's URI. Two identical lines are two ids."""
-    name = os.fspath(file)
-    if name.startswith("file:") or "://" not in name:  # local: the absolute path, as Flink's Path makes it
-        name = os.path.abspath(urllib.parse.urlsplit(name).path if name.startswith("file:") else name)
-    return hashlib.md5(f"{name}\n{line_number}\n{line}".encode()).hexdigest()
-
-
-def request_ids_of(path: str | os.PathLike[str]) -> list[str]:
-    """The request ids of every line of a local 'prompts.path' file, in order (`request_id_of`)."""
-    with open(path, "rb") as file:
-        lines = file.read().split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # a file ending in a newline has no empty last line
-    return [
-        request_id_of(path, n, line.removesuffix(b"\r").decode("utf-8", "replace"))
-        for n, line in enumerate(lines, start=1)
-    ]
+__all__ = ["api_key_of", "store_of"]
 
 
 # Schemes of Flink's file systems and Kafka: a scheme close to one of them (and none itself) is a typo, which
@@ -84,20 +60,10 @@ def store_of(options: Options) -> Store | None:
 _API_KEY_FILE_LIMIT = 64 * 1024
 
 
-def _header_value(text: str) -> bool:
-    """What the request step can send as a header value (io.dspark.vllm.request.Requester.headerValue):
-    visible ASCII, space, tab and obs-text; no CR, LF or other control characters."""
-    return all(not ((ord(c) < 0x20 and c != "\t") or ord(c) == 0x7F or ord(c) > 0xFF) for c in text)
-
-
 def api_key_of(options: Options) -> str | None:
-    key, where = _read_api_key(options)
-    if key is not None and not _header_value(key):
-        raise OptionsError(
-            f"The API key from {where} holds characters an HTTP header cannot carry (a line break, another control "
-            "character or a character beyond Latin-1); give the key alone."
-        )
-    return key
+    # What a header can carry is the request step's rule (io.dspark.vllm.request.RequestSpec.of refuses a key with
+    # a line break when the faces read this plan, as the query is planned).
+    return _read_api_key(options)[0]
 
 
 def _read_api_key(options: Options) -> tuple[str | None, str]:

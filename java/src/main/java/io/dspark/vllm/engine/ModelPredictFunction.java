@@ -107,6 +107,11 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
     }
 
     ModelPredictFunction(String planJson, String inputType, String outputType, long operatorTimeoutMs) {
+        try {
+            RequestSpec.of(PlanReader.readModel(JSON.readTree(planJson)).request.client); // refused here, planned
+        } catch (java.io.IOException e) {
+            throw new IllegalArgumentException("dspark-vllm: the model's plan is not JSON: " + e.getMessage(), e);
+        }
         this.planJson = planJson;
         this.inputType = inputType;
         this.outputType = outputType;

@@ -2,7 +2,11 @@ package io.dspark.vllm.request;
 
 import java.util.Arrays;
 
-/** The latest values of a measure (latencies, parse times), for percentiles: a ring of a fixed size. */
+/**
+ * The latest values of a measure (latencies, parse times), for percentiles (nearest rank): a ring of a fixed size.
+ * Python's parse function keeps its own (connector.flink.metrics.Recent, in its worker); both are held to the
+ * cases of tests/data/percentiles.json.
+ */
 public final class Recent {
     private final double[] values;
     private int next;

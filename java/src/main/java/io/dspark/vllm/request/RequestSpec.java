@@ -92,8 +92,12 @@ public final class RequestSpec implements Serializable {
         maxConcurrency = (int) n.concurrency.max;
     }
 
-    /** From the plan's record. */
+    /**
+     * From the plan's record; headers the request step cannot send (an API key with a line break) are refused here,
+     * where the faces read the plan as the query is planned.
+     */
     public static RequestSpec of(Plan.ClientSpec spec) {
+        Requester.checkHeaders(spec.headers);
         return new RequestSpec(spec, spec.deadlineS, spec.timeoutS);
     }
 

@@ -127,7 +127,17 @@ public final class Requester implements AutoCloseable {
         return h;
     }
 
+    /** Refuses headers the request step cannot send ({@link #headers}): {@link RequestSpec#of}, at planning. */
+    static void checkHeaders(Map<String, String> given) {
+        headers(given, true);
+    }
+
     private static IllegalArgumentException refused(String name) {
+        if (name.equalsIgnoreCase("authorization")) { // the planner's, from 'api-key', 'api-key.env' or 'api-key.file'
+            return new IllegalArgumentException("dspark-vllm: the API key holds characters an HTTP header cannot "
+                    + "carry (a line break, another control character or a character beyond Latin-1); give the key "
+                    + "alone", null);
+        }
         return new IllegalArgumentException("dspark-vllm: the header '" + name
                 + "' cannot be sent (a restricted name, or characters a header cannot hold)", null);
     }

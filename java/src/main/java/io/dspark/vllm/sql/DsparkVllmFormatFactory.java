@@ -6,7 +6,6 @@ import io.dspark.vllm.plan.PlanReader;
 
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.configuration.ConfigOption;
-import org.apache.flink.configuration.ConfigOptions;
 import org.apache.flink.configuration.ReadableConfig;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.connector.ChangelogMode;
@@ -43,14 +42,6 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
 
     public static final String IDENTIFIER = "dspark-vllm";
 
-    static final ConfigOption<String> PROFILE =
-            ConfigOptions.key("profile").stringType().defaultValue("openai")
-                    .withDescription("The model profile: a built-in name or a profile file's path.");
-    static final ConfigOption<String> ON_ERROR =
-            ConfigOptions.key("on-error").stringType().defaultValue("column")
-                    .withDescription("A rejected body: 'column' (a row with error_reason and error_field), 'skip' "
-                            + "(no row; counted in numRecordsInErrors), or 'fail' (the job fails).");
-
     @Override
     public String factoryIdentifier() {
         return IDENTIFIER;
@@ -63,7 +54,7 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
 
     @Override
     public Set<ConfigOption<?>> optionalOptions() {
-        return Set.of(PROFILE, ON_ERROR);
+        return TableOptions.FORMAT;
     }
 
     @Override

@@ -92,8 +92,8 @@ final class FileLines implements BulkFormat<RowData, FileSourceSplit> {
     /**
      * The request id of a prompt read from a file: the hex MD5 of {@code <file>\n<line number>\n<line>} (UTF-8),
      * the file as {@link #fileName} writes it, the line number counted from 1. Deterministic: the same after a
-     * restore or a rescale; two identical lines are two ids. {@code connector.plan.request.request_id_of} is
-     * its twin for the tests.
+     * restore or a rescale; two identical lines are two ids. The one rule: the tests' copy (tests/request_ids.py),
+     * which tells which ids a run should show, is held to it by the vectors in tests/data/request_ids.json.
      */
     static String requestId(String file, long lineNumber, String line) {
         MessageDigest md5;

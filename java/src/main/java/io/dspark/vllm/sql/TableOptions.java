@@ -125,4 +125,12 @@ final class TableOptions {
     static final Set<String> SECRET_KEYS = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
             "api-key"
     )));
+
+    /** The options of 'format' = 'dspark-vllm' (connector.options.FORMAT_OPTIONS), the planner checks. */
+    static final Set<ConfigOption<?>> FORMAT = Collections.unmodifiableSet(new LinkedHashSet<>(Arrays.asList(
+            ConfigOptions.key("profile").stringType().defaultValue("openai")
+                    .withDescription("The model profile: a built-in name or a profile file's path."),
+            ConfigOptions.key("on-error").stringType().defaultValue("column")
+                    .withDescription("A rejected body: 'column' (a row with error_reason and error_field), 'skip' (no row; counted in numRecordsInErrors), or 'fail' (the job fails).")
+    )));
 }

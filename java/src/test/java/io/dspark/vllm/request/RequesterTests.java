@@ -774,7 +774,7 @@ public final class RequesterTests {
             new Requester(of(sp)).close();
             throw new AssertionError("a header with a line break was accepted");
         } catch (IllegalArgumentException e) {
-            check(e.getMessage().contains("'authorization'"), "names the header: " + e.getMessage());
+            check(e.getMessage().contains("the API key holds"), "names the API key: " + e.getMessage());
             check(!e.getMessage().contains(Servers.SECRET), "never the value: " + e.getMessage());
         }
     }
@@ -1124,6 +1124,20 @@ public final class RequesterTests {
             } catch (IllegalArgumentException e) {
                 equal("dspark-vllm: the header '" + h[0] + "' cannot be sent (a restricted name, or characters a "
                         + "header cannot hold)", e.getMessage(), "the name, never the value");
+            }
+        }
+        // The rule is the request step's alone: the spec is refused where it is read, when the query is planned
+        // (the planner does not check it), and an API key is named as such, never shown.
+        for (String key : new String[] {"abc\r\nX-Evil: 1", "abc\n", "cl\u00e9\u20ac"}) {
+            ObjectNode sp = spec("http://127.0.0.1:1");
+            ((ObjectNode) sp.get("headers")).put("authorization", "Bearer " + key);
+            try {
+                of(sp);
+                throw new AssertionError("a spec with an API key a header cannot carry");
+            } catch (IllegalArgumentException e) {
+                equal("dspark-vllm: the API key holds characters an HTTP header cannot carry (a line break, another "
+                        + "control character or a character beyond Latin-1); give the key alone", e.getMessage(),
+                        "the API key, never its value");
             }
         }
         try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY))) {

@@ -6,6 +6,8 @@ import org.apache.flink.connector.file.src.reader.BulkFormat;
 import org.apache.flink.connector.file.src.util.CheckpointedPosition;
 import org.apache.flink.connector.file.src.util.RecordAndPosition;
 import org.apache.flink.core.fs.Path;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.table.data.RowData;
 
 import java.io.ByteArrayOutputStream;
@@ -21,6 +23,8 @@ import org.junit.jupiter.api.Timeout;
 import org.junit.jupiter.api.io.TempDir;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 /**
  * The file source's format ({@link FileLines}): the lines as Flink's filesystem connector with the 'raw' format
@@ -86,10 +90,30 @@ final class FileLinesTest {
         assertEquals(0, readAll(FileLines.bodies().createReader(new Configuration(), split(empty))).size());
     }
 
+    /**
+     * The shared vectors (tests/data/request_ids.json): the ids the tests' copy of the rule (tests/request_ids.py,
+     * held to the same file) expects a job to show.
+     */
+    @Test
+    void aPromptsRequestIdIsTheSharedVectors() throws Exception {
+        java.nio.file.Path vectors = null;
+        for (java.nio.file.Path dir = java.nio.file.Path.of("").toAbsolutePath(); dir != null && vectors == null;
+                dir = dir.getParent()) {
+            java.nio.file.Path candidate = dir.resolve("tests").resolve("data").resolve("request_ids.json");
+            vectors = Files.isRegularFile(candidate) ? candidate : null;
+        }
+        assertNotNull(vectors, "tests/data/request_ids.json not found above the working directory");
+        JsonNode cases = new ObjectMapper().readTree(vectors.toFile()).get("cases");
+        assertTrue(cases.size() >= 5);
+        for (JsonNode c : cases) {
+            String file = FileLines.fileName(new Path(c.get("path").asText()));
+            assertEquals(c.get("id").asText(),
+                    FileLines.requestId(file, c.get("line_number").asLong(), c.get("line").asText()), c.toString());
+        }
+    }
+
     @Test
     void aPromptsRequestIdIsItsFileLineNumberAndLine() throws Exception {
-        // the same value as connector.plan.request.request_id_of (tests/test_planner.py holds it to the same)
-        assertEquals("7b3e22a3a3196faa1888a782bce0694c", FileLines.requestId("/data/p.txt", 1, "x"));
         File file = write("prompts.txt", "same\nsame\n".getBytes(StandardCharsets.UTF_8));
         List<Read> rows = readAll(FileLines.prompts().createReader(new Configuration(), split(file)));
         assertEquals(2, rows.size());
