@@ -274,7 +274,7 @@ def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------
 
 
-def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
+def test_cpu_and_auto_without_gpu_task_managers_parse_in_the_jvm(monkeypatch):
     from connector.flink import planner
 
     monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)
@@ -285,11 +285,43 @@ def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
         assert {c["name"] for c in document["columns"]} | {p["name"] for p in document["content"]["properties"]} | {
             "content_error"
         } == set(native["columns"])
-        assert (native.get("auto_fallback") is None) == (backend == "cpu")
+        assert (native.get("gpu_unused") is None) == (backend == "cpu")
     gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
-    assert gpu == {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: True)
-    assert "why" in plan(declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR")))["native"]
+    assert gpu["why"] == "'parse.backend' = 'gpu' (libcudf runs in Python)" and "gpu_unused" not in gpu
+
+
+GPU_TASK_MANAGERS = {"external-resources": "gpu", "external-resource.gpu.amount": "1"}
+
+
+def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_managers(monkeypatch):
+    """'auto' is decided by what the job's configuration says of its TaskManagers (Flink's external resource
+    'gpu'), never by the machine that plans the query (a SQL Gateway, a laptop): both routes carry the native
+    core; the parse step picks its backend at open, where it runs."""
+    from connector.flink import planner
+
+    def native(flink=None):
+        made = declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR"))
+        if flink is not None:
+            made["flink"] = flink
+        return plan(made)["native"]
+
+    monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)  # this machine, as planning it has no GPU
+    python = native(GPU_TASK_MANAGERS)
+    assert "why" in python and "external-resource.gpu.amount" in python["why"]
+    assert "id" in python["columns"] and python["document"]  # the core for leftovers and a worker without a GPU
+    jvm = native()
+    assert "why" not in jvm and jvm["document"] == python["document"]
+    assert "external-resource.gpu.amount" in jvm["gpu_unused"]  # what a TaskManager with a GPU says once
+    for flink in (
+        {"external-resources": "gpu", "external-resource.gpu.amount": "0"},
+        {"external-resource.gpu.amount": "1"},  # no resource named gpu
+        {"external-resources": "fpga", "external-resource.gpu.amount": "1"},
+    ):
+        assert "why" not in native(flink), flink
+    assert "why" in native({"external-resources": "fpga;gpu", "external-resource.gpu.amount": "2"})
+    monkeypatch.setattr(planner, "gpu_backend_here", lambda: True)  # a planning machine with a GPU changes nothing
+    assert native() == jvm
+    assert native(GPU_TASK_MANAGERS) == python
 
 
 def test_the_gpu_backend_is_here_only_with_pylibcudf_and_a_driver(monkeypatch, tmp_path):

@@ -5,8 +5,9 @@ The factory (`io.dspark.vllm.flink.DsparkVllmTableFactory`, in the jar shipped w
     python -m connector.flink.planner  < declared-table.json  > plan.json
 
 on the client when Flink plans a query over the table (the same way Flink runs Python to load a Python UDF),
-with `python.client.executable`. Input: the table's options, its resolved columns and its watermark. Output:
-either `{"error": "..."}`, a message for the user (Flink raises it as a ValidationException), or the plan:
+with `python.client.executable`. Input: the table's options, its resolved columns, its watermark and `flink`, the
+job's settings the plan depends on. Output: either `{"error": "..."}`, a message for the user (Flink raises it as
+a ValidationException), or the plan:
 
 - `source`: what the bodies (replay) or prompts (request mode) come from, as data the jar builds a DataStream
   of (`io.dspark.vllm.flink.Sources`), no SQL: `kind` `replay` (`path`, `monitor_interval_ms` or none: the
@@ -25,8 +26,9 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
   declared type: Flink's CAST where that is another, `io.dspark.vllm.flink.Casts`; TIMESTAMP_LTZ(3) from BIGINT
   epoch milliseconds; `default`: a value for NULL), or `{"row": [{"name", "from"}, ...]}`;
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
-- `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
-  makes and their types, the batching), or `why` the parse step runs in Python (`_native_parse`);
+- `native`: the parse step's native core (its plan document for every body column, the columns it makes and
+  their types, the batching), planned on both routes, and `why` the step runs in Python, else in the JVM
+  (`_native_parse`: 'auto' follows what the job's configuration, `flink`, declares of its TaskManagers);
 - `plan`: what the Python parse function is built from on the workers (`TablePlan.document()`: the table's
   options less its secrets, the profile's files as JSON, whether `created` is required), JSON like the rest;
   `connector.flink.runtime` rebuilds the `TablePlan` from it, with the flat columns the query really reads.
@@ -470,7 +472,7 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         plan=table_plan.document(),
         answer=answer,
         parse_inputs=parse_inputs,
-        native=_native_parse(options, profile, require_created),
+        native=_native_parse(options, profile, require_created, declared.get("flink") or {}),
         request=request,
     )
     return to_json(made)
@@ -478,32 +480,58 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
 
 def gpu_backend_here() -> bool:
     """Whether this machine has the GPU backend: pylibcudf installed and an NVIDIA driver with a device (checked
-    without importing pylibcudf, which takes seconds: every planning of a query runs this)."""
+    without importing pylibcudf, which takes seconds). Planning never asks it (`_native_parse`)."""
     if importlib.util.find_spec("pylibcudf") is None:
         return False
     return Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
-def _native_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
-    """The parse step in the JVM (`io.dspark.vllm.flink.ParseOperator`, the native core through JNI), or why not.
+def gpu_task_managers(flink: Mapping[str, str]) -> bool:
+    """Whether the job's configuration declares GPU TaskManagers, as Flink's external-resource framework does:
+    'external-resources' names `gpu` and 'external-resource.gpu.amount' is above 0 (docker/flink-conf/gpu.yaml;
+    a Kubernetes deployment sets the same keys)."""
+    names = re.split(r"[;,]", flink.get("external-resources", "").strip().strip("[]"))
+    try:
+        amount = float(flink.get("external-resource.gpu.amount", "0"))
+    except ValueError:
+        amount = 0.0
+    return "gpu" in {n.strip().strip("'\"") for n in names} and amount > 0
 
-    'cpu' parses there, and so does 'auto' where the GPU backend is not here (`gpu_backend_here`): the machine that
-    plans the query stands for the TaskManagers (a cluster whose planner lacks a GPU its TaskManagers have
-    sets 'gpu'). 'gpu' keeps the Python function (libcudf). The native core makes every column of a profile:
-    the body's, the content properties' (their x-extract patterns too) and content_error.
+
+def _native_parse(
+    options: Options, profile: Profile, require_created: bool, flink: Mapping[str, str]
+) -> NativeParse:
+    """The parse step: in the JVM (`io.dspark.vllm.engine.ParseOperator`, the native core through JNI), or `why`
+    it runs in Python (the parse function, libcudf, its leftovers to the native core); the core's part is planned
+    either way.
+
+    'gpu' runs in Python; 'cpu' in the JVM; 'auto' in Python where the job's configuration declares GPU
+    TaskManagers (`gpu_task_managers`), else in the JVM: the machine that plans the query (a SQL Gateway, a
+    laptop) says nothing of the TaskManagers. Each parse step decides the rest where it runs, at open: the
+    Python function takes libcudf where its worker has the GPU backend, else the native core; the JVM step on a
+    TaskManager with a GPU says `gpu_unused` once. The native core makes every column of a profile: the body's,
+    the content properties' (their x-extract patterns too) and content_error.
     """
     backend = options.get(PARSE_BACKEND)
+    core = _core_parse(options, profile, require_created, None)
     if backend == "gpu":
-        return NativeParse(why="'parse.backend' = 'gpu' (libcudf runs in Python)")
-    if backend == "auto" and gpu_backend_here():
-        return NativeParse(why="'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is")
-    # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
-    # says it) and counted in gpuFallbackBatches.
-    fallback = "no GPU backend (pylibcudf and an NVIDIA GPU) where the query was planned" if backend == "auto" else None
-    return _core_parse(options, profile, require_created, fallback)
+        return dataclasses.replace(core, why="'parse.backend' = 'gpu' (libcudf runs in Python)")
+    if backend == "auto" and gpu_task_managers(flink):
+        return dataclasses.replace(
+            core,
+            why="'parse.backend' = 'auto' where the job's configuration declares GPU TaskManagers "
+            "('external-resources' names gpu, 'external-resource.gpu.amount' > 0)",
+        )
+    # 'auto' for TaskManagers without a GPU: a TaskManager that has one says so once at WARNING, and counts it.
+    unused = (
+        "'parse.backend' = 'auto' and the job's configuration declares no GPU TaskManagers, so the native core "
+        "parses on the CPU; to parse on this GPU, set 'external-resources' = 'gpu' and "
+        "'external-resource.gpu.amount' = '1' in the job's configuration (or 'parse.backend' = 'gpu')"
+    )
+    return _core_parse(options, profile, require_created, unused if backend == "auto" else None)
 
 
-def _core_parse(options: Options, profile: Profile, require_created: bool, fallback: str | None) -> NativeParse:
+def _core_parse(options: Options, profile: Profile, require_created: bool, gpu_unused: str | None) -> NativeParse:
     """The native core's part of a plan: its plan document for every body column, the columns it makes, the
     batching."""
     columns = body_columns(profile)
@@ -519,7 +547,7 @@ def _core_parse(options: Options, profile: Profile, require_created: bool, fallb
         batch_size=options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
         batch_ms=5 if options.get(MODE) == "request" else 50,
-        auto_fallback=fallback,
+        gpu_unused=gpu_unused,
     )
 
 
