@@ -498,9 +498,7 @@ def gpu_task_managers(flink: Mapping[str, str]) -> bool:
     return "gpu" in {n.strip().strip("'\"") for n in names} and amount > 0
 
 
-def _native_parse(
-    options: Options, profile: Profile, require_created: bool, flink: Mapping[str, str]
-) -> NativeParse:
+def _native_parse(options: Options, profile: Profile, require_created: bool, flink: Mapping[str, str]) -> NativeParse:
     """The parse step: in the JVM (`io.dspark.vllm.engine.ParseOperator`, the native core through JNI), or `why`
     it runs in Python (the parse function, libcudf, its leftovers to the native core); the core's part is planned
     either way.
