@@ -51,14 +51,12 @@ import base64
 import dataclasses
 import difflib
 import hashlib
-import importlib.util
 import json
 import os
 import re
 import sys
 import urllib.parse
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from connector.decode.native import NativePlan
@@ -476,14 +474,6 @@ def plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         request=request,
     )
     return to_json(made)
-
-
-def gpu_backend_here() -> bool:
-    """Whether this machine has the GPU backend: pylibcudf installed and an NVIDIA driver with a device (checked
-    without importing pylibcudf, which takes seconds). Planning never asks it (`_native_parse`)."""
-    if importlib.util.find_spec("pylibcudf") is None:
-        return False
-    return Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
 
 
 def gpu_task_managers(flink: Mapping[str, str]) -> bool:
