@@ -146,8 +146,6 @@ def test_main_answers_errors_as_json_never_a_traceback():
 
 
 def test_docs_show_the_metadata_registry():
-    from pathlib import Path
-
     from connector.flink.metadata import metadata_markdown
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
@@ -274,10 +272,7 @@ def test_a_prompt_lines_request_id_is_its_file_line_number_and_line(tmp_path):
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------
 
 
-def test_cpu_and_auto_without_gpu_task_managers_parse_in_the_jvm(monkeypatch):
-    from connector.flink import planner
-
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)
+def test_cpu_and_auto_without_gpu_task_managers_parse_in_the_jvm():
     for backend in ("cpu", "auto"):
         native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
         document = json.loads(native["document"])
@@ -297,7 +292,8 @@ def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_manag
     """'auto' is decided by what the job's configuration says of its TaskManagers (Flink's external resource
     'gpu'), never by the machine that plans the query (a SQL Gateway, a laptop): both routes carry the native
     core; the parse step picks its backend at open, where it runs."""
-    from connector.flink import planner
+    import functools
+    import importlib.util
 
     def native(flink=None):
         made = declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR"))
@@ -305,7 +301,6 @@ def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_manag
             made["flink"] = flink
         return plan(made)["native"]
 
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)  # this machine, as planning it has no GPU
     python = native(GPU_TASK_MANAGERS)
     assert "why" in python and "external-resource.gpu.amount" in python["why"]
     assert "id" in python["columns"] and python["document"]  # the core for leftovers and a worker without a GPU
@@ -319,25 +314,19 @@ def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_manag
     ):
         assert "why" not in native(flink), flink
     assert "why" in native({"external-resources": "fpga;gpu", "external-resource.gpu.amount": "2"})
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: True)  # a planning machine with a GPU changes nothing
-    assert native() == jvm
-    assert native(GPU_TASK_MANAGERS) == python
-
-
-def test_the_gpu_backend_is_here_only_with_pylibcudf_and_a_driver(monkeypatch, tmp_path):
-    """pylibcudf installed on a machine without a GPU (as in CI) keeps 'auto' in the JVM."""
-    import importlib.util
-
-    from connector.flink import planner
+    # A planning machine with the GPU backend (pylibcudf found, libcudf emulated) changes nothing.
+    from connector.decode import backends
+    from tests.libcudf_emulator import EmulatedLibcudfReader
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: object() if name == "pylibcudf" else real(name, *a)
     )
-    here = Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
-    assert planner.gpu_backend_here() is here
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylibcudf" else real(name, *a))
-    assert planner.gpu_backend_here() is False
+    monkeypatch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+    monkeypatch.setattr(backends, "_auto", functools.cache(backends._auto.__wrapped__))  # this test's decision
+    assert backends.select_backend("auto")[0].name == "gpu"
+    assert native() == jvm
+    assert native(GPU_TASK_MANAGERS) == python
 
 
 def format_declared(options: dict, *columns) -> dict:
