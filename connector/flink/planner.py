@@ -501,7 +501,7 @@ def _native_parse(options: Options, profile: Profile, require_created: bool, fli
     the content properties' (their x-extract patterns too) and content_error.
     """
     backend = options.get(PARSE_BACKEND)
-    core = _core_parse(options, profile, require_created, None)
+    core = _core_parse(options, profile, require_created)
     if backend == "gpu":
         return dataclasses.replace(core, why="'parse.backend' = 'gpu' (libcudf runs in Python)")
     if backend == "auto" and gpu_task_managers(flink):
@@ -516,10 +516,10 @@ def _native_parse(options: Options, profile: Profile, require_created: bool, fli
         "parses on the CPU; to parse on this GPU, set 'external-resources' = 'gpu' and "
         "'external-resource.gpu.amount' = '1' in the job's configuration (or 'parse.backend' = 'gpu')"
     )
-    return _core_parse(options, profile, require_created, unused if backend == "auto" else None)
+    return dataclasses.replace(core, gpu_unused=unused) if backend == "auto" else core
 
 
-def _core_parse(options: Options, profile: Profile, require_created: bool, gpu_unused: str | None) -> NativeParse:
+def _core_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
     """The native core's part of a plan: its plan document for every body column, the columns it makes, the
     batching."""
     columns = body_columns(profile)
@@ -535,7 +535,6 @@ def _core_parse(options: Options, profile: Profile, require_created: bool, gpu_u
         batch_size=options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
         batch_ms=5 if options.get(MODE) == "request" else 50,
-        gpu_unused=gpu_unused,
     )
 
 
@@ -829,7 +828,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         body_columns=tuple(body_columns_),
         outputs=tuple(outputs),
         answer=answer,
-        native=_core_parse(options, profile, False, None),
+        native=_core_parse(options, profile, False),
     )
     return to_json(made)
 
