@@ -397,17 +397,23 @@ MODEL_METADATA = [
 
 
 def gpu_route(args: argparse.Namespace) -> bool:
-    """Whether the answers are parsed on the GPU: `--backend gpu`, or 'auto' where the job is built has a GPU
-    backend (`connector.plan.parse.gpu_backend_here`, as a replay decides it). Then the model's OUTPUT is the
-    raw body and the request's metadata, and `parse_<profile>` (the project's parse step, libcudf in the Python
-    worker, one GPU per TaskManager) types the body after ML_PREDICT; else the model parses in the JVM."""
+    """Whether the answers are parsed on the GPU: `--backend gpu`, or 'auto' where the job's configuration
+    declares GPU TaskManagers (`args.gpu_task_managers`, `declares_gpu_task_managers`, as a replay table's planner
+    decides it). Then the model's OUTPUT is the raw body and the request's metadata, and `parse_<profile>` (the
+    project's parse step, libcudf in the Python worker, one GPU per TaskManager) types the body after ML_PREDICT;
+    else the model parses in the JVM."""
     if args.replay or args.backend == "cpu":
         return False
-    if args.backend == "gpu":
-        return True
-    from connector.plan.parse import gpu_backend_here
+    return args.backend == "gpu" or bool(getattr(args, "gpu_task_managers", False))
 
-    return gpu_backend_here()
+
+def declares_gpu_task_managers(config) -> bool:  # type: ignore[no-untyped-def]
+    """Whether the job's configuration (a PyFlink TableConfig: the table's settings over the client's
+    configuration) declares GPU TaskManagers (`connector.plan.parse.gpu_task_managers`)."""
+    from connector.plan.parse import gpu_task_managers
+
+    keys = ("external-resources", "external-resource.gpu.amount")
+    return gpu_task_managers({key: config.get(key, "") for key in keys})
 
 
 # The SQL function that parses the model's raw bodies on the GPU route.
@@ -602,14 +608,15 @@ ROLLING = (
 SIMULATED = "the built-in simulator (seed {seed}; made up, not a model's)"
 
 
-def parse_backend(asked: str) -> str:
-    """The backend that parses, as a fact: 'auto' is decided as the planner decides it (on the planning machine,
-    `connector.plan.parse.gpu_backend_here`), so a run without a GPU says "cpu (no GPU)", never just "auto"."""
-    from connector.plan.parse import gpu_backend_here
-
-    if asked != "auto":
-        return asked
-    return "gpu" if gpu_backend_here() else "cpu (no GPU)"
+def parse_backend(args: argparse.Namespace) -> str:
+    """The backend that parses a replay, as a fact: 'auto' is decided as the planner decides it (by the job's
+    configuration: GPU TaskManagers declared, then each parse step at open), so a run without GPU TaskManagers
+    says "cpu (no GPU TaskManagers declared)", never just "auto"."""
+    if args.backend != "auto":
+        return str(args.backend)
+    if getattr(args, "gpu_task_managers", False):
+        return "gpu where a TaskManager has one, else cpu (decided at open: metric backendGpu)"
+    return "cpu (no GPU TaskManagers declared)"
 
 
 # What parses in request mode: the model's parse step in the TaskManager's JVM, or on the GPU route (`gpu_route`)
@@ -622,7 +629,7 @@ def request_backend(args: argparse.Namespace) -> str:
     """The backend that parses a request-mode run's answers, as a fact ('auto' without a GPU says so)."""
     if gpu_route(args):
         return MODEL_GPU_BACKEND.format(profile=args.profile)
-    return MODEL_BACKEND[:-1] + "; no GPU where the job was built)" if args.backend == "auto" else MODEL_BACKEND
+    return MODEL_BACKEND[:-1] + "; no GPU TaskManagers declared)" if args.backend == "auto" else MODEL_BACKEND
 
 
 def run_details(
@@ -633,7 +640,7 @@ def run_details(
     details: dict[str, object] = {
         "mode": "replay" if args.replay else "request",
         "profile": args.profile,
-        "backend": parse_backend(args.backend) if args.replay else request_backend(args),
+        "backend": parse_backend(args) if args.replay else request_backend(args),
         "window_s": args.window,
         "started": datetime.now().astimezone().strftime("%Y-%m-%d %H:%M:%S %Z"),
     }
@@ -781,6 +788,7 @@ def run_job(
         if args.progress > 0:  # the REST API's metrics are refreshed this often (10 s by default), not more
             config.set("metrics.fetcher.update-interval", f"{max(1, int(args.progress * 1000))} ms")
     config.set("pipeline.name", "dspark-vllm features")
+    args.gpu_task_managers = declares_gpu_task_managers(config)  # what 'auto' follows (gpu_route)
 
     statements = build(t_env, args, profile, endpoint, model)
     if not args.print:

@@ -339,7 +339,7 @@ def test_the_report_renders_in_a_browser_with_both_models_on_every_chart(results
 # errors, the same round trip (195 ms in the first window, then about 10: warm-up) and server figures; arm A's
 # answers cut at 48 tokens two in three times (47 out tokens), arm B's never (69). The job started 27 s before
 # the first row was fed; the first window (12:01:00) the run covered in part.
-README_RUN = {"mode": "request", "profile": "coder", "backend": "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)",
+README_RUN = {"mode": "request", "profile": "coder", "backend": "cpu (ML_PREDICT, in the JVM; no GPU TaskManagers declared)",
               "endpoint": "http://127.0.0.1:40000", "simulator": "the built-in simulator (seed 7; made up, not a model's)",
               "model": "m", "rate": 50, "duration_s": 60.0, "window_s": 10.0, "started": "2026-11-30 12:00:35 UTC"}  # fmt: skip
 README_ROWS = [
@@ -436,18 +436,18 @@ def test_the_report_of_the_readme_run_shows_what_it_found(tmp_path: Path) -> Non
         assert all(colour in seen for colour in colours), (field, [colour in seen for colour in colours])
 
 
-def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
+def test_the_run_details_say_which_backend_parsed() -> None:
     """Issue 30: with the default 'auto' on a machine without a GPU the run line said "parse backend auto", hiding
-    the fallback to the CPU; it says what parsed."""
+    the fallback to the CPU; it says what parsed. 'auto' follows the job's configuration (GPU TaskManagers
+    declared, `gpu_task_managers`), as the table's planner decides it, never the machine that builds the job."""
     import argparse
 
-    import connector.plan.parse
-
     args = argparse.Namespace(replay="bodies/", profile="coder", backend="auto", window=10.0)
-    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
-    assert features.run_details(args, None, None)["backend"] == "cpu (no GPU)"
-    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: True)
-    assert features.run_details(args, None, None)["backend"] == "gpu"
+    assert features.run_details(args, None, None)["backend"] == "cpu (no GPU TaskManagers declared)"
+    args.gpu_task_managers = True
+    assert features.run_details(args, None, None)["backend"] == (
+        "gpu where a TaskManager has one, else cpu (decided at open: metric backendGpu)"
+    )
     args.backend = "cpu"
     assert features.run_details(args, None, None)["backend"] == "cpu"
     # Requests go through ML_PREDICT: its model parses in the TaskManager's JVM on the CPU, or on the GPU route the
@@ -459,12 +459,24 @@ def test_the_run_details_say_which_backend_parsed(monkeypatch) -> None:
     assert details["arms"] == "A: max_tokens 48, temperature 0.2; B: max_tokens 512, temperature 0.8"
     asked.backend = "cpu"
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == "cpu (ML_PREDICT, in the JVM)"
-    asked.backend = "auto"  # decided where the job is built, as a replay's
-    assert str(features.run_details(asked, asked.endpoint, "m")["backend"]).startswith("gpu (parse_coder after")
-    monkeypatch.setattr(connector.plan.parse, "gpu_backend_here", lambda: False)
+    asked.backend = "auto"  # the job's configuration declares no GPU TaskManagers (parse_args' default)
     assert features.run_details(asked, asked.endpoint, "m")["backend"] == (
-        "cpu (ML_PREDICT, in the JVM; no GPU where the job was built)"
+        "cpu (ML_PREDICT, in the JVM; no GPU TaskManagers declared)"
     )
+    asked.gpu_task_managers = True
+    assert str(features.run_details(asked, asked.endpoint, "m")["backend"]).startswith("gpu (parse_coder after")
+
+
+def test_the_jobs_configuration_says_whether_it_has_gpu_task_managers() -> None:
+    """`run_job` reads the GPU TaskManagers from the job's configuration (the client's config.yaml, `flink run
+    -D...`, or the table config)."""
+    from pyflink.table import EnvironmentSettings, TableEnvironment
+
+    t_env = TableEnvironment.create(EnvironmentSettings.in_batch_mode())
+    assert features.declares_gpu_task_managers(t_env.get_config()) is False
+    t_env.get_config().set("external-resources", "gpu")
+    t_env.get_config().set("external-resource.gpu.amount", "1")
+    assert features.declares_gpu_task_managers(t_env.get_config()) is True
 
 
 def test_the_gpu_route_asks_the_model_for_raw_bodies_and_parses_them_after_it() -> None:

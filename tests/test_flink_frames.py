@@ -127,3 +127,50 @@ def test_a_batch_that_reads_no_profile_column_keeps_its_rows():
     table = to_table(result, 3, np.arange(1, 4), None)
     assert table.num_rows == 3 and table.column_names == ["_line", "_error", "_error_field", "_backend"]
     assert [e is None for e in table.column("_error").to_pylist()] == [True, False, True]
+
+
+@pytest.mark.parametrize("gpu_backend", [False, True], ids=["cpu-worker", "gpu-worker"])
+def test_auto_in_the_parse_function_picks_at_open_says_it_once_a_worker_and_shows_it(monkeypatch, caplog, gpu_backend):
+    """'auto' on the Python route is decided at open where the function runs: libcudf where this worker has the
+    GPU backend (emulated here), else the native core; one line a worker says which and why, and each subtask's
+    gauges show its route from the start (`backendGpu`, `backendJvm` 0), its CPU batches counted."""
+    pytest.importorskip("pyflink")
+    from apache_beam.metrics.execution import MetricsContainer
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+    from pyflink.fn_execution.metrics.process.metric_impl import GenericMetricGroup
+    from pyflink.table.udf import FunctionContext
+
+    from connector.flink import functions
+    from connector.parse import backends
+
+    if gpu_backend:
+        from tests.libcudf_emulator import EmulatedLibcudfReader
+
+        monkeypatch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+    backends._auto.cache_clear()  # a fresh worker: its first open decides
+    monkeypatch.setattr(functions, "_GPU_SAID", False)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")  # open points CUDA at its device: kept to this test
+    # PyFlink's own metric group over Beam's metrics, as in a Python worker (its counters count in this state).
+    sampler = statesampler.StateSampler("parse", CounterFactory())
+    statesampler.set_current_tracker(sampler)
+    try:
+        with sampler.scoped_state("parse", "process", metrics_container=MetricsContainer("parse")):
+            groups = []
+            with caplog.at_level("INFO"):
+                for index in (0, 1):  # two subtasks in one worker
+                    function = functions.ParseFunction(load_profile("coder"), ("id", "_line", "_error"), backend="auto")
+                    group = GenericMetricGroup(None, None).add_group(f"subtask-{index}")  # its own metrics
+                    function.open(FunctionContext(group, {}, index_of_this_subtask=index))
+                    gauges = group.add_group("dspark")._flink_gauge
+                    assert (gauges["backendGpu"](), gauges["backendJvm"]()) == (int(gpu_backend), 0)
+                    function.eval(pd.Series([body(1), body(2)]), pd.Series([1, 2]))
+                    groups.append((function, gauges))
+            said = [r.getMessage() for r in caplog.records if "parse backend 'auto'" in r.getMessage()]
+            assert len(said) == 1, said
+            assert ("uses the GPU" if gpu_backend else "uses the CPU") in said[0]
+            for function, gauges in groups:
+                assert gauges["backendGpu"]() == int(gpu_backend)
+                assert function._fallbacks.get_count() == (0 if gpu_backend else 1)
+    finally:
+        statesampler.set_current_tracker(None)

@@ -260,7 +260,8 @@ def cast_corpus() -> list[bytes]:
 @pytest.fixture(scope="module")
 def gpu_job(root) -> dict[str, list[dict]]:
     """The 'gpu' route: the gpu backend with libcudf's reader emulated (the same host code, no pylibcudf: the
-    README's test command installs no gpu extra)."""
+    README's test command installs no gpu extra); and 'auto' in a job whose configuration declares GPU
+    TaskManagers (Flink's external resource gpu), planned on this machine without a GPU."""
     from connector.flink import local_environment
     from connector.parse import backends
     from tests.libcudf_emulator import EmulatedLibcudfReader
@@ -268,12 +269,15 @@ def gpu_job(root) -> dict[str, list[dict]]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
         env, t_env = local_environment()
-        _replay(t_env, "gpu_table", root, "gpu", 16)
-        _sink(t_env, "sink_gpu", SINK, root / "gpu")
+        t_env.get_config().set("external-resources", "gpu")
+        t_env.get_config().set("external-resource.gpu.amount", "1")
         statements = t_env.create_statement_set()
-        statements.add_insert_sql(
-            f"INSERT INTO sink_gpu SELECT {PROFILE_SELECT}, backend, line, reason, field FROM gpu_table"
-        )
+        for backend in ("gpu", "auto"):
+            _replay(t_env, f"{backend}_table", root, backend, 16)
+            _sink(t_env, f"sink_{backend}", SINK, root / backend)
+            statements.add_insert_sql(
+                f"INSERT INTO sink_{backend} SELECT {PROFILE_SELECT}, backend, line, reason, field FROM {backend}_table"
+            )
         # The casts of the Python parse step's flat columns (the same RowShape and Casts over its row).
         (root / "casts-gpu").mkdir()
         (root / "casts-gpu" / "a.jsonl").write_bytes(b"\n".join(cast_corpus()) + b"\n")
@@ -286,7 +290,11 @@ def gpu_job(root) -> dict[str, list[dict]]:
             _sink(t_env, f"sink_{name}_gpu", declared + ", line BIGINT", root / f"{name}_gpu", quote=False)
             statements.add_insert_sql(f"INSERT INTO sink_{name}_gpu SELECT * FROM {name}_gpu")
         statements.execute().wait()
-        return {"gpu": read_json_dir(root / "gpu"), **{n: read_json_dir(root / f"{n}_gpu") for n in GPU_CASTS}}
+        return {
+            "gpu": read_json_dir(root / "gpu"),
+            "auto": read_json_dir(root / "auto"),
+            **{n: read_json_dir(root / f"{n}_gpu") for n in GPU_CASTS},
+        }
 
 
 @pytest.fixture(scope="module")
@@ -339,6 +347,13 @@ def test_the_gpu_route_through_the_sql_runner_gives_the_pyflink_programs_rows(gp
     up) gives in Python workers of their own what it gives in a PyFlink program's."""
     assert len(gpu_sql_job) == len(gpu_job["gpu"])
     assert sorted(gpu_sql_job, key=repr) == sorted(gpu_job["gpu"], key=repr)
+
+
+def test_auto_where_the_jobs_configuration_declares_gpu_task_managers_parses_on_their_gpu(gpu_job):
+    """'auto' follows the job's configuration, not the machine that plans it (this one, without a GPU): with GPU
+    TaskManagers declared, the parse step runs in Python and takes the GPU its worker has (libcudf emulated)."""
+    assert gpu_job["auto"] and {r["backend"] for r in gpu_job["auto"]} == {"gpu"}
+    assert sorted(gpu_job["auto"], key=repr) == sorted(gpu_job["gpu"], key=repr)
 
 
 def test_the_gpu_route_without_flinks_python_jar_says_so_in_one_line(root):

@@ -147,8 +147,6 @@ def test_main_answers_errors_as_json_never_a_traceback():
 
 
 def test_docs_show_the_metadata_registry():
-    from pathlib import Path
-
     from connector.plan.metadata import metadata_markdown
 
     text = (Path(__file__).resolve().parent.parent / "docs" / "flink.md").read_text()
@@ -257,10 +255,7 @@ def test_file_sources_are_planned_as_data():
 # -- where the parse step runs, and 'format' = 'dspark-vllm' ---------------------------------------------------
 
 
-def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
-    from connector.plan import parse as planner
-
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: False)
+def test_cpu_and_auto_without_gpu_task_managers_parse_in_the_jvm():
     for backend in ("cpu", "auto"):
         native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
         document = json.loads(native["document"])
@@ -268,27 +263,53 @@ def test_cpu_and_auto_without_a_gpu_backend_parse_in_the_jvm(monkeypatch):
         assert {c["name"] for c in document["columns"]} | {p["name"] for p in document["content"]["properties"]} | {
             "content_error"
         } == set(native["columns"])
-        assert (native.get("auto_fallback") is None) == (backend == "cpu")
+        assert (native.get("gpu_unused") is None) == (backend == "cpu")
     gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
-    assert gpu == {"why": "'parse.backend' = 'gpu' (libcudf runs in Python)"}
-    monkeypatch.setattr(planner, "gpu_backend_here", lambda: True)
-    assert "why" in plan(declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR")))["native"]
+    assert gpu["why"] == "'parse.backend' = 'gpu' (libcudf runs in Python)" and "gpu_unused" not in gpu
 
 
-def test_the_gpu_backend_is_here_only_with_pylibcudf_and_a_driver(monkeypatch, tmp_path):
-    """pylibcudf installed on a machine without a GPU (as in CI) keeps 'auto' in the JVM."""
+GPU_TASK_MANAGERS = {"external-resources": "gpu", "external-resource.gpu.amount": "1"}
+
+
+def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_managers(monkeypatch):
+    """'auto' is decided by what the job's configuration says of its TaskManagers (Flink's external resource
+    'gpu'), never by the machine that plans the query (a SQL Gateway, a laptop): both routes carry the native
+    core; the parse step picks its backend at open, where it runs."""
+    import functools
     import importlib.util
 
-    from connector.plan import parse as planner
+    def native(flink=None):
+        made = declared({**REPLAY, "parse.backend": "auto"}, column("id", "STRING", "VARCHAR"))
+        if flink is not None:
+            made["flink"] = flink
+        return plan(made)["native"]
+
+    python = native(GPU_TASK_MANAGERS)
+    assert "why" in python and "external-resource.gpu.amount" in python["why"]
+    assert "id" in python["columns"] and python["document"]  # the core for leftovers and a worker without a GPU
+    jvm = native()
+    assert "why" not in jvm and jvm["document"] == python["document"]
+    assert "external-resource.gpu.amount" in jvm["gpu_unused"]  # what a TaskManager with a GPU says once
+    for flink in (
+        {"external-resources": "gpu", "external-resource.gpu.amount": "0"},
+        {"external-resource.gpu.amount": "1"},  # no resource named gpu
+        {"external-resources": "fpga", "external-resource.gpu.amount": "1"},
+    ):
+        assert "why" not in native(flink), flink
+    assert "why" in native({"external-resources": "fpga;gpu", "external-resource.gpu.amount": "2"})
+    # A planning machine with the GPU backend (pylibcudf found, libcudf emulated) changes nothing.
+    from connector.parse import backends
+    from tests.libcudf_emulator import EmulatedLibcudfReader
 
     real = importlib.util.find_spec
     monkeypatch.setattr(
         importlib.util, "find_spec", lambda name, *a: object() if name == "pylibcudf" else real(name, *a)
     )
-    here = Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
-    assert planner.gpu_backend_here() is here
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pylibcudf" else real(name, *a))
-    assert planner.gpu_backend_here() is False
+    monkeypatch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+    monkeypatch.setattr(backends, "_auto", functools.cache(backends._auto.__wrapped__))  # this test's decision
+    assert backends.select_backend("auto")[0].name == "gpu"
+    assert native() == jvm
+    assert native(GPU_TASK_MANAGERS) == python
 
 
 def format_declared(options: dict, *columns) -> dict:

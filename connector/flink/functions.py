@@ -6,6 +6,7 @@ Built on the workers by `connector.flink.runtime.parse_function` from a table's 
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 
@@ -25,13 +26,16 @@ from connector.profiles import Profile
 
 __all__ = ["ParseFunction"]
 
+log = logging.getLogger(__name__)
+_GPU_SAID = False  # 'auto' took the GPU in this worker (a process): said once
+
 
 class ParseFunction(ScalarFunction):
     """Called with (body BYTES, source_line BIGINT) in replay mode, (body BYTES, request_error STRING) in request
     mode, per Arrow batch: `source_line` is a replayed body's line in its file (the source counts them); a
     response's line is its number in this subtask.
-    Metrics: see `connector.flink.metrics` (`backendGpu` is 1 while the GPU parses, `gpuFallbackBatches`
-    counts the batches 'auto' parsed on the CPU).
+    Metrics: see `connector.flink.metrics` (`backendGpu` is 1 where the GPU parses, `backendJvm` 0: the route
+    this subtask took; `gpuFallbackBatches` counts the batches 'auto' parsed on the CPU).
     """
 
     def __init__(
@@ -79,13 +83,13 @@ class ParseFunction(ScalarFunction):
             )
             if device is not None:
                 os.environ["CUDA_VISIBLE_DEVICES"] = device
-        # 'auto' is resolved once per instance (`select_backend`: whatever stops the GPU backend, the CPU, with
-        # one WARNING); the batches it parses on the CPU count in the metric gpuFallbackBatches.
+        # 'auto' is decided here, where the function runs: libcudf where this worker has the GPU backend, else
+        # the native core (`select_backend`: whatever stops the GPU backend, said in one WARNING a worker); the
+        # batches it parses on the CPU count in the metric gpuFallbackBatches.
         self._effective = self.backend
         if self.backend == "auto":
-            from connector.parse.backends import select_backend
-
-            self._effective = select_backend("auto")[0].name
+            self._effective = _auto_backend()
+        self._gpu = 1 if self._effective == "gpu" else 0
         group = function_context.get_metric_group().add_group("dspark")
         self._bodies = group.counter("numRecordsIn")
         self._rows = group.counter("numRecordsOut")
@@ -100,6 +104,7 @@ class ParseFunction(ScalarFunction):
         group.gauge("parseTimeMsP99", lambda: self._parse_times.percentile(99))
         group.gauge("lastBatchParseTimeMs", lambda: int(self._last_ms))
         group.gauge("backendGpu", lambda: int(self._gpu))
+        group.gauge("backendJvm", lambda: 0)
 
     def eval(self, body: pd.Series, more: pd.Series) -> pa.StructArray:
         """The batch's rows as Arrow, in the order of `columns` (PyFlink takes it as it is: `arrow_results`)."""
@@ -137,6 +142,19 @@ class ParseFunction(ScalarFunction):
         if self.backend == "auto" and result.backend != "gpu":
             self._fallbacks.inc(1)
         return rows
+
+
+def _auto_backend() -> str:
+    """The backend 'auto' takes in this worker, said in one line a worker: the CPU's line is `select_backend`'s
+    WARNING with its reason; the GPU's is this one."""
+    global _GPU_SAID
+    from connector.parse.backends import select_backend
+
+    name = select_backend("auto")[0].name
+    if name == "gpu" and not _GPU_SAID:
+        _GPU_SAID = True
+        log.info("parse backend 'auto' uses the GPU: this worker has the GPU backend (pylibcudf and a GPU)")
+    return name
 
 
 def _subtask_index(context: FunctionContext) -> int:

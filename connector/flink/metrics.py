@@ -4,7 +4,9 @@ Group `dspark` of each operator:
 
 - parse: counters `numRecordsIn` (bodies), `numRecordsOut` (parsed rows), `numRecordsInErrors` (error rows),
   `numBytesIn`, `numBatches`, `gpuFallbackBatches`; meters `numRecordsInPerSecond`, `numRecordsOutPerSecond`;
-  gauges `parseTimeMsP50`, `parseTimeMsP99` (the last 100 batches), `lastBatchParseTimeMs`, `backendGpu`.
+  gauges `parseTimeMsP50`, `parseTimeMsP99` (the last 100 batches), `lastBatchParseTimeMs`, the route this
+  subtask took: `backendGpu` (1: libcudf parses), `backendJvm` (1: the native core in the JVM, 0: the Python
+  worker), `gpuUnused` (1: 'auto' in the JVM on a TaskManager with a GPU).
 - request, registered on the JVM by `io.dspark.vllm.engine.RequestStep`: counters `numRequests`, `numResponses`
   (a body came back), `numRequestsFailed`, `numRetries`, `numBytesIn`; meter `numResponsesPerSecond`; gauges
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
@@ -31,7 +33,7 @@ GROUP = "dspark"
 PARSE_METRICS: tuple[str, ...] = (
     "numRecordsIn", "numRecordsOut", "numRecordsInErrors", "numBytesIn", "numBatches", "gpuFallbackBatches",
     "numRecordsInPerSecond", "numRecordsOutPerSecond", "parseTimeMsP50", "parseTimeMsP99", "lastBatchParseTimeMs",
-    "backendGpu", "backendJvm",
+    "backendGpu", "backendJvm", "gpuUnused",
 )  # fmt: skip
 REQUEST_METRICS: tuple[str, ...] = (
     "numRequests", "numResponses", "numRequestsFailed", "numRetries", "numBytesIn", "numResponsesPerSecond",

@@ -387,7 +387,10 @@ RETRY_HOLD_WHILE_DOWN: ConfigOption[bool] = _option(
 PARSE_BACKEND: ConfigOption[str] = _option(
     "parse.backend",
     "enum",
-    "Deserializer backend: 'gpu' (libcudf), 'cpu' (the native simdjson core) or 'auto' (gpu when available, else cpu).",
+    "Deserializer backend: 'gpu' (libcudf in a Python worker), 'cpu' (the native simdjson core in the "
+    "TaskManager's JVM) or 'auto': where the job's configuration declares GPU TaskManagers ('external-resources' "
+    "naming gpu, 'external-resource.gpu.amount' > 0) the Python worker, which takes libcudf where its TaskManager "
+    "has the GPU backend, else the native core; elsewhere the JVM's native core.",
     default="auto",
     values=("auto", "cpu", "gpu"),
     group="Parse",

@@ -257,6 +257,6 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         body_columns=tuple(body_columns_),
         outputs=tuple(outputs),
         answer=answer,
-        native=core_parse(options, profile, False, None),
+        native=core_parse(options, profile, False),
     )
     return to_json(made)

@@ -3,8 +3,9 @@ or why the parse step runs in Python (libcudf)."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
+import dataclasses
+import re
+from collections.abc import Mapping
 
 from connector.options import (
     MODE,
@@ -19,37 +20,53 @@ from connector.profiles import Profile
 from connector.types.columns import body_columns, output_schema
 from connector.types.flink_types import arrow_to_flink_sql
 
-__all__ = ["core_parse", "gpu_backend_here", "native_parse"]
+__all__ = ["core_parse", "gpu_task_managers", "native_parse"]
 
 
-def gpu_backend_here() -> bool:
-    """Whether this machine has the GPU backend: pylibcudf installed and an NVIDIA driver with a device (checked
-    without importing pylibcudf, which takes seconds: every planning of a query runs this)."""
-    if importlib.util.find_spec("pylibcudf") is None:
-        return False
-    return Path("/proc/driver/nvidia/version").exists() and any(Path("/dev").glob("nvidia[0-9]*"))
+def gpu_task_managers(flink: Mapping[str, str]) -> bool:
+    """Whether the job's configuration declares GPU TaskManagers, as Flink's external-resource framework does:
+    'external-resources' names `gpu` and 'external-resource.gpu.amount' is above 0 (docker/flink-conf/gpu.yaml;
+    a Kubernetes deployment sets the same keys)."""
+    names = re.split(r"[;,]", flink.get("external-resources", "").strip().strip("[]"))
+    try:
+        amount = float(flink.get("external-resource.gpu.amount", "0"))
+    except ValueError:
+        amount = 0.0
+    return "gpu" in {n.strip().strip("'\"") for n in names} and amount > 0
 
 
-def native_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
-    """The parse step in the JVM (`io.dspark.vllm.engine.ParseOperator`, the native core through JNI), or why not.
+def native_parse(options: Options, profile: Profile, require_created: bool, flink: Mapping[str, str]) -> NativeParse:
+    """The parse step: in the JVM (`io.dspark.vllm.engine.ParseOperator`, the native core through JNI), or `why`
+    it runs in Python (the parse function, libcudf, its leftovers to the native core); the core's part is planned
+    either way.
 
-    'cpu' parses there, and so does 'auto' where the GPU backend is not here (`gpu_backend_here`): the machine that
-    plans the query stands for the TaskManagers (a cluster whose planner lacks a GPU its TaskManagers have
-    sets 'gpu'). 'gpu' keeps the Python function (libcudf). The native core makes every column of a profile:
-    the body's, the content properties' (their x-extract patterns too) and content_error.
+    'gpu' runs in Python; 'cpu' in the JVM; 'auto' in Python where the job's configuration declares GPU
+    TaskManagers (`gpu_task_managers`), else in the JVM: the machine that plans the query (a SQL Gateway, a
+    laptop) says nothing of the TaskManagers. Each parse step decides the rest where it runs, at open: the
+    Python function takes libcudf where its worker has the GPU backend, else the native core; the JVM step on a
+    TaskManager with a GPU says `gpu_unused` once. The native core makes every column of a profile: the body's,
+    the content properties' (their x-extract patterns too) and content_error.
     """
     backend = options.get(PARSE_BACKEND)
+    core = core_parse(options, profile, require_created)
     if backend == "gpu":
-        return NativeParse(why="'parse.backend' = 'gpu' (libcudf runs in Python)")
-    if backend == "auto" and gpu_backend_here():
-        return NativeParse(why="'parse.backend' = 'auto' where the GPU backend (pylibcudf and an NVIDIA GPU) is")
-    # 'auto' without a GPU backend: the CPU, said once at WARNING on the TaskManagers (as `select_backend`
-    # says it) and counted in gpuFallbackBatches.
-    fallback = "no GPU backend (pylibcudf and an NVIDIA GPU) where the query was planned" if backend == "auto" else None
-    return core_parse(options, profile, require_created, fallback)
+        return dataclasses.replace(core, why="'parse.backend' = 'gpu' (libcudf runs in Python)")
+    if backend == "auto" and gpu_task_managers(flink):
+        return dataclasses.replace(
+            core,
+            why="'parse.backend' = 'auto' where the job's configuration declares GPU TaskManagers "
+            "('external-resources' names gpu, 'external-resource.gpu.amount' > 0)",
+        )
+    # 'auto' for TaskManagers without a GPU: a TaskManager that has one says so once at WARNING, and counts it.
+    unused = (
+        "'parse.backend' = 'auto' and the job's configuration declares no GPU TaskManagers, so the native core "
+        "parses on the CPU; to parse on this GPU, set 'external-resources' = 'gpu' and "
+        "'external-resource.gpu.amount' = '1' in the job's configuration (or 'parse.backend' = 'gpu')"
+    )
+    return dataclasses.replace(core, gpu_unused=unused) if backend == "auto" else core
 
 
-def core_parse(options: Options, profile: Profile, require_created: bool, fallback: str | None) -> NativeParse:
+def core_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
     """The native core's part of a plan: its plan document for every body column, the columns it makes, the
     batching."""
     columns = body_columns(profile)
@@ -65,5 +82,4 @@ def core_parse(options: Options, profile: Profile, require_created: bool, fallba
         batch_size=options.batch_size,
         # A batch is parsed when full or this long after its first body: the latency the step adds at most.
         batch_ms=5 if options.get(MODE) == "request" else 50,
-        auto_fallback=fallback,
     )

@@ -74,7 +74,7 @@ JSON: TypeAlias = Any
 
 # The version of the plans' keys, and of the request step's settings (ClientSpec) in them: a jar refuses a plan of
 # another version (PlanReader), so a client and a TaskManager of different releases never disagree silently.
-PLAN_VERSION = 10
+PLAN_VERSION = 11
 CLIENT_SPEC_VERSION = 2
 
 
@@ -178,7 +178,8 @@ class ModelRequest:
 
 @dataclass(frozen=True)
 class NativeParse:
-    """The parse step in the JVM (the native core), or `why` not (then every other field is None)."""
+    """The native core's part of the parse step, planned on both routes; `why` the step runs in Python (else in
+    the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open."""
 
     document: str | None = omit()  # the core's plan document
     columns: tuple[str, ...] | None = omit()
@@ -186,7 +187,7 @@ class NativeParse:
     require_created: bool | None = omit()
     batch_size: int | None = omit()
     batch_ms: int | None = omit()
-    auto_fallback: str | None = omit()
+    gpu_unused: str | None = omit()
     why: str | None = omit()
 
 

@@ -170,7 +170,7 @@ def table_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         plan=parse_function.document(),
         answer=answer,
         parse_inputs=parse_inputs,
-        native=native_parse(options, profile, require_created),
+        native=native_parse(options, profile, require_created, declared.get("flink") or {}),
         request=request,
     )
     return to_json(made)

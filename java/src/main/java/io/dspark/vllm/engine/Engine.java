@@ -114,7 +114,7 @@ public final class Engine {
     static ParseBatch batch(Plan.NativeParse parse, RowShape shape, RowType input) {
         List<String> names = input.getFieldNames();
         return new ParseBatch(parse.document, shape, names.indexOf("_body"), names.indexOf("_source_line"),
-                names.indexOf("_request_error"), Boolean.TRUE.equals(parse.requireCreated), parse.autoFallback);
+                names.indexOf("_request_error"), Boolean.TRUE.equals(parse.requireCreated), parse.gpuUnused);
     }
 
     /** Refuses the plan's request columns unless they are the row this jar's request step makes. */

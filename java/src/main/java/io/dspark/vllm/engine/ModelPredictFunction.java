@@ -175,7 +175,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         plan.outputs.forEach(o -> layouts.add(o.from));
         Plan.NativeParse jvm = plan.nativeValue;
         parse = Engine.batch(jvm, Engine.shape(out, layouts, requestRow, Engine.made(jvm), plan.answer), requestRow);
-        parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0);
+        parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0,
+                ParseBatch.gpuHere(context.getExternalResourceInfos(ParseBatch.GPU_RESOURCE)));
 
         routingKeyColumn = request.routingKey == null ? null : RowData.createFieldGetter(
                 ((RowType) SqlTypes.dataType(inputType).getLogicalType()).getTypeAt(request.routingKey.intValue()),

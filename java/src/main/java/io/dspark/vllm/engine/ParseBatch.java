@@ -24,14 +24,17 @@ import java.util.function.Consumer;
  * and both hand their batches here.
  *
  * <p>Metrics, group {@code dspark}: numRecordsIn, numRecordsOut, numRecordsInErrors, numBytesIn, numBatches, their
- * rates, parseTimeMsP50/P99, lastBatchParseTimeMs, backendGpu, backendJvm, gpuFallbackBatches.
+ * rates, parseTimeMsP50/P99, lastBatchParseTimeMs, backendGpu, backendJvm, gpuFallbackBatches, gpuUnused.
  */
 final class ParseBatch implements Serializable {
     private static final long serialVersionUID = 1L;
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(ParseBatch.class);
     private static final String CREATED = RowShape.CREATED;
-    private static final java.util.concurrent.atomic.AtomicBoolean FALLBACK_SAID =
+    // Said once a TaskManager (the JVM), whatever number of subtasks it runs.
+    private static final java.util.concurrent.atomic.AtomicBoolean GPU_UNUSED_SAID =
             new java.util.concurrent.atomic.AtomicBoolean();
+    /** Flink's external resource of GPU TaskManagers (docker/flink-conf/gpu.yaml). */
+    static final String GPU_RESOURCE = "gpu";
 
     private final String document;
     private final RowShape shape;
@@ -40,7 +43,7 @@ final class ParseBatch implements Serializable {
     private final int lineIndex; // replay: the body's line in its file (FileLines'); else -1: responses counted
     private final int requestErrorIndex; // request mode: the request's error; else -1
     private final boolean requireCreated;
-    private final String autoFallback; // 'auto' without a GPU backend: why the CPU parses (else null)
+    private final String gpuUnused; // 'auto' here: what a TaskManager with a GPU says (the plan's), else null
 
     private transient NativeParser parser;
     private transient long responses;
@@ -56,7 +59,7 @@ final class ParseBatch implements Serializable {
 
     ParseBatch(
             String document, RowShape shape, int bodyIndex, int lineIndex, int requestErrorIndex,
-            boolean requireCreated, String autoFallback) {
+            boolean requireCreated, String gpuUnused) {
         this.document = document;
         this.shape = shape;
         this.hasCreated = shape.coreColumns().contains(CREATED);
@@ -64,15 +67,30 @@ final class ParseBatch implements Serializable {
         this.lineIndex = lineIndex;
         this.requestErrorIndex = requestErrorIndex;
         this.requireCreated = requireCreated;
-        this.autoFallback = autoFallback;
+        this.gpuUnused = gpuUnused;
     }
 
     RowShape shape() {
         return shape;
     }
 
-    /** Loads the native core and registers the metrics in {@code group} (the operator's, or the function's). */
-    void open(MetricGroup operatorGroup, boolean sayWhere) {
+    /**
+     * Whether this TaskManager has a GPU: Flink gave it the external resource {@code gpu}, or the NVIDIA driver
+     * shows a device (a GPU the job's configuration does not declare).
+     */
+    static boolean gpuHere(java.util.Set<org.apache.flink.api.common.externalresource.ExternalResourceInfo> given) {
+        if (given != null && !given.isEmpty()) {
+            return true;
+        }
+        String[] devices = new java.io.File("/proc/driver/nvidia/gpus").list();
+        return devices != null && devices.length > 0;
+    }
+
+    /**
+     * Loads the native core and registers the metrics in {@code group} (the operator's, or the function's);
+     * {@code gpuHere}: this TaskManager has a GPU ({@link #gpuHere}), which 'auto' in the JVM leaves unused.
+     */
+    void open(MetricGroup operatorGroup, boolean sayWhere, boolean gpuHere) {
         String problem = NativeCore.available();
         if (problem != null) {
             throw new IllegalStateException("dspark-vllm: " + problem);
@@ -93,12 +111,14 @@ final class ParseBatch implements Serializable {
         group.gauge(PlanContract.BACKEND_GPU, () -> 0);
         group.gauge(PlanContract.BACKEND_JVM, () -> 1);
         fallbacks = group.counter(PlanContract.GPU_FALLBACK_BATCHES);
+        boolean unused = gpuUnused != null && gpuHere;
+        group.gauge(PlanContract.GPU_UNUSED, () -> unused ? 1 : 0);
         if (sayWhere) {
             LOG.info("dspark-vllm: the parse step runs in the JVM with the native core ({}), no Python worker",
                     NativeCore.coreName());
         }
-        if (autoFallback != null && FALLBACK_SAID.compareAndSet(false, true)) {
-            LOG.warn("parse backend 'auto' uses the CPU: {}", autoFallback);
+        if (unused && GPU_UNUSED_SAID.compareAndSet(false, true)) {
+            LOG.warn("dspark-vllm: this TaskManager has a GPU, but {}", gpuUnused);
         }
     }
 
@@ -197,7 +217,7 @@ final class ParseBatch implements Serializable {
         bodies.inc(n); // last: whoever reads numRecordsIn finds its bodies counted as rows or errors already
         bytes.inc(size);
         batches.inc();
-        if (autoFallback != null) {
+        if (gpuUnused != null) { // 'auto' parsed on the CPU
             fallbacks.inc();
         }
     }

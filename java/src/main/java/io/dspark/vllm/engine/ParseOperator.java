@@ -46,7 +46,8 @@ public final class ParseOperator extends AbstractStreamOperator<RowData>
     @Override
     public void open() throws Exception {
         super.open();
-        parse.open(getRuntimeContext().getMetricGroup(), getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0);
+        parse.open(getRuntimeContext().getMetricGroup(), getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0,
+                ParseBatch.gpuHere(getRuntimeContext().getExternalResourceInfos(ParseBatch.GPU_RESOURCE)));
         record = new StreamRecord<>(null);
         copyInput = getExecutionConfig().isObjectReuseEnabled() ? new RowDataSerializer(inputType) : null;
         pending = new ArrayList<>();

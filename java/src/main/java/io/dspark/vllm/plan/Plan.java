@@ -14,7 +14,7 @@ public final class Plan {
     private Plan() {}
 
     /** The plans' version ({@code connector.plan.records.PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 10;
+    public static final int PLAN_VERSION = 11;
     /** The request spec's ({@code CLIENT_SPEC_VERSION}). */
     public static final int CLIENT_SPEC_VERSION = 2;
 
@@ -172,7 +172,7 @@ public final class Plan {
         }
     }
 
-    /** The parse step in the JVM (the native core), or `why` not (then every other field is None). (NativeParse of connector/plan/records.py). */
+    /** The native core's part of the parse step, planned on both routes; `why` the step runs in Python (else in the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open. (NativeParse of connector/plan/records.py). */
     public static final class NativeParse implements Serializable {
         private static final long serialVersionUID = 1L;
         public final String document;
@@ -181,16 +181,16 @@ public final class Plan {
         public final Boolean requireCreated;
         public final Long batchSize;
         public final Long batchMs;
-        public final String autoFallback;
+        public final String gpuUnused;
         public final String why;
-        public NativeParse(String document, List<String> columns, List<String> types, Boolean requireCreated, Long batchSize, Long batchMs, String autoFallback, String why) {
+        public NativeParse(String document, List<String> columns, List<String> types, Boolean requireCreated, Long batchSize, Long batchMs, String gpuUnused, String why) {
             this.document = document;
             this.columns = columns;
             this.types = types;
             this.requireCreated = requireCreated;
             this.batchSize = batchSize;
             this.batchMs = batchMs;
-            this.autoFallback = autoFallback;
+            this.gpuUnused = gpuUnused;
             this.why = why;
         }
     }

@@ -11,7 +11,7 @@ public final class PlanContract {
     private PlanContract() {}
 
     /** The plan's layout ({@code PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 10;
+    public static final int PLAN_VERSION = 11;
     /** The request step's settings ({@code CLIENT_SPEC_VERSION}). */
     public static final int CLIENT_SPEC_VERSION = 2;
 
@@ -50,6 +50,7 @@ public final class PlanContract {
     public static final String LAST_BATCH_PARSE_TIME_MS = "lastBatchParseTimeMs";
     public static final String BACKEND_GPU = "backendGpu";
     public static final String BACKEND_JVM = "backendJvm";
+    public static final String GPU_UNUSED = "gpuUnused";
     public static final String NUM_REQUESTS = "numRequests";
     public static final String NUM_RESPONSES = "numResponses";
     public static final String NUM_REQUESTS_FAILED = "numRequestsFailed";

@@ -244,7 +244,7 @@ public final class PlanReader {
     }
 
     static Plan.NativeParse readNativeParse(JsonNode node, String where) {
-        keys(node, where, Set.of("document", "columns", "types", "require_created", "batch_size", "batch_ms", "auto_fallback", "why"));
+        keys(node, where, Set.of("document", "columns", "types", "require_created", "batch_size", "batch_ms", "gpu_unused", "why"));
         JsonNode documentNode = maybe(node, "document", where, true);
         String document = documentNode == null ? null : text(documentNode, where + ".document");
         JsonNode columnsNode = maybe(node, "columns", where, true);
@@ -257,11 +257,11 @@ public final class PlanReader {
         Long batchSize = batchSizeNode == null ? null : integer(batchSizeNode, where + ".batch_size");
         JsonNode batchMsNode = maybe(node, "batch_ms", where, true);
         Long batchMs = batchMsNode == null ? null : integer(batchMsNode, where + ".batch_ms");
-        JsonNode autoFallbackNode = maybe(node, "auto_fallback", where, true);
-        String autoFallback = autoFallbackNode == null ? null : text(autoFallbackNode, where + ".auto_fallback");
+        JsonNode gpuUnusedNode = maybe(node, "gpu_unused", where, true);
+        String gpuUnused = gpuUnusedNode == null ? null : text(gpuUnusedNode, where + ".gpu_unused");
         JsonNode whyNode = maybe(node, "why", where, true);
         String why = whyNode == null ? null : text(whyNode, where + ".why");
-        return new Plan.NativeParse(document, columns, types, requireCreated, batchSize, batchMs, autoFallback, why);
+        return new Plan.NativeParse(document, columns, types, requireCreated, batchSize, batchMs, gpuUnused, why);
     }
 
     static Plan.Layout readLayout(JsonNode node, String where) {

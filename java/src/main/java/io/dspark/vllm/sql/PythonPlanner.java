@@ -185,10 +185,11 @@ final class PythonPlanner {
             ObjectIdentifier identifier, ResolvedCatalogTable table, Map<String, String> config) {
         ObjectNode root = JSON.createObjectNode();
         root.put("name", identifier.getObjectName());
-        // The job settings the plan is checked against (checkpoint timeout vs the longest request, the target).
+        // The job settings the plan depends on: checked against (checkpoint timeout vs the longest request, the
+        // target), and the TaskManagers' external resources ('parse.backend' = 'auto' parses in Python for GPUs).
         ObjectNode flink = root.putObject("flink");
         config.forEach((key, value) -> {
-            if (key.startsWith("execution.")) {
+            if (key.startsWith("execution.") || key.startsWith("external-resource")) {
                 flink.put(key, value);
             }
         });

@@ -66,13 +66,13 @@ final class TablePlan {
     }
 
     /**
-     * Null when the parse step can run in the JVM for these flat columns (the plan has a "native" part: the
-     * backend is cpu, or auto where no GPU backend is installed, and the native core makes every column read),
-     * else why it runs in Python.
+     * Null when the parse step runs in the JVM for these flat columns (the plan gives no reason for Python: the
+     * backend is cpu, or auto where the job's configuration declares no GPU TaskManagers, and the native core
+     * makes every column read), else why it runs in Python.
      */
     String pythonParseReason(java.util.Collection<String> produced) {
         Plan.NativeParse jvm = plan.nativeValue;
-        if (jvm.document == null) {
+        if (jvm.why != null || jvm.document == null) {
             return jvm.why == null ? "the plan has no native parse step" : jvm.why;
         }
         java.util.Set<String> made = new java.util.HashSet<>(parseInternal());

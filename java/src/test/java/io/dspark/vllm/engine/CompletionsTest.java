@@ -112,7 +112,7 @@ final class CompletionsTest {
                 new LogicalType[] {new VarBinaryType(VarBinaryType.MAX_LENGTH)}, new String[] {"_body"});
         RowShape shape = Shapes.idAndInternal(input);
         ParseBatch parse = new ParseBatch(PythonPlan.of("openai"), shape, 0, -1, -1, false, null);
-        parse.open(new UnregisteredMetricsGroup(), false);
+        parse.open(new UnregisteredMetricsGroup(), false, false);
         int n = 500;
         List<RowData> rows = new ArrayList<>();
         List<CompletableFuture<Collection<RowData>>> futures = new ArrayList<>();

@@ -1,5 +1,9 @@
 package io.dspark.vllm.engine;
 
+import org.apache.flink.api.common.externalresource.ExternalResourceInfo;
+import org.apache.flink.metrics.Gauge;
+import org.apache.flink.metrics.MetricGroup;
+import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
 import org.apache.flink.runtime.checkpoint.OperatorSubtaskState;
 import org.apache.flink.streaming.api.watermark.Watermark;
 import org.apache.flink.streaming.runtime.streamrecord.StreamRecord;
@@ -14,10 +18,13 @@ import org.apache.flink.table.types.logical.VarBinaryType;
 import org.apache.flink.table.types.logical.VarCharType;
 
 import io.dspark.vllm.parse.PythonPlan;
+import io.dspark.vllm.plan.PlanContract;
 
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
+import java.util.HashMap;
 import java.util.List;
+import java.util.Map;
 
 import org.junit.jupiter.api.BeforeAll;
 import org.junit.jupiter.api.Test;
@@ -164,5 +171,47 @@ final class ParseOperatorTest {
             h.endInput();
             assertEquals(List.of("error:not a body: got NoneType (give bytes or str)", "id:a"), sent(h));
         }
+    }
+
+    /**
+     * 'auto' planned in the JVM (no GPU TaskManagers declared) on a TaskManager that has a GPU: the parse step
+     * shows it in gauge gpuUnused (and says it once); elsewhere, or with 'cpu', the gauge is 0.
+     */
+    @Test
+    void autoInTheJvmOnATaskManagerWithAGpuShowsTheGpuUnused() {
+        ExternalResourceInfo gpu = new ExternalResourceInfo() {
+            @Override
+            public java.util.Optional<String> getProperty(String key) {
+                return java.util.Optional.of("0");
+            }
+
+            @Override
+            public java.util.Collection<String> getKeys() {
+                return List.of("index");
+            }
+        };
+        assertTrue(ParseBatch.gpuHere(java.util.Set.of(gpu)));
+        String said = "'parse.backend' = 'auto' and the job's configuration declares no GPU TaskManagers";
+        assertEquals(1, gpuUnused(said, true));
+        assertEquals(0, gpuUnused(said, false));
+        assertEquals(0, gpuUnused(null, true)); // 'cpu'
+    }
+
+    private static Object gpuUnused(String said, boolean gpuHere) {
+        Map<String, Gauge<?>> gauges = new HashMap<>();
+        MetricGroup group = new UnregisteredMetricsGroup() {
+            @Override
+            public <T, G extends Gauge<T>> G gauge(String name, G gauge) {
+                gauges.put(name, gauge);
+                return gauge;
+            }
+
+            @Override
+            public MetricGroup addGroup(String name) {
+                return this;
+            }
+        };
+        new ParseBatch(plan, shape, BODY, -1, -1, false, said).open(group, false, gpuHere);
+        return gauges.get(PlanContract.GPU_UNUSED).getValue();
     }
 }
