@@ -108,7 +108,7 @@ final class RequestStep extends RichAsyncFunction<RowData, RowData> implements C
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.of(this.spec);
         requests = Engine.requests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
-                restoredPositions);
+                getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             checkEndpoint(spec.url);
