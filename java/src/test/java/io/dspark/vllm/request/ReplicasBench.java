@@ -20,6 +20,9 @@ import java.util.concurrent.atomic.AtomicLong;
  * answered 429, the failed requests and the whole run's answers/s.
  *
  * <pre>java/build_jar.py run io.dspark.vllm.request.ReplicasBench [senders=2] [rows=4000] [kill=1500] [rounds=1]</pre>
+ *
+ * {@code kill} at or above {@code rows}: no replica is closed. {@code STAGGER_MS=N} in the environment: sender i
+ * starts i x N ms late (subtasks scheduled one after the other).
  */
 public final class ReplicasBench {
     private ReplicasBench() {}
@@ -94,7 +97,7 @@ public final class ReplicasBench {
         ((ObjectNode) sp.get("concurrency")).put("adaptive", true).put("initial", 16).put("min", 1).put("max", 256);
         List<Requester> requesters = new ArrayList<>();
         AtomicLong failed = new AtomicLong();
-        double[] before = null;
+        double[] before = {0, 0, 0};
         double rate = 0;
         long start = System.nanoTime();
         try {
@@ -104,7 +107,13 @@ public final class ReplicasBench {
                 requesters.add(r);
                 int from = s;
                 int count = senders;
+                long delayMs = s * Long.parseLong(System.getenv().getOrDefault("STAGGER_MS", "0"));
                 Thread t = new Thread(() -> {
+                    try {
+                        Thread.sleep(delayMs);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
                     Semaphore outstanding = new Semaphore(256);
                     List<CompletableFuture<Outcome>> sent = new ArrayList<>();
                     for (int i = from; i < rows; i += count) {
@@ -123,7 +132,7 @@ public final class ReplicasBench {
                 t.start();
                 drivers.add(t);
             }
-            while (true) {
+            while (kill < rows) {
                 long total = answered[0].get() + answered[1].get() + answered[2].get();
                 if (total >= kill) {
                     rate = total / ((System.nanoTime() - firstNs.get()) / 1e9);
