@@ -4,10 +4,12 @@
                                         [--latency-ms 100]
 
 Three simulators that serve `--capacity` completions at once each (`--latency-ms` each, 429 beyond: 480/s
-together by default), one `dspark-vllm sql` job over `--rows` keyed rows, the second replica killed by its pid
-once the three have answered `--kill-after` completions. Printed: every key once (or not), the error rows, the
-answers per second before the kill as a share of the three replicas' capacity, each replica's share of those
-answers, and the share of requests answered 429 (all replicas, the killed one's counted at its kill).
+together by default), one `dspark-vllm sql` job over `--rows` keyed rows in a CSV file for each subtask (a file is
+one split, read by one source subtask, which feeds the ML_PREDICT subtask chained to it), the second replica
+killed by its pid once the three have answered `--kill-after` completions. Printed: every key once (or not), the
+error rows, the answers per second before the kill as a share of the three replicas' capacity, each replica's
+share of those answers, and the share of requests answered 429 (all replicas, the killed one's counted at its
+kill).
 """
 
 from __future__ import annotations
@@ -57,7 +59,11 @@ def main() -> int:
         sys.exit("bench_replicas: the dspark-vllm command is not installed beside this Python")
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         tmp = Path(folder)
-        (tmp / "questions.csv").write_text("".join(f"k{i},What is {i} + {i}?\n" for i in range(args.rows)))
+        (tmp / "questions").mkdir()
+        for f in range(args.parallelism):
+            (tmp / "questions" / f"part-{f}.csv").write_text(
+                "".join(f"k{i},What is {i} + {i}?\n" for i in range(f, args.rows, args.parallelism))
+            )
         sims = [
             stack.enter_context(
                 testing.serve_simulator(
@@ -101,7 +107,7 @@ def main() -> int:
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
         script = tmp / "run.sql"
-        script.write_text(SQL.format(parallelism=args.parallelism, questions=tmp / "questions.csv",
+        script.write_text(SQL.format(parallelism=args.parallelism, questions=tmp / "questions",
                                      endpoint=",".join(s.url for s in sims), model=model, out=tmp / "out",
                                      concurrency="auto"))  # fmt: skip
         started = time.monotonic()

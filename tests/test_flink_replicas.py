@@ -3,17 +3,20 @@
 The Requester's routing, ejection and failover are tested against real servers in JUnit
 (java/src/test/.../request/ReplicasTest.java); here the same in a Flink job, through `dspark-vllm sql`. Three
 replicas that serve 16 completions at once each (100 ms; 429 beyond), two subtasks with 'request.concurrency' =
-'auto' (each its own limit on each replica), one replica killed after 500 requests: every key comes out once, none
-as an error row, each row names the replica that answered it (`request.replica`), every replica had its share
-before the kill, and under 5% of the requests were answered 429. And a 'dspark-vllm' table at parallelism 2 with
+'auto' (each its own limit on each replica), each reading a file of its own, one replica killed after 500 requests:
+every key comes out once, none as an error row, each row names the replica that answered it (`request.replica`),
+every replica had its share before the kill, both ML_PREDICT subtasks sent requests (their per-replica metrics), and
+under 5% of the requests were answered 429. And a 'dspark-vllm' table at parallelism 2 with
 'prefix' routing: both subtasks send each head to the same replica; a model with 'request.routing.key-column': both
 subtasks send each user's rows to the same replica.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -61,11 +64,42 @@ def _answers(sim: testing.RunningSimulator) -> float:
         return 0.0
 
 
+def _with_metrics(sql_file: Path, log_file: Path) -> list[str]:
+    """The command `dspark-vllm sql` runs, with Flink's Slf4j metrics reporter on its class path: every second
+    it logs each metric under `dspark-subtask.<subtask index>.<operator>`, the request step's per-replica gauges
+    among them."""
+    from connector.flink.sql_cli import java_command
+
+    home = Path(next(iter(importlib.util.find_spec("pyflink").submodule_search_locations)))
+    settings = [
+        "metrics.reporter.slf.factory.class=org.apache.flink.metrics.slf4j.Slf4jReporterFactory",
+        "metrics.reporter.slf.interval=1 SECONDS",
+        "metrics.scope.operator=dspark-subtask.<subtask_index>.<operator_name>",
+    ]
+    command = java_command(str(sql_file), settings, str(log_file))
+    (reporter,) = (home / "plugins" / "metrics-slf4j").glob("flink-metrics-slf4j-*.jar")
+    at = command.index("-cp") + 1
+    command[at] += os.pathsep + str(reporter)
+    return command
+
+
+def _answers_by_subtask(log_file: Path) -> dict[int, int]:
+    """Each ML_PREDICT subtask's answers, all replicas (the last report of its `numAnswers` gauges)."""
+    last: dict[tuple[int, str], int] = {}
+    pattern = r"^dspark-subtask\.(\d+)\..*\.dspark\.replica\.(\S+)\.numAnswers: (\d+)$"
+    for subtask, replica, n in re.findall(pattern, log_file.read_text(errors="replace"), re.MULTILINE):
+        last[(int(subtask), replica)] = int(n)
+    by_subtask: dict[int, int] = {}
+    for (subtask, _), n in last.items():
+        by_subtask[subtask] = by_subtask.get(subtask, 0) + n
+    return by_subtask
+
+
 def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
-    questions = tmp_path / "questions.csv"
-    questions.write_text("".join(f"k{i},What is {i} + {i}?\n" for i in range(ROWS)))
-    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
-    assert cli, "the dspark-vllm command is installed beside this Python"
+    questions = tmp_path / "questions"
+    questions.mkdir()
+    for part in range(2):  # a file is one split, read by one source subtask: a file for each subtask
+        (questions / f"part-{part}.csv").write_text("".join(f"k{i},What is {i} + {i}?\n" for i in range(part, ROWS, 2)))
     with ExitStack() as stack:
         sims = [
             stack.enter_context(
@@ -98,7 +132,8 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
         script = tmp_path / "enrich.sql"
         endpoint = ",".join(s.url for s in sims)
         script.write_text(SQL.format(questions=questions, endpoint=endpoint, model=model, out=tmp_path / "out"))
-        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+        log_file = tmp_path / "flink.log"
+        run = subprocess.run(_with_metrics(script, log_file), capture_output=True, text=True, timeout=600)
         watcher.join(timeout=10)
         survivors = [_answers(s) for s in (sims[0], sims[2])]
         throttled = sum(s.stats().get("throttled", 0.0) for s in (sims[0], sims[2])) + sum(victim_throttled)
@@ -119,6 +154,9 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
     assert min(shares) >= 0.20, shares  # before the kill, each replica had its share
     # 'auto' on each replica: few 429s (the victim's counted at its kill)
     assert throttled < 0.05 * asked, (throttled, asked)
+    # parallelism 2 is two senders: both ML_PREDICT subtasks had rows and sent requests
+    by_subtask = _answers_by_subtask(log_file)
+    assert sorted(by_subtask) == [0, 1] and min(by_subtask.values()) > 0, by_subtask
 
 
 TABLE_SQL = """

@@ -155,7 +155,7 @@ REQUEST_CONCURRENCY_MAX: ConfigOption[int] = _option(
     "request.concurrency.max",
     "int",
     "With 'request.concurrency' = 'auto': the most requests on the wire at once (and where it starts from: 16, "
-    "or this when smaller).",
+    "or this when smaller, shared by the parallel instances: each starts at its share).",
     default=256,
     minimum=1,
     maximum=65536,

@@ -137,10 +137,12 @@ public final class Engine {
      * The requests of one subtask, sent by a {@link Requester} of {@code spec} through the plan's store
      * ('request.store', 'request.cache'; none when {@code store} is null). {@code restored}: a Kafka store's
      * positions from the checkpoint (the table's request step keeps them; ML_PREDICT's function has no
-     * checkpoint hook), or null.
+     * checkpoint hook), or null. {@code subtasks}: the operator's parallelism, the requesters that send to the
+     * same replicas.
      */
-    static StoredRequests requests(RequestSpec spec, Plan.Store store, int subtask, Map<Integer, Long> restored) {
-        return new StoredRequests(new Requester(spec), store == null ? null : store.uri,
+    static StoredRequests requests(RequestSpec spec, Plan.Store store, int subtask, int subtasks,
+            Map<Integer, Long> restored) {
+        return new StoredRequests(new Requester(spec, subtasks), store == null ? null : store.uri,
                 store == null ? 0 : store.cacheTtlMs, subtask, restored);
     }
 }

@@ -108,7 +108,7 @@ public final class RequestStep extends RichAsyncFunction<RowData, RowData> imple
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.of(this.spec);
         requests = Engine.requests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
-                restoredPositions);
+                getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {
             checkEndpoint(spec.url);

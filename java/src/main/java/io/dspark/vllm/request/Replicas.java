@@ -161,6 +161,7 @@ public final class Replicas implements AutoCloseable {
     }
 
     private final RequestSpec spec;
+    private final int senders; // the parallel instances that send to the same replicas (see Slots)
     private final Executor executor;
     private final ScheduledExecutorService timer;
     private final Resolver resolver;
@@ -177,8 +178,9 @@ public final class Replicas implements AutoCloseable {
     private volatile boolean closed;
 
     Replicas(RequestSpec spec, Executor executor, ScheduledExecutorService timer, Resolver resolver,
-            Function<Replica, CompletableFuture<Boolean>> probe, String threadName) {
+            Function<Replica, CompletableFuture<Boolean>> probe, String threadName, int senders) {
         this.spec = spec;
+        this.senders = senders;
         this.executor = executor;
         this.timer = timer;
         this.resolver = resolver;
@@ -305,7 +307,7 @@ public final class Replicas implements AutoCloseable {
     /** {@code labelled}: its log lines name it (one of several). */
     private Replica replica(String name, URI uri, URI health, InetAddress address, String target,
             boolean labelled) {
-        Replica r = new Replica(name, uri, health, address, target, new Slots(spec, executor));
+        Replica r = new Replica(name, uri, health, address, target, new Slots(spec, executor, senders));
         if (healthEach || spec.holdWhileDown) {
             Gate g = new Gate(() -> probe.apply(r), timer, spec.backoffInitialS, spec.backoffMaxS, random,
                     labelled ? name : null);
@@ -461,6 +463,23 @@ public final class Replicas implements AutoCloseable {
     boolean replicaFault(Integer status, Failure f) {
         return several() && f != null && (f.kind.equals(PlanContract.CONNECT)
                 || (status != null && status >= 500) || (status == null && f.kind.equals(PlanContract.STREAM)));
+    }
+
+    /**
+     * 'least-loaded': whether another replica than {@code r} is in and has a free slot now, with no request
+     * waiting for one: a request that {@code r} answered 429 goes there at once instead of waiting out {@code r}'s
+     * Retry-After.
+     */
+    synchronized boolean roomElsewhere(Replica r) {
+        if (prefix || !waiting.isEmpty()) { // ('prefix': the request waits for its own replica, as on arrival)
+            return false;
+        }
+        for (Replica x : all) {
+            if (x != r && x.in() && x.slots.room() > 0) {
+                return true;
+            }
+        }
+        return false;
     }
 
     /** Call {@code then} with true once a replica is in, or with false after {@code timeoutS}. */

@@ -72,11 +72,23 @@ public final class Requester implements AutoCloseable {
     private volatile boolean closed;
 
     public Requester(RequestSpec spec) {
-        this(spec, Replicas.SYSTEM);
+        this(spec, 1);
+    }
+
+    /**
+     * One of {@code senders} requesters that send to the same replicas (a job's parallel instances, each its own):
+     * with 'auto' concurrency each starts at its share of the start (see {@link Slots}).
+     */
+    public Requester(RequestSpec spec, int senders) {
+        this(spec, Replicas.SYSTEM, senders);
     }
 
     /** With host names looked up by {@code resolver} (tests: a name that resolves to several addresses). */
     Requester(RequestSpec spec, Replicas.Resolver resolver) {
+        this(spec, resolver, 1);
+    }
+
+    private Requester(RequestSpec spec, Replicas.Resolver resolver, int senders) {
         this.spec = spec;
         boolean https = false;
         for (String u : spec.urls) {
@@ -95,7 +107,7 @@ public final class Requester implements AutoCloseable {
         this.transport = new Transport("dspark-vllm-http-" + n, tls, spec.tlsVerify, spec.connectTimeoutS,
                 Math.max(PROBE_BODY_LIMIT, spec.maxBodyBytes));
         this.replicas = new Replicas(spec, transport.loop(), timer, resolver, this::probe,
-                "dspark-vllm-resolve-" + n);
+                "dspark-vllm-resolve-" + n, senders);
         this.rateLimit = spec.rateLimit > 0 ? new RateLimit(spec.rateLimit) : null;
     }
 
@@ -543,6 +555,10 @@ public final class Requester implements AutoCloseable {
             }
             if (replicas.replicaFault(r.status, f) && replicas.anotherIn(on)) {
                 step(); // this replica's trouble, not the request's: another takes it now
+                return;
+            }
+            if (throttle && r.status == 429 && replicas.several() && replicas.roomElsewhere(on)) {
+                step(); // this replica is full, another has room: its Retry-After holds this replica only
                 return;
             }
             // (a 502/503 that closed the gate waits too: its gateway answers, and so may /health, which would

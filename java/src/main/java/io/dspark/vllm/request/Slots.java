@@ -34,7 +34,9 @@ import java.util.function.LongConsumer;
  *       less.</li>
  * </ul>
  *
- * Limits stay within [min, max]. One lock guards it all; callbacks run on the given executor, outside it.
+ * <p>An adaptive limit starts at the spec's start divided among the parallel instances that send to the same
+ * replica (see the constructor). Limits stay within [min, max]. One lock guards it all; callbacks run on the
+ * given executor, outside it.
  */
 final class Slots {
     static final double DECREASE = 0.75;
@@ -69,11 +71,19 @@ final class Slots {
     /** For a benchmark's eyes only: each change of the adaptive limit, and why. */
     static volatile java.util.function.Consumer<String> trace;
 
-    Slots(RequestSpec spec, Executor executor) {
+    /**
+     * {@code senders}: the parallel instances that send to this replica, each with its own Slots (a job's
+     * subtasks). An adaptive limit starts at its share of the start, {@code ceil(start / senders)}: together they
+     * start where one would, instead of {@code senders} times as many at once, which a server that takes about
+     * the start answers with a burst of 429s, each waiting its Retry-After.
+     */
+    Slots(RequestSpec spec, Executor executor, int senders) {
         this.adaptive = spec.adaptive;
         this.min = Math.max(1, adaptive ? spec.minConcurrency : spec.concurrency);
         this.max = Math.max(min, adaptive ? spec.maxConcurrency : spec.concurrency);
-        this.limit = Math.max(min, Math.min(max, spec.concurrency));
+        int n = Math.max(1, senders);
+        int start = adaptive ? (spec.concurrency + n - 1) / n : spec.concurrency;
+        this.limit = Math.max(min, Math.min(max, start));
         this.executor = executor;
     }
 

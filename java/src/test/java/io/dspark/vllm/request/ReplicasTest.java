@@ -342,4 +342,67 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test09A429GoesAtOnceToAReplicaWithRoom() throws Exception {
+        // One replica is full (429, Retry-After: 30 s, past every request's deadline of 20 s), the other has room:
+        // a request the full one refused goes to the other at once; its Retry-After holds the full replica only.
+        try (Web full = new Web((x, s) -> respond(x, 429, "{\"error\":{\"message\":\"too many\"}}",
+                "Retry-After", "30")); Web free = slowOk(20)) {
+            try (Requester r = new Requester(of(specOf(full.base, free.base)))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 8; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                List<Outcome> outcomes = all(sent);
+                check(full.count("POST", "/v1/completions") > 0, "the full replica was tried");
+                for (Outcome o : outcomes) {
+                    check(o.ok(), "answered by the replica with room: " + o.error);
+                    equal(free.base.substring("http://".length()), o.replica, "the replica that answered");
+                }
+            }
+        }
+    }
+
+    @Test
+    void test10SubtasksStartAtTheirShareOfTheStart() throws Exception {
+        // Two parallel instances, each its own requester with 'auto' concurrency, share a replica that takes 16 at
+        // once and answers 429 beyond: each starts at 8 (its share of the start of 16), not 16 (32 together: 16
+        // requests refused at once, each waiting its Retry-After).
+        AtomicInteger busy = new AtomicInteger();
+        AtomicInteger refused = new AtomicInteger();
+        try (Web web = new Web((x, s) -> {
+            if (busy.incrementAndGet() > 16) {
+                busy.decrementAndGet();
+                refused.incrementAndGet();
+                respond(x, 429, "{\"error\":{\"message\":\"too many\"}}", "Retry-After", "1");
+                return;
+            }
+            try {
+                Thread.sleep(200);
+                respond(x, 200, OK_BODY);
+            } finally {
+                busy.decrementAndGet();
+            }
+        })) {
+            ObjectNode n = spec(web.base);
+            ((ObjectNode) n.get("concurrency")).put("adaptive", true).put("initial", 16).put("min", 1)
+                    .put("max", 256);
+            try (Requester a = new Requester(of(n), 2); Requester b = new Requester(of(n), 2);
+                    Requester alone = new Requester(of(n))) {
+                equal(8, a.concurrencyLimit(), "one of two starts at half the start");
+                equal(16, alone.concurrencyLimit(), "one alone starts at the start");
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 16; i++) {
+                    sent.add(a.send("a" + i, "a-" + i));
+                    sent.add(b.send("b" + i, "b-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "ok: " + o.error);
+                }
+                equal(0, refused.get(), "requests answered 429");
+                check(web.maxConcurrent.get() <= 16, "at most 16 at once: " + web.maxConcurrent.get());
+            }
+        }
+    }
 }
