@@ -17,6 +17,15 @@ from connector.errors import BackendUnavailable
 from connector.parse.backends import GpuBackend, select_backend
 
 
+@pytest.fixture(autouse=True)
+def _no_gateway_ban(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A PyFlink job on the local mini-cluster runs its Python functions in this process (loopback), and the
+    worker leaves PYFLINK_GATEWAY_DISABLED set here; a PyFlink program a later test starts as a subprocess
+    inherits it and refuses to start its gateway ("launching the PythonGatewayServer during Python UDF
+    execution"). Each test starts without it."""
+    monkeypatch.delenv("PYFLINK_GATEWAY_DISABLED", raising=False)
+
+
 @pytest.fixture(scope="session")
 def tls_server_context(tmp_path_factory: pytest.TempPathFactory) -> ssl.SSLContext:
     """A server-side TLS context with a self-signed certificate for 127.0.0.1 (no client trusts it)."""
