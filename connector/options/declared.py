@@ -205,9 +205,11 @@ REQUEST_ROUTING_PREFIX_LENGTH: ConfigOption[int] = _option(
 REQUEST_ROUTING_LOAD_BOUND: ConfigOption[float] = _option(
     "request.routing.load-bound",
     "double",
-    "With 'request.routing' = 'prefix': a replica takes a request while its load (requests on the wire and "
-    "waiting for it) is at most this times the mean load (+1), else the next replica in the head's order does; "
-    "higher keeps more heads on their replica (more prefix cache hits) at the cost of an even load.",
+    "With 'request.routing' = 'prefix': a replica keeps a request of its heads while it has a free slot, or its "
+    "load (requests on the wire and waiting for it) is at most this times the mean load (+1), or has been over "
+    "that for under a second; a replica that stays over it passes its newest waiting requests on to the next "
+    "replica in their head's order; higher keeps more heads on their replica (more prefix cache hits) at the cost "
+    "of an even load.",
     default=1.25,
     minimum=1.0,
     maximum=1000.0,
