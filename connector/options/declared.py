@@ -186,8 +186,9 @@ REQUEST_ROUTING: ConfigOption[str] = _option(
     "request.routing",
     "enum",
     "Which replica takes a request: 'least-loaded' (the most free slots) or 'prefix' (prompts that share their "
-    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; consistent "
-    "hashing with bounded load: a replica that is full or ejected passes them on to the next).",
+    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; each replica "
+    "an even share of the heads, by hashing; a replica that stays overloaded or is ejected passes them on to the "
+    "next).",
     default="least-loaded",
     values=("least-loaded", "prefix"),
     group="Request",
