@@ -14,19 +14,18 @@ within its head ('request.routing.prefix-length': the shortest head's bytes, at 
 every key once (or not) and the error rows; the requests each replica got, per head (the model's
 `request.replica` column: which replica each head went to); the hit rate that /metrics reports
 (`vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`, summed over the replicas); then, over all
-rounds, each prefix mode's hits and rows/s over least-loaded's. The simulators' ports are new each round, and with
-them which replica each head hashes to: with 8 heads over 2 replicas an even split (4 and 4) comes in about a
-quarter of the rounds. `--slower F`: the second simulator answers F times slower (its latency and its prefill
-per token), as a replica on a busier machine. `--parallelism N`: the job at parallelism N (up to 4: the rows are 4
-files), each subtask routing on its own.
+rounds, each prefix mode's hits and rows/s over least-loaded's. The simulators' ports are new each round; each
+replica takes an even share of the heads whatever the ports (docs/flink.md, "Replicas and routing").
+`--slower F`: the second simulator answers F times slower (its latency and its prefill per token), as a replica on
+a busier machine. `--parallelism N`: the job at parallelism N (up to 4: the rows are 4 files), each subtask routing
+on its own.
 
 `--endpoints URL,URL`: replicas already running (two real vLLM servers, each with its prefix cache; the model name
 from the first one's /v1/models) instead of simulators. The heads are then cut to `--head-tokens` tokens as the
 first server's /tokenize counts them (a real tokenizer is not the simulator's 4 characters a token). Their
 counters are read before and after each run, so they need not be restarted, but then a run starts with what the
 previous one left in their caches: run each mode once per fresh start of the servers (`--rounds 1 --modes prefix`,
-restart, `--modes least-loaded`) for a clean comparison. Which replica a head goes to is a hash of the head and the
-replica's host:port: the same ports give the same split.
+restart, `--modes least-loaded`) for a clean comparison.
 """
 
 from __future__ import annotations
