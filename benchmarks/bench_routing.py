@@ -1,7 +1,8 @@
 """What prefix-aware routing buys: ML_PREDICT over two replicas with a prefix cache, 'prefix' against 'least-loaded'.
 
     python benchmarks/bench_routing.py [--rows 2000] [--heads 8] [--head-tokens 500] [--cache-tokens 2048]
-                                       [--rounds 2] [--modes least-loaded,prefix,prefix:2] [--endpoints URL,URL]
+                                       [--rounds 2] [--modes least-loaded,prefix,prefix:2] [--slower 1]
+                                       [--endpoints URL,URL]
 
 Each prompt is one of `--heads` system-prompt-like heads of about `--head-tokens` tokens, then a question of its
 own (`'prompt.template' = '{head} ... {question}'`). Two simulators (`dspark-vllm simulate --prefix-cache-tokens
@@ -13,17 +14,18 @@ within its head ('request.routing.prefix-length': the shortest head's bytes, at 
 every key once (or not) and the error rows; the requests each replica got, per head (the model's
 `request.replica` column: which replica each head went to); the hit rate that /metrics reports
 (`vllm:prefix_cache_hits_total` / `vllm:prefix_cache_queries_total`, summed over the replicas); then, over all
-rounds, each prefix mode's hits and rows/s over least-loaded's. The simulators' ports are new each round, and with
-them which replica each head hashes to: with 8 heads over 2 replicas an even split (4 and 4) comes in about a
-quarter of the rounds.
+rounds, each prefix mode's hits and rows/s over least-loaded's. The simulators' ports are new each round; each
+replica takes an even share of the heads whatever the ports (docs/flink.md, "Replicas and routing").
+`--slower F`: the second simulator answers F times slower (its latency and its prefill per token), as a replica on
+a busier machine. `--parallelism N`: the job at parallelism N (up to 4: the rows are 4 files), each subtask routing
+on its own.
 
 `--endpoints URL,URL`: replicas already running (two real vLLM servers, each with its prefix cache; the model name
 from the first one's /v1/models) instead of simulators. The heads are then cut to `--head-tokens` tokens as the
 first server's /tokenize counts them (a real tokenizer is not the simulator's 4 characters a token). Their
 counters are read before and after each run, so they need not be restarted, but then a run starts with what the
 previous one left in their caches: run each mode once per fresh start of the servers (`--rounds 1 --modes prefix`,
-restart, `--modes least-loaded`) for a clean comparison. Which replica a head goes to is a hash of the head and the
-replica's host:port: the same ports give the same split.
+restart, `--modes least-loaded`) for a clean comparison.
 """
 
 from __future__ import annotations
@@ -160,6 +162,8 @@ def main() -> int:
     parser.add_argument(
         "--modes", default="least-loaded,prefix,prefix:2", help="routings; 'prefix:B': 'request.routing.load-bound' B"
     )
+    parser.add_argument("--parallelism", type=int, default=1, help="the job's parallelism (each subtask routes)")
+    parser.add_argument("--slower", type=float, default=1.0, help="the second simulator this many times slower")
     parser.add_argument("--endpoints", default=None, help="replicas already running, separated by commas")
     args = parser.parse_args()
 
@@ -178,13 +182,17 @@ def main() -> int:
     rng = random.Random(5)
     results: dict[str, list[tuple[float, float, float]]] = {m: [] for m in modes}
     with tempfile.TemporaryDirectory() as folder:
-        rows_csv = Path(folder) / "questions.csv"
+        rows_csv = Path(folder) / "questions"
+        rows_csv.mkdir()
         chosen = [rng.randrange(len(texts)) for _ in range(args.rows)]
-        rows_csv.write_text("".join(f"k{i},{h},{texts[h]},What is {i} + {i}?\n" for i, h in enumerate(chosen)))
+        for part in range(4):  # 4 files: a split for each source subtask, up to parallelism 4
+            (rows_csv / f"part{part}.csv").write_text(
+                "".join(f"k{i},{h},{texts[h]},What is {i} + {i}?\n" for i, h in enumerate(chosen) if i % 4 == part)
+            )
         print(f"{args.rows:,} rows over {len(texts)} heads of {min(map(len, texts))}-{max(map(len, texts))} "
               f"characters; rows per head {[chosen.count(h) for h in range(len(texts))]}", flush=True)  # fmt: skip
         _, t_env = local_environment()
-        t_env.get_config().set("parallelism.default", "1")
+        t_env.get_config().set("parallelism.default", str(args.parallelism))
         t_env.execute_sql(f"""
             CREATE TEMPORARY TABLE questions (k STRING, h INT, head STRING, question STRING) WITH (
                 'connector' = 'filesystem', 'path' = '{rows_csv}', 'format' = 'csv')""")
@@ -199,8 +207,9 @@ def main() -> int:
                         sims = [
                             stack.enter_context(
                                 testing.serve_simulator(
-                                    mode="process", seed=i, latency_ms=20, prefix_cache_tokens=args.cache_tokens,
-                                    block_size=32, prefill_ms_per_token=0.05,
+                                    mode="process", seed=i, latency_ms=20 * (args.slower if i else 1),
+                                    prefix_cache_tokens=args.cache_tokens, block_size=32,
+                                    prefill_ms_per_token=0.05 * (args.slower if i else 1),
                                 )
                             )
                             for i in range(2)

@@ -186,8 +186,9 @@ REQUEST_ROUTING: ConfigOption[str] = _option(
     "request.routing",
     "enum",
     "Which replica takes a request: 'least-loaded' (the most free slots) or 'prefix' (prompts that share their "
-    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; consistent "
-    "hashing with bounded load: a replica that is full or ejected passes them on to the next).",
+    "first 'request.routing.prefix-length' bytes go to the same replica, so its prefix cache is hit; each replica "
+    "an even share of the heads, by hashing; a replica that stays overloaded or is ejected passes them on to the "
+    "next).",
     default="least-loaded",
     values=("least-loaded", "prefix"),
     group="Request",
@@ -205,9 +206,11 @@ REQUEST_ROUTING_PREFIX_LENGTH: ConfigOption[int] = _option(
 REQUEST_ROUTING_LOAD_BOUND: ConfigOption[float] = _option(
     "request.routing.load-bound",
     "double",
-    "With 'request.routing' = 'prefix': a replica takes a request while its load (requests on the wire and "
-    "waiting for it) is at most this times the mean load (+1), else the next replica in the head's order does; "
-    "higher keeps more heads on their replica (more prefix cache hits) at the cost of an even load.",
+    "With 'request.routing' = 'prefix': a replica keeps a request of its heads while it has a free slot, or its "
+    "load (requests on the wire and waiting for it) is at most this times the mean load (+1), or has been over "
+    "that for under a second; a replica that stays over it passes its newest waiting requests on to the next "
+    "replica in their head's order; higher keeps more heads on their replica (more prefix cache hits) at the cost "
+    "of an even load.",
     default=1.25,
     minimum=1.0,
     maximum=1000.0,

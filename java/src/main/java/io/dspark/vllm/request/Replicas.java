@@ -46,12 +46,17 @@ import java.util.function.Function;
  * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
  * in turn). {@code prefix}: the first {@code prefix_bytes} of the body after its fixed head (the messages, system
  * prompt first), or the request's own routing key where it has one (a model's 'request.routing.key-column': a user
- * or session id, whatever the body), choose the replica by rendezvous (highest random weight) hashing, a consistent
- * hashing: every subtask, and a restarted job, sends a head to the same replica, and a replica that goes or comes
- * moves only its own share. The request joins that replica's own queue (a full replica keeps its heads: passing
- * them to whichever has room would undo the routing under load), within a bounded load: a replica takes it only
- * while its load (on the wire and queued) is at most 'load_bound' (1.25) x the mean load (+1); else the next in the
- * key's order. An ejected or gone replica's queue goes to the others.
+ * or session id, whatever the body), choose the replica. While the keys seen in the last 2 minutes are few (at most
+ * {@link #KEYS}), each replica in takes an even share of them (a prefix cache holds a number of heads: hashing 8
+ * heads onto 2 replicas gives one of them 5 or more in 3 cases of 4), each key the first replica in its rendezvous
+ * (highest random weight) order with room, the keys taking their turns in an order fixed by their hash: a function
+ * of the keys and the replicas, so subtasks that saw the same keys agree, and a restarted job too. With more keys,
+ * rendezvous hashing alone, which spreads many keys evenly. The request joins that replica's own queue (a full
+ * replica keeps its heads: passing them to whichever has room would undo the routing under load), within a
+ * bounded load: the replica takes it while it has a free slot, or its load (on the wire and queued) is at most
+ * 'load_bound' (1.25) x the mean load (+1), or has been over that for less than {@link #SUSTAINED_NS}; a replica
+ * that stays overloaded passes its newest waiting requests on to the next replica in their key's order that has a
+ * free slot or a load within the bound. An ejected or gone replica's queue goes to the others.
  *
  * <p>Thread safety: one lock (this) guards the queue and the list; slots and gates have their own, never taken
  * while calling back. Grants run on the transport's event loop, outside any lock.
@@ -60,6 +65,15 @@ public final class Replicas implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
     /** 5xx answers or broken connections in a row that eject a replica (one of several). */
     static final int EJECT_AFTER = 3;
+    /**
+     * 'prefix': the distinct routing keys balanced over the replicas; with more, the hash alone spreads them (until
+     * they are half as many again: a number of keys near the limit does not switch back and forth).
+     */
+    static final int KEYS = 256;
+    /** 'prefix': a key not seen for this long is no longer counted (its cache blocks are likely gone too). */
+    static final long KEY_TTL_NS = TimeUnit.MINUTES.toNanos(2);
+    /** 'prefix': how long a replica's load stays over the bound before its requests go to the next replica. */
+    static final long SUSTAINED_NS = TimeUnit.SECONDS.toNanos(1);
 
     /** How a host name becomes addresses (tests give their own). */
     interface Resolver {
@@ -83,6 +97,8 @@ public final class Replicas implements AutoCloseable {
         final Recent latencies = new Recent(1000);
         private int failuresInARow; // guarded by this
         final ArrayDeque<Waiter> queue = new ArrayDeque<>(); // 'prefix': requests given to it (the Replicas' lock)
+        long overSinceNs; // 'prefix': since when its load has been over the bound at every look (the Replicas' lock)
+        boolean over; // (overSinceNs is set)
         volatile boolean removed;
 
         Replica(String name, URI uri, URI healthUri, InetAddress address, String target, Slots slots) {
@@ -160,6 +176,19 @@ public final class Replicas implements AutoCloseable {
         void go(Replica replica, long epoch);
     }
 
+    /** 'prefix': a routing key seen recently, and the replica its requests go to. */
+    private static final class Key {
+        final long hash;
+        final long order; // its place in the order in which keys choose (the same in every subtask)
+        Replica home;
+        long seenNs;
+
+        Key(long hash) {
+            this.hash = hash;
+            this.order = mix(hash);
+        }
+    }
+
     private final RequestSpec spec;
     private final int senders; // the parallel instances that send to the same replicas (see Slots)
     private final Executor executor;
@@ -174,6 +203,10 @@ public final class Replicas implements AutoCloseable {
     private final List<Consumer<Replica>> added = new java.util.concurrent.CopyOnWriteArrayList<>();
     private final ScheduledThreadPoolExecutor resolving;
     private final Random random = new Random();
+    // 'prefix': the keys seen recently, least recently seen first, and the replicas they were balanced over
+    private final LinkedHashMap<Long, Key> keys = new LinkedHashMap<>(64, 0.75f, true);
+    private Replica[] balancedOver = new Replica[0];
+    private boolean hashing; // more keys than KEYS came: by hash alone
     private volatile Replica[] all; // in; ejected ones too; not the removed ones
     private volatile boolean closed;
 
@@ -658,6 +691,18 @@ public final class Replicas implements AutoCloseable {
             }
             r.queue.add(w);
         }
+        long now = System.nanoTime();
+        for (Replica r : list) { // the newest requests waiting for one that stays overloaded go to the next
+            for (int n = r.queue.size(); n > 0 && overloaded(r, now); n--) {
+                Waiter w = r.queue.pollLast();
+                Replica to = assign(w);
+                if (to == null || to == r) {
+                    r.queue.addLast(w);
+                    break;
+                }
+                to.queue.add(w);
+            }
+        }
         for (Replica r : list) {
             while (!r.queue.isEmpty()) {
                 long epoch = r.slots.tryAcquire();
@@ -667,6 +712,9 @@ public final class Replicas implements AutoCloseable {
                 }
                 Waiter w = r.queue.poll();
                 go.add(() -> w.then.go(r, epoch));
+            }
+            if (r.queue.isEmpty()) {
+                r.over = false; // nothing waits for it: an overload, if any, has ended
             }
         }
     }
@@ -715,35 +763,148 @@ public final class Replicas implements AutoCloseable {
     }
 
     /**
-     * 'prefix': the replica whose queue {@code w} joins. The candidates in the order of the key's weight on each
-     * (rendezvous hashing); the first whose load (attempts on the wire and requests queued for it) stays within
-     * 'load_bound' x the mean load (+1) takes it. Under this lock; null only when there is no replica.
+     * 'prefix': the replica whose queue {@code w} joins. Its key's replica ({@link #homeOf}) takes it while that
+     * one has a free slot, or its load (attempts on the wire and requests queued for it) is within 'load_bound' x
+     * the mean load (+1), or has been over it for less than {@link #SUSTAINED_NS}: a burst waits for its replica;
+     * a replica that stays overloaded (slower than the others, or one key with most of the traffic) passes its
+     * requests to the next in the key's order (highest random weight first), which takes them on the same terms.
+     * Under this lock; null only when there is no replica.
      */
     private Replica assign(Waiter w) {
-        List<Replica> in = candidates(w);
-        int n = in.size();
-        if (n == 0) {
+        Replica[] in = inNow();
+        if (in.length == 0) {
             return null;
         }
-        Replica[] order = in.toArray(new Replica[0]);
-        long[] weight = new long[n];
-        long total = 0;
-        for (int i = 0; i < n; i++) {
-            weight[i] = mix(w.keyHash ^ order[i].hash);
-            total += load(order[i]);
-        }
-        Integer[] idx = new Integer[n];
-        for (int i = 0; i < n; i++) {
-            idx[i] = i;
-        }
-        Arrays.sort(idx, (a, b) -> Long.compareUnsigned(weight[b], weight[a])); // highest weight first
-        double bound = Math.ceil(spec.loadBound * (total + 1) / n);
-        for (Integer i : idx) {
-            if (load(order[i]) + 1 <= bound) {
-                return order[i];
+        Replica home = homeOf(w.keyHash, in);
+        List<Replica> order = new ArrayList<>(in.length);
+        order.add(home);
+        for (Replica r : byWeight(w.keyHash, in)) {
+            if (r != home) {
+                order.add(r);
             }
         }
-        return order[idx[0]];
+        if (w.avoid != null && order.size() > 1) {
+            order.remove(w.avoid);
+        }
+        long total = 0;
+        for (Replica r : in) {
+            total += load(r);
+        }
+        double bound = Math.ceil(spec.loadBound * (total + 1) / in.length);
+        Replica first = order.get(0);
+        if (first.slots.room() > first.queue.size()) {
+            return first; // it sends the request at once
+        }
+        if (load(first) + 1 <= bound) {
+            first.over = false;
+            return first;
+        }
+        long now = System.nanoTime();
+        if (!first.over) {
+            first.over = true;
+            first.overSinceNs = now;
+        }
+        if (now - first.overSinceNs < SUSTAINED_NS) {
+            return first;
+        }
+        for (Replica r : order.subList(1, order.size())) {
+            if (r.slots.room() > r.queue.size() || load(r) + 1 <= bound) {
+                return r;
+            }
+        }
+        return first;
+    }
+
+    /** Whether {@code r}'s load has been over the bound for {@link #SUSTAINED_NS}. */
+    private static boolean overloaded(Replica r, long now) {
+        return r.over && now - r.overSinceNs >= SUSTAINED_NS;
+    }
+
+    /** The replicas requests may go to now: those in, or all when none is. Under this lock. */
+    private Replica[] inNow() {
+        Replica[] list = all;
+        List<Replica> in = new ArrayList<>(list.length);
+        for (Replica r : list) {
+            if (r.in()) {
+                in.add(r);
+            }
+        }
+        return in.isEmpty() ? list : in.toArray(new Replica[0]);
+    }
+
+    /** {@code in} in the order of a key's weight on each (rendezvous hashing), highest first. */
+    private static List<Replica> byWeight(long keyHash, Replica[] in) {
+        List<Replica> order = new ArrayList<>(Arrays.asList(in));
+        order.sort((a, b) -> Long.compareUnsigned(mix(keyHash ^ b.hash), mix(keyHash ^ a.hash)));
+        return order;
+    }
+
+    /**
+     * 'prefix': the replica of a key. Hashing alone gives few keys unevenly (8 heads over 2 replicas: 4 and 4 in
+     * about a quarter of the cases), and a replica with more heads than its prefix cache holds loses them all. So
+     * while the keys seen in the last {@link #KEY_TTL_NS} are at most {@link #KEYS}, each replica in takes at most
+     * its share of them (rounded up): the keys, in an order fixed by their hash, each take the first replica in
+     * their own order (highest random weight) that has room. Where a key goes is then a function of the keys
+     * seen and the replicas in, so subtasks that saw the same keys agree, and a replica that comes back gets its
+     * keys back. With more keys, the hash alone spreads them evenly. Under this lock.
+     */
+    private Replica homeOf(long keyHash, Replica[] in) {
+        long now = System.nanoTime();
+        boolean changed = !Arrays.equals(in, balancedOver);
+        Key k = keys.get(keyHash); // (seen now: the most recent)
+        if (k == null) {
+            for (var it = keys.values().iterator(); it.hasNext(); ) {
+                if (now - it.next().seenNs <= KEY_TTL_NS) {
+                    break; // the rest were seen later
+                }
+                it.remove();
+            }
+            if (keys.size() >= KEYS) {
+                var eldest = keys.keySet().iterator();
+                eldest.next();
+                eldest.remove();
+                changed |= !hashing;
+                hashing = true;
+            } else if (hashing && keys.size() < KEYS / 2) {
+                hashing = false;
+                changed = true;
+            }
+            k = new Key(keyHash);
+            keys.put(keyHash, k);
+            if (hashing && !changed) {
+                k.home = byWeight(keyHash, in).get(0);
+            } else {
+                changed = true;
+            }
+        }
+        k.seenNs = now;
+        if (changed) {
+            balance(in);
+        }
+        return k.home;
+    }
+
+    private void balance(Replica[] in) {
+        balancedOver = in;
+        if (hashing) {
+            for (Key k : keys.values()) {
+                k.home = byWeight(k.hash, in).get(0);
+            }
+            return;
+        }
+        List<Key> list = new ArrayList<>(keys.values());
+        list.sort((a, b) -> Long.compareUnsigned(a.order, b.order));
+        int share = (list.size() + in.length - 1) / in.length;
+        Map<Replica, Integer> taken = new java.util.HashMap<>();
+        for (Key k : list) {
+            for (Replica r : byWeight(k.hash, in)) {
+                if (taken.getOrDefault(r, 0) < share) {
+                    k.home = r;
+                    taken.merge(r, 1, Integer::sum);
+                    break;
+                }
+            }
+        }
     }
 
     private static long load(Replica r) {

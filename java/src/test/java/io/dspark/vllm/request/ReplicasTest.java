@@ -131,7 +131,9 @@ public final class ReplicasTest {
                         Outcome o = r.send(h + " | question " + round, "id-" + head + "-" + round)
                                 .get(20, TimeUnit.SECONDS);
                         check(o.ok(), "ok: " + o.error);
-                        replicasOfHead.computeIfAbsent(h, k -> new HashSet<>()).add(o.replica);
+                        if (round > 0) { // (while new heads come, the share of each replica moves a few)
+                            replicasOfHead.computeIfAbsent(h, k -> new HashSet<>()).add(o.replica);
+                        }
                     }
                 }
                 Set<String> used = new HashSet<>();
@@ -325,7 +327,9 @@ public final class ReplicasTest {
                         Outcome o = r.sendBody(body, id + "-" + round,
                                 id.getBytes(java.nio.charset.StandardCharsets.UTF_8)).get(20, TimeUnit.SECONDS);
                         check(o.ok(), "ok: " + o.error);
-                        replicasOfUser.computeIfAbsent(id, k -> new HashSet<>()).add(o.replica);
+                        if (round > 0) { // (while new users come, the share of each replica moves a few)
+                            replicasOfUser.computeIfAbsent(id, k -> new HashSet<>()).add(o.replica);
+                        }
                     }
                     Outcome o = r.sendBody(r.bodyOf("system 0001 | question " + round), "head-" + round, null)
                             .get(20, TimeUnit.SECONDS);
@@ -402,6 +406,111 @@ public final class ReplicasTest {
                 }
                 equal(0, refused.get(), "requests answered 429");
                 check(web.maxConcurrent.get() <= 16, "at most 16 at once: " + web.maxConcurrent.get());
+            }
+        }
+    }
+
+    /** {@code n} user ids that rendezvous hashing alone would all give to {@code replica} (a name: host:port). */
+    static List<String> usersHashedTo(String replica, List<String> names, int n) {
+        List<String> out = new ArrayList<>();
+        for (int i = 0; out.size() < n; i++) {
+            String id = "user-" + i;
+            long key = Replicas.fnv(id.getBytes(java.nio.charset.StandardCharsets.UTF_8), Integer.MAX_VALUE);
+            String best = null;
+            long top = 0;
+            for (String name : names) {
+                long w = Replicas.mix(key ^ Replicas.fnv(name.getBytes(java.nio.charset.StandardCharsets.UTF_8),
+                        Integer.MAX_VALUE));
+                if (best == null || Long.compareUnsigned(w, top) > 0) {
+                    best = name;
+                    top = w;
+                }
+            }
+            if (best.equals(replica)) {
+                out.add(id);
+            }
+        }
+        return out;
+    }
+
+    @Test
+    void test11FewKeysSplitEvenlyAndSubtasksAgree() throws Exception {
+        // 8 heads (here: users) over 2 replicas whose caches each hold about 4: the hash alone may give one
+        // replica 5 or more (these 8 it gives all to the first), overfilling its cache. Each replica takes half of
+        // the distinct keys seen recently; two requesters (two subtasks) that saw the same keys, in another order,
+        // give each key the same replica.
+        try (Web a = slowOk(0); Web b = slowOk(0)) {
+            ObjectNode n = specOf(a.base, b.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            List<String> names = List.of("127.0.0.1:" + a.port(), "127.0.0.1:" + b.port());
+            List<String> users = usersHashedTo(names.get(0), names, 8);
+            try (Requester one = new Requester(of(n)); Requester two = new Requester(of(n))) {
+                List<Map<String, Set<String>>> seen = List.of(new HashMap<>(), new HashMap<>());
+                for (int round = 0; round < 4; round++) {
+                    for (int i = 0; i < users.size(); i++) {
+                        for (int s = 0; s < 2; s++) {
+                            String id = users.get(s == 0 ? i : users.size() - 1 - i); // the second in reverse
+                            byte[] body = ("question " + round + " of " + id).getBytes(
+                                    java.nio.charset.StandardCharsets.UTF_8);
+                            Outcome o = (s == 0 ? one : two).sendBody(body, id + "-" + round + "-" + s,
+                                    id.getBytes(java.nio.charset.StandardCharsets.UTF_8)).get(20, TimeUnit.SECONDS);
+                            check(o.ok(), "ok: " + o.error);
+                            if (round > 0) { // once each has seen every key
+                                seen.get(s).computeIfAbsent(id, k -> new HashSet<>()).add(o.replica);
+                            }
+                        }
+                    }
+                }
+                Map<String, Integer> keysOf = new HashMap<>();
+                for (String id : users) {
+                    equal(1, seen.get(0).get(id).size(), "the replicas of " + id + " " + seen.get(0));
+                    equal(seen.get(0).get(id), seen.get(1).get(id), "the two requesters' replica of " + id);
+                    keysOf.merge(seen.get(0).get(id).iterator().next(), 1, Integer::sum);
+                }
+                equal(Map.of(names.get(0), 4, names.get(1), 4), keysOf, "the keys of each replica");
+            }
+        }
+    }
+
+    @Test
+    void test12AReplicaWithAFreeSlotKeepsItsHead() throws Exception {
+        // One head, 6 requests at once, each replica with 8 slots: its replica takes all 6 at once. A load bound
+        // against the mean of in-flight counts this small sent the third and later to the other replica, whose
+        // cache then held the head too, though its own replica had room.
+        try (Web a = slowOk(300); Web b = slowOk(300)) {
+            ObjectNode n = specOf(a.base, b.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            try (Requester r = new Requester(of(n))) {
+                for (int round = 0; round < 3; round++) {
+                    List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                    for (int i = 0; i < 6; i++) {
+                        sent.add(r.send("system 0001 | question " + round + "-" + i, "id-" + round + "-" + i));
+                    }
+                    Map<String, Integer> counts = byReplica(all(sent));
+                    equal(1, counts.size(), "the replicas of one head's requests, round " + round + ": " + counts);
+                }
+            }
+        }
+    }
+
+    @Test
+    void test13ASustainedOverloadStillMovesRequests() throws Exception {
+        // One head whose replica is slow and full for long: the load bound still gives the other replica a share
+        // (the job is not held to the slow replica's pace), once the overload has lasted.
+        try (Web a = slowOk(100); Web b = slowOk(100)) {
+            ObjectNode n = specOf(a.base, b.base);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 120; i++) { // alone, its replica would take 6 s
+                    sent.add(r.send("system 0001 | question " + i, "id-" + i));
+                }
+                Map<String, Integer> counts = byReplica(all(sent));
+                equal(2, counts.size(), "both replicas answered: " + counts);
+                for (int c : counts.values()) {
+                    check(c >= 20, "each replica's share: " + counts);
+                }
             }
         }
     }
