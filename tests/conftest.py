@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import ssl
 import subprocess
@@ -16,14 +17,31 @@ import pytest
 from connector.errors import BackendUnavailable
 from connector.parse.backends import GpuBackend, select_backend
 
+# What a PyFlink job on the local mini-cluster leaves in this process's environment: its Python functions run
+# here (loopback), and the worker sets these. A PyFlink program or SQL runner a later test starts as a subprocess
+# inherits them: PYFLINK_GATEWAY_DISABLED makes it refuse to start its gateway ("launching the
+# PythonGatewayServer during Python UDF execution"), PYTHON_LOOPBACK_SERVER_ADDRESS sends its Python functions to
+# this process's worker instead of a worker of its own, PYTHONPATH points at the finished job's files.
+_LOOPBACK_WORKER_ENV = (
+    "PYFLINK_GATEWAY_DISABLED",
+    "PYTHON_LOOPBACK_SERVER_ADDRESS",
+    "_PYFLINK_CONN_INFO_PATH",
+    "_PYTHON_WORKER_MEMORY_LIMIT",
+    "BOOT_LOG_DIR",
+    "SEMI_PERSISTENT_DIRECTORY",
+)
+_PYTHONPATH = os.environ.get("PYTHONPATH")
+
 
 @pytest.fixture(autouse=True)
-def _no_gateway_ban(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A PyFlink job on the local mini-cluster runs its Python functions in this process (loopback), and the
-    worker leaves PYFLINK_GATEWAY_DISABLED set here; a PyFlink program a later test starts as a subprocess
-    inherits it and refuses to start its gateway ("launching the PythonGatewayServer during Python UDF
-    execution"). Each test starts without it."""
-    monkeypatch.delenv("PYFLINK_GATEWAY_DISABLED", raising=False)
+def _no_loopback_worker_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test starts without what an earlier test's local job left (`_LOOPBACK_WORKER_ENV`)."""
+    for name in _LOOPBACK_WORKER_ENV:
+        monkeypatch.delenv(name, raising=False)
+    if _PYTHONPATH is None:
+        monkeypatch.delenv("PYTHONPATH", raising=False)
+    else:
+        monkeypatch.setenv("PYTHONPATH", _PYTHONPATH)
 
 
 @pytest.fixture(scope="session")

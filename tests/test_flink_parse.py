@@ -16,6 +16,7 @@ The model route (ML_PREDICT) parses bodies the simulator answers, not files: tes
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from pathlib import Path
@@ -266,8 +267,12 @@ def gpu_job(root) -> dict[str, list[dict]]:
     from connector.parse import backends
     from tests.libcudf_emulator import EmulatedLibcudfReader
 
+    # 'auto' runs in this process (the local job's loopback worker) and caches what it decides: decided afresh
+    # under the emulated GPU, and forgotten after it, so no later 'auto' here takes the emulated GPU.
+    backends._auto.cache_clear()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(backends, "_gpu", lambda: backends.GpuBackend(EmulatedLibcudfReader()))
+        patch.setattr(backends, "_auto", functools.cache(backends._auto.__wrapped__))
         env, t_env = local_environment()
         t_env.get_config().set("external-resources", "gpu")
         t_env.get_config().set("external-resource.gpu.amount", "1")
