@@ -175,6 +175,26 @@ INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
 """
 
 
+def _rows_of_sql_on_two_replicas(tmp_path: Path, sql: str, **values: object) -> tuple[list[dict], set[str]]:
+    """Runs `sql` (a template of {endpoint}, {model}, {out} and `values`) through `dspark-vllm sql` against two
+    simulators, the endpoint naming both: the rows it wrote to {out}, and the two replicas' names."""
+    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
+    assert cli, "the dspark-vllm command is installed beside this Python"
+    with ExitStack() as stack:
+        sims = [
+            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
+            for i in range(2)
+        ]
+        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+            model = json.load(response)["data"][0]["id"]
+        script = tmp_path / "job.sql"
+        endpoint = ",".join(s.url for s in sims)
+        script.write_text(sql.format(endpoint=endpoint, model=model, out=tmp_path / "out", **values))
+        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return read_json_dir(tmp_path / "out"), {f"127.0.0.1:{s.port}" for s in sims}
+
+
 def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
     """Prefix routing is a function of the heads seen and the replicas, the same in every subtask: at parallelism 2
     (two request steps, each with its own connections and limits), once each has seen the 7 heads, every prompt of
@@ -186,21 +206,7 @@ def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
         (prompts / f"p{part}.txt").write_text(
             "".join(f"head number {h:02d} of seven | question {part}-{i}\n" for i in range(120) for h in [i % 7])
         )
-    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
-    assert cli, "the dspark-vllm command is installed beside this Python"
-    with ExitStack() as stack:
-        sims = [
-            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
-            for i in range(2)
-        ]
-        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
-            model = json.load(response)["data"][0]["id"]
-        script = tmp_path / "table.sql"
-        endpoint = ",".join(s.url for s in sims)
-        script.write_text(TABLE_SQL.format(endpoint=endpoint, model=model, prompts=prompts, out=tmp_path / "out"))
-        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = read_json_dir(tmp_path / "out")
+    rows, names = _rows_of_sql_on_two_replicas(tmp_path, TABLE_SQL, prompts=prompts)
     assert sorted(r["prompt"] for r in rows) == sorted(
         f"head number {i % 7:02d} of seven | question {part}-{i}" for part in range(2) for i in range(120)
     )  # every prompt once
@@ -210,7 +216,7 @@ def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
         if int(r["prompt"].rsplit("-", 1)[1]) >= 7:  # once each subtask has seen the 7 heads (while new heads
             replicas_of.setdefault(r["prompt"][:24], set()).add(r["replica"])  # come, each one's share moves)
     assert len(replicas_of) == 7 and all(len(v) == 1 for v in replicas_of.values()), replicas_of
-    assert set().union(*replicas_of.values()) <= {f"127.0.0.1:{s.port}" for s in sims}
+    assert set().union(*replicas_of.values()) <= names
 
 
 KEY_SQL = """
@@ -246,21 +252,7 @@ def test_a_model_routes_each_user_to_one_replica(tmp_path):
         ]
         lines += [{"user_id": None, "question": f"Question {part}-{i} of nobody"} for i in range(4)]
         (questions / f"q{part}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
-    assert cli, "the dspark-vllm command is installed beside this Python"
-    with ExitStack() as stack:
-        sims = [
-            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
-            for i in range(2)
-        ]
-        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
-            model = json.load(response)["data"][0]["id"]
-        script = tmp_path / "keyed.sql"
-        endpoint = ",".join(s.url for s in sims)
-        script.write_text(KEY_SQL.format(endpoint=endpoint, model=model, questions=questions, out=tmp_path / "out"))
-        run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stderr[-3000:]
-    rows = read_json_dir(tmp_path / "out")
+    rows, names = _rows_of_sql_on_two_replicas(tmp_path, KEY_SQL, questions=questions)
     assert len(rows) == 2 * (6 * 16 + 4) and len({r["question"] for r in rows}) == len(rows)  # every row once
     assert [r for r in rows if r["reason"]] == []
     replicas_of: dict[str, set[str]] = {}
@@ -268,6 +260,5 @@ def test_a_model_routes_each_user_to_one_replica(tmp_path):
         if r["user_id"] is not None and not r["question"].startswith(("Question 0-0 ", "Question 1-0 ")):
             replicas_of.setdefault(r["user_id"], set()).add(r["replica"])  # (once each subtask has seen the users)
     assert sorted(replicas_of) == users and all(len(v) == 1 for v in replicas_of.values()), replicas_of
-    names = {f"127.0.0.1:{s.port}" for s in sims}
     assert set().union(*replicas_of.values()) == names  # the users spread over both
     assert {r["replica"] for r in rows if r["user_id"] is None} <= names
