@@ -140,7 +140,7 @@ public final class Engine {
      * checkpoint hook), or null. {@code subtasks}: the operator's parallelism, the requesters that send to the
      * same replicas.
      */
-    static StoredRequests requests(RequestSpec spec, Plan.Store store, int subtask, int subtasks,
+    static StoredRequests storedRequests(RequestSpec spec, Plan.Store store, int subtask, int subtasks,
             Map<Integer, Long> restored) {
         return new StoredRequests(new Requester(spec, subtasks), store == null ? null : store.uri,
                 store == null ? 0 : store.cacheTtlMs, subtask, restored);

@@ -181,7 +181,7 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         routingKeyColumn = request.routingKey == null ? null : RowData.createFieldGetter(
                 ((RowType) SqlTypes.dataType(inputType).getLogicalType()).getTypeAt(request.routingKey.intValue()),
                 request.routingKey.intValue());
-        requests = Engine.requests(spec, request.store, context.getTaskInfo().getIndexOfThisSubtask(),
+        requests = Engine.storedRequests(spec, request.store, context.getTaskInfo().getIndexOfThisSubtask(),
                 context.getTaskInfo().getNumberOfParallelSubtasks(), null);
         // The request key of a row: the model's name, the endpoint and body (StoredRequests) and the whole INPUT row.
         modelIdentity = plan.model.getBytes(java.nio.charset.StandardCharsets.UTF_8);

@@ -107,7 +107,7 @@ public final class RequestStep extends RichAsyncFunction<RowData, RowData> imple
     @Override
     public void open(OpenContext openContext) throws Exception {
         RequestSpec spec = RequestSpec.of(this.spec);
-        requests = Engine.requests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
+        requests = Engine.storedRequests(spec, store, getRuntimeContext().getTaskInfo().getIndexOfThisSubtask(),
                 getRuntimeContext().getTaskInfo().getNumberOfParallelSubtasks(), restoredPositions);
         metrics = new RequestMetrics(getRuntimeContext().getMetricGroup(), requests);
         if (getRuntimeContext().getTaskInfo().getIndexOfThisSubtask() == 0) {

@@ -21,7 +21,8 @@ import java.util.Set;
  * <p>A face as thin as the table's ({@link DsparkVllmTableFactory}): the options, the INPUT and OUTPUT columns go
  * to the same Python planner ({@code connector.plan.model.model_plan}, through {@link PythonPlanner}), which
  * checks them (the table's option keys and defaults, its metadata registry, the profile's columns) and answers
- * with the plan; the runtime is the table's request step and parse step ({@link io.dspark.vllm.engine.ModelPredictFunction}).
+ * with the plan; the runtime is the table's request step and parse step (the engine's ML_PREDICT function,
+ * {@link io.dspark.vllm.engine.Engine#predict}).
  */
 public final class DsparkVllmModelFactory implements ModelProviderFactory {
 

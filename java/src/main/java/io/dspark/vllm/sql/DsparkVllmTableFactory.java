@@ -18,9 +18,9 @@ import java.util.Set;
  * checked the Flink way; the values, the columns and the pipeline are planned by the package's Python code
  * ({@code python -m connector.plan}, see {@link PythonPlanner}), the one place that knows the options
  * table, the model profiles and the type mapping. At run time no Python runs on the TaskManagers but for the gpu
- * backend: HTTP in the JVM's request step ({@link io.dspark.vllm.engine.RequestStep}), parsing in the JVM's parse step
- * ({@link io.dspark.vllm.engine.ParseOperator}, the native core), or, for 'parse.backend' = 'gpu', in a Python function with libcudf
- * ({@link Pipeline} builds them).
+ * backend: HTTP in the engine's request step, parsing in its parse step (the native core), or, for 'parse.backend'
+ * = 'gpu', in a Python function with libcudf ({@link Pipeline} builds them with {@link
+ * io.dspark.vllm.engine.Engine}).
  */
 public final class DsparkVllmTableFactory implements DynamicTableSourceFactory {
 
