@@ -33,7 +33,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "jobs" / "standalone_cluster.sh"
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_replicas import SQL  # noqa: E402  (the same job, at each parallelism)
+from bench_replicas import SQL, questions_and_replicas  # noqa: E402  (the same job, at each parallelism)
 
 
 def rest(base: str, path: str) -> dict:
@@ -70,8 +70,6 @@ def main() -> int:
     parser.add_argument("--concurrency", default="auto", help="'request.concurrency' of the model")
     args = parser.parse_args()
 
-    from connector.simulator import testing
-
     if not shutil.which("java"):
         sys.exit("bench_cluster_parallelism: the cluster needs java on PATH")
     parallelisms = [int(p) for p in args.parallelisms.split(",")]
@@ -80,21 +78,7 @@ def main() -> int:
         # One file is one split, read by one source subtask, which feeds the ML_PREDICT subtask chained to it: a
         # file for each of the most parallel subtasks, so that every subtask gets rows.
         files = max(parallelisms)
-        (tmp / "questions").mkdir()
-        for f in range(files):
-            (tmp / "questions" / f"part-{f}.csv").write_text(
-                "".join(f"k{i},What is {i} + {i}?\n" for i in range(f, args.rows, files))
-            )
-        sims = [
-            stack.enter_context(
-                testing.serve_simulator(
-                    mode="process", seed=i, latency_ms=args.latency_ms, capacity=args.capacity
-                )
-            )
-            for i in range(3)
-        ]  # fmt: skip
-        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
-            model = json.load(response)["data"][0]["id"]
+        sims, model = questions_and_replicas(stack, tmp, args.rows, files, args.latency_ms, args.capacity)
         env = {
             **os.environ,
             "DSPARK_PYTHON": sys.executable,

@@ -43,6 +43,30 @@ INSERT INTO answers SELECT k, `request.replica`, `error.reason`
 """
 
 
+def questions_and_replicas(
+    stack: ExitStack, tmp: Path, rows: int, files: int, latency_ms: float, capacity: int
+) -> tuple[list, str]:
+    """The keyed questions in `files` CSV files under tmp/questions (a file is one split: one for each subtask
+    that should get rows) and three simulators of `capacity` completions at once, started on `stack`; the
+    simulators and the model they serve."""
+    from connector.simulator import testing
+
+    (tmp / "questions").mkdir()
+    for f in range(files):
+        (tmp / "questions" / f"part-{f}.csv").write_text(
+            "".join(f"k{i},What is {i} + {i}?\n" for i in range(f, rows, files))
+        )
+    sims = [
+        stack.enter_context(
+            testing.serve_simulator(mode="process", seed=i, latency_ms=latency_ms, capacity=capacity)
+        )
+        for i in range(3)
+    ]  # fmt: skip
+    with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
+        model = json.load(response)["data"][0]["id"]
+    return sims, model
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=4000)
@@ -59,21 +83,7 @@ def main() -> int:
         sys.exit("bench_replicas: the dspark-vllm command is not installed beside this Python")
     with tempfile.TemporaryDirectory() as folder, ExitStack() as stack:
         tmp = Path(folder)
-        (tmp / "questions").mkdir()
-        for f in range(args.parallelism):
-            (tmp / "questions" / f"part-{f}.csv").write_text(
-                "".join(f"k{i},What is {i} + {i}?\n" for i in range(f, args.rows, args.parallelism))
-            )
-        sims = [
-            stack.enter_context(
-                testing.serve_simulator(
-                    mode="process", seed=i, latency_ms=args.latency_ms, capacity=args.capacity
-                )
-            )
-            for i in range(3)
-        ]  # fmt: skip
-        with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
-            model = json.load(response)["data"][0]["id"]
+        sims, model = questions_and_replicas(stack, tmp, args.rows, args.parallelism, args.latency_ms, args.capacity)
 
         def stats(s: testing.RunningSimulator) -> dict[str, float]:
             try:
