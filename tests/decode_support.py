@@ -1,7 +1,7 @@
 """What the parser's tests share (not a test module): the reference the backends are held to, the fuzzer's
 mutation, and JSONTestSuite's files and the ways a file is put into a body.
 
-Test modules import from here, never from one another (issue 29).
+Test modules import from here, never from one another.
 """
 
 from __future__ import annotations

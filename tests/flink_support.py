@@ -1,6 +1,6 @@
 """What the Flink tests share (not a test module): the replay corpus's bodies, SQL quoting and the sinks' reader.
 
-Test modules import from here, never from one another (issue 29: a test module that imports another runs the
+Test modules import from here, never from one another (a test module that imports another runs the
 other's collection and couples their fixtures).
 """
 

@@ -1,6 +1,6 @@
 """A scripted HTTP/1.1 server on 127.0.0.1 for the client tests (not a test module): each answer as raw bytes.
 
-Test modules import from here, never from one another (issue 29).
+Test modules import from here, never from one another.
 """
 
 from __future__ import annotations

@@ -115,7 +115,7 @@ def test_bench_parse_prints_every_path_with_ratios(tmp_path: Path, capsys):
     assert " 0%" not in printed.split("where each row's time went")[1]
     assert by_path["dspark-vllm cpu, the orjson script's columns"]["versus"] == "orjson + pyarrow.Table.from_pylist"
     # Each row names its baseline, and its ratio is to that one (a row's ratio was to the orjson script under a
-    # column headed "x today"); no words of the tracker ("goals (issue 17)", "goal 8x, not met").
+    # column headed "x today"); no words of the tracker ("goals (issue N)", "goal 8x, not met").
     assert "x today" not in printed and "goal" not in printed and "issue" not in printed
     rows = {line.split("  ")[0]: line for line in printed.splitlines()}
     same = rows["dspark-vllm cpu, the orjson script's columns"]
@@ -180,7 +180,7 @@ def test_parse_imports_no_other_subcommand(tmp_path: Path):
     assert done.stdout.strip() == "[] [] 1"
 
 
-# -- hostile use (issue 12): one-line errors before any work, one exit scheme, nothing lost -----------------
+# -- hostile use: one-line errors before any work, one exit scheme, nothing lost -----------------
 
 
 def one_line_error(proc: subprocess.CompletedProcess[bytes], code: int, message: str) -> None:

@@ -1,4 +1,4 @@
-"""The command line keeps Unix conventions (issue 30): `-` is stdout, streams are appended to, a closed pipe
+"""The command line keeps Unix conventions: `-` is stdout, streams are appended to, a closed pipe
 ends quietly, every subcommand exits as the README says on every signal, errors are one line (argparse's too),
 an output's name matches its format, a misspelt option gets the nearest names, `sql` leaves no log behind but
 the one it names on failure. Real processes, real servers on 127.0.0.1, real signals."""

@@ -617,8 +617,8 @@ def test_submit_waits_then_runs_flink_run_with_the_job(tmp_path: Path, cluster: 
         "--endpoint", endpoint, "--output", "/results", "--profile", "coder", "--backend", "cpu",
         "--print",
     ]  # fmt: skip
-    # No --duration by default: the job runs until it is cancelled (issue 9). No GPU on the TaskManagers: the
-    # cpu backend, whose parse step runs in their JVM (issue 18).
+    # No --duration by default: the job runs until it is cancelled. No GPU on the TaskManagers: the
+    # cpu backend, whose parse step runs in their JVM.
     assert "submit: --backend cpu" in result.stdout
 
 
@@ -682,7 +682,7 @@ def test_flink_run_options_used_exist_in_flink_run_help() -> None:
 def test_job_accepts_the_arguments_submit_passes() -> None:
     job = REPO / "jobs" / "features.py"
     if not job.exists():
-        pytest.skip("jobs/features.py is not on this branch yet (issue 4)")
+        pytest.skip("jobs/features.py is not on this branch yet")
     result = subprocess.run(
         [sys.executable, str(job), "--help"],
         capture_output=True,
@@ -843,7 +843,7 @@ def test_flink_deployment_repeats_what_the_image_bakes_in(variant: str, baked: l
 
 
 def test_the_cpu_flink_deployment_asks_for_no_gpu_and_parses_in_the_jvm() -> None:
-    """Issue 18: where no GPU is used, the TaskManagers run the parse step in their JVM: the cpu image, no
+    """Where no GPU is used, the TaskManagers run the parse step in their JVM: the cpu image, no
     GPU anywhere in the spec, and the job's `--backend cpu` (tests/test_docker.py runs that path for real)."""
     spec = _flink_deployment("cpu")["spec"]
     assert spec["image"].endswith("-cpu")
@@ -887,7 +887,7 @@ def test_flink_deployment_volumes_are_claimed(variant: str) -> None:
 
 
 def test_scripts_stop_only_what_they_started_by_pid() -> None:
-    """Issue 10 item 13: .ci/run stopped vLLM with `pkill -f`, which ends any matching process on a shared machine."""
+    """.ci/run stopped vLLM with `pkill -f`, which ends any matching process on a shared machine."""
     scripts = [*SHELL_SCRIPTS, *(REPO / "tests").rglob("*.sh"), *(REPO / "jobs").rglob("*.sh")]
     for script in scripts:
         text = script.read_text(encoding="utf-8")

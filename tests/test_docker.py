@@ -257,7 +257,7 @@ def test_the_job_sends_to_both_simulator_replicas(cluster: Cluster) -> None:
 
 
 def test_the_cpu_taskmanager_runs_no_python(cluster: Cluster) -> None:
-    """Issue 18: with no GPU the whole job (requests, parse, windows, sinks) runs in the TaskManager's JVM."""
+    """With no GPU the whole job (requests, parse, windows, sinks) runs in the TaskManager's JVM."""
     lines = _docker("top", cluster.container("taskmanager-cpu"), "-eo", "pid,args").splitlines()[1:]
     programs = [Path(line.split(None, 2)[1]).name for line in lines if len(line.split(None, 2)) > 1]
     assert "java" in programs, lines

@@ -61,7 +61,7 @@ def results(tmp_path: Path) -> Path:
 
 
 def test_without_duration_the_job_sends_prompts_until_cancelled() -> None:
-    """Issue 9: the job always set 'prompts.count' (rate x 60 s), so `flink run` without --duration (compose with an
+    """The job always set 'prompts.count' (rate x 60 s), so `flink run` without --duration (compose with an
     empty DSPARK_DURATION, the Kubernetes deployment) stopped after a minute. Its feed of the prompts file is
     bounded by --duration only."""
     args = features.parse_args(["--endpoint", "http://vllm:8000", "--rate", "20"])
@@ -124,7 +124,7 @@ AB_USERS = [
 
 
 def test_the_summary_has_the_arms_and_each_arm_over_the_run(tmp_path: Path) -> None:
-    """Issue 27: features per arm of the rows that asked; an arm's means are its rows' means (the windows' means
+    """Features per arm of the rows that asked; an arm's means are its rows' means (the windows' means
     weighted by the rows they are over), its users counted from OUTPUT/users."""
     text = features.summary(tmp_path, AB_ROWS, 8, None, None, AB_USERS)
     lines = text.splitlines()
@@ -437,7 +437,7 @@ def test_the_report_of_the_readme_run_shows_what_it_found(tmp_path: Path) -> Non
 
 
 def test_the_run_details_say_which_backend_parsed() -> None:
-    """Issue 30: with the default 'auto' on a machine without a GPU the run line said "parse backend auto", hiding
+    """With the default 'auto' on a machine without a GPU the run line said "parse backend auto", hiding
     the fallback to the CPU; it says what parsed. 'auto' follows the job's configuration (GPU TaskManagers
     declared, `gpu_task_managers`), as the table's planner decides it, never the machine that builds the job."""
     import argparse
@@ -499,7 +499,7 @@ def test_the_gpu_route_asks_the_model_for_raw_bodies_and_parses_them_after_it() 
 @pytest.mark.flink
 @pytest.mark.slow
 def test_the_job_answers_each_fed_row_once_with_its_user_and_arm(tmp_path: Path) -> None:
-    """Issue 27: the job's main command, on the prompts file it ships, through ML_PREDICT against a simulator that
+    """The job's main command, on the prompts file it ships, through ML_PREDICT against a simulator that
     fails 5% of requests (HTTP 500) and sends 5% malformed bodies: every row fed is counted once in its arm's
     window (errors included) and once in its user's, every error row names its user and arm, the server got one
     request per row (the three sinks share the one ML_PREDICT), and the arms differ as their settings say (arm A

@@ -96,7 +96,7 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         assert "Job has been submitted with JobID" in submitted
         job = next(line.split()[-1] for line in submitted.splitlines() if line.startswith("features: job "))
 
-        # Issue 4: our metrics through Flink's metric reporters, here the Prometheus reporter of the wheel's
+        # Our metrics through Flink's metric reporters, here the Prometheus reporter of the wheel's
         # plugins/ (the metrics leave with the job's tasks, so they are read while it runs).
         port = wait_for("the Prometheus reporter", lambda: prometheus_port(cluster / "log"), timeout=60)
 
@@ -116,14 +116,14 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
         wait_for("the meter's rate", lambda: dspark_metrics(port, job).get("numRecordsInPerSecond", 0) > 0, 30)
         assert metrics["backendGpu"] == 0  # no GPU here: 'auto' parses on the CPU, and says so
         assert metrics["gpuFallbackBatches"] == metrics["numBatches"]
-        assert metrics["backendJvm"] == 1  # issue 18: the parse step runs in the TaskManager's JVM
+        assert metrics["backendJvm"] == 1  # the parse step runs in the TaskManager's JVM
 
         # End it as a bounded replay ends: MAX_WATERMARK fires every window, the final savepoint commits the files.
         assert "Savepoint completed" in script("drain", job)
         state = wait_for_job_end(base, job, timeout=120)
         assert state == "FINISHED"
 
-        # Issue 13: the same cluster, no Python program: a .sql file through the connector jar's SQL runner.
+        # The same cluster, no Python program: a .sql file through the connector jar's SQL runner.
         sql = tmp_path / "replay.sql"
         sql.write_text(
             "CREATE TABLE captured (id STRING, model STRING, completion_tokens BIGINT,"
@@ -142,7 +142,7 @@ def test_feature_job_on_a_standalone_cluster(tmp_path):
     finally:
         assert "cluster: stopped" in script("stop")
 
-    # JSON lines with named fields (issue 9).
+    # JSON lines with named fields.
     rows = [json.loads(line) for f in (out / "features").rglob("part-*") for line in f.read_text().splitlines()]
     by_key = {(r["window_start"][:16], r["model"]): r for r in rows}
     assert sum(r["requests"] for r in rows) == 49

@@ -58,7 +58,7 @@ ROUTES = {
 @pytest.mark.parametrize("store", ["no-store", "store", pytest.param("kafka-store", marks=pytest.mark.kafka)])
 @pytest.mark.parametrize("route", ROUTES)
 def test_no_prompt_is_lost_when_the_taskmanager_dies(request, tmp_path, route, store):
-    """With 'request.store' (issue 31; a folder, or a topic of the session's Kafka broker) the restored job answers
+    """With 'request.store' (a folder, or a topic of the session's Kafka broker) the restored job answers
     from the store every prompt answered before the kill: the server receives the prompts plus at most those in
     flight at the kill (4 on the wire)."""
     job_file, name, status, error = ROUTES[route]
@@ -181,8 +181,8 @@ def assert_every_prompt_once(rows: list[list[str]], expected: set[str], status: 
 
 @pytest.mark.parametrize("store", ["no-store", pytest.param("kafka-store-rescaled", marks=pytest.mark.kafka)])
 def test_a_job_resumed_from_a_savepoint_sends_the_requests_that_were_in_flight(request, tmp_path, store):
-    """Issue 16: the requests in flight when a job is stopped with a savepoint (not drained) are in the
-    savepoint, and the job resumed from it sends them again: every prompt is one committed row. Issue 31: with a
+    """The requests in flight when a job is stopped with a savepoint (not drained) are in the
+    savepoint, and the job resumed from it sends them again: every prompt is one committed row. With a
     Kafka store, resumed at parallelism 2 (a rescale: the savepoint's queued requests spread over two request
     steps, each reading the topic from the lowest of the savepoint's positions), the request keys are the same
     and only what was on the wire at the savepoint is sent again."""

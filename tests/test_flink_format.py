@@ -1,4 +1,4 @@
-"""'format' = 'dspark-vllm' (issue 18): what only the format has, its 'fail' choice and its option check.
+"""'format' = 'dspark-vllm': what only the format has, its 'fail' choice and its option check.
 
 The format's rows and error rows ('on-error' = 'column' and 'skip') are checked beside the other routes of
 the parse step in tests/test_flink_parse.py; Kafka's table in tests/test_kafka.py.

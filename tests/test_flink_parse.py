@@ -1,9 +1,9 @@
-"""The parse step end to end, one suite over its routes (issue 29 point 5: one test per behaviour, not one copy
+"""The parse step end to end, one suite over its routes (one test per behaviour, not one copy
 per route).
 
 Routes, each a real Flink job on the mini-cluster over the same bodies (`mixed_bodies` and one body without
 'created'), each held to what `parse_batch` gives on the CPU:
-- 'cpu': a replay table with 'parse.backend' = 'cpu': the parse step inside the JVM (issue 18);
+- 'cpu': a replay table with 'parse.backend' = 'cpu': the parse step inside the JVM;
 - 'format': 'format' = 'dspark-vllm' in the filesystem connector's table, parsed in the JVM too;
 - 'gpu': a replay table with 'parse.backend' = 'gpu': the planner sends the parse step to a Python worker
   (libcudf's API is Python). A PyFlink program on the mini-cluster runs its Python workers in its own process
@@ -466,7 +466,7 @@ def test_skip_gives_the_good_bodies_only(jvm_job):
 @pytest.mark.parametrize("table", sorted(CASTS))
 def test_a_column_declared_as_another_type_is_what_flinks_cast_gives(jvm_job, table):
     """The parse step writes a column declared as another type than the profile's itself (Casts.java, no SQL
-    after it: issue 29 point 3): each row as Flink's CAST of the same flat column makes it."""
+    after it): each row as Flink's CAST of the same flat column makes it."""
     got = {r["line"]: r for r in jvm_job[table]}
     want = {r["line"]: r for r in jvm_job[f"{table}_flat"]}
     assert sorted(got) == sorted(want) == list(range(1, len(cast_corpus()) + 1))

@@ -200,7 +200,7 @@ def test_declared_schema_is_kept(job):
             "table: read them with a table of their own connector and ask the model with ML_PREDICT",
         ),
         (
-            # Retired (issue 27): one line that says what replaced it, not Flink's "Unsupported options".
+            # Retired: one line that says what replaced it, not Flink's "Unsupported options".
             "id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://x', 'model' = 'm', "
             "'prompts.source.connector' = 'kafka', 'prompts.source.topic' = 't', 'prompts.column' = 'q'",
             "('connector' = 'dspark-vllm'): Option 'prompts.column' is retired with 'prompts.source.*': name the "

@@ -1,4 +1,4 @@
-"""The request step end to end, one suite over its two faces (issue 29 point 5: one test per behaviour, not one
+"""The request step end to end, one suite over its two faces (one test per behaviour, not one
 copy per route).
 
 Routes, both in one Flink job against one simulator (with 500s, malformed bodies and slow answers):
@@ -259,7 +259,7 @@ def test_rows_equal_a_plain_clients_answers(job, route):
 def test_rows_leave_in_completion_order(job, route):
     """Unordered (the table's default 'request.output-mode'; ML_PREDICT's ALLOW_UNORDERED): a slow answer (10% of
     them 1.5 s late) holds back no row behind it, so the rows leave out of their input order (parallelism 1, one
-    part file per sink). Issue 16: PyFlink's ordered async function held every row behind a slow one."""
+    part file per sink). PyFlink's ordered async function held every row behind a slow one."""
     order = [r["n"] for r in job["order"][route]]
     slow = [r["n"] for r in job["order"][route] if r["latency_ms"] is not None and r["latency_ms"] >= SLOW_MS]
     assert slow, "the simulator drew slow answers"
@@ -346,7 +346,7 @@ def test_event_time_windows_over_the_enriched_rows(job):
 
 
 def test_prompts_rate_without_a_count_runs_until_cancelled():
-    """Issue 9: unbounded 'prompts.rate' (no 'prompts.count') is the compose job's default. Flink's datagen
+    """Unbounded 'prompts.rate' (no 'prompts.count') is the compose job's default. Flink's datagen
     sequence refused the old end of 2**62 when the source opened (more than Integer.MAX_VALUE elements per
     subtask), so the job failed and restarted for ever before sending a request."""
     from connector.flink import local_environment

@@ -247,7 +247,7 @@ def test_the_sql_command_says_what_failed_in_one_line(tmp_path):
     assert "Unsupported options found for 'dspark-vllm'." in run.stderr
     assert "parse.bakend (did you mean parse.backend" in run.stderr and "replay.monitor-interval" not in run.stderr
     assert "\tat org.apache" not in run.stderr  # no Java stack trace unless asked for
-    # Retired (issue 27): a table's 'prompts.source.*' and the SQL function vllm_request say what replaced them.
+    # Retired: a table's 'prompts.source.*' and the SQL function vllm_request say what replaced them.
     retired = tmp_path / "retired.sql"
     retired.write_text(
         "CREATE TABLE t (id STRING) WITH ('connector' = 'dspark-vllm', 'endpoint' = 'http://127.0.0.1:9', "

@@ -1,4 +1,4 @@
-"""Hostile input (issue 12): one JSON rule set on every backend, in bodies and in content; no body costs
+"""Hostile input: one JSON rule set on every backend, in bodies and in content; no body costs
 more than its own row; extraction in linear time."""
 
 from __future__ import annotations
@@ -218,7 +218,7 @@ def test_content_nested_to_the_limit_is_read(backend: str):
     assert row["detail"] == '{"d":' + nested(DEPTH_LIMIT - 2).replace(" ", "") + "}"
 
 
-# -- issue 10, item 10: a body cut inside a literal is truncated ----------------------------------------------
+# -- a body cut inside a literal is truncated ----------------------------------------------
 
 
 @pytest.mark.parametrize("cut", [b"tr", b"nu", b"fals", b"-", b"12.", b"1e", b"1E+", b'"\\u12'])

@@ -1,4 +1,4 @@
-"""kafka-clients in the connector jar (the Kafka response store, issue 31): fetched pinned from a Maven repository
+"""kafka-clients in the connector jar (the Kafka response store): fetched pinned from a Maven repository
 into the build cache by the same function as RE2's tarball (native/build_native.py `fetch_pinned`), its classes
 bundled into the jar; a repository out of reach is one line naming the file to put where."""
 

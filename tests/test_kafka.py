@@ -1,4 +1,4 @@
-"""Kafka, for real (issue 28): a KRaft broker started by deploy/kafka/start.sh (the session fixture `kafka`) and
+"""Kafka, for real: a KRaft broker started by deploy/kafka/start.sh (the session fixture `kafka`) and
 Flink's Kafka SQL connector from Maven Central (deploy/maven/flink-kafka.pom.xml) on the job's classpath.
 
 Two Flink jobs:

@@ -100,7 +100,7 @@ def test_an_unknown_model_key_gets_the_nearest_keys_as_a_tables_does():
     ],
 )  # fmt: skip
 def test_a_retired_key_says_what_replaced_it_in_one_line(options, key):
-    """Issue 27: prompts from another table are read by ML_PREDICT over that table. A retired key is named, with
+    """Prompts from another table are read by ML_PREDICT over that table. A retired key is named, with
     what replaces it and where the docs show it, in one line, before any other check of the options."""
     with pytest.raises(OptionsError) as info:
         validate({k: v for k, v in options.items() if v is not None})

@@ -386,7 +386,7 @@ def test_the_parse_function_payload_is_made_by_python_and_builds_the_function():
 
 def test_every_declared_column_has_a_layout_the_parse_step_casts_itself():
     """Every cast a declared column may make is Flink's CAST done by the parse step in the JVM (Casts.java): each
-    column has a layout, so no SQL runs after the parse step (issue 29 point 3)."""
+    column has a layout, so no SQL runs after the parse step."""
     result = plan(
         declared(
             REPLAY,

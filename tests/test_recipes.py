@@ -1,4 +1,4 @@
-"""The recipes of README.md and docs/ run as written (issue 30): every fenced block tagged ```` ```sql recipe ````
+"""The recipes of README.md and docs/ run as written: every fenced block tagged ```` ```sql recipe ````
 is run with `dspark-vllm sql`, after what its first line asks for (`-- needs: dspark-vllm simulate ARGS`: that
 simulator, on a free port put in place of the one it names). It must end (a bounded table), print result
 columns that have names (no EXPR$1), and say nothing on stderr but progress. Recipes whose needs this test does

@@ -1,4 +1,4 @@
-"""The Python reference path: what the native core and libcudf are held to, with the tests (issue 29).
+"""The Python reference path: what the native core and libcudf are held to, with the tests.
 
 `exact` (a body, or a content, at a time with Python's `json` under `connector.strict`'s rules), `content`
 (the second parse: contents into their properties), `extract` (the `x-extract` patterns over free text) and
