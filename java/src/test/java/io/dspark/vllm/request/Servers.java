@@ -195,6 +195,15 @@ final class Servers {
                 seen.add(s);
                 int now = concurrent.incrementAndGet();
                 maxConcurrent.accumulateAndGet(now, Math::max);
+                // Uncounted before the answer goes out (respond), not after: a client that sends its next request
+                // on the answer must not find this one still counted.
+                java.util.concurrent.atomic.AtomicBoolean left = new java.util.concurrent.atomic.AtomicBoolean();
+                Runnable leave = () -> {
+                    if (left.compareAndSet(false, true)) {
+                        concurrent.decrementAndGet();
+                    }
+                };
+                x.setAttribute(LEAVE, leave);
                 try {
                     Handler h = handlers.get(s.path);
                     if (h == null) {
@@ -205,7 +214,7 @@ final class Servers {
                 } catch (Exception e) {
                     // the client went away: nothing to answer
                 } finally {
-                    concurrent.decrementAndGet();
+                    leave.run();
                     x.close();
                 }
             };
@@ -244,7 +253,14 @@ final class Servers {
         }
     }
 
+    /** The exchange's attribute that uncounts it from {@link Web#concurrent} (once). */
+    static final String LEAVE = "dspark.leave";
+
     static void respond(HttpExchange x, int status, String body, String... headers) throws IOException {
+        Object leave = x.getAttribute(LEAVE);
+        if (leave instanceof Runnable) {
+            ((Runnable) leave).run();
+        }
         byte[] bytes = body.getBytes(StandardCharsets.UTF_8);
         for (int i = 0; i + 1 < headers.length; i += 2) {
             x.getResponseHeaders().add(headers[i], headers[i + 1]);
