@@ -235,9 +235,10 @@ def _time_round_robin(paths: list[_Path], repeat: int, min_cpu: float = 0.0) -> 
     """Best of `repeat` runs of each path, the paths taking turns: the machine's drift hits them all alike.
 
     A path whose pass over the corpus takes less than `min_cpu` of CPU makes that many passes in each timed run
-    that the run takes `min_cpu` and a fifth more: a run of milliseconds is mostly timer and scheduler noise. Its
-    rate stays per pass. The pass is timed first, after one that warms the path up (imports, the profile), over
-    passes that add up to a fifth of `min_cpu`. Whole processes (`cpu`) are timed as they run."""
+    that the run takes `min_cpu` and a fifth more (and more passes where a run still took less): a run of
+    milliseconds is mostly timer and scheduler noise. Its rate stays per pass. The pass is timed first, after one
+    that warms the path up (imports, the profile), over passes that add up to a fifth of `min_cpu`. Whole
+    processes (`cpu`) are timed as they run."""
     if min_cpu > 0:
         for path in paths:
             if path.cpu is None:
@@ -252,8 +253,15 @@ def _time_round_robin(paths: list[_Path], repeat: int, min_cpu: float = 0.0) -> 
             started, cpu_started = time.perf_counter(), time.process_time()
             for _ in range(path.passes):
                 path.rows = path.run()
-            wall = (time.perf_counter() - started) / path.passes
-            cpu = path.cpu[-1] if path.cpu else (time.process_time() - cpu_started) / path.passes
+            made = path.passes
+            # A run the calibration misjudged (its passes warmer, or the machine busier, than these) goes on until
+            # it took `min_cpu`; later runs make at least as many passes.
+            while path.cpu is None and time.process_time() - cpu_started < min_cpu:
+                path.rows = path.run()
+                made += 1
+            path.passes = made
+            wall = (time.perf_counter() - started) / made
+            cpu = path.cpu[-1] if path.cpu else (time.process_time() - cpu_started) / made
             path.seconds, path.wall = min(path.seconds, cpu), min(path.wall, wall)
             passes = f" ({path.passes} passes)" if path.passes > 1 else ""
             print(f"  measured {path.name}: {cpu:.3f} s CPU, {wall:.3f} s wall a pass{passes}", file=sys.stderr,

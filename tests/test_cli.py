@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -144,6 +145,28 @@ def test_bench_parse_runs_each_row_long_enough_to_trust(tmp_path: Path, capsys):
     for row in json.loads((tmp_path / "bench.json").read_text())["results"]:
         if row["seconds"] is not None:
             assert row["passes"] > 1 and row["seconds"] * row["passes"] >= TOO_SHORT_S, row
+
+
+def test_bench_parse_a_run_the_calibration_misjudged_still_takes_min_cpu():
+    """A path whose passes got faster after its calibration (a warm-up that lasts longer than one pass, or a machine
+    that was busier then) made a timed run well under --min-cpu: "too short to trust" on a loaded machine. The run
+    goes on until it took --min-cpu."""
+    from connector.bench import TOO_SHORT_S, _Path, _time_round_robin
+
+    made = 0
+
+    def run() -> int:
+        nonlocal made
+        made += 1
+        burn = 0.010 if made <= 40 else 0.002  # CPU seconds this pass costs: dearer while calibrating
+        started = time.process_time()
+        while time.process_time() - started < burn:
+            pass
+        return 1
+
+    path = _Path("warms up slowly", run, bodies=1, size=1)
+    _time_round_robin([path], repeat=1, min_cpu=0.6)
+    assert path.seconds * path.passes >= 0.6 >= TOO_SHORT_S, (path.seconds, path.passes)
 
 
 def test_bench_parse_cli_times_whole_processes(tmp_path: Path):
