@@ -17,7 +17,6 @@ import java.util.Map;
 public final class NativeBench {
 
     public static void main(String[] args) throws Exception {
-        String document = new String(Files.readAllBytes(Paths.get(args[0])), StandardCharsets.UTF_8);
         List<String> columns = args[1].isEmpty() ? List.of() : Arrays.asList(args[1].split(","));
         List<byte[]> lines = new ArrayList<>();
         for (String line : Files.readAllLines(Paths.get(args[2]), StandardCharsets.UTF_8)) {
@@ -25,7 +24,7 @@ public final class NativeBench {
         }
         byte[][] bodies = lines.toArray(new byte[0][]);
         int rounds = Integer.parseInt(args[3]);
-        NativeParser parser = new NativeParser(document, columns);
+        NativeParser parser = new NativeParser(PythonPlan.read(Paths.get(args[0])));
         java.lang.management.ThreadMXBean cpu = java.lang.management.ManagementFactory.getThreadMXBean();
         for (int round = 0; round < rounds; round++) {
             for (int a = 4; a < args.length; a++) {

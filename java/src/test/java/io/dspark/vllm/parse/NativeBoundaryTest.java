@@ -42,17 +42,17 @@ final class NativeBoundaryTest {
             + "\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"h\\u00e9llo "
             + "\\ud83d\\ude00 {\\\"a\\\": [1, 2.5, true, null]}\"},\"logprobs\":null,\"finish_reason\":\"stop\"}],"
             + "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":5,\"total_tokens\":8}}";
+    private static io.dspark.vllm.plan.Plan.NativeRead read;
     private static String document;
     private static List<String> columns;
 
     @BeforeAll
     static void plan() throws Exception {
         assertNull(NativeCore.available());
-        document = PythonPlan.of("openai");
+        read = PythonPlan.of("openai");
+        document = read.document;
         columns = new ArrayList<>();
-        for (JsonNode column : new ObjectMapper().readTree(document).get("columns")) {
-            columns.add(column.get("name").asText());
-        }
+        read.columns.forEach(column -> columns.add(column.name));
         assertTrue(columns.contains("id"), document);
     }
 
@@ -143,7 +143,7 @@ final class NativeBoundaryTest {
     // -- results --------------------------------------------------------------------------------------------------
 
     private static NativeParser parser() {
-        return new NativeParser(document, columns);
+        return new NativeParser(read);
     }
 
     /** One line per body of bodies[from..to): every column's value, by key; asserts one row per body. */

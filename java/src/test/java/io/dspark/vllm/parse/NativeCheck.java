@@ -40,13 +40,12 @@ public final class NativeCheck {
 
     private static void check(String planFile, String names, String bodiesFile, int batch, StringBuilder out)
             throws Exception {
-        String document = new String(Files.readAllBytes(Paths.get(planFile)), StandardCharsets.UTF_8);
         List<String> columns = names.isEmpty() ? List.of() : Arrays.asList(names.split(","));
         List<byte[]> bodies = new ArrayList<>();
         for (String line : Files.readAllLines(Paths.get(bodiesFile))) {
             bodies.add(line.equals("-") ? null : Base64.getDecoder().decode(line));
         }
-        NativeParser parser = new NativeParser(document, columns);
+        NativeParser parser = new NativeParser(PythonPlan.read(Paths.get(planFile)));
         ObjectMapper json = new ObjectMapper();
         byte[][] all = bodies.toArray(new byte[0][]);
         for (int from = 0; from < all.length; from += batch) {
