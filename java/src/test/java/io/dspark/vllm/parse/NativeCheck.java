@@ -4,7 +4,6 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
@@ -14,7 +13,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The JVM side of tests/test_java_native.py: reads a plan document, column names and bodies (one base64 line
+ * The JVM side of tests/test_java_native.py: reads what the planner made the core read (a
+ * {@code Plan.NativeRead}, {@code connector.plan.parse.native_read}), column names and bodies (one base64 line
  * each), parses them with {@link NativeParser} in batches of the given size, and prints one JSON line per body
  * with what the JVM read: every column's value (utf8 as text, lists as arrays), error_reason and error_field; a line
  * "---" ends each case.
