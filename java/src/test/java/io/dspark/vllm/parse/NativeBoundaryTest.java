@@ -328,6 +328,26 @@ final class NativeBoundaryTest {
         }
     }
 
+    /**
+     * What the planner narrowed is what the core reads: the named columns of the plan, the core's own beside them;
+     * a column a row would bind that the plan does not read is refused in one line, not read as NULL.
+     */
+    @Test
+    void thePlannersNarrowedReadAndAColumnItLacks() throws Exception {
+        NativeParser narrowed = new NativeParser(PythonPlan.of("openai", "id", "created"));
+        assertEquals(List.of("id", "created"), narrowed.columns());
+        byte[][] one = {VALID.getBytes(StandardCharsets.UTF_8)};
+        Map<String, ArrowColumn> part = narrowed.parse(one, 0, 1).get(0);
+        assertEquals("chatcmpl-7", part.get("id").getString(0));
+        assertEquals(java.util.Set.of("id", "created", NativeParser.VERDICT, NativeParser.REASON, NativeParser.FIELD),
+                part.keySet());
+        narrowed.require(List.of("created", "id"));
+        IllegalArgumentException refused =
+                assertThrows(IllegalArgumentException.class, () -> narrowed.require(List.of("id", "model")));
+        assertTrue(refused.getMessage().contains("[model]") && !refused.getMessage().contains("\n"),
+                refused.getMessage());
+    }
+
     /** A result closed twice, read after it is closed, and a refused one read: refused in Java, never freed twice. */
     @Test
     void resultsUsedAfterClose() {
