@@ -250,10 +250,14 @@ def _compile_tests(classes: Path, junit: bool) -> str:
 
 def java_tests(*args: str, main: str, timeout_s: float = 300.0) -> subprocess.CompletedProcess[str]:
     """Run `main`, a class of java/src/test that is a program (the contract's and the native core's checks, the
-    benchmarks), with `args`, in a JVM with the jar's classes, Flink's jars and the native core."""
+    benchmarks), with `args`, in a JVM with the jar's classes, Flink's jars, the native core and this Python (the
+    planner's, for what the core reads: PythonPlan)."""
     with tempfile.TemporaryDirectory(prefix="dspark-vllm-javatest-") as tmp:
         classpath = _compile_tests(Path(tmp), junit=False)
-        run = [java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", "-cp", classpath, main, *args]
+        run = [
+            java(), "-Xmx512m", f"-Ddspark.native.dir={NATIVE}", f"-Ddspark.python={sys.executable}", "-cp", classpath,
+            main, *args,
+        ]  # fmt: skip
         return subprocess.run(run, capture_output=True, text=True, timeout=timeout_s)
 
 

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from connector.parse import parse_batch
-from connector.parse.native import NativePlan
+from connector.plan.parse import native_read
+from connector.plan.records import to_json
 from connector.profiles import load_profile
 from connector.simulator.responses import make_corpus
 from connector.types.columns import body_columns
@@ -100,8 +101,7 @@ def jvm(tmp_path_factory) -> dict[str, list[dict[str, Any]]]:
         loaded = load_profile(profile)
         plan = folder / f"plan-{i}.json"
         limit = {"max_body_bytes": _SMALL_LIMIT} if name == _SMALL_LIMIT_CASE else {}
-        document = NativePlan.of(body_columns(loaded), loaded.created_unit, loaded.content_properties, **limit).document
-        plan.write_bytes(document)
+        plan.write_text(json.dumps(to_json(native_read(loaded, columns, **limit))))
         lines = folder / f"bodies-{i}.txt"
         lines.write_text("".join(base64.b64encode(b).decode() + "\n" for b in bodies))
         args += [str(plan), ",".join(columns), str(lines)]
@@ -182,10 +182,10 @@ def test_a_body_the_core_cannot_read_costs_only_its_own_row(tmp_path):
     failed the job. Now the batch is read in halves down to the one body, which alone is an error row."""
     profile = load_profile("openai")
     plan = tmp_path / "plan.json"
-    plan.write_bytes(
-        NativePlan.of(
-            body_columns(profile), profile.created_unit, profile.content_properties, max_column_bytes=1000
-        ).document
+    plan.write_text(
+        json.dumps(
+            to_json(native_read(profile, ["id", "n_choices", "choice_contents", "created"], max_column_bytes=1000))
+        )
     )
     bodies = [b'{"id":"a"}', b'{"id":"' + b"x" * 5000 + b'"}', b'{"id":"b"}', b'{"id":"c"}']
     lines = tmp_path / "bodies.txt"
@@ -208,7 +208,7 @@ def test_the_format_says_of_a_null_message_what_parse_batch_says(tmp_path):
 
     profile = load_profile("openai")
     plan = tmp_path / "plan.json"
-    plan.write_bytes(NativePlan.of(body_columns(profile), profile.created_unit, profile.content_properties).document)
+    plan.write_text(json.dumps(to_json(native_read(profile, ["id"]))))
     expected = parse_batch([None, b""], "openai", columns=["id"], inline_errors=True).table.column("error_reason")
     result = build_jar().java_tests(str(plan), "column", main="io.dspark.vllm.engine.FormatNullCheck")
     assert result.returncode == 0, result.stderr[-3000:]

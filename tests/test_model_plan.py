@@ -74,7 +74,12 @@ def test_output_columns_are_profile_columns_or_metadata():
     assert layouts["request.received-at"] == {"column": "_received_ms"}
     assert layouts["error.reason"] == {"column": "_error"}
     assert result["prompt"] == {"chat": True, "system": None, "template": None, "messages": None, "column": 0}
-    assert "document" in result["native"]
+    # What the core reads: the core columns of the outputs (language, a content property, keeps the content part).
+    read = result["native"]["read"]
+    assert [c[0] for c in read["columns"]] == [
+        "model", "content", "prompt_tokens", "completion_tokens", "language", "code", "explanation", "code_blocks",
+        "content_error",
+    ]  # fmt: skip
 
 
 def test_template_system_prompt_and_row_options():

@@ -5,6 +5,7 @@ files are current), and no Java code outside the generated reader reads a plan k
 from __future__ import annotations
 
 import importlib.util
+import json
 import re
 import subprocess
 import sys
@@ -56,10 +57,13 @@ def test_no_java_code_reads_a_plan_key_by_its_name():
     keys = set()
     for cls in plan_types.RECORDS:
         keys |= {f.name.removesuffix("_") for f in plan_types.dataclasses.fields(cls)}
+    # The native core's plan document is the planner's too (`NativePlan.of`): the JVM hands it to the core as it
+    # is, and reads the core's result by the plan's typed columns (`NativeRead`).
+    keys |= _native_document_keys()
     # JSON that is not the plan's: an answer field's JSON schema (Answers), a server's error body (Failure), the
-    # usage of a stored response (StoredRequests), the native core's own plan document (NativeParser), HTTP
-    # headers and Netty's pipeline (Transport), the declared table the factory sends the planner (PythonPlanner).
-    exempt = {"parse/NativeParser.java", "request/Failure.java", "store/StoredRequests.java", "request/Transport.java"}
+    # usage of a stored response (StoredRequests), HTTP headers and Netty's pipeline (Transport), the declared
+    # table the factory sends the planner (PythonPlanner).
+    exempt = {"request/Failure.java", "store/StoredRequests.java", "request/Transport.java"}
     not_the_plan = {
         "engine/Answers.java": {"type", "items", "properties", "enum", "anyOf"},
         "sql/PythonPlanner.java": {"columns", "kind", "name"},
@@ -74,6 +78,39 @@ def test_no_java_code_reads_a_plan_key_by_its_name():
                 if key in keys and key not in not_the_plan.get(rel, ()):
                     found.append(f"{rel}:{number}: {line.strip()}")
     assert not found, "\n".join(found)
+
+
+def _native_document_keys() -> set[str]:
+    """Every key of the native core's plan document, with content properties (`NativePlan.of`)."""
+    from connector.parse.native import NativePlan
+    from connector.profiles import load_profile
+    from connector.types.columns import body_columns
+
+    keys: set[str] = set()
+
+    def walk(value: object) -> None:
+        if isinstance(value, dict):
+            keys.update(value)
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+
+    for name in ("openai", "coder"):
+        profile = load_profile(name)
+        walk(
+            json.loads(NativePlan.of(body_columns(profile), profile.created_unit, profile.content_properties).document)
+        )
+    assert {"columns", "paths", "content", "properties"} <= keys
+    return keys
+
+
+def test_the_jvm_hands_the_native_document_to_the_core_unread():
+    """The JVM's parse step neither parses the core's plan document nor narrows it: the planner does
+    (`connector.plan.parse.native_read`), and gives the core's result columns as typed records."""
+    text = (JAVA / "parse" / "NativeParser.java").read_text()
+    assert "jackson" not in text.lower(), "NativeParser reads the native plan document with Jackson"
 
 
 def test_a_field_of_another_type_is_refused_where_the_plan_is_written():
@@ -137,3 +174,49 @@ def test_the_jar_is_not_built_from_stale_plan_records(tmp_path, monkeypatch):
     monkeypatch.setattr(build_jar, "SOURCES", tmp_path)
     with pytest.raises(SystemExit, match=r"Plan.java in .* is stale: run python -m connector.plan.records --java"):
         build_jar.require_current_plan_records()
+
+
+def _planned(read: dict) -> tuple[list[str], bool]:
+    document = json.loads(read["document"])
+    assert document["explain"] is True
+    return [c["name"] for c in document["columns"]], "content" in document
+
+
+def test_the_planner_narrows_the_native_document_to_the_columns_the_row_reads():
+    """What the core reads for a query is planned once, in Python (`table_read`, `format_read`, the model's plan):
+    exactly the core columns its row reads, and the content part (with the body column `content`) only where a
+    content property or content_error is read; the typed result columns name them in the core's order."""
+    from connector.plan.__main__ import native_read_answer
+
+    row = {
+        "sql": "ROW<`prompt_tokens` BIGINT>",
+        "root": "ROW",
+        "fields": [{"name": "prompt_tokens", "type": {"sql": "BIGINT", "root": "BIGINT"}}],
+    }
+    columns = [
+        {"name": "id", "kind": "physical", "type": STRING},
+        {"name": "usage", "kind": "physical", "type": row},
+        {"name": "language", "kind": "physical", "type": STRING},
+    ]
+    options = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/data", "profile": "coder"}
+    table = plan({"name": "t", "options": options, "columns": columns, "watermark": None})
+    read = native_read_answer({"table": table, "physical": ["usage"], "metadata": []})
+    assert _planned(read) == (["prompt_tokens"], False)
+    assert [c[0] for c in read["columns"]] == ["prompt_tokens"]
+    read = native_read_answer({"table": table, "physical": ["id", "language"], "metadata": ["error.reason"]})
+    names, content = _planned(read)
+    assert content and names == ["id", "content"]  # a content property keeps the content and its body column
+    assert [c[0] for c in read["columns"]][:2] == ["id", "content"] and read["columns"][-1][0] == "content_error"
+
+    fmt = format_plan({"format": {"on-error": "skip", "profile": "coder"}, "columns": columns})
+    read = native_read_answer({"format": fmt, "physical": ["id"]})
+    assert _planned(read) == (["id"], False)
+    model = model_plan(
+        {
+            "model": "m",
+            "options": {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+            "input": [{"name": "q", "type": STRING}],
+            "output": [{"name": "id", "type": STRING}, {"name": "finish_reason", "type": STRING}],
+        }
+    )
+    assert _planned(model["native"]["read"]) == (["id", "finish_reason"], False)

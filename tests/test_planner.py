@@ -258,11 +258,8 @@ def test_file_sources_are_planned_as_data():
 def test_cpu_and_auto_without_gpu_task_managers_parse_in_the_jvm():
     for backend in ("cpu", "auto"):
         native = plan(declared({**REPLAY, "parse.backend": backend}, column("id", "STRING", "VARCHAR")))["native"]
-        document = json.loads(native["document"])
         assert {"id", "language", "code_blocks", "content_error"} <= set(native["columns"])  # x-extract too
-        assert {c["name"] for c in document["columns"]} | {p["name"] for p in document["content"]["properties"]} | {
-            "content_error"
-        } == set(native["columns"])
+        assert "read" not in native  # what the core reads comes with the scan's projection (table_read)
         assert (native.get("gpu_unused") is None) == (backend == "cpu")
     gpu = plan(declared({**REPLAY, "parse.backend": "gpu"}, column("id", "STRING", "VARCHAR")))["native"]
     assert gpu["why"] == "'parse.backend' = 'gpu' (libcudf runs in Python)" and "gpu_unused" not in gpu
@@ -286,9 +283,9 @@ def test_auto_plans_the_route_the_jobs_configuration_declares_for_its_task_manag
 
     python = native(GPU_TASK_MANAGERS)
     assert "why" in python and "external-resource.gpu.amount" in python["why"]
-    assert "id" in python["columns"] and python["document"]  # the core for leftovers and a worker without a GPU
+    assert "id" in python["columns"]  # the core for leftovers and a worker without a GPU
     jvm = native()
-    assert "why" not in jvm and jvm["document"] == python["document"]
+    assert "why" not in jvm and jvm["columns"] == python["columns"]
     assert "external-resource.gpu.amount" in jvm["gpu_unused"]  # what a TaskManager with a GPU says once
     for flink in (
         {"external-resources": "gpu", "external-resource.gpu.amount": "0"},
@@ -325,7 +322,8 @@ def test_the_format_plans_body_columns_rows_of_them_and_error_columns():
         )
     )
     assert made["version"] == PLAN_VERSION and made["on_error"] == "column"
-    assert "prompt_tokens" in made["columns"] and json.loads(made["document"])["columns"]
+    assert "prompt_tokens" in made["columns"] and "prompt_tokens" in made["physical"]["usage"]["needs"]
+    assert made["physical"]["error_reason"] == {"needs": [], "from": {"column": "_error"}}
 
 
 def test_the_format_leaves_the_connectors_metadata_and_computed_columns_alone():

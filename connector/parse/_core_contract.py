@@ -32,6 +32,14 @@ CONTENT_NULL = 1  # no content (also a body that is not a row): every column nul
 CONTENT_TEXT = 2  # not like JSON (after one optional ```json fence): free text, for x-extract patterns
 CONTENT_DEFERRED = 3  # without explain: starts like JSON, left to the reference
 
+# The type codes of the result's arrays (the JNI shim's, read by the JVM)
+RESULT_UTF8 = "u"
+RESULT_INT64 = "l"
+RESULT_FLOAT64 = "g"
+RESULT_BOOL = "b"
+RESULT_INT8 = "c"
+RESULT_LIST = "+"
+
 # kind -> the Arrow format of its values
 KINDS = {
     "string": "u",

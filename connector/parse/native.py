@@ -33,8 +33,11 @@ from connector.parse._core_contract import (
     CONTENT_JSON,
     CONTENT_NULL,
     CONTENT_TEXT,
+    KINDS,
     OK,
     PLAN_VERSION,
+    RESULT_LIST,
+    RESULT_UTF8,
 )
 from connector.parse._core_contract import DONE as _DONE
 from connector.parse._core_contract import INTERNAL as _INTERNAL
@@ -56,6 +59,7 @@ __all__ = [
     "int8s",
     "library_path",
     "read",
+    "result_columns",
 ]
 
 _DIR = Path(__file__).resolve().parent.parent / "_native"
@@ -216,6 +220,31 @@ class NativePlan:
                 ],
             }
         return cls(json.dumps(plan).encode(), content_column)
+
+
+def result_columns(
+    columns: Sequence[Column], properties: Sequence[ContentProperty] = ()
+) -> list[tuple[str, str, str | None]]:
+    """The named columns of the core's result for a plan of `columns` (and content `properties`), in its order:
+    each column, each property, then content_error where there are properties; each as (name, type code, item
+    type code of a list or None), the contract's `RESULT_*` codes (a column read through a path with `*` is a list
+    of its kind's values, but for `length`). The core's own verdict, reason and field follow them."""
+
+    def leaf(kind: str) -> str:
+        if kind == "array" or kind not in KINDS:
+            raise ValueError(f"no column kind {kind!r} in the native core")
+        return KINDS[kind]
+
+    out: list[tuple[str, str, str | None]] = []
+    for c in columns:
+        star = c.kind != "length" and any("*" in path for path in c.paths)
+        out.append((c.name, RESULT_LIST, leaf(c.kind)) if star else (c.name, leaf(c.kind), None))
+    for p in properties:
+        item = p.item_kind or ""
+        out.append((p.name, RESULT_LIST, leaf(item)) if p.kind == "array" else (p.name, leaf(p.kind), None))
+    if properties:
+        out.append(("content_error", RESULT_UTF8, None))
+    return out
 
 
 def int8s(array: pa.Array) -> np.ndarray:

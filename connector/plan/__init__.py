@@ -26,8 +26,8 @@ either `{"error": "..."}`, a message for the user (Flink raises it as a Validati
   declared type: Flink's CAST where that is another, `io.dspark.vllm.engine.Casts`; TIMESTAMP_LTZ(3) from BIGINT
   epoch milliseconds; `default`: a value for NULL), or `{"row": [{"name", "from"}, ...]}`;
 - `settings`: the Flink options of this table's own Python operators; `bounded`;
-- `native`: the parse step in the JVM (the native core's plan document for every body column, the columns it
-  makes and their types, the batching), or `why` the parse step runs in Python (`connector.plan.parse`);
+- `native`: the parse step in the JVM (the columns the native core makes and their types, the batching), or
+  `why` the parse step runs in Python (`connector.plan.parse`);
 - `plan`: what the Python parse function is built from on the workers (`ParseFunctionPlan.document()`: the table's
   options less its secrets, the profile's files as JSON, whether `created` is required), JSON like the rest;
   `connector.flink.runtime` rebuilds the `ParseFunctionPlan` from it, with the flat columns the query really reads.
@@ -36,7 +36,11 @@ Where the parse step runs in Python, the factory asks once more, after projectio
 `{"parse_function": {"plan": ..., "columns": [...]}}`, and gets `{"payload": ...}`: the Python function as
 PyFlink carries one, a pickle (of the call `parse_function(plan as JSON text, columns)`, made by
 `connector.flink.runtime.function_payload`), base64. That pickle is PyFlink's format for a Python function, not
-ours: nothing in it but the call and its two JSON strings.
+ours: nothing in it but the call and its two JSON strings. Where it runs in the JVM, the scan asks once more
+too, with `{"native_read": {"table": the plan, "physical": [...], "metadata": [...]}}` (a format's decoder: `{"format":
+its plan, "physical": [...]}`), and gets what the native core reads for those columns (`NativeRead`: the core's plan
+document narrowed to the core columns the row reads, and the core's result columns with their types); a model's
+plan carries it (`native.read`).
 
 The plans are made of the typed records of `connector.plan.records` (a key the declaration has not cannot be
 written; `to_json` writes them), and the jar reads them with the reader generated from that declaration.

@@ -12,9 +12,11 @@ from typing import Any
 from connector.errors import DsparkError
 from connector.plan.format import format_plan
 from connector.plan.model import model_plan
+from connector.plan.parse import format_read, table_read
+from connector.plan.records import to_json
 from connector.plan.table import table_plan
 
-__all__ = ["main", "parse_function_payload"]
+__all__ = ["main", "native_read_answer", "parse_function_payload"]
 
 
 def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:
@@ -26,6 +28,16 @@ def parse_function_payload(question: Mapping[str, Any]) -> dict[str, Any]:
     return {"payload": base64.b64encode(payload).decode("ascii")}
 
 
+def native_read_answer(question: Mapping[str, Any]) -> dict[str, Any]:
+    """What the native core reads for a scan, once its projection is known: `table` (a table's plan) with the
+    `physical` columns and `metadata` keys it reads, or `format` (a format's plan) with the `physical` columns."""
+    if "table" in question:
+        read = table_read(question["table"], question["physical"], question["metadata"])
+    else:
+        read = format_read(question["format"], question["physical"])
+    return to_json(read)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Read the declared table from stdin, write the plan (or the user's error) to stdout as JSON."""
     try:
@@ -33,6 +45,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         answer: dict[str, Any]
         if "parse_function" in declared:
             answer = parse_function_payload(declared["parse_function"])
+        elif "native_read" in declared:
+            answer = native_read_answer(declared["native_read"])
         elif "model" in declared:
             answer = model_plan(declared)
         else:

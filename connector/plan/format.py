@@ -1,5 +1,6 @@
-"""The plan of a table with 'format' = 'dspark-vllm': the native core's plan document for a profile's columns,
-read from the bodies another connector (Kafka, files) gives."""
+"""The plan of a table with 'format' = 'dspark-vllm': a profile's columns, read by the native core from the bodies
+another connector (Kafka, files) gives; what the core reads for a query (`connector.plan.parse.format_read`) is
+planned when the decoder is made, for the columns the query reads."""
 
 from __future__ import annotations
 
@@ -16,7 +17,6 @@ from connector.options import (
     REQUEST_PARAM_OPTIONS,
     Options,
 )
-from connector.parse.native import NativePlan
 from connector.plan.answer import answer_fields, plan_answer
 from connector.plan.contract import PLAN_VERSION
 from connector.plan.layout import check_cast
@@ -24,10 +24,13 @@ from connector.plan.metadata import METADATA
 from connector.plan.records import (
     Answer,
     FormatPlan,
+    Layout,
+    Physical,
+    RowField,
     to_json,
 )
 from connector.profiles import load_profile
-from connector.types.columns import body_columns, output_schema
+from connector.types.columns import output_schema
 from connector.types.flink_types import arrow_to_flink_sql
 
 __all__ = ["FORMAT_ERROR_COLUMNS", "format_plan"]
@@ -43,7 +46,8 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     are the profile's columns by name (the body's and the content properties', ROWs of them too, as in a
     'dspark-vllm' table) and, with
     'on-error' = 'column' (the default), `error_reason` (and `error_field`), which a rejected body fills.
-    Answer: the native core's plan document for every column, the columns it makes, 'on-error'.
+    Answer: the profile, per physical column the core columns it reads and its layout, the columns the core
+    makes, 'on-error'.
     """
     given = dict(declared["format"])
     unknown = sorted(
@@ -75,9 +79,9 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         options = Options(parsed=parsed, given=frozenset(settings), raw=settings)
         profile, answer, _ = plan_answer("the format", profile, fields, options)
         flat = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile) if f.name != "line"}
-    columns = body_columns(profile)
     made = set(flat)
     names = []
+    physical_reads: dict[str, Physical] = {}
     table_keys = {m.key for m in METADATA}
     for column in declared["columns"]:
         if column["kind"] == "metadata" and column.get("key") in table_keys:
@@ -89,8 +93,11 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             continue  # the connector's metadata (Kafka's offset, ...), which Flink checks, or an expression
         names.append(column["name"])
         if answer is not None and column["name"] in {f.name for f in fields}:
+            # Read by the answer check, whichever columns a query reads (`core_columns`).
+            physical_reads[column["name"]] = Physical(needs=(), from_=Layout(answer=column["name"]))
             continue
-        _format_column(column["name"], column["type"], flat, column["name"])
+        needs, layout = _format_column(column["name"], column["type"], flat, column["name"])
+        physical_reads[column["name"]] = Physical(needs=tuple(needs), from_=layout)
     if on_error == "column" and FORMAT_ERROR_COLUMNS[0] not in names:
         raise OptionsError(
             "'format' = 'dspark-vllm' gives a rejected body as a row with its reason: declare a column "
@@ -100,7 +107,8 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     return to_json(
         FormatPlan(
             version=PLAN_VERSION,
-            document=NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+            profile=profile.document(),
+            physical=physical_reads,
             columns=tuple(sorted(made)),
             types=tuple(flat[name] for name in sorted(made)),
             on_error=on_error,
@@ -109,16 +117,25 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     )
 
 
-def _format_column(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> None:
+def _format_column(
+    name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
+) -> tuple[list[str], Layout]:
+    """The core columns a declared column (or ROW field) reads, and its layout (as the JVM's format makes its row:
+    `io.dspark.vllm.engine.NativeDeserializationSchema`); raises where the profile makes no such column."""
     root = ftype.get("root")
     if root == "ROW":
+        needs: list[str] = []
+        fields = []
         for field in ftype.get("fields", []):
-            _format_column(field["name"], field["type"], flat, f"{where}.{field['name']}")
-        return
+            part, layout = _format_column(field["name"], field["type"], flat, f"{where}.{field['name']}")
+            needs += part
+            fields.append(RowField(name=field["name"], from_=layout))
+        return needs, Layout(row=tuple(fields))
     if where in FORMAT_ERROR_COLUMNS:
         if root not in ("VARCHAR", "CHAR"):
             raise OptionsError(f"Column '{where}' holds a rejected body's reason: declare it STRING.")
-        return
+        return [], Layout(column="_error" if where == FORMAT_ERROR_COLUMNS[0] else "_error_field")
     if name not in flat:
         raise OptionsError(f"Column '{where}' is not made by this profile; declare one of: {', '.join(sorted(flat))}.")
     check_cast(flat[name], ftype, where)  # the table's casts (the same RowShape makes the format's rows)
+    return [name], Layout(column=name)

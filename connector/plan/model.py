@@ -25,7 +25,7 @@ from connector.plan.answer import answer_fields, plan_answer
 from connector.plan.contract import PLAN_VERSION, REQUEST_COLUMNS, client_spec
 from connector.plan.layout import column_layout, sql_root
 from connector.plan.metadata import metadata_for
-from connector.plan.parse import core_parse
+from connector.plan.parse import core_columns, core_parse
 from connector.plan.records import (
     Answer,
     BodyColumn,
@@ -215,6 +215,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             prompt["column"] = None
 
     outputs = []
+    needs: list[list[str]] = []  # per output, the flat columns it reads
     for column in declared["output"]:
         cname = str(column["name"])
         if cname in metadata:
@@ -224,13 +225,15 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             if root != want:
                 raise OptionsError(f"OUTPUT column '{cname}' is the metadata key '{cname}': declare it {m.type}.")
             outputs.append(Output(name=cname, from_=Layout(column=m.column)))
+            needs.append([m.column])
             continue
         if cname in answered:
             if " NOT NULL" in str(column["type"]["sql"]):
                 column_layout(cname, column["type"], flat, cname)  # refused, as any NOT NULL column
             outputs.append(Output(name=cname, from_=Layout(answer=cname)))
             continue
-        _, layout = column_layout(cname, column["type"], flat, cname)
+        reads, layout = column_layout(cname, column["type"], flat, cname)
+        needs.append(reads)
         if cname == "model" and options.get(MODEL) and layout == Layout(column="model"):
             layout = dataclasses.replace(layout, default=str(options.get(MODEL)))
         outputs.append(Output(name=cname, from_=layout))
@@ -257,6 +260,6 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
         body_columns=tuple(body_columns_),
         outputs=tuple(outputs),
         answer=answer,
-        native=core_parse(options, profile, False),
+        native=core_parse(options, profile, False, core_columns(profile, needs, answer)),
     )
     return to_json(made)

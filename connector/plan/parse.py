@@ -5,22 +5,109 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from connector.options import (
     MODE,
     PARSE_BACKEND,
     Options,
 )
-from connector.parse.native import NativePlan
+from connector.parse.native import NativePlan, result_columns
+from connector.parse.plan import plan_for
 from connector.plan.records import (
+    PLAN_VERSION,
+    Answer,
+    AnswerField,
+    CoreColumn,
     NativeParse,
+    NativeRead,
 )
-from connector.profiles import Profile
+from connector.profiles import Profile, profile_of_document
+from connector.strict import MAX_BODY_BYTES
 from connector.types.columns import body_columns, output_schema
 from connector.types.flink_types import arrow_to_flink_sql
 
-__all__ = ["core_parse", "gpu_task_managers", "native_parse"]
+__all__ = [
+    "core_columns",
+    "core_parse",
+    "format_read",
+    "gpu_task_managers",
+    "made_columns",
+    "native_parse",
+    "native_read",
+    "table_read",
+]
+
+
+def made_columns(profile: Profile) -> list[str]:
+    """The columns the native core makes for a profile: the body's, the content properties' and content_error."""
+    made = [c.name for c in body_columns(profile)]
+    if profile.content_properties:
+        made += [p.name for p in profile.content_properties] + ["content_error"]
+    return made
+
+
+def core_columns(profile: Profile, needs: Iterable[Iterable[str]], answer: Answer | None) -> tuple[str, ...]:
+    """The core columns a query's row reads (the one owner of that list; the JVM's row binds them, and refuses
+    one the plan lacks): those its columns' layouts read (`needs`: per column read, the flat columns of its
+    layout, `layout.column_layout`; a metadata key's column), and with answer fields every one of them and the
+    facts their check reads (finish_reason, refusal, completion_tokens, content_error), whichever columns the
+    query reads. In the core's order."""
+    wanted = {name for names in needs for name in names}
+    if answer is not None:
+        wanted |= {f.name for f in answer.fields} | set(answer.facts)
+    return tuple(name for name in made_columns(profile) if name in wanted)
+
+
+def native_read(
+    profile: Profile, columns: Iterable[str], max_body_bytes: int | None = None, max_column_bytes: int | None = None
+) -> NativeRead:
+    """What the native core reads for the core `columns` of a query: the batch plan's document for them
+    (`connector.parse.plan.plan_for`, the one narrowing Python's backends read by too: a content property or
+    content_error keeps every property and the body column `content`), with `explain`, and the named columns of
+    the core's result with their types (`connector.parse.native.result_columns`). `max_body_bytes` and
+    `max_column_bytes`: other limits than the batch plan's, for tests only (`NativePlan.of`)."""
+    plan = plan_for(profile, tuple(columns))
+    native = plan.native
+    if max_body_bytes is not None or max_column_bytes is not None:
+        native = NativePlan.of(
+            plan.columns,
+            profile.created_unit,
+            plan.properties,
+            max_body_bytes=MAX_BODY_BYTES if max_body_bytes is None else max_body_bytes,
+            max_column_bytes=max_column_bytes,
+        )
+    return NativeRead(
+        version=PLAN_VERSION,
+        document=native.document.decode(),
+        columns=tuple(CoreColumn(*c) for c in result_columns(plan.columns, plan.properties)),
+    )
+
+
+def table_read(table: Mapping[str, Any], physical: Sequence[str], metadata: Sequence[str]) -> NativeRead:
+    """What the core reads for a scan of a 'dspark-vllm' table (`table`: its plan, as `table_plan` wrote it) that
+    reads the `physical` columns and `metadata` keys (its projection, known when the scan is built)."""
+    profile = profile_of_document(table["plan"]["profile"])
+    needs = [table["physical"][name]["needs"] for name in physical]
+    needs += [[m["from"].get("column") or ""] for m in table["metadata"] if m["key"] in metadata]
+    return native_read(profile, core_columns(profile, needs, _answer(table.get("answer"))))
+
+
+def format_read(plan: Mapping[str, Any], physical: Sequence[str]) -> NativeRead:
+    """What the core reads for a table with 'format' = 'dspark-vllm' (`plan`: `format_plan`'s) whose query reads
+    the `physical` columns."""
+    profile = profile_of_document(plan["profile"])
+    needs = [plan["physical"][name]["needs"] for name in physical if name in plan["physical"]]
+    return native_read(profile, core_columns(profile, needs, _answer(plan.get("answer"))))
+
+
+def _answer(answer: Mapping[str, Any] | None) -> Answer | None:
+    """The answer's fields and facts, all `core_columns` reads of a written `Answer`."""
+    if answer is None:
+        return None
+    fields = tuple(AnswerField(f["name"], f["type"], f["schema"]) for f in answer["fields"])
+    return Answer(fields, answer["schema"], answer["constraint"], tuple(answer["facts"]), answer.get("max_tokens"))
 
 
 def gpu_task_managers(flink: Mapping[str, str]) -> bool:
@@ -66,16 +153,15 @@ def native_parse(options: Options, profile: Profile, require_created: bool, flin
     return dataclasses.replace(core, gpu_unused=unused) if backend == "auto" else core
 
 
-def core_parse(options: Options, profile: Profile, require_created: bool) -> NativeParse:
-    """The native core's part of a plan: its plan document for every body column, the columns it makes, the
-    batching."""
-    columns = body_columns(profile)
-    made = [c.name for c in columns]
-    if profile.content_properties:
-        made += [p.name for p in profile.content_properties] + ["content_error"]
+def core_parse(
+    options: Options, profile: Profile, require_created: bool, read: Sequence[str] | None = None
+) -> NativeParse:
+    """The native core's part of a plan: the columns it makes, the batching, and what it reads for the core
+    columns `read` where the query's row is known (`core_columns`)."""
+    made = made_columns(profile)
     types = {f.name: arrow_to_flink_sql(f.type) for f in output_schema(profile)}
     return NativeParse(
-        document=NativePlan.of(columns, profile.created_unit, profile.content_properties).document.decode(),
+        read=None if read is None else native_read(profile, read),
         columns=tuple(made),
         types=tuple(types[name] for name in made),  # as the core makes them (Flink SQL types)
         require_created=require_created,

@@ -44,6 +44,7 @@ __all__ = [
     "ClientSpec",
     "Column",
     "Concurrency",
+    "CoreColumn",
     "FormatPlan",
     "Layout",
     "MetadataKey",
@@ -51,6 +52,7 @@ __all__ = [
     "ModelRequest",
     "NameType",
     "NativeParse",
+    "NativeRead",
     "Output",
     "Physical",
     "Prompt",
@@ -74,7 +76,7 @@ JSON: TypeAlias = Any
 
 # The version of the plans' keys, and of the request step's settings (ClientSpec) in them: a jar refuses a plan of
 # another version (PlanReader), so a client and a TaskManager of different releases never disagree silently.
-PLAN_VERSION = 11
+PLAN_VERSION = 12
 CLIENT_SPEC_VERSION = 2
 
 
@@ -177,11 +179,37 @@ class ModelRequest:
 
 
 @dataclass(frozen=True)
+class CoreColumn:
+    """A named column of the native core's result: `[name, type, item]`, its type code (the contract's `RESULT_*`)
+    and, for a list, its items' (else None)."""
+
+    ARRAY: ClassVar[bool] = True
+    name: str
+    type: str
+    item: str | None
+
+
+@dataclass(frozen=True)
+class NativeRead:
+    """What the native core reads for one query (`connector.plan.parse.native_read`): its plan document, narrowed
+    to the core columns the query's row reads (with `explain`), handed to the core as it is; and the named
+    columns of the core's result, in the core's order (its own verdict, reason and field follow them)."""
+
+    VERSION: ClassVar[str] = "PLAN_VERSION"
+    JAVA: ClassVar[str] = "NativeRead"
+    version: int
+    document: str
+    columns: tuple[CoreColumn, ...]
+
+
+@dataclass(frozen=True)
 class NativeParse:
     """The native core's part of the parse step, planned on both routes; `why` the step runs in Python (else in
-    the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open."""
+    the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open. `read`: what the
+    core reads, where the planner knows the query's row (a model's); a table's comes when its scan is built
+    (its projection: `connector.plan.parse.table_read`)."""
 
-    document: str | None = omit()  # the core's plan document
+    read: NativeRead | None = omit()
     columns: tuple[str, ...] | None = omit()
     types: tuple[str, ...] | None = omit()
     require_created: bool | None = omit()
@@ -357,7 +385,8 @@ class FormatPlan:
     VERSION: ClassVar[str] = "PLAN_VERSION"
     JAVA: ClassVar[str] = "Format"
     version: int
-    document: str
+    profile: JSON  # the profile's document (`Profile.document`), for what the core reads once projected
+    physical: dict[str, Physical]  # per physical column, the core columns it reads
     columns: tuple[str, ...]
     types: tuple[str, ...]
     on_error: str
@@ -365,11 +394,14 @@ class FormatPlan:
 
 
 RECORDS: tuple[type, ...] = (
-    Routing, Tls, Concurrency, ClientSpec, NameType, Store, TableRequest, ModelRequest, NativeParse, Layout,
+    Routing, Tls, Concurrency, ClientSpec, NameType, Store, TableRequest, ModelRequest, CoreColumn, NativeRead,
+    NativeParse, Layout,
     RowField, Physical, MetadataKey, Column, AnswerField, Answer, Source, TablePlan, Rule, BodyColumn,
     TemplatePart, Prompt, Output, ModelPlan, FormatPlan,
 )  # fmt: skip
-ROOTS: Mapping[str, type] = {"Table": TablePlan, "Model": ModelPlan, "Format": FormatPlan, "ClientSpec": ClientSpec}
+ROOTS: Mapping[str, type] = {
+    "Table": TablePlan, "Model": ModelPlan, "Format": FormatPlan, "ClientSpec": ClientSpec, "NativeRead": NativeRead
+}  # fmt: skip
 
 
 def _key(f: dataclasses.Field[Any]) -> str:
@@ -710,7 +742,7 @@ def _reader_java() -> str:
 
 def _root_where(cls: type) -> str:
     return {TablePlan: "the table's plan", ModelPlan: "the model's plan", FormatPlan: "the format's plan",
-            ClientSpec: "the plan's request spec"}[cls]  # fmt: skip
+            ClientSpec: "the plan's request spec", NativeRead: "the native core's read"}[cls]  # fmt: skip
 
 
 def _read_method(cls: type) -> list[str]:

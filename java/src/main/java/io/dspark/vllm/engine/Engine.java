@@ -71,11 +71,14 @@ public final class Engine {
         return SqlTypes.madeTypes(parse);
     }
 
-    /** The parse step in the JVM (the native core, in batches) on {@code rows} of {@code input}, to {@code shape}. */
+    /**
+     * The parse step in the JVM (the native core, in batches) on {@code rows} of {@code input}, to {@code shape};
+     * {@code read}: what the core reads for it (the planner's, {@code connector.plan.parse.table_read}).
+     */
     public static SingleOutputStreamOperator<RowData> parse(
-            DataStream<RowData> rows, RowType input, Plan.NativeParse parse, RowShape shape) {
+            DataStream<RowData> rows, RowType input, Plan.NativeParse parse, Plan.NativeRead read, RowShape shape) {
         ParseOperator step = new ParseOperator(
-                batch(parse, shape, input), input, parse.batchSize.intValue(), parse.batchMs);
+                batch(parse, read, shape, input), input, parse.batchSize.intValue(), parse.batchMs);
         return rows.transform("dspark-vllm parse (native core)", InternalTypeInfo.of(shape.type()), step);
     }
 
@@ -97,11 +100,14 @@ public final class Engine {
         return ModelPredictFunction.deadlineS(timeoutMs);
     }
 
-    /** The format's decoder of one body a call, to {@code produced} (the projected physical row). */
+    /**
+     * The format's decoder of one body a call, to {@code produced} (the projected physical row); {@code read}: what
+     * the core reads for it (the planner's, {@code connector.plan.parse.format_read}).
+     */
     public static DeserializationSchema<RowData> format(
-            Plan.Format plan, RowType produced, TypeInformation<RowData> type) {
+            Plan.Format plan, Plan.NativeRead read, RowType produced, TypeInformation<RowData> type) {
         return new NativeDeserializationSchema(
-                plan.document, SqlTypes.madeTypes(plan.columns, plan.types), produced, plan.onError, type,
+                read, SqlTypes.madeTypes(plan.columns, plan.types), produced, plan.onError, type,
                 plan.answer);
     }
 
@@ -111,9 +117,13 @@ public final class Engine {
      * The parse batch of the plan's parse step over rows of {@code input}: the body, the replayed line and the
      * request's error found by name in it ({@code RequestStep.COLUMNS}, {@code FileLines.BODIES}).
      */
-    static ParseBatch batch(Plan.NativeParse parse, RowShape shape, RowType input) {
+    static ParseBatch batch(Plan.NativeParse parse, Plan.NativeRead read, RowShape shape, RowType input) {
+        if (read == null) {
+            throw new IllegalArgumentException("dspark-vllm: the plan says not what the native core reads; install "
+                    + "the same dspark-vllm on the client and the TaskManagers");
+        }
         List<String> names = input.getFieldNames();
-        return new ParseBatch(parse.document, shape, names.indexOf("_body"), names.indexOf("_source_line"),
+        return new ParseBatch(read, shape, names.indexOf("_body"), names.indexOf("_source_line"),
                 names.indexOf("_request_error"), Boolean.TRUE.equals(parse.requireCreated), parse.gpuUnused);
     }
 

@@ -174,7 +174,8 @@ public final class ModelPredictFunction extends AsyncPredictFunction {
         List<Plan.Layout> layouts = new ArrayList<>();
         plan.outputs.forEach(o -> layouts.add(o.from));
         Plan.NativeParse jvm = plan.nativeValue;
-        parse = Engine.batch(jvm, Engine.shape(out, layouts, requestRow, Engine.made(jvm), plan.answer), requestRow);
+        parse = Engine.batch(
+                jvm, jvm.read, Engine.shape(out, layouts, requestRow, Engine.made(jvm), plan.answer), requestRow);
         parse.open(context.getMetricGroup(), context.getTaskInfo().getIndexOfThisSubtask() == 0,
                 ParseBatch.gpuHere(context.getExternalResourceInfos(ParseBatch.GPU_RESOURCE)));
 

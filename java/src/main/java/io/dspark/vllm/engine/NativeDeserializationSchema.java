@@ -33,7 +33,7 @@ public final class NativeDeserializationSchema implements DeserializationSchema<
     /** parse_batch's reason for what is not a body (ParseOperator gives it for a NULL body too). */
     static final String NOT_A_BODY = "not a body: got NoneType (give bytes or str)";
 
-    private final String document;
+    private final Plan.NativeRead read; // what the core reads (the planner's, for the projected row)
     private final RowShape shape;
     private final String onError;
     private final TypeInformation<RowData> typeInfo;
@@ -46,9 +46,9 @@ public final class NativeDeserializationSchema implements DeserializationSchema<
 
     /** {@code made}: the columns the core makes and their types (the format plan's). */
     NativeDeserializationSchema(
-            String document, Map<String, LogicalType> made, RowType produced, String onError,
+            Plan.NativeRead read, Map<String, LogicalType> made, RowType produced, String onError,
             TypeInformation<RowData> type, Plan.Answer answer) {
-        this.document = document;
+        this.read = read;
         // The row as a table's parse step makes it (the same layouts and casts): error_reason and error_field are
         // the step's own error columns; an answer field the answer check's value; any other field the core's
         // column of its name, ROWs of them.
@@ -57,6 +57,7 @@ public final class NativeDeserializationSchema implements DeserializationSchema<
             answer.fields.forEach(f -> answered.add(f.name));
         }
         this.shape = Engine.shape(produced, layouts(produced, answered), RowType.of(), made, answer);
+        new NativeParser(read).require(shape.coreColumns());
         this.onError = onError;
         this.typeInfo = type;
     }
@@ -89,7 +90,7 @@ public final class NativeDeserializationSchema implements DeserializationSchema<
         if (problem != null) {
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
-        parser = new NativeParser(document, shape.coreColumns());
+        parser = new NativeParser(read);
         one = new byte[1][];
         body = new RowShape.Body();
         rejected = context.getMetricGroup().addGroup(PlanContract.GROUP).counter(PlanContract.NUM_RECORDS_IN_ERRORS);

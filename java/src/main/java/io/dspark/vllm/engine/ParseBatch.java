@@ -1,5 +1,6 @@
 package io.dspark.vllm.engine;
 
+import io.dspark.vllm.plan.Plan;
 import io.dspark.vllm.plan.PlanContract;
 import io.dspark.vllm.parse.ArrowColumn;
 import io.dspark.vllm.parse.NativeCore;
@@ -36,7 +37,7 @@ final class ParseBatch implements Serializable {
     /** Flink's external resource of GPU TaskManagers (docker/flink-conf/gpu.yaml). */
     static final String GPU_RESOURCE = "gpu";
 
-    private final String document;
+    private final Plan.NativeRead read; // what the core reads (the planner's, for this shape)
     private final RowShape shape;
     private final boolean hasCreated;
     private final int bodyIndex;
@@ -58,9 +59,11 @@ final class ParseBatch implements Serializable {
     private transient double lastMillis;
 
     ParseBatch(
-            String document, RowShape shape, int bodyIndex, int lineIndex, int requestErrorIndex,
+            Plan.NativeRead read, RowShape shape, int bodyIndex, int lineIndex, int requestErrorIndex,
             boolean requireCreated, String gpuUnused) {
-        this.document = document;
+        // Here, where the job is built: a plan that does not read a column the row binds is refused at once.
+        new NativeParser(read).require(shape.coreColumns());
+        this.read = read;
         this.shape = shape;
         this.hasCreated = shape.coreColumns().contains(CREATED);
         this.bodyIndex = bodyIndex;
@@ -95,7 +98,7 @@ final class ParseBatch implements Serializable {
         if (problem != null) {
             throw new IllegalStateException("dspark-vllm: " + problem);
         }
-        parser = new NativeParser(document, shape.coreColumns());
+        parser = new NativeParser(read);
         MetricGroup group = operatorGroup.addGroup(PlanContract.GROUP);
         bodies = group.counter(PlanContract.NUM_RECORDS_IN);
         parsed = group.counter(PlanContract.NUM_RECORDS_OUT);

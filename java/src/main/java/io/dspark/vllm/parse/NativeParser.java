@@ -1,12 +1,8 @@
 package io.dspark.vllm.parse;
 
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
+import io.dspark.vllm.plan.Plan;
 
-import java.io.IOException;
-import java.io.UncheckedIOException;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Collection;
 import java.util.HashMap;
@@ -15,10 +11,11 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * Batches of bodies through the native core, for a plan: the core's plan document as the Python package writes
- * it ({@code connector.parse.native.NativePlan}, every body column of a profile), narrowed to the columns a
- * query reads, with {@code explain} so that the core alone decides every body (a row, or the reason and field
- * the Python backends give). Not thread-safe: one per operator instance (its buffers are reused).
+ * Batches of bodies through the native core, for what the planner made it read ({@code Plan.NativeRead},
+ * {@code connector.plan.parse.native_read}): the core's plan document, already narrowed to the columns a query
+ * reads and with {@code explain} (so that the core alone decides every body: a row, or the reason and field the
+ * Python backends give), handed to the core as it is; and the named columns of the core's result with their types,
+ * in the core's order. Not thread-safe: one per operator instance (its buffers are reused).
  */
 public final class NativeParser {
 
@@ -34,93 +31,50 @@ public final class NativeParser {
 
     private final byte[] plan;
     private final Map<String, char[]> types = new LinkedHashMap<>(); // name -> {type, item type}
+    private final List<String> named = new ArrayList<>(); // the plan's named result columns
     private final int planColumns; // the plan's columns and properties: the core's own columns follow them
     private final boolean readsContent;
     /** Bodies given to the core in one call, at most (a larger body goes alone). */
     static final long CALL_BYTES = 64L << 20;
 
-    /**
-     * {@code document}: the core's plan for every body column (and the content properties); {@code wanted}:
-     * the columns to read. A content property or {@code content_error} among them keeps the plan's content
-     * part (every property: the core reads them in one pass) and the body column it is read from.
-     */
-    public NativeParser(String document, Collection<String> wanted) {
-        ObjectMapper json = new ObjectMapper();
-        try {
-            ObjectNode root = (ObjectNode) json.readTree(document);
-            JsonNode content = root.get("content");
-            List<String> properties = new ArrayList<>();
-            if (content != null) {
-                content.get("properties").forEach(p -> properties.add(p.get("name").asText()));
-            }
-            readsContent = wanted.contains(CONTENT_ERROR) || wanted.stream().anyMatch(properties::contains);
-            String contentColumn =
-                    content == null ? null : root.get("columns").get(content.get("column").asInt()).get("name").asText();
-            ArrayNode kept = json.createArrayNode();
-            List<String> missing = new ArrayList<>(wanted);
-            missing.remove(CONTENT_ERROR);
-            missing.removeAll(readsContent ? properties : List.of());
-            for (JsonNode column : root.get("columns")) {
-                String name = column.get("name").asText();
-                boolean source = readsContent && name.equals(contentColumn);
-                if (wanted.contains(name) || source) {
-                    if (source) {
-                        ((ObjectNode) content).put("column", kept.size());
-                    }
-                    kept.add(column);
-                    missing.remove(name);
-                    types.put(name, typeOf(column));
-                }
-            }
-            if (!missing.isEmpty()) {
-                throw new IllegalArgumentException("the native core's plan has no columns " + missing);
-            }
-            root.set("columns", kept);
-            if (readsContent) {
-                for (JsonNode property : content.get("properties")) {
-                    types.put(property.get("name").asText(), typeOfProperty(property));
-                }
-                types.put(CONTENT_ERROR, new char[] {CoreContract.RESULT_UTF8, ' '});
-            } else {
-                root.remove("content");
-            }
-            planColumns = kept.size() + (readsContent ? properties.size() : 0);
-            root.put("explain", true);
-            // The plan's max_body_bytes stays: a longer body is an error row ("body too large"), as in Python.
-            plan = json.writeValueAsBytes(root);
-        } catch (IOException e) {
-            throw new UncheckedIOException(e);
+    /** {@code read}: the planner's document and the core's named result columns, content_error last with content. */
+    public NativeParser(Plan.NativeRead read) {
+        plan = read.document.getBytes(StandardCharsets.UTF_8);
+        for (Plan.CoreColumn column : read.columns) {
+            types.put(column.name, new char[] {code(column.type), column.item == null ? ' ' : code(column.item)});
+            named.add(column.name);
         }
+        readsContent = types.containsKey(CONTENT_ERROR);
+        planColumns = named.size() - (readsContent ? 1 : 0);
         types.put(VERDICT, new char[] {CoreContract.RESULT_INT8, ' '});
         types.put(REASON, new char[] {CoreContract.RESULT_UTF8, ' '});
         types.put(FIELD, new char[] {CoreContract.RESULT_UTF8, ' '});
     }
 
-    private static char leafOf(String kind) {
-        Character format = "array".equals(kind) ? null : CoreContract.KINDS.get(kind);
-        if (format == null) {
-            throw new IllegalArgumentException("no column kind '" + kind + "' in the native core");
+    private static char code(String type) {
+        if (type.length() != 1) {
+            throw new IllegalArgumentException("the plan's native result type '" + type + "' is no type code of "
+                    + "the native core: install the same dspark-vllm on the client and the TaskManagers");
         }
-        return format;
+        return type.charAt(0);
     }
 
-    private static char[] typeOfProperty(JsonNode property) {
-        String kind = property.get("kind").asText();
-        return "array".equals(kind)
-                ? new char[] {CoreContract.RESULT_LIST, leafOf(property.get("item_kind").asText())}
-                : new char[] {leafOf(kind), ' '};
+    /** The named columns of the core's result (the plan's columns, content properties, content_error). */
+    public List<String> columns() {
+        return java.util.Collections.unmodifiableList(named);
     }
 
-    private static char[] typeOf(JsonNode column) {
-        String kind = column.get("kind").asText();
-        char leaf = leafOf(kind);
-        boolean star = false;
-        for (JsonNode path : column.get("paths")) {
-            for (JsonNode segment : path) {
-                star |= "*".equals(segment.asText());
-            }
+    /**
+     * Refuses, in one line, the columns of {@code wanted} that the plan does not read (the planner decides what
+     * the core reads for a query's row: {@code connector.plan.parse.core_columns}).
+     */
+    public void require(Collection<String> wanted) {
+        List<String> missing = new ArrayList<>(wanted);
+        missing.removeAll(named);
+        if (!missing.isEmpty()) {
+            throw new IllegalArgumentException("dspark-vllm: the native core's plan reads no columns " + missing
+                    + " that the row reads (it reads " + named + "); please report it");
         }
-        return "length".equals(kind) || !star ? new char[] {leaf, ' '} : new char[] {CoreContract.RESULT_LIST, leaf};
     }
 
     /**

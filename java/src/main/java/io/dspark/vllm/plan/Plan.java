@@ -14,7 +14,7 @@ public final class Plan {
     private Plan() {}
 
     /** The plans' version ({@code connector.plan.records.PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 11;
+    public static final int PLAN_VERSION = 12;
     /** The request spec's ({@code CLIENT_SPEC_VERSION}). */
     public static final int CLIENT_SPEC_VERSION = 2;
 
@@ -172,10 +172,36 @@ public final class Plan {
         }
     }
 
-    /** The native core's part of the parse step, planned on both routes; `why` the step runs in Python (else in the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open. (NativeParse of connector/plan/records.py). */
+    /** A named column of the native core's result: `[name, type, item]`, its type code (the contract's `RESULT_*`) and, for a list, its items' (else None). (CoreColumn of connector/plan/records.py). */
+    public static final class CoreColumn implements Serializable {
+        private static final long serialVersionUID = 1L;
+        public final String name;
+        public final String type;
+        public final String item;
+        public CoreColumn(String name, String type, String item) {
+            this.name = name;
+            this.type = type;
+            this.item = item;
+        }
+    }
+
+    /** What the native core reads for one query (`connector.plan.parse.native_read`): its plan document, narrowed to the core columns the query's row reads (with `explain`), handed to the core as it is; and the named columns of the core's result, in the core's order (its own verdict, reason and field follow them). (NativeRead of connector/plan/records.py). */
+    public static final class NativeRead implements Serializable {
+        private static final long serialVersionUID = 1L;
+        public final long version;
+        public final String document;
+        public final List<CoreColumn> columns;
+        public NativeRead(long version, String document, List<CoreColumn> columns) {
+            this.version = version;
+            this.document = document;
+            this.columns = columns;
+        }
+    }
+
+    /** The native core's part of the parse step, planned on both routes; `why` the step runs in Python (else in the JVM); `gpu_unused`: 'auto' in the JVM, what a TaskManager with a GPU says once at open. `read`: what the core reads, where the planner knows the query's row (a model's); a table's comes when its scan is built (its projection: `connector.plan.parse.table_read`). (NativeParse of connector/plan/records.py). */
     public static final class NativeParse implements Serializable {
         private static final long serialVersionUID = 1L;
-        public final String document;
+        public final NativeRead read;
         public final List<String> columns;
         public final List<String> types;
         public final Boolean requireCreated;
@@ -183,8 +209,8 @@ public final class Plan {
         public final Long batchMs;
         public final String gpuUnused;
         public final String why;
-        public NativeParse(String document, List<String> columns, List<String> types, Boolean requireCreated, Long batchSize, Long batchMs, String gpuUnused, String why) {
-            this.document = document;
+        public NativeParse(NativeRead read, List<String> columns, List<String> types, Boolean requireCreated, Long batchSize, Long batchMs, String gpuUnused, String why) {
+            this.read = read;
             this.columns = columns;
             this.types = types;
             this.requireCreated = requireCreated;
@@ -442,14 +468,16 @@ public final class Plan {
     public static final class Format implements Serializable {
         private static final long serialVersionUID = 1L;
         public final long version;
-        public final String document;
+        public final JsonNode profile;
+        public final Map<String, Physical> physical;
         public final List<String> columns;
         public final List<String> types;
         public final String onError;
         public final Answer answer;
-        public Format(long version, String document, List<String> columns, List<String> types, String onError, Answer answer) {
+        public Format(long version, JsonNode profile, Map<String, Physical> physical, List<String> columns, List<String> types, String onError, Answer answer) {
             this.version = version;
-            this.document = document;
+            this.profile = profile;
+            this.physical = physical;
             this.columns = columns;
             this.types = types;
             this.onError = onError;

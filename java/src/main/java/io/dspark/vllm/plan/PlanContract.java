@@ -11,7 +11,7 @@ public final class PlanContract {
     private PlanContract() {}
 
     /** The plan's layout ({@code PLAN_VERSION}). */
-    public static final int PLAN_VERSION = 11;
+    public static final int PLAN_VERSION = 12;
     /** The request step's settings ({@code CLIENT_SPEC_VERSION}). */
     public static final int CLIENT_SPEC_VERSION = 2;
 

@@ -41,6 +41,11 @@ public final class PlanReader {
         return readClientSpec(node, "the plan's request spec");
     }
 
+    /** A NativeRead plan from its JSON. */
+    public static Plan.NativeRead readNativeRead(JsonNode node) {
+        return readNativeRead(node, "the native core's read");
+    }
+
     interface Item<T> {
         T read(JsonNode value, String where);
     }
@@ -243,10 +248,29 @@ public final class PlanReader {
         return new Plan.ModelRequest(client, columns, onFailure, store, routingKey);
     }
 
+    static Plan.CoreColumn readCoreColumn(JsonNode node, String where) {
+        if (!node.isArray() || node.size() != 3) {
+            throw refused(where, "is not an array of 3");
+        }
+        String name = text(node.get(0), where + "[0]");
+        String type = text(node.get(1), where + "[1]");
+        String item = node.get(2).isNull() ? null : text(node.get(2), where + "[2]");
+        return new Plan.CoreColumn(name, type, item);
+    }
+
+    static Plan.NativeRead readNativeRead(JsonNode node, String where) {
+        version(node, where, Plan.PLAN_VERSION);
+        keys(node, where, Set.of("version", "document", "columns"));
+        long version = integer(need(node, "version", where), where + ".version");
+        String document = text(need(node, "document", where), where + ".document");
+        List<CoreColumn> columns = list(need(node, "columns", where), where + ".columns", (v, w) -> readCoreColumn(v, w));
+        return new Plan.NativeRead(version, document, columns);
+    }
+
     static Plan.NativeParse readNativeParse(JsonNode node, String where) {
-        keys(node, where, Set.of("document", "columns", "types", "require_created", "batch_size", "batch_ms", "gpu_unused", "why"));
-        JsonNode documentNode = maybe(node, "document", where, true);
-        String document = documentNode == null ? null : text(documentNode, where + ".document");
+        keys(node, where, Set.of("read", "columns", "types", "require_created", "batch_size", "batch_ms", "gpu_unused", "why"));
+        JsonNode readNode = maybe(node, "read", where, true);
+        NativeRead read = readNode == null ? null : readNativeRead(readNode, where + ".read");
         JsonNode columnsNode = maybe(node, "columns", where, true);
         List<String> columns = columnsNode == null ? null : list(columnsNode, where + ".columns", (v, w) -> text(v, w));
         JsonNode typesNode = maybe(node, "types", where, true);
@@ -261,7 +285,7 @@ public final class PlanReader {
         String gpuUnused = gpuUnusedNode == null ? null : text(gpuUnusedNode, where + ".gpu_unused");
         JsonNode whyNode = maybe(node, "why", where, true);
         String why = whyNode == null ? null : text(whyNode, where + ".why");
-        return new Plan.NativeParse(document, columns, types, requireCreated, batchSize, batchMs, gpuUnused, why);
+        return new Plan.NativeParse(read, columns, types, requireCreated, batchSize, batchMs, gpuUnused, why);
     }
 
     static Plan.Layout readLayout(JsonNode node, String where) {
@@ -439,14 +463,15 @@ public final class PlanReader {
 
     static Plan.Format readFormat(JsonNode node, String where) {
         version(node, where, Plan.PLAN_VERSION);
-        keys(node, where, Set.of("version", "document", "columns", "types", "on_error", "answer"));
+        keys(node, where, Set.of("version", "profile", "physical", "columns", "types", "on_error", "answer"));
         long version = integer(need(node, "version", where), where + ".version");
-        String document = text(need(node, "document", where), where + ".document");
+        JsonNode profile = need(node, "profile", where);
+        Map<String, Physical> physical = map(need(node, "physical", where), where + ".physical", (v, w) -> readPhysical(v, w));
         List<String> columns = list(need(node, "columns", where), where + ".columns", (v, w) -> text(v, w));
         List<String> types = list(need(node, "types", where), where + ".types", (v, w) -> text(v, w));
         String onError = text(need(node, "on_error", where), where + ".on_error");
         JsonNode answerNode = maybe(node, "answer", where, false);
         Answer answer = answerNode == null ? null : readAnswer(answerNode, where + ".answer");
-        return new Plan.Format(version, document, columns, types, onError, answer);
+        return new Plan.Format(version, profile, physical, columns, types, onError, answer);
     }
 }

@@ -7,6 +7,8 @@ import io.dspark.vllm.plan.PlanReader;
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.configuration.ConfigOption;
 import org.apache.flink.configuration.ReadableConfig;
+import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
+import org.apache.flink.table.catalog.ObjectIdentifier;
 import org.apache.flink.table.catalog.ResolvedCatalogTable;
 import org.apache.flink.table.connector.ChangelogMode;
 import org.apache.flink.table.connector.Projection;
@@ -64,11 +66,11 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
         // Every key under 'dspark-vllm.', not only the known ones: the planner names a misspelt one (the
         // filesystem connector, for one, does not check its format's keys; 'on-eror' was ignored unseen).
         Map<String, String> given = new LinkedHashMap<>(new java.util.TreeMap<>(formatOptions.toMap()));
-        Plan.Format plan =
-                PlanReader.readFormat(PythonPlanner.formatPlan(
-                        context.getObjectIdentifier(), context.getCatalogTable(), given,
-                        context.getConfiguration().toMap(), keyOnlyColumns(context.getCatalogTable())));
-        return new Format(plan);
+        Map<String, String> config = context.getConfiguration().toMap();
+        JsonNode json = PythonPlanner.formatPlan(
+                context.getObjectIdentifier(), context.getCatalogTable(), given, config,
+                keyOnlyColumns(context.getCatalogTable()));
+        return new Format(PlanReader.readFormat(json), json, context.getObjectIdentifier(), config);
     }
 
     /**
@@ -95,16 +97,26 @@ public final class DsparkVllmFormatFactory implements DeserializationFormatFacto
 
     private static final class Format implements ProjectableDecodingFormat<DeserializationSchema<RowData>> {
         private final Plan.Format plan;
+        private final JsonNode json; // the plan as the planner wrote it: sent back with the projection
+        private final ObjectIdentifier identifier;
+        private final Map<String, String> config;
 
-        Format(Plan.Format plan) {
+        Format(Plan.Format plan, JsonNode json, ObjectIdentifier identifier, Map<String, String> config) {
             this.plan = plan;
+            this.json = json;
+            this.identifier = identifier;
+            this.config = config;
         }
 
+        /** The decoder of the projected row; the planner says what the native core reads for its columns. */
         @Override
         public DeserializationSchema<RowData> createRuntimeDecoder(
                 DynamicTableSource.Context context, DataType physicalDataType, int[][] projections) {
             DataType produced = Projection.of(projections).project(physicalDataType);
-            return Engine.format(plan, (RowType) produced.getLogicalType(), context.createTypeInformation(produced));
+            Plan.NativeRead read =
+                    PythonPlanner.formatRead(identifier, json, DataType.getFieldNames(produced), config);
+            return Engine.format(
+                    plan, read, (RowType) produced.getLogicalType(), context.createTypeInformation(produced));
         }
 
         @Override

@@ -91,7 +91,7 @@ final class Pipeline {
         Map<String, String> made = producedFlat(plan, flat);
         String python = plan.pythonParseReason(made.keySet());
         if (python == null) {
-            return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced);
+            return parseToDeclared(plan, stream, type, physicalNames, metadataKeys, produced, config);
         }
 
         // The parse step in Python (libcudf), then the declared row of its flat row (the input's fields the layouts
@@ -173,17 +173,19 @@ final class Pipeline {
 
     /**
      * The parse step in the JVM straight to the table's declared row ({@link RowShape#declared}) from the source's
-     * (or request step's) DataStream: no SQL, no table.
+     * (or request step's) DataStream: no SQL, no table. What the native core reads for the columns the query reads
+     * is the planner's ({@link PythonPlanner#tableRead}).
      */
     private static DataStream<RowData> parseToDeclared(
             TablePlan plan, DataStream<RowData> rows, RowType input, List<String> physicalNames,
-            List<String> metadataKeys, DataType produced) {
+            List<String> metadataKeys, DataType produced, Map<String, String> config) {
         RowType out = (RowType) produced.getLogicalType();
         Plan.NativeParse parse = plan.plan.nativeValue;
         RowShape shape = Engine.shape(out, layouts(plan, physicalNames, metadataKeys), input, Engine.made(parse),
                 plan.plan.answer);
         LOG.info("dspark-vllm: the parse step runs in the JVM (native core) and makes the declared rows");
-        return Engine.parse(rows, input, parse, shape);
+        Plan.NativeRead read = PythonPlanner.tableRead(plan, physicalNames, metadataKeys, config);
+        return Engine.parse(rows, input, parse, read, shape);
     }
 
     /** The flat columns the parse step makes for {@code needed}, and the internal ones (name -> Flink SQL type). */

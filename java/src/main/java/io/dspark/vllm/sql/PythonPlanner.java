@@ -1,5 +1,8 @@
 package io.dspark.vllm.sql;
 
+import io.dspark.vllm.plan.Plan;
+import io.dspark.vllm.plan.PlanReader;
+
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
@@ -78,6 +81,34 @@ final class PythonPlanner {
         columns.forEach(names::add);
         JsonNode answer = ask(plan.identifier, question, config, CONNECTOR);
         return java.util.Base64.getDecoder().decode(answer.get("payload").asText());
+    }
+
+    /**
+     * What the native core reads for a scan of the table that reads {@code physical} and {@code metadata} (its
+     * projection): {@code connector.plan.parse.table_read}, the planner's narrowing of the core's plan document.
+     */
+    static Plan.NativeRead tableRead(
+            TablePlan plan, List<String> physical, List<String> metadata, Map<String, String> config) {
+        ObjectNode question = JSON.createObjectNode();
+        ObjectNode read = question.putObject("native_read");
+        read.set("table", plan.json);
+        physical.forEach(read.putArray("physical")::add);
+        metadata.forEach(read.putArray("metadata")::add);
+        return PlanReader.readNativeRead(ask(plan.identifier, question, config, CONNECTOR));
+    }
+
+    /**
+     * What the native core reads for a table with {@code 'format' = 'dspark-vllm'} ({@code plan}: the format's plan
+     * as the planner wrote it) whose query reads the {@code physical} columns:
+     * {@code connector.plan.parse.format_read}.
+     */
+    static Plan.NativeRead formatRead(
+            ObjectIdentifier identifier, JsonNode plan, List<String> physical, Map<String, String> config) {
+        ObjectNode question = JSON.createObjectNode();
+        ObjectNode read = question.putObject("native_read");
+        read.set("format", plan);
+        physical.forEach(read.putArray("physical")::add);
+        return PlanReader.readNativeRead(ask(identifier, question, config, FORMAT));
     }
 
     /**

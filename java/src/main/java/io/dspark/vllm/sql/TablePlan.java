@@ -25,6 +25,7 @@ final class TablePlan {
 
     final Plan.Table plan;
     final ObjectIdentifier identifier; // the table it was made for
+    final JsonNode json; // as the planner wrote it: sent back to plan what the native core reads for a scan
 
     /** The plan's layout: {@code connector.plan.contract.PLAN_VERSION}. */
     static final int VERSION = Plan.PLAN_VERSION;
@@ -32,6 +33,7 @@ final class TablePlan {
     TablePlan(JsonNode json, ObjectIdentifier identifier) {
         this.plan = PlanReader.readTable(json);
         this.identifier = identifier;
+        this.json = json;
     }
 
     String mode() {
@@ -72,7 +74,7 @@ final class TablePlan {
      */
     String pythonParseReason(java.util.Collection<String> produced) {
         Plan.NativeParse jvm = plan.nativeValue;
-        if (jvm.why != null || jvm.document == null) {
+        if (jvm.why != null || jvm.columns == null) {
             return jvm.why == null ? "the plan has no native parse step" : jvm.why;
         }
         java.util.Set<String> made = new java.util.HashSet<>(parseInternal());

@@ -9,8 +9,6 @@ import org.apache.flink.table.types.logical.RowType;
 import org.apache.flink.table.types.logical.VarCharType;
 import org.apache.flink.util.UserCodeClassLoader;
 
-import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
 import java.nio.file.Paths;
 
 /**
@@ -20,13 +18,12 @@ import java.nio.file.Paths;
  */
 public final class FormatNullCheck {
     public static void main(String[] args) throws Exception {
-        String document = new String(Files.readAllBytes(Paths.get(args[0])), StandardCharsets.UTF_8);
         RowType type = (RowType) DataTypes.ROW(
                 DataTypes.FIELD("id", DataTypes.STRING()),
                 DataTypes.FIELD("error_reason", DataTypes.STRING()),
                 DataTypes.FIELD("error_field", DataTypes.STRING())).getLogicalType();
         NativeDeserializationSchema schema = new NativeDeserializationSchema(
-                document, java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null, null);
+                io.dspark.vllm.parse.PythonPlan.read(Paths.get(args[0])), java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null, null);
         schema.open(new DeserializationSchema.InitializationContext() {
             @Override
             public MetricGroup getMetricGroup() {

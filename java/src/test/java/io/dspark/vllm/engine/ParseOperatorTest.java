@@ -45,7 +45,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 final class ParseOperatorTest {
     private static final int BODY = 0;
     private static final long BATCH_MILLIS = 5_000;
-    private static String plan;
+    private static io.dspark.vllm.plan.Plan.NativeRead plan;
     private static RowShape shape;
     private static RowType input;
 

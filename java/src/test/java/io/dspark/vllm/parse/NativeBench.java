@@ -4,28 +4,27 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.List;
 import java.util.Map;
 
 /**
  * The JVM's native parse alone, no Flink: bodies per CPU second through {@link NativeParser} in batches of
- * each given size (1: one call per body, as the format makes them), rounds taking turns.
+ * each given size (1: one call per body, as the format makes them), rounds taking turns; what the core reads is
+ * the planner's for the profile's COLUMNS ({@link PythonPlan}: all it makes when empty).
  *
- * <pre>NativeBench PLAN_FILE COLUMNS BODIES_FILE(jsonl) ROUNDS BATCH...</pre>
+ * <pre>NativeBench PROFILE COLUMNS(comma-separated) BODIES_FILE(jsonl) ROUNDS BATCH...</pre>
  */
 public final class NativeBench {
 
     public static void main(String[] args) throws Exception {
-        String document = new String(Files.readAllBytes(Paths.get(args[0])), StandardCharsets.UTF_8);
-        List<String> columns = args[1].isEmpty() ? List.of() : Arrays.asList(args[1].split(","));
+        String[] columns = args[1].isEmpty() ? new String[0] : args[1].split(",");
         List<byte[]> lines = new ArrayList<>();
         for (String line : Files.readAllLines(Paths.get(args[2]), StandardCharsets.UTF_8)) {
             lines.add(line.getBytes(StandardCharsets.UTF_8));
         }
         byte[][] bodies = lines.toArray(new byte[0][]);
         int rounds = Integer.parseInt(args[3]);
-        NativeParser parser = new NativeParser(document, columns);
+        NativeParser parser = new NativeParser(PythonPlan.of(args[0], columns));
         java.lang.management.ThreadMXBean cpu = java.lang.management.ManagementFactory.getThreadMXBean();
         for (int round = 0; round < rounds; round++) {
             for (int a = 4; a < args.length; a++) {

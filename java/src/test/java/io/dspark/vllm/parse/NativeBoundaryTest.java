@@ -1,8 +1,5 @@
 package io.dspark.vllm.parse;
 
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.JsonNode;
-import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMapper;
-
 import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -42,17 +39,17 @@ final class NativeBoundaryTest {
             + "\"model\":\"m\",\"choices\":[{\"index\":0,\"message\":{\"role\":\"assistant\",\"content\":\"h\\u00e9llo "
             + "\\ud83d\\ude00 {\\\"a\\\": [1, 2.5, true, null]}\"},\"logprobs\":null,\"finish_reason\":\"stop\"}],"
             + "\"usage\":{\"prompt_tokens\":3,\"completion_tokens\":5,\"total_tokens\":8}}";
+    private static io.dspark.vllm.plan.Plan.NativeRead read;
     private static String document;
     private static List<String> columns;
 
     @BeforeAll
     static void plan() throws Exception {
         assertNull(NativeCore.available());
-        document = PythonPlan.of("openai");
+        read = PythonPlan.of("openai");
+        document = read.document;
         columns = new ArrayList<>();
-        for (JsonNode column : new ObjectMapper().readTree(document).get("columns")) {
-            columns.add(column.get("name").asText());
-        }
+        read.columns.forEach(column -> columns.add(column.name));
         assertTrue(columns.contains("id"), document);
     }
 
@@ -143,7 +140,7 @@ final class NativeBoundaryTest {
     // -- results --------------------------------------------------------------------------------------------------
 
     private static NativeParser parser() {
-        return new NativeParser(document, columns);
+        return new NativeParser(read);
     }
 
     /** One line per body of bodies[from..to): every column's value, by key; asserts one row per body. */
@@ -329,6 +326,26 @@ final class NativeBoundaryTest {
             }
             return out.toString();
         }
+    }
+
+    /**
+     * What the planner narrowed is what the core reads: the named columns of the plan, the core's own beside them;
+     * a column a row would bind that the plan does not read is refused in one line, not read as NULL.
+     */
+    @Test
+    void thePlannersNarrowedReadAndAColumnItLacks() throws Exception {
+        NativeParser narrowed = new NativeParser(PythonPlan.of("openai", "id", "created"));
+        assertEquals(List.of("id", "created"), narrowed.columns());
+        byte[][] one = {VALID.getBytes(StandardCharsets.UTF_8)};
+        Map<String, ArrowColumn> part = narrowed.parse(one, 0, 1).get(0);
+        assertEquals("chatcmpl-7", part.get("id").getString(0));
+        assertEquals(java.util.Set.of("id", "created", NativeParser.VERDICT, NativeParser.REASON, NativeParser.FIELD),
+                part.keySet());
+        narrowed.require(List.of("created", "id"));
+        IllegalArgumentException refused =
+                assertThrows(IllegalArgumentException.class, () -> narrowed.require(List.of("id", "model")));
+        assertTrue(refused.getMessage().contains("[model]") && !refused.getMessage().contains("\n"),
+                refused.getMessage());
     }
 
     /** A result closed twice, read after it is closed, and a refused one read: refused in Java, never freed twice. */

@@ -4,7 +4,6 @@ import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.ObjectMap
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ArrayNode;
 import org.apache.flink.shaded.jackson2.com.fasterxml.jackson.databind.node.ObjectNode;
 
-import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Paths;
 import java.util.ArrayList;
@@ -14,7 +13,8 @@ import java.util.List;
 import java.util.Map;
 
 /**
- * The JVM side of tests/test_java_native.py: reads a plan document, column names and bodies (one base64 line
+ * The JVM side of tests/test_java_native.py: reads what the planner made the core read (a
+ * {@code Plan.NativeRead}, {@code connector.plan.parse.native_read}), column names and bodies (one base64 line
  * each), parses them with {@link NativeParser} in batches of the given size, and prints one JSON line per body
  * with what the JVM read: every column's value (utf8 as text, lists as arrays), error_reason and error_field; a line
  * "---" ends each case.
@@ -40,13 +40,12 @@ public final class NativeCheck {
 
     private static void check(String planFile, String names, String bodiesFile, int batch, StringBuilder out)
             throws Exception {
-        String document = new String(Files.readAllBytes(Paths.get(planFile)), StandardCharsets.UTF_8);
         List<String> columns = names.isEmpty() ? List.of() : Arrays.asList(names.split(","));
         List<byte[]> bodies = new ArrayList<>();
         for (String line : Files.readAllLines(Paths.get(bodiesFile))) {
             bodies.add(line.equals("-") ? null : Base64.getDecoder().decode(line));
         }
-        NativeParser parser = new NativeParser(document, columns);
+        NativeParser parser = new NativeParser(PythonPlan.read(Paths.get(planFile)));
         ObjectMapper json = new ObjectMapper();
         byte[][] all = bodies.toArray(new byte[0][]);
         for (int from = 0; from < all.length; from += batch) {
