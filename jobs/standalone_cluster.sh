@@ -31,9 +31,21 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(dirname "$here")"
 python="${DSPARK_PYTHON:-python3}"
-python="$(command -v "$python")"
+# The cluster's scripts and the planner come from the Python that has apache-flink and dspark-vllm: a shell
+# whose venv is not activated finds another python3, which is said in one line.
+found="$(command -v "$python" || true)"
+if [ -z "$found" ]; then
+    echo "cluster: no Python '$python' on the PATH: activate the venv (. .venv/bin/activate) or set DSPARK_PYTHON" >&2
+    exit 2
+fi
+python="$found"
 dir="${DSPARK_CLUSTER_DIR:-/tmp/dspark-cluster-${USER:-$(id -un)}}"
-flink_home="$("$python" -c 'import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))')"
+if ! flink_home="$("$python" -c 'import os, pyflink; print(os.path.dirname(os.path.abspath(pyflink.__file__)))' \
+    2>/dev/null)"; then
+    echo "cluster: $python cannot import pyflink: activate the venv that has dspark-vllm (. .venv/bin/activate)" \
+        "or set DSPARK_PYTHON to its python" >&2
+    exit 2
+fi
 
 export FLINK_HOME="$flink_home"
 export FLINK_CONF_DIR="$dir/conf"

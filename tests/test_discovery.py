@@ -109,9 +109,7 @@ def test_plain_vllm_by_version_and_models() -> None:
     assert (found.source, found.server, found.max_model_len) == ("vllm", "vLLM 0.32.1", 4096)
     assert found.models == ("Qwen/Qwen2.5-Math-7B-Instruct",)
     assert found.profile.name == "math"  # matched by the model name
-    assert found.detail == (
-        f"vLLM 0.32.1 at {sim.url} (/version, /v1/models), built-in vLLM body shape + profile 'math'"
-    )
+    assert found.detail == f"vLLM 0.32.1 at {sim.url} (/version, /v1/models), built-in vLLM body shape"
     assert found.arrow_schema() == output_schema(load_profile("math"))
 
 
@@ -202,7 +200,11 @@ def test_cli_schema(capsys) -> None:  # type: ignore[no-untyped-def]
         out, err = capsys.readouterr()
         schema = output_schema(load_profile("coder"))
         assert out == ddl_columns(schema.remove(schema.get_field_index("line"))) + "\n"
-        assert err.startswith("-- schema source: vllm: vLLM 0.32.0 at ")
+        # The source line names the profile once (the detail says where the shape came from, the CLI which profile).
+        assert err.splitlines()[0] == (
+            f"-- schema source: vllm: vLLM 0.32.0 at {sim.url} (/version, /v1/models), built-in vLLM body shape;"
+            " profile 'coder'"
+        )
         assert main(["columns", "--endpoint", sim.url, "--format", "arrow"]) == 0
         out, _ = capsys.readouterr()
         assert out.startswith("line: int64 not null\nid: string\n")

@@ -567,7 +567,7 @@ def test_capacity_counts_completions_in_service_not_connections() -> None:
     with serve_simulator(capacity=2, latency_ms=30, seed=2) as running, client_for(running.url) as client:
         for i in range(5):  # one at a time: never more than one in service
             assert client.post("/v1/completions", json={"prompt": f"p{i}"}).status_code == 200
-        assert running.stats().get("throttled") is None
+        assert running.stats()["throttled"] == 0
         assert running.simulator is not None and running.simulator.serving == 0
     with serve_simulator(seed=2) as running, client_for(running.url) as client:  # no capacity: no limit
         held = _hold(running, 40)
@@ -665,6 +665,19 @@ def test_process_mode() -> None:
         stats = running.stats()
     assert stats["fault 429"] == codes.count(429) > 0
     assert stats["requests /v1/completions"] == 20
+    assert stats["throttled"] == 0
+
+
+def test_thread_mode_stats_hold_the_counters_metrics_always_report() -> None:
+    """`stats()` has the same counters in both modes: a counter that /metrics reports at 0 (`throttled` of a
+    capacity never reached, ...) is 0 in thread mode too, not a missing key."""
+    with serve_simulator(capacity=16, latency_ms=1.0) as running:
+        with client_for(running.url) as client:
+            assert client.post("/v1/completions", json={"prompt": "p"}).status_code == 200
+            reported = parse_metrics(client.get("/metrics").text)
+        stats = running.stats()
+    gauges = {"serving", "capacity"}
+    assert {k for k in reported if k not in gauges} <= set(stats), sorted(set(reported) - gauges - set(stats))
     assert stats["throttled"] == 0
 
 

@@ -60,7 +60,7 @@ class DiscoveredSchema:
 
     endpoint: str
     source: Source
-    detail: str  # one line for people: where the schema came from
+    detail: str  # one line for people: where the schema came from (the profile is `profile`)
     server: str | None  # "vLLM 0.32.0", or what /health/json-schema says it is
     models: tuple[str, ...]
     max_model_len: int | None
@@ -312,12 +312,12 @@ async def _discover(http: _Http, root: str, chosen: Profile | None, probe: bool)
         ver = version.get("version") if isinstance(version, dict) else None
         server = f"vLLM {ver}" if ver else "vLLM"
         source: Source = "vllm"
-        detail = f"{server} at {root} (/version, /v1/models), built-in vLLM body shape + profile '{chosen.name}'"
+        detail = f"{server} at {root} (/version, /v1/models), built-in vLLM body shape"
     else:
         server = None
         source = "profile"
         owned = sorted(map(str, owners))
-        detail = f"profile '{chosen.name}' ({root} is an OpenAI-compatible server, owned_by={owned})"
+        detail = f"the profile's body shape ({root} is an OpenAI-compatible server, owned_by={owned})"
         notes.append("not a vLLM server: the body shape is the profile's, unconfirmed (use --probe to check it)")
     found = DiscoveredSchema(
         endpoint=root,

