@@ -246,9 +246,11 @@ def rule_endpoint_is_url(o: Options) -> None:
         problem = _endpoint_problem(url)
         if problem is not None:
             several = " (one of several separated by commas)" if len(urls) > 1 else ""
+            # a password with a comma in it spans two parts: the whole endpoint, masked, shows none of it
+            shown = shown_url(endpoint if "@" in endpoint else url)
             raise OptionsError(
                 f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got "
-                f"'{shown_url(url)}': {problem}."
+                f"'{shown}': {problem}."
             )
     roots = [u.rstrip("/").removesuffix("/v1").rstrip("/").lower() for u in urls]
     twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
