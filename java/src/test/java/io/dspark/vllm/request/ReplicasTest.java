@@ -517,4 +517,32 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test14AReplicaThatAnswers500GoesToAnother() throws Exception {
+        // A replica whose completions fail with 500 while its /health answers 200 (a vLLM whose engine died): a
+        // 500 is the request's own fault with one server, but with another replica in, the request goes there.
+        // One that every replica answers 500 ends after one attempt on each, not in a loop until the deadline.
+        try (Web bad = new Web((x, s) -> respond(x, 500, "{\"error\": \"engine dead\"}"));
+                Web good = slowOk(0)) {
+            try (Requester r = new Requester(of(specOf(bad.base, good.base)))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                    check(o.replica != null && o.replica.endsWith(":" + good.port()), "by the good one: " + o.replica);
+                }
+                check(bad.count("POST", "/v1/completions") >= 1, "the 500s were met");
+            }
+        }
+        try (Web a = new Web((x, s) -> respond(x, 500, "{}")); Web b = new Web((x, s) -> respond(x, 500, "{}"))) {
+            try (Requester r = new Requester(of(specOf(a.base, b.base)))) {
+                Outcome o = r.send("p", "id-1").get(20, TimeUnit.SECONDS);
+                check(!o.ok() && o.status != null && o.status == 500, "a 500 from both: " + o.error);
+                equal(2, o.attempts, "one attempt on each replica");
+            }
+        }
+    }
 }
