@@ -188,6 +188,9 @@ def test_durations(text, seconds):
             "Option 'endpoint' names the replica 'http://A:8000/v1' twice",
         ),
         ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
+        # a path the jar's java.net.URI refuses: a job that fails on its TaskManagers, unless refused here
+        ({**REQUEST, "endpoint": "http://a:8000/a%zz"}, "got 'http://a:8000/a%zz': its path holds"),
+        ({**REQUEST, "endpoint": "http://a:8000,http://b:8000/{x}"}, "got 'http://b:8000/{x}': its path holds"),
         ({**REQUEST, "request.routing": "random"}, "Could not parse value 'random' for key 'request.routing'"),
         (
             {**REQUEST, "request.routing": "prefix", "request.routing.key-column": "user_id"},

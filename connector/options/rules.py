@@ -206,6 +206,10 @@ def rule_one_api_key(o: Options) -> None:
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
+# What java.net.URI refuses in a path (RFC 2396: neither unreserved, reserved, escaped nor a non-ASCII character).
+_PATH_REFUSED = re.compile(r'[{}|\\^\[\]"<>`]|%(?![0-9A-Fa-f]{2})')
+
+
 def _endpoint_problem(endpoint: str) -> str | None:
     """Why the jar's request step could not use `endpoint` (java.net.URI, then a connection), or None."""
     if not re.match(r"^https?://[^/\s]+", endpoint) or any(c.isspace() for c in endpoint):
@@ -229,6 +233,11 @@ def _endpoint_problem(endpoint: str) -> str | None:
         return f"its host '{host}' is not a host name or an IP address (letters, digits, '-' and '.'; no '_')"
     if port == 0:
         return "its port is not a number from 1 to 65535"
+    if _PATH_REFUSED.search(parts.path):
+        return (
+            "its path holds a character java.net.URI refuses as it is ('{', '}', '|', '\\', '^', '[', ']', '\"', "
+            "'<', '>', '`', or a '%' not before two hex digits): percent-encode it"
+        )
     return None
 
 
