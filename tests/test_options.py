@@ -188,6 +188,9 @@ def test_durations(text, seconds):
             "Option 'endpoint' names the replica 'http://A:8000/v1' twice",
         ),
         ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
+        # the scheme's own port written out or not: the same server (and replica name) twice
+        ({**REQUEST, "endpoint": "http://a,http://A:80/"}, "Option 'endpoint' names the replica 'http://A:80/' twice"),
+        ({**REQUEST, "endpoint": "https://a:443/v1,https://a"}, "names the replica 'https://a' twice"),
         # a path the jar's java.net.URI refuses: a job that fails on its TaskManagers, unless refused here
         ({**REQUEST, "endpoint": "http://a:8000/a%zz"}, "got 'http://a:8000/a%zz': its path holds"),
         ({**REQUEST, "endpoint": "http://a:8000,http://b:8000/{x}"}, "got 'http://b:8000/{x}': its path holds"),

@@ -246,6 +246,15 @@ def endpoints(endpoint: str) -> list[str]:
     return [part.strip() for part in endpoint.split(",")]
 
 
+def _server_of(url: str) -> tuple[str, str, int, str]:
+    """The server a (checked) base URL names: its scheme, host, port (the scheme's own where none is written) and
+    root path ('/v1' or not: both spellings are accepted)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    return scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
+
+
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
     if endpoint is None:
@@ -261,7 +270,7 @@ def rule_endpoint_is_url(o: Options) -> None:
                 f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got "
                 f"'{shown}': {problem}."
             )
-    roots = [u.rstrip("/").removesuffix("/v1").rstrip("/").lower() for u in urls]
+    roots = [_server_of(u) for u in urls]
     twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
     if twice:
         raise OptionsError(f"Option 'endpoint' names the replica '{shown_url(twice[0])}' twice; name each once.")
