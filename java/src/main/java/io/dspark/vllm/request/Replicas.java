@@ -315,10 +315,17 @@ public final class Replicas implements AutoCloseable {
             kept.put(r.name + " " + r.uri, r);
         }
         List<Replica> out = new ArrayList<>();
+        Map<String, Integer> onHostPort = new java.util.HashMap<>();
+        for (String url : spec.urls) {
+            onHostPort.merge(hostPort(uri(url, "url")), 1, Integer::sum);
+        }
         for (int i = 0; i < spec.urls.size(); i++) {
             URI uri = uri(spec.urls.get(i), "url");
             URI health = uri(spec.healthUrls.get(i), "health_url");
-            String hostPort = uri.getHost() + ":" + Transport.port(uri);
+            String hostPort = hostPort(uri);
+            if (onHostPort.get(hostPort) > 1) { // base URLs that differ in their path only (a gateway's routes)
+                hostPort += rootPath(health);
+            }
             InetAddress[] found = addresses == null ? null : addresses.get(i);
             if (found == null) {
                 Replica old = kept.get(hostPort + " " + uri);
@@ -335,6 +342,16 @@ public final class Replicas implements AutoCloseable {
             }
         }
         return out.toArray(new Replica[0]);
+    }
+
+    private static String hostPort(URI uri) {
+        return uri.getHost() + ":" + Transport.port(uri);
+    }
+
+    /** The base URL's path: the health URL's, less its "/health". */
+    private static String rootPath(URI health) {
+        String path = health.getRawPath() == null ? "" : health.getRawPath();
+        return path.endsWith("/health") ? path.substring(0, path.length() - "/health".length()) : path;
     }
 
     /** {@code labelled}: its log lines name it (one of several). */

@@ -545,4 +545,34 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test15TwoBaseUrlsOnOneHostAndPortAreTwoNames() throws Exception {
+        // A gateway that serves each vLLM under its own path: the replicas' names (their metrics group, the
+        // 'request.replica' of a row) tell them apart by that path.
+        try (Web gw = slowOk(0)) {
+            for (String p : List.of("/a", "/b")) {
+                gw.handlers.put(p + "/v1/completions", (x, s) -> respond(x, 200, OK_BODY));
+                gw.handlers.put(p + "/health", (x, s) -> respond(x, 200, ""));
+            }
+            try (Requester r = new Requester(of(specOf(gw.base + "/a", gw.base + "/b")))) {
+                Set<String> names = new HashSet<>();
+                for (Replicas.Replica x : r.replicas()) {
+                    names.add(x.name());
+                }
+                String hostPort = gw.base.substring("http://".length());
+                equal(Set.of(hostPort + "/a", hostPort + "/b"), names, "the replicas' names");
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 40; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok() && names.contains(o.replica), "answered, naming its replica: " + o.replica);
+                }
+            }
+        }
+        try (Web one = slowOk(0); Requester r = new Requester(of(specOf(one.base + "/x")))) {
+            equal(one.base.substring("http://".length()), r.replicas().get(0).name(), "one base URL: host:port, whatever its path");
+        }
+    }
 }
