@@ -188,6 +188,13 @@ def test_durations(text, seconds):
             "Option 'endpoint' names the replica 'http://A:8000/v1' twice",
         ),
         ({**REQUEST, "endpoint": "http://a:8000,"}, "got '': it is not an http(s) URL"),
+        # a request's path given as the base URL: the request step adds it again, and every request answers 404
+        (
+            {**REQUEST, "endpoint": "http://a:8000/v1/chat/completions"},
+            "got 'http://a:8000/v1/chat/completions': it ends in the request path '/v1/chat/completions', which the "
+            "request step adds itself: give the server's base URL, such as 'http://a:8000'",
+        ),
+        ({**REQUEST, "endpoint": "http://a:8000,http://b:8000/v1/completions/"}, "ends in the request path"),
         # the scheme's own port written out or not: the same server (and replica name) twice
         ({**REQUEST, "endpoint": "http://a,http://A:80/"}, "Option 'endpoint' names the replica 'http://A:80/' twice"),
         ({**REQUEST, "endpoint": "https://a:443/v1,https://a"}, "names the replica 'https://a' twice"),

@@ -233,6 +233,13 @@ def _endpoint_problem(endpoint: str) -> str | None:
         return f"its host '{host}' is not a host name or an IP address (letters, digits, '-' and '.'; no '_')"
     if port == 0:
         return "its port is not a number from 1 to 65535"
+    request_path = re.search(r"(/v1)?/(chat/)?completions/*$", parts.path)
+    if request_path:
+        base = endpoint[: endpoint.rindex(request_path.group(0))] or endpoint
+        return (
+            f"it ends in the request path '{request_path.group(0).rstrip('/')}', which the request step adds itself: "
+            f"give the server's base URL, such as '{shown_url(base)}'"
+        )
     if _PATH_REFUSED.search(parts.path):
         return (
             "its path holds a character java.net.URI refuses as it is ('{', '}', '|', '\\', '^', '[', ']', '\"', "
