@@ -92,8 +92,10 @@ def test_every_type_has_its_json_schema():
         # ...680.00, and 999999999999999999 (within the schema's maximum) an error row 'out of range'
         (t("DECIMAL(20, 2)", "DECIMAL", precision=20, scale=2), "Column 'x' is DECIMAL(20, 2), more digits than"),
         (t("DECIMAL(18, 0)", "DECIMAL", precision=18, scale=0), "Column 'x' is DECIMAL(18, 0), more digits than"),
-        (t("ARRAY<DECIMAL(16, 1)>", "ARRAY", element=t("DECIMAL(16, 1)", "DECIMAL", precision=16, scale=1)),
-         "Column 'x[]' is DECIMAL(16, 1)"),
+        (
+            t("ARRAY<DECIMAL(16, 1)>", "ARRAY", element=t("DECIMAL(16, 1)", "DECIMAL", precision=16, scale=1)),
+            "Column 'x[]' is DECIMAL(16, 1)",
+        ),
     ],
 )
 def test_a_type_with_no_json_form_is_refused_in_one_line(ftype, message):
