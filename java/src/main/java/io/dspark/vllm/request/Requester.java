@@ -544,9 +544,10 @@ public final class Requester implements AutoCloseable {
             if (f != null && !f.retryable && replicas.replicaFault(r.status, f) && replicas.anotherIn(on)
                     && elsewhere < replicas.list().size() - 1
                     && (spec.maxAttempts == 0 || attempts < spec.maxAttempts)) {
-                // A 500 (or another 5xx that is not retried) may be the request's own fault, but with several
-                // replicas it is as likely this one's (an engine that died while /health still answers): another
-                // replica takes it now, once each at most, so a request every replica refuses ends soon.
+                // A 500 (or another 5xx that is not retried), a failed TLS handshake or an answer that is no HTTP:
+                // with one server, the same server would answer the same way; with several, another replica may
+                // not (an engine that died while /health still answers, a wrong certificate or port on one): it
+                // takes the request now, once each at most, so a request every replica refuses ends soon.
                 elsewhere++;
                 avoid = on;
                 step();

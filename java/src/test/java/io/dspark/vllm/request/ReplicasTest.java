@@ -26,6 +26,8 @@ import static io.dspark.vllm.request.RequesterTests.check;
 import static io.dspark.vllm.request.RequesterTests.equal;
 import static io.dspark.vllm.request.RequesterTests.eventually;
 import static io.dspark.vllm.request.Servers.OK_BODY;
+import static io.dspark.vllm.request.Servers.Raw;
+import static io.dspark.vllm.request.Servers.Script;
 import static io.dspark.vllm.request.Servers.Web;
 import static io.dspark.vllm.request.Servers.of;
 import static io.dspark.vllm.request.Servers.respond;
@@ -573,6 +575,30 @@ public final class ReplicasTest {
         }
         try (Web one = slowOk(0); Requester r = new Requester(of(specOf(one.base + "/x")))) {
             equal(one.base.substring("http://".length()), r.replicas().get(0).name(), "one base URL: host:port, whatever its path");
+        }
+    }
+
+    @Test
+    void test16AReplicaThatSpeaksNoHttpOrFailsTlsGoesToAnother() throws Exception {
+        // One replica's port holds another service (no HTTP answer), another's URL says https where the service
+        // speaks no TLS (the handshake fails): "the same server answers the same way", but another replica answers.
+        Script ssh = (s, in, out) -> out.write(
+                "SSH-2.0-OpenSSH_9.6\r\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        try (Raw other = new Raw(ssh); Raw noTls = new Raw(ssh, false); Web good = slowOk(0)) {
+            String tls = noTls.base.replace("http://", "https://");
+            try (Requester r = new Requester(of(specOf(other.base, tls, good.base)))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                check(other.connections.get() >= 1 && noTls.connections.get() >= 1, "both services were met");
+                for (Replicas.Replica x : r.replicas()) {
+                    check(x.name().endsWith(":" + good.port()) || x.ejected(), "ejected: " + x.name());
+                }
+            }
         }
     }
 }
