@@ -116,10 +116,9 @@ def shown_url(url: str) -> str:
     scheme, sep, rest = url.partition("://")
     if not sep:
         scheme, rest = "", url
-    authority, slash, path = rest.partition("/")
-    if "@" in authority:
-        authority = "******@" + authority.rpartition("@")[2]
-    shown = f"{scheme}{sep}{authority}{slash}{path}"
+    if "@" in rest:  # up to the last '@': a password may hold '/', '?', '#' or ',' (which parts 'endpoint')
+        rest = "******@" + rest.rpartition("@")[2]
+    shown = f"{scheme}{sep}{rest}"
     for mark in "?#":
         if mark in shown:
             shown = shown.partition(mark)[0] + mark + "******"

@@ -560,12 +560,21 @@ def test_the_per_body_benchmark_runs():
     assert lines[2].startswith("each body past the first 20: ")  # its ratio too small to measure, or one
 
 
-def test_an_endpoint_with_a_password_is_refused_without_repeating_it():
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [
+        ("http://user:sk-cli-secret-9@127.0.0.1:9", "holds a user name or password"),
+        # a password with '/' in it ends the URL's authority before its '@'
+        ("http://user:sk-cli-secret-9/x@127.0.0.1:9", "holds a user name or password"),
+        ("http://127.0.0.1:9/v1?key=sk-cli-secret-9", "takes no query ('?') or fragment ('#')"),
+    ],
+)
+def test_an_endpoint_with_a_password_is_refused_without_repeating_it(endpoint, message):
     """`dspark-vllm columns --endpoint http://user:KEY@host` said "cannot connect to http://user:KEY@host"."""
-    proc = run("columns", "--endpoint", "http://user:sk-cli-secret-9@127.0.0.1:9", "--profile", "coder")
+    proc = run("columns", "--endpoint", endpoint, "--profile", "coder")
     err = proc.stderr.decode()
     assert proc.returncode != 0 and "sk-cli-secret-9" not in err + proc.stdout.decode(), err
-    assert "holds a user name or password" in err and len(err.strip().splitlines()) == 1, err
+    assert message in err and len(err.strip().splitlines()) == 1, err
 
 
 # -- help: what a reader sees first -------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ BAD = [
     ({"tags": ["abcdef"]}, "field 'tags[0]' is 6 characters long, longer than VARCHAR(4) holds", "tags[0]"),
     ({"dt": "2023-02-29"}, "field 'dt' is '2023-02-29', not a date as YYYY-MM-DD", "dt"),
     ({"ltz": "2026-12-07T01:02:03"}, "field 'ltz' is '2026-12-07T01:02:03', not a UTC timestamp", "ltz"),
+    ({"ts": "2026-12-07T01:02"}, "field 'ts' is '2026-12-07T01:02', not a timestamp as YYYY-MM-DDTHH:MM:SS", "ts"),
     ({"amount": 123456.0}, "field 'amount' is 123456.0, out of DECIMAL(6, 2)'s range", "amount"),
     ({"r": {"x": 5}}, "field 'r.y' is missing or null", "r.y"),
     ({"m": {"k": "one"}}, "field 'm['k']' is 'one', not an integer", "m['k']"),

@@ -413,24 +413,44 @@ def test_every_declared_column_has_a_layout_the_parse_step_casts_itself():
     }
 
 
+INT_TYPE = {"sql": "INT", "root": "INTEGER"}
+
+
 @pytest.mark.parametrize(
-    "declared_column",
+    ("declared_column", "message"),
     [
-        column("id", "VARCHAR(2147483647) NOT NULL", "VARCHAR"),  # as a PRIMARY KEY makes it
-        column(
-            "usage",
-            "ROW<`prompt_tokens` BIGINT NOT NULL>",
-            "ROW",
-            [{"name": "prompt_tokens", "type": {"sql": "BIGINT NOT NULL", "root": "BIGINT"}}],
+        (column("id", "VARCHAR(2147483647) NOT NULL", "VARCHAR"), "Column 'id' is declared NOT NULL, but an error row"),
+        (
+            column(
+                "usage",
+                "ROW<`prompt_tokens` BIGINT NOT NULL>",
+                "ROW",
+                [{"name": "prompt_tokens", "type": {"sql": "BIGINT NOT NULL", "root": "BIGINT"}}],
+            ),
+            "Column 'usage.prompt_tokens' is declared NOT NULL, but an error row",
         ),
-        column("choice_contents", "ARRAY<VARCHAR(2147483647) NOT NULL>", "ARRAY"),
+        # an answer field (no column of the profile) whose second field is NOT NULL
+        (
+            column(
+                "verdict",
+                "ROW<`b` INT, `a` INT NOT NULL>",
+                "ROW",
+                [{"name": "b", "type": INT_TYPE}, {"name": "a", "type": {"sql": "INT NOT NULL", "root": "INTEGER"}}],
+            ),
+            "Column 'verdict.a' is declared NOT NULL, but an error row",
+        ),
+        # a nullable column with a NOT NULL inside: the message names what to change, not the column as a whole
+        (
+            column("choice_contents", "ARRAY<VARCHAR(2147483647) NOT NULL>", "ARRAY"),
+            "Column 'choice_contents' is ARRAY<STRING NOT NULL>, with a NOT NULL inside, but an error row",
+        ),
     ],
 )
-def test_a_not_null_column_is_refused_as_error_rows_have_no_value_for_it(declared_column):
+def test_a_not_null_column_is_refused_as_error_rows_have_no_value_for_it(declared_column, message):
     """An error row has NULL in every parsed column: Flink failed the job on the first one ("Column 'id' is NOT
     NULL, however, a null value is being written into it"), so NOT NULL is refused where the table is planned."""
-    with pytest.raises(OptionsError, match="declared NOT NULL, but an error row"):
-        plan(declared(REPLAY, declared_column))
+    with pytest.raises(OptionsError, match=re.escape(message)):
+        plan(declared({**REPLAY, "profile": "openai"}, declared_column))
 
 
 # --- mistakes in the options that the jar could only find at run time (or not at all): each refused here, in
@@ -529,6 +549,9 @@ def test_monitor_interval_past_a_flink_duration():
         plan(declared)
 
 
+INT_TYPE = {"sql": "INT", "root": "INTEGER"}
+
+
 @pytest.mark.parametrize(
     ("declared_column", "message"),
     [
@@ -547,7 +570,7 @@ def test_a_column_whose_cast_fails_at_run_time_is_refused(declared_column, messa
     """A declared type that the profile's column cannot always be cast to was planned, and the job failed on
     the first value (`id INT`: For input string: 'cmpl-0'), or gave nonsense (a token count as TRUE)."""
     with pytest.raises(OptionsError, match=re.escape(message)):
-        plan(declared(REPLAY, declared_column))
+        plan(declared({**REPLAY, "profile": "openai"}, declared_column))
 
 
 def test_casts_that_cannot_fail_are_planned():

@@ -12,9 +12,10 @@ Group `dspark` of each operator:
   `inFlight`, `concurrencyLimit`, `numThrottled`, `latencyMsP50`, `latencyMsP95`, `latencyMsP99` (the last
   1,000 requests); with 'request.store': `numAnsweredFromStore`, `numAnsweredFromCache`, `numTokensSaved`,
   `numStored`, `numStoreFailures`, `storePutMsP50`, `storePutMsP99` (the last 1,000 puts).
-- each replica of the endpoint, in the request step's group `replica` = its name (`host:port`, or
-  `host:port/address` for an address of a host name): gauges `inFlight`, `concurrencyLimit`, `ejected` (1 while it
-  gets no requests), `numAnswers` (2xx), `numThrottled` (429/503), `latencyMsP50` (its last 1,000 answers).
+- each replica of the endpoint, in the request step's group `replica` = its name (`host:port`, `host:port/path`
+  where base URLs differ in their path only, or `host:port/address` for an address of a host name): gauges
+  `inFlight`, `concurrencyLimit`, `ejected` (1 while it gets no requests), `numAnswers` (2xx), `numThrottled`
+  (429/503), `latencyMsP50` (its last 1,000 answers).
 
 Gauges are numbers (PyFlink exports gauges of ints): percentiles are whole milliseconds. Flink's Prometheus
 reporter shows a meter as its rate.

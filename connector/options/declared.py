@@ -354,7 +354,8 @@ RETRY_MAX_ATTEMPTS: ConfigOption[int | None] = _option(
     "request.retry.max-attempts",
     "int",
     "Most attempts per request (1 = no retry); unset, as many as fit in 'request.retry.deadline'. Retried: "
-    "connect errors, timeouts, broken connections, 408, 429 (Retry-After honoured) and 502/503/504.",
+    "connect errors, timeouts, broken connections, 408, 429 (Retry-After honoured) and 502/503/504; with several "
+    "replicas, a 500, a failed TLS handshake or an answer that is not HTTP goes to each other replica once.",
     minimum=1,
     maximum=_MAX_INT,
     group="Retry",

@@ -206,6 +206,10 @@ def rule_one_api_key(o: Options) -> None:
 _HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
 
 
+# What java.net.URI refuses in a path (RFC 2396: neither unreserved, reserved, escaped nor a non-ASCII character).
+_PATH_REFUSED = re.compile(r'[{}|\\^\[\]"<>`]|%(?![0-9A-Fa-f]{2})')
+
+
 def _endpoint_problem(endpoint: str) -> str | None:
     """Why the jar's request step could not use `endpoint` (java.net.URI, then a connection), or None."""
     if not re.match(r"^https?://[^/\s]+", endpoint) or any(c.isspace() for c in endpoint):
@@ -229,12 +233,33 @@ def _endpoint_problem(endpoint: str) -> str | None:
         return f"its host '{host}' is not a host name or an IP address (letters, digits, '-' and '.'; no '_')"
     if port == 0:
         return "its port is not a number from 1 to 65535"
+    request_path = re.search(r"(/v1)?/(chat/)?completions/*$", parts.path)
+    if request_path:
+        base = endpoint[: endpoint.rindex(request_path.group(0))] or endpoint
+        return (
+            f"it ends in the request path '{request_path.group(0).rstrip('/')}', which the request step adds itself: "
+            f"give the server's base URL, such as '{shown_url(base)}'"
+        )
+    if _PATH_REFUSED.search(parts.path):
+        return (
+            "its path holds a character java.net.URI refuses as it is ('{', '}', '|', '\\', '^', '[', ']', '\"', "
+            "'<', '>', '`', or a '%' not before two hex digits): percent-encode it"
+        )
     return None
 
 
 def endpoints(endpoint: str) -> list[str]:
     """The base URLs of 'endpoint': one, or several separated by commas (replicas)."""
     return [part.strip() for part in endpoint.split(",")]
+
+
+def _server_of(url: str) -> tuple[str, str, int, str]:
+    """The server a (checked) base URL names: its scheme, host, port (the scheme's own where none is written) and
+    root path ('/v1' or not: both spellings are accepted)."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    port = parts.port or (443 if scheme == "https" else 80)
+    return scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
 
 
 def rule_endpoint_is_url(o: Options) -> None:
@@ -246,11 +271,13 @@ def rule_endpoint_is_url(o: Options) -> None:
         problem = _endpoint_problem(url)
         if problem is not None:
             several = " (one of several separated by commas)" if len(urls) > 1 else ""
+            # a password with a comma in it spans two parts: the whole endpoint, masked, shows none of it
+            shown = shown_url(endpoint if "@" in endpoint else url)
             raise OptionsError(
                 f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got "
-                f"'{shown_url(url)}': {problem}."
+                f"'{shown}': {problem}."
             )
-    roots = [u.rstrip("/").removesuffix("/v1").rstrip("/").lower() for u in urls]
+    roots = [_server_of(u) for u in urls]
     twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
     if twice:
         raise OptionsError(f"Option 'endpoint' names the replica '{shown_url(twice[0])}' twice; name each once.")

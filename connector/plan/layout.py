@@ -14,7 +14,7 @@ from connector.plan.records import (
     RowField,
 )
 
-__all__ = ["check_cast", "column_layout", "sql_root"]
+__all__ = ["check_cast", "column_layout", "refuse_not_null", "sql_root"]
 
 
 def _same_type(declared: str, produced: str) -> bool:
@@ -70,18 +70,32 @@ def _castable(flat_type: str, declared: str, root: str) -> bool:
     return root in _TABLE_CASTS.get(flat_type, (root,))
 
 
-def column_layout(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> tuple[list[str], Layout]:
-    """The flat columns a declared column (or ROW field) reads, and its layout (`column`, cast to the declared
-    type by the parse step, `io.dspark.vllm.engine.Casts`, or `row`: its fields' layouts)."""
+def refuse_not_null(ftype: Mapping[str, Any], where: str) -> None:
+    """Refuses a declared column (or ROW field) at `where` that is NOT NULL or holds a NOT NULL element, naming it:
+    an error row (a body that cannot be read, a failed request) has no value for it, and Flink's not-null enforcer
+    would fail the job on the first one."""
     declared = str(ftype["sql"])
-    if " NOT NULL" in declared:
-        # An error row (a body that cannot be read, a failed request) has no value for it: Flink's not-null
-        # enforcer would fail the job on the first one.
+    if declared.endswith(" NOT NULL"):
         raise OptionsError(
             f"Column '{where}' is declared NOT NULL, but an error row (a body that cannot be read, a failed "
             "request) has no value for it: declare it nullable (a PRIMARY KEY makes its columns NOT NULL: declare "
             "the key on the sink), and filter on 'error.reason' IS NULL where a query needs values."
         )
+    if ftype.get("root") == "ROW":
+        for field in ftype.get("fields", []):
+            refuse_not_null(field["type"], f"{where}.{field['name']}")
+    elif " NOT NULL" in declared:
+        shown = declared.replace("VARCHAR(2147483647)", "STRING")
+        raise OptionsError(
+            f"Column '{where}' is {shown}, with a NOT NULL inside, but an error row (a body that cannot be read, a "
+            "failed request) or a value the body lacks has none there: drop the NOT NULL inside it."
+        )
+
+
+def column_layout(name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str) -> tuple[list[str], Layout]:
+    """The flat columns a declared column (or ROW field) reads, and its layout (`column`, cast to the declared
+    type by the parse step, `io.dspark.vllm.engine.Casts`, or `row`: its fields' layouts)."""
+    refuse_not_null(ftype, where)
     if ftype.get("root") == "ROW":
         needs: list[str] = []
         fields: list[RowField] = []

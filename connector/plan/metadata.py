@@ -98,9 +98,9 @@ METADATA: tuple[MetadataKey, ...] = (
         "_replica",
         "STRING",
         ("request",),
-        "the replica that answered the last attempt: `host:port` of its URL in 'endpoint', `host:port/address` "
-        "for one of the addresses a host name resolves to; NULL when none answered or the answer came from "
-        "'request.store'",
+        "the replica that answered the last attempt: `host:port` of its URL in 'endpoint' (`host:port/path` where "
+        "base URLs differ in their path only), `host:port/address` for one of the addresses a host name resolves "
+        "to; NULL when none answered or the answer came from 'request.store'",
     ),
 )
 

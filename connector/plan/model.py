@@ -23,7 +23,7 @@ from connector.options import (
 from connector.params import REQUEST_PARAMS
 from connector.plan.answer import answer_fields, plan_answer
 from connector.plan.contract import PLAN_VERSION, REQUEST_COLUMNS, client_spec
-from connector.plan.layout import column_layout, sql_root
+from connector.plan.layout import column_layout, refuse_not_null, sql_root
 from connector.plan.metadata import metadata_for
 from connector.plan.parse import core_columns, core_parse
 from connector.plan.records import (
@@ -228,8 +228,7 @@ def model_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
             needs.append([m.column])
             continue
         if cname in answered:
-            if " NOT NULL" in str(column["type"]["sql"]):
-                column_layout(cname, column["type"], flat, cname)  # refused, as any NOT NULL column
+            refuse_not_null(column["type"], cname)
             outputs.append(Output(name=cname, from_=Layout(answer=cname)))
             continue
         reads, layout = column_layout(cname, column["type"], flat, cname)

@@ -30,7 +30,7 @@ from connector.options import (
 )
 from connector.plan.answer import ANSWER_FACTS, answer_fields, plan_answer
 from connector.plan.contract import PARSE_INTERNAL, PLAN_VERSION, REQUEST_COLUMNS, client_spec
-from connector.plan.layout import column_layout
+from connector.plan.layout import column_layout, refuse_not_null
 from connector.plan.metadata import metadata_for
 from connector.plan.parse import native_parse
 from connector.plan.parse_function import ParseFunctionPlan
@@ -126,8 +126,7 @@ def table_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
     physical: dict[str, Physical] = {}
     for column in declared["columns"]:
         if column["kind"] == "physical" and column["name"] in answered:
-            if " NOT NULL" in str(column["type"]["sql"]):
-                column_layout(column["name"], column["type"], flat, column["name"])  # refused, as any NOT NULL
+            refuse_not_null(column["type"], column["name"])
             physical[column["name"]] = Physical(needs=tuple(answer_needs), from_=Layout(answer=column["name"]))
         elif column["kind"] == "physical":
             needs, layout = column_layout(column["name"], column["type"], flat, column["name"])

@@ -66,10 +66,15 @@ class ClientConfig:
             raise OptionsError(
                 f"client option 'base_url' must start with http:// or https://, got '{shown_url(self.base_url)}'"
             )
-        if "@" in self.base_url.partition("://")[2].partition("/")[0]:
+        if "@" in self.base_url.partition("://")[2]:  # (a password may hold '/', which ends the authority)
             raise OptionsError(
                 f"client option 'base_url' ('{shown_url(self.base_url)}') holds a user name or password: give the "
                 "key as the API key (--api-key or --api-key-env)"
+            )
+        if "?" in self.base_url or "#" in self.base_url:
+            raise OptionsError(
+                f"client option 'base_url' ('{shown_url(self.base_url)}') takes no query ('?') or fragment ('#'): the "
+                "request paths are added to it (give a key as the API key: --api-key or --api-key-env)"
             )
         check_params(self.params)
 

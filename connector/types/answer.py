@@ -13,7 +13,7 @@ Types (docs/flink.md, "Typed answers"):
     BOOLEAN                      {"type": "boolean"}
     TINYINT .. BIGINT            {"type": "integer", "minimum": <type's least>, "maximum": <type's most>}
     FLOAT, DOUBLE                {"type": "number"}
-    DECIMAL(p, s)                {"type": "number", "minimum": -(10^(p-s) - 10^-s), "maximum": 10^(p-s) - 10^-s}
+    DECIMAL(p, s), p <= 15       {"type": "number", "minimum": -(10^(p-s) - 10^-s), "maximum": 10^(p-s) - 10^-s}
     CHAR(n), VARCHAR(n), STRING  {"type": "string", "pattern": "^[^\\u0000-\\u001f]{0,n}$"}  (or an "enum")
     DATE, TIME(p), TIMESTAMP(p)  {"type": "string", "pattern": <ISO 8601's form>}; TIMESTAMP_LTZ(p): ...Z
     ARRAY<T>                     {"type": "array", "items": <T>} (+ "minItems", "maxItems")
@@ -55,11 +55,14 @@ _INTEGERS = {
     "BIGINT": (-(2**63), 2**63 - 1),
 }
 _MAX_LENGTH = 2147483647  # STRING is VARCHAR(2147483647): no bound
+# The digits a double holds exactly: the native core reads an answer's numbers as JSON's readers do (a float is a
+# double), so a DECIMAL with more would be typed with other digits than the model wrote.
+_DOUBLE_DIGITS = 15
 _DATE = r"[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])"
 _TIME = r"([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9]"
 # What a user may declare, for the one line that refuses another type.
 ANSWER_TYPES = (
-    "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p, s), CHAR(n), VARCHAR(n), STRING, DATE, "
+    "BOOLEAN, TINYINT, SMALLINT, INT, BIGINT, FLOAT, DOUBLE, DECIMAL(p <= 15, s), CHAR(n), VARCHAR(n), STRING, DATE, "
     "TIME(p), TIMESTAMP(p), TIMESTAMP_LTZ(p), ARRAY<T>, MAP<STRING, T>, ROW<...>"
 )
 # Per-field settings, as 'answer.<field>.<setting>' (a nested ROW field: 'answer.<field>.<inner>.<setting>').
@@ -131,10 +134,14 @@ def field_schema(
         schema = {"type": "number"}
     elif root == "DECIMAL":
         precision, scale = int(ftype["precision"]), int(ftype["scale"])
-        schema = {"type": "number"}
-        if scale == 0 or precision <= 15:  # a bound JSON's readers take exactly (a double holds 15 digits)
-            bound = _decimal_bound(precision, scale)
-            schema.update(minimum=-bound, maximum=bound)
+        if precision > _DOUBLE_DIGITS:
+            raise OptionsError(
+                f"Column '{where}' is {_shown(ftype)}, more digits than the answer's numbers carry: they are read as "
+                f"doubles, which hold {_DOUBLE_DIGITS} digits exactly; declare DECIMAL(p, s) with p <= "
+                f"{_DOUBLE_DIGITS}, BIGINT for a whole number, or DOUBLE."
+            )
+        bound = _decimal_bound(precision, scale)
+        schema = {"type": "number", "minimum": -bound, "maximum": bound}
     elif root in ("CHAR", "VARCHAR"):
         values = mine.pop("enum", None)
         if values is not None:

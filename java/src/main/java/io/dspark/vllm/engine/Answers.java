@@ -465,13 +465,15 @@ final class Answers implements Serializable {
                     return (int) (t.toNanoOfDay() / 1_000_000);
                 }
                 case TIMESTAMP_WITHOUT_TIME_ZONE: {
-                    if (s.indexOf('T') != 10 || fraction(s) > ((TimestampType) type).getPrecision()) {
+                    // (LocalDateTime.parse takes a time without seconds, which the schema's pattern does not)
+                    if (s.indexOf('T') != 10 || s.length() < 19
+                            || fraction(s) > ((TimestampType) type).getPrecision()) {
                         break;
                     }
                     return TimestampData.fromLocalDateTime(LocalDateTime.parse(s));
                 }
                 default: {
-                    if (!s.endsWith("Z") || s.indexOf('T') != 10
+                    if (!s.endsWith("Z") || s.indexOf('T') != 10 || s.length() < 20
                             || fraction(s.substring(0, s.length() - 1)) > ((LocalZonedTimestampType) type).getPrecision()) {
                         break;
                     }

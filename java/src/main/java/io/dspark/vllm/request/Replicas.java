@@ -37,7 +37,8 @@ import java.util.function.Function;
  * <p><b>Health.</b> With one replica, as with one server before: its {@link Gate} (only with
  * 'request.retry.hold-while-down') closes on a connect failure or a 502/503 and holds requests back. With
  * several, each has a gate whatever that option says, and a closed gate means <i>ejected</i>: it gets no attempts
- * while another is in; a connect failure ejects it at once, {@link #EJECT_AFTER} 5xx answers or broken connections
+ * while another is in; a connect failure (or a failed TLS handshake, or an answer that is no HTTP) ejects it at
+ * once, {@link #EJECT_AFTER} 5xx answers or broken connections
  * in a row too; its {@code /health} is probed (backoff steps up to 'request.retry.max-backoff') and an answer below
  * 500 takes it back. While every replica is ejected, requests wait for one to come back (hold-while-down), or go to
  * the least loaded anyway.
@@ -315,10 +316,17 @@ public final class Replicas implements AutoCloseable {
             kept.put(r.name + " " + r.uri, r);
         }
         List<Replica> out = new ArrayList<>();
+        Map<String, Integer> onHostPort = new java.util.HashMap<>();
+        for (String url : spec.urls) {
+            onHostPort.merge(hostPort(uri(url, "url")), 1, Integer::sum);
+        }
         for (int i = 0; i < spec.urls.size(); i++) {
             URI uri = uri(spec.urls.get(i), "url");
             URI health = uri(spec.healthUrls.get(i), "health_url");
-            String hostPort = uri.getHost() + ":" + Transport.port(uri);
+            String hostPort = hostPort(uri);
+            if (onHostPort.get(hostPort) > 1) { // base URLs that differ in their path only (a gateway's routes)
+                hostPort += rootPath(health);
+            }
             InetAddress[] found = addresses == null ? null : addresses.get(i);
             if (found == null) {
                 Replica old = kept.get(hostPort + " " + uri);
@@ -335,6 +343,16 @@ public final class Replicas implements AutoCloseable {
             }
         }
         return out.toArray(new Replica[0]);
+    }
+
+    private static String hostPort(URI uri) {
+        return uri.getHost() + ":" + Transport.port(uri);
+    }
+
+    /** The base URL's path: the health URL's, less its "/health". */
+    private static String rootPath(URI health) {
+        String path = health.getRawPath() == null ? "" : health.getRawPath();
+        return path.endsWith("/health") ? path.substring(0, path.length() - "/health".length()) : path;
     }
 
     /** {@code labelled}: its log lines name it (one of several). */
@@ -476,9 +494,10 @@ public final class Replicas implements AutoCloseable {
             }
             return;
         }
-        boolean connect = f != null && f.kind.equals(PlanContract.CONNECT);
-        boolean bad = f != null && (connect || (status != null && status >= 500)
-                || (status == null && f.kind.equals(PlanContract.STREAM)));
+        // no connection, no TLS session or no HTTP: this replica cannot answer any request now
+        boolean connect = f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS)
+                || f.kind.equals(PlanContract.PROTOCOL));
+        boolean bad = replicasOwn(status, f);
         boolean eject;
         synchronized (r) {
             r.failuresInARow = bad ? r.failuresInARow + 1 : status != null ? 0 : r.failuresInARow;
@@ -494,8 +513,17 @@ public final class Replicas implements AutoCloseable {
 
     /** A failure on {@code r} that another replica may not share (retried there at once, not after a backoff). */
     boolean replicaFault(Integer status, Failure f) {
-        return several() && f != null && (f.kind.equals(PlanContract.CONNECT)
-                || (status != null && status >= 500) || (status == null && f.kind.equals(PlanContract.STREAM)));
+        return several() && replicasOwn(status, f);
+    }
+
+    /**
+     * A failure of the replica rather than of the request: no connection, no TLS session, no valid HTTP, a 5xx, a
+     * connection broken before the answer's head.
+     */
+    private static boolean replicasOwn(Integer status, Failure f) {
+        return f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS)
+                || f.kind.equals(PlanContract.PROTOCOL) || (status != null && status >= 500)
+                || (status == null && f.kind.equals(PlanContract.STREAM)));
     }
 
     /**

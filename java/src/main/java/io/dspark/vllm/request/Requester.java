@@ -442,6 +442,7 @@ public final class Requester implements AutoCloseable {
         volatile Replicas.Replica replica; // the last attempt's
         long keyHash; // 'prefix' routing: the hash of the routing key, or of the body's head
         volatile Replicas.Replica avoid; // the replica of the failed attempt before: another, if one has room
+        volatile int elsewhere; // attempts sent to another replica after a 5xx that is not retried on the same one
 
         Call(byte[] content, HttpHeaders headers, String requestId, long startNs) {
             this.content = content;
@@ -540,6 +541,18 @@ public final class Requester implements AutoCloseable {
             result = r;
             replicas.judge(on, r.status, r.failure);
             Failure f = r.failure;
+            if (f != null && !f.retryable && replicas.replicaFault(r.status, f) && replicas.anotherIn(on)
+                    && elsewhere < replicas.list().size() - 1
+                    && (spec.maxAttempts == 0 || attempts < spec.maxAttempts)) {
+                // A 500 (or another 5xx that is not retried), a failed TLS handshake or an answer that is no HTTP:
+                // with one server, the same server would answer the same way; with several, another replica may
+                // not (an engine that died while /health still answers, a wrong certificate or port on one): it
+                // takes the request now, once each at most, so a request every replica refuses ends soon.
+                elsewhere++;
+                avoid = on;
+                step();
+                return;
+            }
             if (f == null || !f.retryable) {
                 finish();
                 return;

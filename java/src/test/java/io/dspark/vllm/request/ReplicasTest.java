@@ -26,6 +26,8 @@ import static io.dspark.vllm.request.RequesterTests.check;
 import static io.dspark.vllm.request.RequesterTests.equal;
 import static io.dspark.vllm.request.RequesterTests.eventually;
 import static io.dspark.vllm.request.Servers.OK_BODY;
+import static io.dspark.vllm.request.Servers.Raw;
+import static io.dspark.vllm.request.Servers.Script;
 import static io.dspark.vllm.request.Servers.Web;
 import static io.dspark.vllm.request.Servers.of;
 import static io.dspark.vllm.request.Servers.respond;
@@ -513,6 +515,88 @@ public final class ReplicasTest {
                 equal(2, counts.size(), "both replicas answered: " + counts);
                 for (int c : counts.values()) {
                     check(c >= 20, "each replica's share: " + counts);
+                }
+            }
+        }
+    }
+
+    @Test
+    void test14AReplicaThatAnswers500GoesToAnother() throws Exception {
+        // A replica whose completions fail with 500 while its /health answers 200 (a vLLM whose engine died): a
+        // 500 is the request's own fault with one server, but with another replica in, the request goes there.
+        // One that every replica answers 500 ends after one attempt on each, not in a loop until the deadline.
+        try (Web bad = new Web((x, s) -> respond(x, 500, "{\"error\": \"engine dead\"}"));
+                Web good = slowOk(0)) {
+            try (Requester r = new Requester(of(specOf(bad.base, good.base)))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                    check(o.replica != null && o.replica.endsWith(":" + good.port()), "by the good one: " + o.replica);
+                }
+                check(bad.count("POST", "/v1/completions") >= 1, "the 500s were met");
+            }
+        }
+        try (Web a = new Web((x, s) -> respond(x, 500, "{}")); Web b = new Web((x, s) -> respond(x, 500, "{}"))) {
+            try (Requester r = new Requester(of(specOf(a.base, b.base)))) {
+                Outcome o = r.send("p", "id-1").get(20, TimeUnit.SECONDS);
+                check(!o.ok() && o.status != null && o.status == 500, "a 500 from both: " + o.error);
+                equal(2, o.attempts, "one attempt on each replica");
+            }
+        }
+    }
+
+    @Test
+    void test15TwoBaseUrlsOnOneHostAndPortAreTwoNames() throws Exception {
+        // A gateway that serves each vLLM under its own path: the replicas' names (their metrics group, the
+        // 'request.replica' of a row) tell them apart by that path.
+        try (Web gw = slowOk(0)) {
+            for (String p : List.of("/a", "/b")) {
+                gw.handlers.put(p + "/v1/completions", (x, s) -> respond(x, 200, OK_BODY));
+                gw.handlers.put(p + "/health", (x, s) -> respond(x, 200, ""));
+            }
+            try (Requester r = new Requester(of(specOf(gw.base + "/a", gw.base + "/b")))) {
+                Set<String> names = new HashSet<>();
+                for (Replicas.Replica x : r.replicas()) {
+                    names.add(x.name());
+                }
+                String hostPort = gw.base.substring("http://".length());
+                equal(Set.of(hostPort + "/a", hostPort + "/b"), names, "the replicas' names");
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 40; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok() && names.contains(o.replica), "answered, naming its replica: " + o.replica);
+                }
+            }
+        }
+        try (Web one = slowOk(0); Requester r = new Requester(of(specOf(one.base + "/x")))) {
+            equal(one.base.substring("http://".length()), r.replicas().get(0).name(), "one base URL: host:port, whatever its path");
+        }
+    }
+
+    @Test
+    void test16AReplicaThatSpeaksNoHttpOrFailsTlsGoesToAnother() throws Exception {
+        // One replica's port holds another service (no HTTP answer), another's URL says https where the service
+        // speaks no TLS (the handshake fails): "the same server answers the same way", but another replica answers.
+        Script ssh = (s, in, out) -> out.write(
+                "SSH-2.0-OpenSSH_9.6\r\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+        try (Raw other = new Raw(ssh); Raw noTls = new Raw(ssh, false); Web good = slowOk(0)) {
+            String tls = noTls.base.replace("http://", "https://");
+            try (Requester r = new Requester(of(specOf(other.base, tls, good.base)))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                check(other.connections.get() >= 1 && noTls.connections.get() >= 1, "both services were met");
+                for (Replicas.Replica x : r.replicas()) {
+                    check(x.name().endsWith(":" + good.port()) || x.ejected(), "ejected: " + x.name());
                 }
             }
         }
