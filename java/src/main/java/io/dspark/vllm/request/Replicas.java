@@ -37,9 +37,8 @@ import java.util.function.Function;
  * <p><b>Health.</b> With one replica, as with one server before: its {@link Gate} (only with
  * 'request.retry.hold-while-down') closes on a connect failure or a 502/503 and holds requests back. With
  * several, each has a gate whatever that option says, and a closed gate means <i>ejected</i>: it gets no attempts
- * while another is in; a connect failure (or a failed TLS handshake, or an answer that is no HTTP) ejects it at
- * once, {@link #EJECT_AFTER} 5xx answers or broken connections
- * in a row too; its {@code /health} is probed (backoff steps up to 'request.retry.max-backoff') and an answer below
+ * while another is in; a connect failure (or a failed TLS handshake) ejects it at once, {@link #EJECT_AFTER} 5xx
+ * answers, answers that are no HTTP or broken connections in a row too; its {@code /health} is probed (backoff steps up to 'request.retry.max-backoff') and an answer below
  * 500 takes it back. While every replica is ejected, requests wait for one to come back (hold-while-down), or go to
  * the least loaded anyway.
  *
@@ -494,9 +493,9 @@ public final class Replicas implements AutoCloseable {
             }
             return;
         }
-        // no connection, no TLS session or no HTTP: this replica cannot answer any request now
-        boolean connect = f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS)
-                || f.kind.equals(PlanContract.PROTOCOL));
+        // No connection or no TLS session: this replica cannot answer any request now. An answer that is no HTTP
+        // counts toward the failures in a row instead: one odd answer from a healthy server must not eject it.
+        boolean connect = f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS));
         boolean bad = replicasOwn(status, f);
         boolean eject;
         synchronized (r) {

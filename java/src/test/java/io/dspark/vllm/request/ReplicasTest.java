@@ -601,4 +601,33 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test17OneAnswerThatIsNoHttpDoesNotEjectAHealthyReplica() throws Exception {
+        // A replica whose first answer is no HTTP (a proxy's hiccup), then answers as it should: that request goes
+        // to the other replica, and this one stays in (3 such answers in a row eject it, not one).
+        AtomicInteger answered = new AtomicInteger();
+        Script hiccup = (sock, in, out) -> {
+            if (answered.getAndIncrement() == 0) {
+                out.write("SSH-2.0-OpenSSH_9.6\r\n".getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+                return;
+            }
+            byte[] body = OK_BODY.getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            out.write(("HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nconnection: close\r\n"
+                    + "content-length: " + body.length + "\r\n\r\n").getBytes(java.nio.charset.StandardCharsets.US_ASCII));
+            out.write(body);
+        };
+        try (Raw odd = new Raw(hiccup); Web good = slowOk(0)) {
+            try (Requester r = new Requester(of(specOf(odd.base, good.base)))) {
+                for (int i = 0; i < 40 && answered.get() == 0; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(30, java.util.concurrent.TimeUnit.SECONDS);
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                check(answered.get() >= 1, "the odd replica was met");
+                for (Replicas.Replica x : r.replicas()) {
+                    check(!x.ejected(), "not ejected after one odd answer: " + x.name());
+                }
+            }
+        }
+    }
 }
