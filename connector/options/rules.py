@@ -249,8 +249,9 @@ def _endpoint_problem(endpoint: str) -> str | None:
 
 
 def endpoints(endpoint: str) -> list[str]:
-    """The base URLs of 'endpoint': one, or several separated by commas (replicas)."""
-    return [part.strip() for part in endpoint.split(",")]
+    """The base URLs of 'endpoint': one, or several separated by commas (replicas), each scheme in lower case (a
+    scheme is case-insensitive: 'HTTP://h' is 'http://h')."""
+    return [re.sub(r"^[A-Za-z]+(?=://)", lambda m: m.group(0).lower(), part.strip()) for part in endpoint.split(",")]
 
 
 def _server_of(url: str) -> tuple[str, str, int, str]:
