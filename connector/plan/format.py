@@ -120,8 +120,9 @@ def format_plan(declared: Mapping[str, Any]) -> dict[str, Any]:
 def _format_column(
     name: str, ftype: Mapping[str, Any], flat: Mapping[str, str], where: str
 ) -> tuple[list[str], Layout]:
-    """The core columns a declared column (or ROW field) reads, and its layout (as the JVM's format makes its row:
-    `io.dspark.vllm.engine.NativeDeserializationSchema`); raises where the profile makes no such column."""
+    """The core columns a declared column (or ROW field) reads, and its layout (what the JVM's format makes its row
+    of: `io.dspark.vllm.engine.NativeDeserializationSchema` takes the projected columns' layouts from the plan);
+    raises where the profile makes no such column."""
     root = ftype.get("root")
     if root == "ROW":
         needs: list[str] = []

@@ -107,7 +107,7 @@ public final class Engine {
     public static DeserializationSchema<RowData> format(
             Plan.Format plan, Plan.NativeRead read, RowType produced, TypeInformation<RowData> type) {
         return new NativeDeserializationSchema(
-                read, SqlTypes.madeTypes(plan.columns, plan.types), produced, plan.onError, type,
+                read, SqlTypes.madeTypes(plan.columns, plan.types), plan.physical, produced, plan.onError, type,
                 plan.answer);
     }
 

@@ -28,8 +28,6 @@ import java.util.Map;
 public final class NativeDeserializationSchema implements DeserializationSchema<RowData> {
 
     private static final org.slf4j.Logger LOG = org.slf4j.LoggerFactory.getLogger(NativeDeserializationSchema.class);
-    static final String ERROR_REASON = "error_reason";
-    static final String ERROR_FIELD = "error_field";
     /** parse_batch's reason for what is not a body (ParseOperator gives it for a NULL body too). */
     static final String NOT_A_BODY = "not a body: got NoneType (give bytes or str)";
 
@@ -44,44 +42,28 @@ public final class NativeDeserializationSchema implements DeserializationSchema<
     private transient Counter rejected;
     private transient boolean warned;
 
-    /** {@code made}: the columns the core makes and their types (the format plan's). */
+    /**
+     * {@code made}: the columns the core makes and their types; {@code physical}: each declared column's layout
+     * (the format plan's: the planner decides what a column is made of, here only the projected ones are taken).
+     */
     NativeDeserializationSchema(
-            Plan.NativeRead read, Map<String, LogicalType> made, RowType produced, String onError,
-            TypeInformation<RowData> type, Plan.Answer answer) {
+            Plan.NativeRead read, Map<String, LogicalType> made, Map<String, Plan.Physical> physical,
+            RowType produced, String onError, TypeInformation<RowData> type, Plan.Answer answer) {
         this.read = read;
-        // The row as a table's parse step makes it (the same layouts and casts): error_reason and error_field are
-        // the step's own error columns; an answer field the answer check's value; any other field the core's
-        // column of its name, ROWs of them.
-        java.util.Set<String> answered = new java.util.HashSet<>();
-        if (answer != null) {
-            answer.fields.forEach(f -> answered.add(f.name));
+        // The row as a table's parse step makes it (the same layouts and casts).
+        List<Plan.Layout> layouts = new ArrayList<>();
+        for (String name : produced.getFieldNames()) {
+            Plan.Physical column = physical.get(name);
+            if (column == null) {
+                throw new IllegalArgumentException("dspark-vllm: the format's plan has no column '" + name
+                        + "': install the same dspark-vllm on the client and the TaskManagers");
+            }
+            layouts.add(column.from);
         }
-        this.shape = Engine.shape(produced, layouts(produced, answered), RowType.of(), made, answer);
+        this.shape = Engine.shape(produced, layouts, RowType.of(), made, answer);
         new NativeParser(read).require(shape.coreColumns());
         this.onError = onError;
         this.typeInfo = type;
-    }
-
-    private static List<Plan.Layout> layouts(RowType row, java.util.Set<String> answered) {
-        List<Plan.Layout> out = new ArrayList<>();
-        for (RowType.RowField field : row.getFields()) {
-            out.add(answered.contains(field.getName())
-                    ? new Plan.Layout(null, null, field.getName(), null)
-                    : layout(field.getName(), field.getType()));
-        }
-        return out;
-    }
-
-    private static Plan.Layout layout(String name, LogicalType type) {
-        if (type instanceof RowType) {
-            List<Plan.RowField> fields = new ArrayList<>();
-            for (RowType.RowField field : ((RowType) type).getFields()) {
-                fields.add(new Plan.RowField(field.getName(), layout(field.getName(), field.getType())));
-            }
-            return new Plan.Layout(null, fields, null, null);
-        }
-        String column = name.equals(ERROR_REASON) ? "_error" : name.equals(ERROR_FIELD) ? "_error_field" : name;
-        return new Plan.Layout(column, null, null, null);
     }
 
     @Override

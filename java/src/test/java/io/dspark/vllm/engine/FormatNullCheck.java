@@ -1,5 +1,7 @@
 package io.dspark.vllm.engine;
 
+import io.dspark.vllm.plan.Plan;
+
 import org.apache.flink.api.common.serialization.DeserializationSchema;
 import org.apache.flink.metrics.MetricGroup;
 import org.apache.flink.metrics.groups.UnregisteredMetricsGroup;
@@ -17,13 +19,23 @@ import java.nio.file.Paths;
  * "THROWN ..." when it fails).
  */
 public final class FormatNullCheck {
+    private static Plan.Physical physical(Plan.Layout layout) {
+        return new Plan.Physical(java.util.List.of(), layout);
+    }
+
     public static void main(String[] args) throws Exception {
         RowType type = (RowType) DataTypes.ROW(
                 DataTypes.FIELD("id", DataTypes.STRING()),
                 DataTypes.FIELD("error_reason", DataTypes.STRING()),
                 DataTypes.FIELD("error_field", DataTypes.STRING())).getLogicalType();
         NativeDeserializationSchema schema = new NativeDeserializationSchema(
-                io.dspark.vllm.parse.PythonPlan.read(Paths.get(args[0])), java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)), type, args[1], null, null);
+                io.dspark.vllm.parse.PythonPlan.read(Paths.get(args[0])),
+                java.util.Map.of("id", new VarCharType(VarCharType.MAX_LENGTH)),
+                java.util.Map.of(
+                        "id", physical(new Plan.Layout("id", null, null, null)),
+                        "error_reason", physical(new Plan.Layout("_error", null, null, null)),
+                        "error_field", physical(new Plan.Layout("_error_field", null, null, null))),
+                type, args[1], null, null);
         schema.open(new DeserializationSchema.InitializationContext() {
             @Override
             public MetricGroup getMetricGroup() {
