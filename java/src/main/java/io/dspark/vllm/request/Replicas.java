@@ -38,9 +38,9 @@ import java.util.function.Function;
  * 'request.retry.hold-while-down') closes on a connect failure or a 502/503 and holds requests back. With
  * several, each has a gate whatever that option says, and a closed gate means <i>ejected</i>: it gets no attempts
  * while another is in; a connect failure (or a failed TLS handshake) ejects it at once, {@link #EJECT_AFTER} 5xx
- * answers, answers that are no HTTP or broken connections in a row too; its {@code /health} is probed (backoff steps up to 'request.retry.max-backoff') and an answer below
- * 500 takes it back. While every replica is ejected, requests wait for one to come back (hold-while-down), or go to
- * the least loaded anyway.
+ * answers, answers that are no HTTP or broken connections in a row too; its {@code /health} is probed (backoff
+ * steps up to 'request.retry.max-backoff') and an answer below 500 takes it back. While every replica is
+ * ejected, requests wait for one to come back (hold-while-down), or go to the least loaded anyway.
  *
  * <p><b>Routing.</b> {@code least-loaded}: one FIFO queue for all replicas, where a request waits only while no
  * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
