@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import select
 import signal
 import socket
 import subprocess
@@ -195,23 +196,23 @@ def test_simulate_exits_as_the_readme_says_on_each_signal(signum: int, said: str
 
 
 @pytest.fixture
-def silent_server() -> Iterator[str]:
+def silent_server() -> Iterator[socket.socket]:
     """A server on 127.0.0.1 that takes connections and never answers (requests wait on it)."""
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
-        yield f"http://127.0.0.1:{server.getsockname()[1]}"
+        yield server
 
 
 @pytest.mark.parametrize("signum,said", SIGNALS)
 def test_schema_and_parse_exit_as_the_readme_says_on_each_signal(
-    tmp_path: Path, silent_server: str, signum: int, said: str
+    tmp_path: Path, silent_server: socket.socket, signum: int, said: str
 ):
     """`columns` waiting for a server, `parse` reading a stdin that stays open: 130, 143, 129, one line each."""
-    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "columns", "--endpoint", silent_server, "--timeout", "60"],
+    proc = subprocess.Popen(preexec_fn=interruptible, args=[*CLI, "columns", "--endpoint", _url(silent_server), "--timeout", "60"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=_env())  # fmt: skip
     try:
-        wait_for("the command to connect", lambda: _has_connected(proc.pid), timeout=60, every=0.05)
+        wait_for("the command to connect", lambda: _has_connected(silent_server), timeout=60, every=0.05)
         stop_with(proc, signum, f"dspark-vllm columns: {said}")
     finally:
         if proc.poll() is None:
@@ -253,12 +254,49 @@ def test_bench_exits_as_the_readme_says_on_a_signal(signum: int, said: str):
             proc.wait()
 
 
-def _has_connected(pid: int) -> bool:
-    """Whether process `pid` holds a TCP socket (it is waiting on the server, past its imports)."""
-    try:
-        return any(os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:") for fd in os.listdir(f"/proc/{pid}/fd"))
-    except OSError:
-        return False
+_INTERRUPTED_MID_CONSTRUCTION = """
+import asyncio, signal, sys
+from connector.cli.signals import run_reported
+
+class Loop:  # as asyncio's loop when the signal lands inside its __init__: __del__ meets a half-built object
+    def __init__(self):
+        signal.raise_signal(signal.%s)
+        self.handlers = {}
+    def __del__(self):
+        self.handlers.clear()
+
+async def ask():
+    pass
+
+def command():
+    coroutine = ask()  # made, never awaited: the signal came first
+    Loop()
+    return 0
+
+sys.exit(run_reported("dspark-vllm columns", command))
+"""
+
+
+@pytest.mark.parametrize("signum,said", SIGNALS)
+def test_a_signal_inside_a_constructor_still_ends_in_one_line(signum: int, said: str):
+    """CI saw a SIGHUP land inside asyncio's event loop constructor: the half-built loop's `__del__` and the
+    coroutine never awaited printed a traceback and a warning after the command's one line."""
+    script = _INTERRUPTED_MID_CONSTRUCTION % signal.Signals(signum).name
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, env=_env(), preexec_fn=interruptible, timeout=60
+    )
+    assert done.returncode == 128 + signum, done.stderr
+    assert one_line(done.stderr) == f"dspark-vllm columns: {said}"
+
+
+def _url(server: socket.socket) -> str:
+    return f"http://127.0.0.1:{server.getsockname()[1]}"
+
+
+def _has_connected(server: socket.socket) -> bool:
+    """Whether a client's connection waits on `server` (the command is asking it, past its imports and its event
+    loop's start; a socket of its own, such as the loop's self-pipe, is no sign of that)."""
+    return bool(select.select([server], [], [], 0)[0])
 
 
 # -- usage errors: one line, exit 2, the nearest names ----------------------------------------------------------

@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import traceback
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -89,9 +90,21 @@ def run_reported(name: str, command: Callable[[], int], verbose: bool = False) -
     except DsparkError as exc:
         return failed(exc, EXIT_FAILED)
     except KeyboardInterrupt as exc:
+        _quiet_after_a_signal(verbose)
         return failed(exc, EXIT_INTERRUPTED, "interrupted")
     except Terminated as exc:
+        _quiet_after_a_signal(verbose)
         return failed(exc, 128 + exc.signum, f"terminated ({signal.Signals(exc.signum).name})")
     except Exception as exc:  # a defect of ours: still one line, and --verbose shows where
         hint = "" if verbose else " (--verbose shows where)"
         return failed(exc, EXIT_FAILED, f"{type(exc).__name__}: {exc}{hint}")
+
+
+def _quiet_after_a_signal(verbose: bool) -> None:
+    """A signal lands between any two bytecodes, even inside a constructor (asyncio's event loop's, seen in CI):
+    what it left half-built complains when freed ("Exception ignored in __del__", "coroutine ... was never
+    awaited"), after the command's one line. The command is ending as asked, so that is noise: kept quiet
+    unless `verbose`. Called while the exception, and so the half-built objects its frames hold, is alive."""
+    if not verbose:
+        sys.unraisablehook = lambda unraisable: None
+        warnings.simplefilter("ignore")
