@@ -36,7 +36,6 @@ __all__ = [
     "SchemaDiscoveryError",
     "StreamError",
     "TLSError",
-    "shown_url",
 ]
 
 
@@ -108,18 +107,3 @@ class BodyTooLarge(ClientError):
     """The response body is larger than the client's limit."""
 
     kind = "too-large"
-
-
-def shown_url(url: str) -> str:
-    """`url` as a message may show it: a user name or password (before '@'), a query and a fragment (which may hold
-    a key: '?api_key=...') masked. Every message that repeats an endpoint the user gave goes through it."""
-    scheme, sep, rest = url.partition("://")
-    if not sep:
-        scheme, rest = "", url
-    if "@" in rest:  # up to the last '@': a password may hold '/', '?', '#' or ',' (which parts 'endpoint')
-        rest = "******@" + rest.rpartition("@")[2]
-    shown = f"{scheme}{sep}{rest}"
-    for mark in "?#":
-        if mark in shown:
-            shown = shown.partition(mark)[0] + mark + "******"
-    return shown

@@ -221,17 +221,6 @@ def content_features(profile: Profile) -> tuple[list[tuple[str, str]], list[tupl
     return declared, features, sql
 
 
-def first_model(endpoint: str) -> str:
-    """The first model the endpoint serves; an endpoint that cannot be asked is one line that says what to do."""
-    from connector.errors import SchemaDiscoveryError
-    from connector.server.discovery import served_models
-
-    models = served_models(endpoint)
-    if not models:
-        raise SchemaDiscoveryError(f"{endpoint}/v1/models lists no model: name the one to ask with --model")
-    return models[0]
-
-
 # The simulator's seed when the job starts it (its answers are made up: the run's details and report say so).
 SIMULATOR_SEED = 7
 
@@ -745,7 +734,9 @@ def run(args: argparse.Namespace) -> int:
     with endpoint_or_simulator(args) as endpoint:
         model = None
         if not args.replay:
-            model = args.model or first_model(str(endpoint))
+            from connector.flink import served_model
+
+            model = args.model or served_model(str(endpoint))
         simulated = endpoint is not None and endpoint != args.endpoint
         from py4j.protocol import Py4JJavaError
 

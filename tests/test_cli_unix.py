@@ -331,7 +331,8 @@ def test_an_endpoint_that_is_no_url_is_a_usage_error():
     proc = run("columns", "--endpoint", "localhost:18765")
     assert proc.returncode == 2
     assert one_line(proc.stderr) == (
-        "dspark-vllm columns: the endpoint must start with http:// or https://, got 'localhost:18765'"
+        "dspark-vllm columns: the endpoint must be an http(s) URL such as 'http://127.0.0.1:8000', got "
+        "'localhost:18765': it is not an http(s) URL."
     )
 
 

@@ -26,7 +26,7 @@ def test_public_names() -> None:
 
 
 def test_option_validation() -> None:
-    with pytest.raises(OptionsError, match="must start with http:// or https://"):
+    with pytest.raises(OptionsError, match=r"client option 'base_url' must be an http\(s\) URL"):
         ClientConfig("localhost:8000")
     with pytest.raises(OptionsError, match="'timeout_s' must be > 0"):
         ClientConfig("http://x", timeout_s=0)

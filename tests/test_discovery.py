@@ -140,7 +140,7 @@ def test_errors_are_one_clear_line() -> None:
         ),
     ):
         discover_schema(sim.url)
-    with pytest.raises(OptionsError, match="must start with http:// or https://"):
+    with pytest.raises(OptionsError, match=r"the endpoint must be an http\(s\) URL"):
         discover_schema("localhost:8000")
 
 

@@ -182,7 +182,7 @@ def _closed_port() -> int:
         (["--outptu", "x"], 2, "features.py: unrecognized arguments: --outptu x; did you mean --output? (see features.py --help)"),
         (["--profile", "codr"], 2, "features: unknown profile 'codr': use one of "),
         (["--endpoint", "http://127.0.0.1:{port}"], 1, "features: cannot connect to http://127.0.0.1:{port}: "),
-        (["--endpoint", "vllm:8000"], 2, "features: the endpoint must start with http:// or https://, got 'vllm:8000'"),
+        (["--endpoint", "vllm:8000"], 2, "features: the endpoint must be an http(s) URL such as 'http://127.0.0.1:8000', got 'vllm:8000': it is not an http(s) URL."),
         (["--results-only", "--output", "{tmp}/nowhere"], 2, "features: --output {tmp}/nowhere: no results there"),
         (["--prompts", "{tmp}/none.json"], 2, "features: prompts file {tmp}/none.json: "),
         (["--rate", "0"], 2, "features.py: --rate 0: must be more than 0 (see features.py --help)"),

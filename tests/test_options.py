@@ -22,7 +22,7 @@ from connector.options import (
     parse_duration,
     validate,
 )
-from connector.options.rules import endpoints
+from connector.options.endpoint import base_urls
 
 ROOT = Path(__file__).resolve().parent.parent
 REPLAY = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/tmp/bodies"}
@@ -246,7 +246,7 @@ def test_valid_request_and_replay_tables():
     assert validate(REQUEST).get(MODE) == "request"
     # A URL's scheme is case-insensitive (RFC 3986): 'HTTP://' was refused as "not an http(s) URL".
     validate({**REQUEST, "endpoint": "HTTP://a:8000, Https://b"})
-    assert endpoints("HTTP://a:8000, Https://b") == ["http://a:8000", "https://b"]
+    assert base_urls("HTTP://a:8000, Https://b") == ["http://a:8000", "https://b"]
     validate({**{k: v for k, v in REQUEST.items() if k != "prompts.rate"}, "prompts.path": "/p"})
     validate({**REPLAY, "parse.backend": "cpu", "replay.monitor-interval": "5 s"})
 

@@ -8,19 +8,17 @@ it) and, in a checkout that is not installed, ships `connector/` to the Python w
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import sys
 import sysconfig
 import tempfile
-import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 
 from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
 from pyflink.table import StreamTableEnvironment, TableEnvironment, TableResult
 
-from connector.errors import DsparkError
+from connector.errors import DsparkError, SchemaDiscoveryError
 from connector.flink.pyflink_fixes import quiet_loopback_exit
 
 __all__ = [
@@ -116,9 +114,16 @@ def local_environment(
 
 
 def served_model(endpoint: str) -> str:
-    """The first model of the endpoint's `/v1/models`: what a job asks when it is given no model."""
-    with urllib.request.urlopen(endpoint.rstrip("/") + "/v1/models", timeout=30) as response:
-        return str(json.load(response)["data"][0]["id"])
+    """The first model the endpoint serves (`served_models`: its first base URL's `/v1/models`): what a job asks
+    when it is given no model. An endpoint that cannot be asked is a DsparkError of one line that says what to do."""
+    from connector.options.endpoint import base_urls, root
+    from connector.server.discovery import served_models
+
+    models = served_models(endpoint)
+    if not models:
+        first = root(base_urls(endpoint)[0])
+        raise SchemaDiscoveryError(f"{first}/v1/models lists no model: name the one to ask with --model")
+    return models[0]
 
 
 def prompt_job(

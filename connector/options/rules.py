@@ -4,14 +4,11 @@ named function whose message names the keys and the fix; `validate` (a table) an
 from __future__ import annotations
 
 import difflib
-import ipaddress
-import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
-from urllib.parse import urlsplit
 
-from connector.errors import OptionsError, shown_url
+from connector.errors import OptionsError
 from connector.options.declared import (
     API_KEY,
     API_KEY_ENV,
@@ -53,6 +50,7 @@ from connector.options.declared import (
     _option_of,
     retired,
 )
+from connector.options.endpoint import OPTION_KEYS, base_urls, checked
 from connector.options.types import (
     _FRAMEWORK_KEYS,
     ARROW_BATCH,
@@ -115,7 +113,7 @@ class Options:
         'endpoint' lists (a host name's addresses are not known here: one)."""
         configured = self.get(REQUEST_QUEUE_SIZE)
         endpoint = self.get(ENDPOINT)
-        replicas = len(endpoints(endpoint)) if endpoint else 1
+        replicas = len(base_urls(endpoint)) if endpoint else 1
         return int(configured) if configured else 4 * self.concurrency[2] * replicas
 
     @property
@@ -202,86 +200,10 @@ def rule_one_api_key(o: Options) -> None:
         raise OptionsError(f"Option {quoted} shouldn't be set together; keep one.")
 
 
-# A host name the jar's java.net.URI reads as a host (it takes one with '_' for a registry-based authority).
-_HOST_NAME = re.compile(r"^[A-Za-z0-9]([A-Za-z0-9.-]*[A-Za-z0-9])?$")
-
-
-# What java.net.URI refuses in a path (RFC 2396: neither unreserved, reserved, escaped nor a non-ASCII character).
-_PATH_REFUSED = re.compile(r'[{}|\\^\[\]"<>`]|%(?![0-9A-Fa-f]{2})')
-
-
-def _endpoint_problem(endpoint: str) -> str | None:
-    """Why the jar's request step could not use `endpoint` (java.net.URI, then a connection), or None."""
-    if not re.match(r"^https?://[^/\s]+", endpoint) or any(c.isspace() for c in endpoint):
-        return "it is not an http(s) URL"
-    try:
-        parts = urlsplit(endpoint)
-        host = parts.hostname or ""
-        port = parts.port
-    except ValueError:
-        return "its host or port cannot be read (a port is a number from 1 to 65535; an IPv6 address is in [])"
-    if "?" in endpoint or "#" in endpoint:
-        return "the request paths are added to it, so it takes no query ('?') or fragment ('#')"
-    if "@" in parts.netloc:
-        return "it holds a user name or password: give the key with 'api-key', 'api-key.env' or 'api-key.file'"
-    if ":" in host:
-        try:
-            ipaddress.IPv6Address(host)
-        except ValueError:
-            return f"its host '{host}' is not an IPv6 address"
-    elif not _HOST_NAME.match(host):
-        return f"its host '{host}' is not a host name or an IP address (letters, digits, '-' and '.'; no '_')"
-    if port == 0:
-        return "its port is not a number from 1 to 65535"
-    request_path = re.search(r"(/v1)?/(chat/)?completions/*$", parts.path)
-    if request_path:
-        base = endpoint[: endpoint.rindex(request_path.group(0))] or endpoint
-        return (
-            f"it ends in the request path '{request_path.group(0).rstrip('/')}', which the request step adds itself: "
-            f"give the server's base URL, such as '{shown_url(base)}'"
-        )
-    if _PATH_REFUSED.search(parts.path):
-        return (
-            "its path holds a character java.net.URI refuses as it is ('{', '}', '|', '\\', '^', '[', ']', '\"', "
-            "'<', '>', '`', or a '%' not before two hex digits): percent-encode it"
-        )
-    return None
-
-
-def endpoints(endpoint: str) -> list[str]:
-    """The base URLs of 'endpoint': one, or several separated by commas (replicas), each scheme in lower case (a
-    scheme is case-insensitive: 'HTTP://h' is 'http://h')."""
-    return [re.sub(r"^[A-Za-z]+(?=://)", lambda m: m.group(0).lower(), part.strip()) for part in endpoint.split(",")]
-
-
-def _server_of(url: str) -> tuple[str, str, int, str]:
-    """The server a (checked) base URL names: its scheme, host, port (the scheme's own where none is written) and
-    root path ('/v1' or not: both spellings are accepted)."""
-    parts = urlsplit(url)
-    scheme = parts.scheme.lower()
-    port = parts.port or (443 if scheme == "https" else 80)
-    return scheme, (parts.hostname or "").lower(), port, parts.path.rstrip("/").removesuffix("/v1").rstrip("/")
-
-
 def rule_endpoint_is_url(o: Options) -> None:
     endpoint = o.get(ENDPOINT)
-    if endpoint is None:
-        return
-    urls = endpoints(endpoint)
-    for url in urls:
-        problem = _endpoint_problem(url)
-        if problem is not None:
-            several = " (one of several separated by commas)" if len(urls) > 1 else ""
-            # a password with a comma in it spans two parts: the whole endpoint, masked, shows none of it
-            shown = shown_url(endpoint if "@" in endpoint else url)
-            raise OptionsError(
-                f"Option 'endpoint' must be an http(s) URL{several} such as 'http://127.0.0.1:8000', got "
-                f"'{shown}': {problem}."
-            )
-    roots = [_server_of(u) for u in urls]
-    twice = sorted({u for u, r in zip(urls, roots, strict=True) if roots.count(r) > 1})
-    if twice:
-        raise OptionsError(f"Option 'endpoint' names the replica '{shown_url(twice[0])}' twice; name each once.")
+    if endpoint is not None:
+        checked(endpoint, "Option 'endpoint'", OPTION_KEYS)
 
 
 def rule_gpu_device(o: Options) -> None:

@@ -25,7 +25,6 @@ import json
 import re
 import sys
 from collections.abc import Mapping
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +54,8 @@ from connector.options import (
     RETRY_MAX_BACKOFF,
     RETRY_MAX_RETRY_AFTER,
     Options,
-    endpoints,
 )
+from connector.options.endpoint import base_urls, root
 from connector.plan.records import CLIENT_SPEC_VERSION, PLAN_VERSION, ClientSpec, Concurrency, Routing, Tls
 from connector.profiles import Profile
 from connector.server.outcome import ERROR_KINDS
@@ -93,7 +92,7 @@ _PLACEHOLDER = "\x00dspark-vllm prompt\x00"
 def _client_config(options: Options, profile: Profile, api_key: str | None) -> ClientConfig:
     params = {name: options.get(o) for name, o in REQUEST_PARAM_OPTIONS.items() if options.get(o) is not None}
     return ClientConfig(
-        base_url=endpoints(str(options.get(ENDPOINT)))[0],
+        base_url=base_urls(str(options.get(ENDPOINT)))[0],
         api_key=api_key,
         model=options.get(MODEL),
         structured_output=profile if options.get(REQUEST_STRUCTURED_OUTPUT) else None,
@@ -130,7 +129,7 @@ def client_spec(
     start, low, high, adaptive = options.concurrency
     rate = options.get(REQUEST_RATE_LIMIT)
     path = "/v1/chat/completions" if chat else "/v1/completions"
-    roots = [replace(config, base_url=url).root_url for url in endpoints(str(options.get(ENDPOINT)))]
+    roots = [root(url) for url in base_urls(str(options.get(ENDPOINT)))]
     return ClientSpec(
         version=CLIENT_SPEC_VERSION,
         url=roots[0] + path,

@@ -36,11 +36,11 @@ from connector.errors import (
     ClientError,
     ConnectError,
     DsparkError,
-    OptionsError,
     ProfileError,
     SchemaDiscoveryError,
     TLSError,
 )
+from connector.options.endpoint import CLI_KEYS, checked
 from connector.profiles import Profile, builtin_profiles, load_profile, profile_for_model
 from connector.server.request import ClientConfig, open_transport
 from connector.types.columns import output_schema
@@ -160,9 +160,11 @@ def _run_blocking(coro: Coroutine[Any, Any, T]) -> T:
         return pool.submit(asyncio.run, coro).result()
 
 
-def _root(endpoint: str) -> str:
-    url = endpoint.rstrip("/")
-    return url[:-3] if url.endswith("/v1") else url
+def _first(endpoint: str) -> str:
+    """The base URL discovery asks: the first of the endpoint's (its replicas serve the same model), read and
+    checked as the 'endpoint' option's are; a mistake in the call (exit 2 on the command line) is found before
+    anything is asked of the server."""
+    return checked(endpoint, "the endpoint", CLI_KEYS)[0]
 
 
 def _profile(value: Profile | str | None) -> Profile | None:
@@ -217,29 +219,23 @@ def discover_schema(
     timeout_s: float = 10.0,
     **client_options: Any,
 ) -> DiscoveredSchema:
-    """Discover the response schema of `endpoint` (the server root; a trailing /v1 is accepted).
+    """Discover the response schema of `endpoint` (the server root, a trailing /v1 accepted; of several separated
+    by commas, replicas of one model, the first).
 
     `profile`: the model profile to apply (default: the one the server names, else the one whose model
     patterns match the served model). `client_options` are `ClientConfig`'s (api_key, verify, ca_bundle,
     client_cert, client_key, ...). Raises SchemaDiscoveryError with a one-line message saying what to do
     (OptionsError for an endpoint that is no http(s) URL).
     """
-    root = _root(endpoint)
-    if not root.startswith(("http://", "https://")):
-        # A mistake in the call (exit 2 on the command line), found before anything is asked of the server.
-        raise OptionsError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
-    config = ClientConfig(root, timeout_s=timeout_s, **client_options)
+    config = ClientConfig(_first(endpoint), timeout_s=timeout_s, **client_options)
     return _run_blocking(_discover_with(config, _profile(profile), probe))
 
 
 def served_models(endpoint: str, *, timeout_s: float = 10.0, **client_options: Any) -> tuple[str, ...]:
-    """The ids of the models `endpoint` serves (its /v1/models), in the server's order. Raises
+    """The ids of the models `endpoint` serves (its first base URL's /v1/models), in the server's order. Raises
     SchemaDiscoveryError with a one-line message saying what to do (OptionsError for an endpoint that is no
     http(s) URL), as `discover_schema`."""
-    root = _root(endpoint)
-    if not root.startswith(("http://", "https://")):
-        raise OptionsError(f"the endpoint must start with http:// or https://, got {endpoint!r}")
-    return _run_blocking(_served_models(ClientConfig(root, timeout_s=timeout_s, **client_options)))
+    return _run_blocking(_served_models(ClientConfig(_first(endpoint), timeout_s=timeout_s, **client_options)))
 
 
 async def _served_models(config: ClientConfig) -> tuple[str, ...]:

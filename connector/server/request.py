@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from connector.errors import OptionsError, shown_url
+from connector.errors import OptionsError
+from connector.options import endpoint
 from connector.params import body_defaults, check_params
 from connector.profiles import Profile, load_profile
 from connector.server.transport import Transport, tls_context
@@ -62,27 +63,13 @@ class ClientConfig:
         for ok, name, rule in checks:
             if not ok:
                 raise OptionsError(f"client option '{name}' must be {rule}")
-        if not self.base_url.startswith(("http://", "https://")):
-            raise OptionsError(
-                f"client option 'base_url' must start with http:// or https://, got '{shown_url(self.base_url)}'"
-            )
-        if "@" in self.base_url.partition("://")[2]:  # (a password may hold '/', which ends the authority)
-            raise OptionsError(
-                f"client option 'base_url' ('{shown_url(self.base_url)}') holds a user name or password: give the "
-                "key as the API key (--api-key or --api-key-env)"
-            )
-        if "?" in self.base_url or "#" in self.base_url:
-            raise OptionsError(
-                f"client option 'base_url' ('{shown_url(self.base_url)}') takes no query ('?') or fragment ('#'): the "
-                "request paths are added to it (give a key as the API key: --api-key or --api-key-env)"
-            )
+        endpoint.checked_url(self.base_url, "client option 'base_url'", endpoint.CLI_KEYS)
         check_params(self.params)
 
     @property
     def root_url(self) -> str:
-        """The server root: `base_url` without a trailing `/v1` (both spellings are accepted)."""
-        url = self.base_url.rstrip("/")
-        return url[:-3] if url.endswith("/v1") else url
+        """The server root: `base_url` without a trailing `/` or `/v1` (both spellings are accepted)."""
+        return endpoint.root(self.base_url)
 
 
 def open_transport(config: ClientConfig, connections: int = 1) -> Transport:
