@@ -103,5 +103,9 @@ def test_every_path_reads_an_endpoint_the_same_way(endpoint: str, sim: RunningSi
 
 
 def test_the_models_are_asked_of_the_same_root(sim: RunningSimulator) -> None:
+    """Discovery's and the jobs' (`served_model`: the model a job asks when given none) look-ups."""
+    from connector.flink import served_model
+
     for endpoint in ("HTTP://{h}/v1/", "http://{h},http://127.0.0.2:{p}"):
         assert served_models(_filled(endpoint, sim)) == served_models(sim.url)
+        assert served_model(_filled(endpoint, sim)) == served_models(sim.url)[0]
