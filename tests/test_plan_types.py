@@ -220,3 +220,118 @@ def test_the_planner_narrows_the_native_document_to_the_columns_the_row_reads():
         }
     )
     assert _planned(model["native"]["read"]) == (["id", "finish_reason"], False)
+
+
+def _three_plans() -> dict[type, dict]:
+    """A table's (with answer fields and metadata), a model's and a format's plan, as the planner writes them."""
+    answer = {"name": "verdict", "kind": "physical", "type": {"sql": "BOOLEAN", "root": "BOOLEAN"}}
+    columns = [{"name": "id", "kind": "physical", "type": STRING}, answer]
+    reason = {"name": "reason", "kind": "metadata", "key": "error.reason", "type": STRING}
+    options = {"connector": "dspark-vllm", "mode": "replay", "replay.path": "/data"}
+    table = plan({"name": "t", "options": options, "columns": [*columns, reason], "watermark": None})
+    model = model_plan(
+        {
+            "model": "m",
+            "options": {"provider": "dspark-vllm", "endpoint": "http://127.0.0.1:9/v1", "model": "m"},
+            "input": [{"name": "q", "type": STRING}],
+            "output": [{"name": "id", "type": STRING}, {"name": "finish_reason", "type": STRING}],
+        }
+    )
+    fmt = format_plan({"format": {"on-error": "skip"}, "columns": columns})
+    return {plan_types.TablePlan: table, plan_types.ModelPlan: model, plan_types.FormatPlan: fmt}
+
+
+def test_a_written_plan_reads_back_as_its_records():
+    """`from_json`, the one reader of a written plan in Python (the scan's question hands the plan back), reads
+    what `to_json` wrote: the same records."""
+    for cls, written in _three_plans().items():
+        read = plan_types.from_json(cls, json.loads(json.dumps(written)))
+        assert type(read) is cls and to_json(read) == written
+
+
+@pytest.mark.parametrize(
+    ("change", "said"),
+    [
+        (lambda p: p.update(extra=1), "the table's plan.extra is no key of this plan"),
+        (lambda p: p.pop("answer"), "the table's plan.answer is missing"),
+        (lambda p: p["physical"]["id"].pop("needs"), "the table's plan.physical.id.needs is missing"),
+        (lambda p: p["physical"]["id"].update(needz=["id"]), "the table's plan.physical.id.needz is no key"),
+        (lambda p: p["physical"]["id"].update(needs="id"), "the table's plan.physical.id.needs is not an array"),
+        (lambda p: p["physical"]["id"].update(needs=[3]), r"the table's plan.physical.id.needs\[0\] is not a string"),
+        (lambda p: p["metadata"][0].update(key=None), r"the table's plan.metadata\[0\].key is null"),
+        (lambda p: p["flat"].append(["a", "b"]), r"the table's plan.flat\[\d+\] is not an object"),
+        (lambda p: p["parse_inputs"].append(["a"]), r"the table's plan.parse_inputs\[2\] is not an array of 2"),
+        (lambda p: p["metadata"][0]["from"].update(answer="x"), "has not exactly one of column, row, answer"),
+        (lambda p: p.update(bounded="yes"), "the table's plan.bounded is not true or false"),
+        (lambda p: p.update(version=1), "the table's plan is of version 1, this package reads version"),
+    ],
+)
+def test_the_python_reader_refuses_a_plan_as_the_jars_does(change, said):
+    """Strict as the generated PlanReader: a key the record has not, one it needs and lacks, a value of another
+    type, a plan of another version, each refused in one line that names it."""
+    written = json.loads(json.dumps(_three_plans()[plan_types.TablePlan]))
+    change(written)
+    with pytest.raises(ValueError, match=said):
+        plan_types.from_json(plan_types.TablePlan, written)
+
+
+def test_the_scan_reads_the_plan_it_is_handed_as_records():
+    """What the core reads for a scan came from the plan read by key: a plan without its `answer` was read as one
+    without answer fields (fewer core columns), an unknown key passed unseen."""
+    from connector.plan.__main__ import native_read_answer
+
+    plans = _three_plans()
+    table = json.loads(json.dumps(plans[plan_types.TablePlan]))
+    assert table["answer"] is not None
+    table.pop("answer")
+    with pytest.raises(ValueError, match="the table's plan.answer is missing"):
+        native_read_answer({"table": table, "physical": ["id"], "metadata": []})
+    fmt = {**plans[plan_types.FormatPlan], "physcal": {}}
+    with pytest.raises(ValueError, match="the format's plan.physcal is no key of this plan"):
+        native_read_answer({"format": fmt, "physical": ["id"]})
+
+
+def _keys_read_by_name(path: Path) -> set[str]:
+    """The string keys `path` reads by name: `x["key"]`, `x.get("key")`, `x.pop("key")`."""
+    import ast
+
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Subscript) and isinstance(node.slice, ast.Constant):
+            found.add(node.slice.value)
+        elif (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("get", "pop")
+            and node.args
+            and isinstance(node.args[0], ast.Constant)
+        ):
+            found.add(node.args[0].value)
+    return {k for k in found if isinstance(k, str)}
+
+
+def test_no_python_code_reads_a_plan_key_by_its_name():
+    """A written plan is read back through `from_json` (the scan's question hands the planner a table's or the
+    format's plan), never by key, as in Java: outside records.py no module reads a key only the plan has."""
+    keys = set()
+    for cls in plan_types.RECORDS:
+        keys |= {f.name.removesuffix("_") for f in plan_types.dataclasses.fields(cls)}
+    # Words the other JSON the package reads has too: a declared table's columns and types (name, kind, type, key,
+    # fields, columns), a profile (path, profile), an OpenAI body (model, messages, prompt, max_tokens, text,
+    # index, version), a JSON schema (schema), a model's options (chat, column, system, template, mode).
+    words = {"name", "kind", "type", "key", "fields", "columns", "path", "profile", "model", "messages", "prompt"}
+    words |= {"max_tokens", "text", "index", "version", "schema", "chat", "column", "system", "template", "mode"}
+    not_the_plan = {
+        # the scan's question (io.dspark.vllm.sql.PythonPlanner): the plan, the projection's columns and keys
+        "plan/__main__.py": {"table", "plan", "physical", "metadata"},
+        "plan/parse_function.py": {"table", "require_created"},  # its own document, the plan's JSON `plan`
+    }
+    package = ROOT / "connector"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        rel = path.relative_to(package).as_posix()
+        if rel == "plan/records.py":
+            continue
+        read = (_keys_read_by_name(path) & keys) - words - not_the_plan.get(rel, set())
+        found += [f"{rel}: {key}" for key in sorted(read)]
+    assert not found, found

@@ -13,7 +13,7 @@ from connector.errors import DsparkError
 from connector.plan.format import format_plan
 from connector.plan.model import model_plan
 from connector.plan.parse import format_read, table_read
-from connector.plan.records import to_json
+from connector.plan.records import FormatPlan, TablePlan, from_json, to_json
 from connector.plan.table import table_plan
 
 __all__ = ["main", "native_read_answer", "parse_function_payload"]
@@ -32,9 +32,10 @@ def native_read_answer(question: Mapping[str, Any]) -> dict[str, Any]:
     """What the native core reads for a scan, once its projection is known: `table` (a table's plan) with the
     `physical` columns and `metadata` keys it reads, or `format` (a format's plan) with the `physical` columns."""
     if "table" in question:
-        read = table_read(question["table"], question["physical"], question["metadata"])
+        table = from_json(TablePlan, question["table"])
+        read = table_read(table, question["physical"], question["metadata"])
     else:
-        read = format_read(question["format"], question["physical"])
+        read = format_read(from_json(FormatPlan, question["format"]), question["physical"])
     return to_json(read)
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
 
 from connector.options import (
     MODE,
@@ -15,13 +14,15 @@ from connector.options import (
 )
 from connector.parse.native import NativePlan, result_columns
 from connector.parse.plan import plan_for
+from connector.plan.parse_function import ParseFunctionPlan
 from connector.plan.records import (
     PLAN_VERSION,
     Answer,
-    AnswerField,
     CoreColumn,
+    FormatPlan,
     NativeParse,
     NativeRead,
+    TablePlan,
 )
 from connector.profiles import Profile, profile_of_document
 from connector.strict import MAX_BODY_BYTES
@@ -85,29 +86,21 @@ def native_read(
     )
 
 
-def table_read(table: Mapping[str, Any], physical: Sequence[str], metadata: Sequence[str]) -> NativeRead:
-    """What the core reads for a scan of a 'dspark-vllm' table (`table`: its plan, as `table_plan` wrote it) that
-    reads the `physical` columns and `metadata` keys (its projection, known when the scan is built)."""
-    profile = profile_of_document(table["plan"]["profile"])
-    needs = [table["physical"][name]["needs"] for name in physical]
-    needs += [[m["from"].get("column") or ""] for m in table["metadata"] if m["key"] in metadata]
-    return native_read(profile, core_columns(profile, needs, _answer(table.get("answer"))))
+def table_read(table: TablePlan, physical: Sequence[str], metadata: Sequence[str]) -> NativeRead:
+    """What the core reads for a scan of a 'dspark-vllm' table (`table`: its plan, `table_plan`'s) that reads the
+    `physical` columns and `metadata` keys (its projection, known when the scan is built)."""
+    profile = ParseFunctionPlan.of_document(table.plan).profile
+    needs: list[Iterable[str]] = [table.physical[name].needs for name in physical]
+    needs += [[m.from_.column or ""] for m in table.metadata if m.key in metadata]
+    return native_read(profile, core_columns(profile, needs, table.answer))
 
 
-def format_read(plan: Mapping[str, Any], physical: Sequence[str]) -> NativeRead:
+def format_read(plan: FormatPlan, physical: Sequence[str]) -> NativeRead:
     """What the core reads for a table with 'format' = 'dspark-vllm' (`plan`: `format_plan`'s) whose query reads
     the `physical` columns."""
-    profile = profile_of_document(plan["profile"])
-    needs = [plan["physical"][name]["needs"] for name in physical if name in plan["physical"]]
-    return native_read(profile, core_columns(profile, needs, _answer(plan.get("answer"))))
-
-
-def _answer(answer: Mapping[str, Any] | None) -> Answer | None:
-    """The answer's fields and facts, all `core_columns` reads of a written `Answer`."""
-    if answer is None:
-        return None
-    fields = tuple(AnswerField(f["name"], f["type"], f["schema"]) for f in answer["fields"])
-    return Answer(fields, answer["schema"], answer["constraint"], tuple(answer["facts"]), answer.get("max_tokens"))
+    profile = profile_of_document(plan.profile)
+    needs = [plan.physical[name].needs for name in physical if name in plan.physical]
+    return native_read(profile, core_columns(profile, needs, plan.answer))
 
 
 def gpu_task_managers(flink: Mapping[str, str]) -> bool:

@@ -3,8 +3,9 @@
 Three plans cross from Python to the JVM as JSON: a 'dspark-vllm' table's (`TablePlan`), a model's (`ModelPlan`)
 and the format's (`FormatPlan`), made of the records below (the request step's settings `ClientSpec`, a row's
 `Layout`, the native parse step `NativeParse`, the answer fields' `Answer`, ...). Each is a frozen dataclass; the
-planner builds them and `to_json` writes them, one function for every record. The jar's side is generated from
-this module, not written by hand:
+planner builds them and `to_json` writes them, one function for every record; `from_json` reads one back (a plan
+the jar hands the planner again, for a scan's projection), as strictly as the jar does: no Python code reads a
+plan key by name. The jar's side is generated from this module, not written by hand:
 
 - `io.dspark.vllm.plan.Plan`: one final class per record, public final fields of the declared types;
 - `io.dspark.vllm.plan.PlanReader`: `readTable`, `readModel`, `readFormat`, `readClientSpec` from a JsonNode, each
@@ -32,7 +33,7 @@ import typing
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, TypeAlias, Union
+from typing import Any, ClassVar, TypeAlias, TypeVar, Union
 
 __all__ = [
     "CLIENT_SPEC_VERSION",
@@ -65,10 +66,13 @@ __all__ = [
     "TableRequest",
     "TemplatePart",
     "Tls",
+    "from_json",
     "java_sources",
     "to_json",
 ]
 
+
+R = TypeVar("R")
 
 # A value carried as it is (any JSON: a JSON schema, the parse function's document); the jar holds a JsonNode.
 JSON: TypeAlias = Any
@@ -484,6 +488,91 @@ def _check(value: Any, hint: Any, where: str) -> None:
             raise TypeError(f"{where} is {value!r}, not an integer")
     elif not isinstance(value, hint):
         raise TypeError(f"{where} is {value!r}, not {hint.__name__}")
+
+
+def from_json(cls: type[R], data: Any, where: str | None = None) -> R:
+    """A record of `cls` read from JSON data (a plan handed back to the planner): the one reader of a written plan
+    in Python, as strict as the jar's generated PlanReader. A key the record has not, a key it needs and lacks, a
+    value of another type and a plan of another version are each refused (ValueError) in one line that names
+    it; `where` names the data (default: the plan, as the jar's reader says it, or the record's name)."""
+    if where is None:
+        where = _root_where(cls) if cls in ROOTS.values() else cls.__name__
+    return typing.cast(R, _read(cls, data, where))
+
+
+def _refused(where: str, what: str) -> ValueError:
+    return ValueError(f"{where} {what}")
+
+
+def _read(hint: Any, value: Any, where: str) -> Any:
+    hint, nullable = _optional(hint)
+    if value is None:
+        if not nullable:
+            raise _refused(where, "is null")
+        return None
+    if hint is Any:
+        return value
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
+        return _read_record(hint, value, where)
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin is tuple:
+        if not isinstance(value, list):
+            raise _refused(where, "is not an array")
+        return tuple(_read(args[0], item, f"{where}[{k}]") for k, item in enumerate(value))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise _refused(where, "is not an object")
+        return {k: _read(args[1], item, f"{where}.{k}") for k, item in value.items()}
+    if hint is str and not isinstance(value, str):
+        raise _refused(where, "is not a string")
+    if hint is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _refused(where, "is not an integer")
+    if hint is float:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise _refused(where, "is not a number")
+        return float(value)
+    if hint is bool and not isinstance(value, bool):
+        raise _refused(where, "is not true or false")
+    return value
+
+
+def _read_record(cls: type, value: Any, where: str) -> Any:
+    hints = _hints(cls)
+    fields = dataclasses.fields(cls)
+    if getattr(cls, "ARRAY", False):
+        if not isinstance(value, list) or len(value) != len(fields):
+            raise _refused(where, f"is not an array of {len(fields)}")
+        return cls(
+            *(_read(hints[f.name], v, f"{where}[{k}]") for k, (f, v) in enumerate(zip(fields, value, strict=True)))
+        )
+    version = getattr(cls, "VERSION", None)
+    if version is not None:  # first: a plan of another version may have other keys
+        known = globals()[version]
+        written = value.get("version") if isinstance(value, dict) else None
+        if written != known or isinstance(written, bool):
+            raise _refused(
+                where,
+                f"is of version {written}, this package reads version {known}: it was written by another release of "
+                "dspark-vllm",
+            )
+    if not isinstance(value, dict):
+        raise _refused(where, "is not an object")
+    keys = {_key(f): f for f in fields}
+    for key in value:
+        if key not in keys:
+            raise _refused(f"{where}.{key}", "is no key of this plan")
+    read = {}
+    for key, f in keys.items():
+        if key not in value and not f.metadata.get("omit"):
+            raise _refused(f"{where}.{key}", "is missing")
+        read[f.name] = _read(
+            hints[f.name] | None if f.metadata.get("omit") else hints[f.name], value.get(key), f"{where}.{key}"
+        )
+    record = cls(**read)
+    union = getattr(cls, "UNION", None)
+    if union is not None and sum(getattr(record, u) is not None for u in union) != 1:
+        raise _refused(where, f"has not exactly one of {', '.join(union)}")
+    return record
 
 
 # -- the jar's side --------------------------------------------------------------------------------------------
