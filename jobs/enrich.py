@@ -55,4 +55,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from connector.flink import run_job_script
+
+    sys.exit(run_job_script("enrich", main))

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 # `python jobs/features.py` from a checkout: the package is one directory up.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from connector.errors import DsparkError, OptionsError  # noqa: E402
+from connector.errors import OptionsError  # noqa: E402
 from connector.profiles import Profile, load_profile  # noqa: E402
 from connector.report.page import write_report  # noqa: E402
 from connector.report.results import RUN_FILE, json_lines, read_results, read_run, read_users  # noqa: E402
@@ -678,29 +678,11 @@ def finish(args: argparse.Namespace, seconds: float | None) -> None:
         write_report(path, output, rows, errors)
 
 
-def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
-    """Whether a Java exception (through py4j) was caused by the job's cancellation, at any depth."""
-    while java_exception is not None:
-        if java_exception.getClass().getName() == "org.apache.flink.runtime.client.JobCancellationException":
-            return True
-        java_exception = java_exception.getCause()
-    return False
-
-
-def java_failure(java_exception) -> str:  # type: ignore[no-untyped-def]
-    """What a Java exception (through py4j) says at its root: the first line of the deepest cause's message."""
-    root = java_exception
-    while root.getCause() is not None and root.getCause() is not root:
-        root = root.getCause()
-    message = str(root.getMessage() or "").strip().splitlines()
-    return message[0] if message else str(root.getClass().getSimpleName())
-
-
 def main(argv: list[str] | None = None) -> int:
-    from connector.cli import run_reported
+    from connector.flink import run_job_script
 
     args = parse_args(argv)
-    return run_reported("features", lambda: run(args), args.verbose)
+    return run_job_script("features", lambda: run(args), args.verbose)
 
 
 def check_paths(args: argparse.Namespace) -> None:
@@ -738,13 +720,7 @@ def run(args: argparse.Namespace) -> int:
 
             model = args.model or served_model(str(endpoint))
         simulated = endpoint is not None and endpoint != args.endpoint
-        from py4j.protocol import Py4JJavaError
-
-        try:
-            finished = run_job(args, profile, endpoint, model, simulated)
-        except Py4JJavaError as exc:
-            raise DsparkError(f"the job failed: {java_failure(exc.java_exception)}") from None
-        if not finished:
+        if not run_job(args, profile, endpoint, model, simulated):
             return 0
     finish(args, time.monotonic() - started)
     return 0
@@ -758,6 +734,7 @@ def run_job(
     from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
     from pyflink.table import StreamTableEnvironment
 
+    from connector.flink.env import cancelled
     from connector.flink.progress import JobProgress, free_port
 
     env = StreamExecutionEnvironment.get_execution_environment()

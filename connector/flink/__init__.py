@@ -34,6 +34,7 @@ __all__ = [
     "prompt_job",
     "register",
     "run_job",
+    "run_job_script",
     "served_model",
     "use_connector",
 ]

@@ -8,15 +8,18 @@ it) and, in a checkout that is not installed, ships `connector/` to the Python w
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import sysconfig
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from py4j.protocol import Py4JJavaError
 from pyflink.datastream import CheckpointingMode, StreamExecutionEnvironment
 from pyflink.table import StreamTableEnvironment, TableEnvironment, TableResult
+from pyflink.util.exceptions import JavaException
 
 from connector.errors import DsparkError, SchemaDiscoveryError
 from connector.flink.pyflink_fixes import quiet_loopback_exit
@@ -24,11 +27,14 @@ from connector.flink.pyflink_fixes import quiet_loopback_exit
 __all__ = [
     "JAR_DIR",
     "add_jars",
+    "cancelled",
     "connector_jar",
+    "flink_failures_said",
     "local_environment",
     "prompt_job",
     "register",
     "run_job",
+    "run_job_script",
     "served_model",
     "use_connector",
 ]
@@ -188,3 +194,54 @@ def run_job(name: str, result: TableResult, detached: bool) -> int:
     if not detached:
         result.wait()
     return 0
+
+
+def run_job_script(name: str, job: Callable[[], int], verbose: bool = False) -> int:
+    """The exit status of a job's script (jobs/*.py) as a `dspark-vllm` command's (`connector.cli.run_reported`):
+    what goes wrong is one line "NAME: ...", a failure of Flink's said by its root cause."""
+    from connector.cli import run_reported
+
+    def said() -> int:
+        with flink_failures_said():
+            return job()
+
+    return run_reported(name, said, verbose)
+
+
+@contextlib.contextmanager
+def flink_failures_said() -> Iterator[None]:
+    """Inside, a failure of Flink's (a Java exception through py4j, or PyFlink's copy of one, whose text is the
+    whole Java trace) is raised as a DsparkError of one line: "the job failed: " and the root cause's message."""
+    try:
+        yield
+    except Py4JJavaError as exc:
+        raise DsparkError(f"the job failed: {java_failure(exc.java_exception)}") from None
+    except JavaException as exc:
+        raise DsparkError(f"the job failed: {_root_of_trace(str(exc))}") from None
+
+
+def cancelled(java_exception) -> bool:  # type: ignore[no-untyped-def]
+    """Whether a Java exception (through py4j) was caused by the job's cancellation, at any depth."""
+    while java_exception is not None:
+        if java_exception.getClass().getName() == "org.apache.flink.runtime.client.JobCancellationException":
+            return True
+        java_exception = java_exception.getCause()
+    return False
+
+
+def java_failure(java_exception) -> str:  # type: ignore[no-untyped-def]
+    """What a Java exception (through py4j) says at its root: the first line of the deepest cause's message."""
+    root = java_exception
+    while root.getCause() is not None and root.getCause() is not root:
+        root = root.getCause()
+    message = str(root.getMessage() or "").strip().splitlines()
+    return message[0] if message else str(root.getClass().getSimpleName())
+
+
+def _root_of_trace(trace: str) -> str:
+    """`java_failure` of a Java trace as text: the deepest "Caused by: CLASS: message" line's message."""
+    lines = [line.strip() for line in trace.strip().splitlines() if line.strip()]
+    causes = [line.removeprefix("Caused by: ") for line in lines if line.startswith("Caused by: ")]
+    root = causes[-1] if causes else (lines[0] if lines else "")
+    kind, sep, message = root.partition(": ")
+    return message.strip() if sep and "." in kind and " " not in kind else root
