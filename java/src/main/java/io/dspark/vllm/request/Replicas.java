@@ -63,8 +63,15 @@ import java.util.function.Function;
  */
 public final class Replicas implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
-    /** 5xx answers or broken connections in a row that eject a replica (one of several). */
+    /** 5xx answers, timeouts or broken connections in a row that eject a replica (one of several). */
     static final int EJECT_AFTER = 3;
+    /**
+     * A timeout counts toward an ejection when the attempt had at least this share of 'request.timeout' on the
+     * replica: not one cut short by the request's deadline after it waited here (for a slot, in backoff), which
+     * says more of this client's queue than of the replica. Not 1: where the deadline is shorter than the timeout
+     * (ML_PREDICT's), an attempt sent at once has the deadline less the moments before it.
+     */
+    static final double HUNG_SHARE = 0.9;
     /**
      * 'prefix': the distinct routing keys balanced over the replicas; with more, the hash alone spreads them (until
      * they are half as many again: a number of keys near the limit does not switch back and forth).
@@ -475,10 +482,11 @@ public final class Replicas implements AutoCloseable {
     }
 
     /**
-     * What one attempt on {@code r} says of its health. One replica: as the one server's gate (connect failure or
-     * 502/503 closes it, any other answer opens it). Several: see the class comment.
+     * What one attempt on {@code r} says of its health; {@code hung}: it timed out after (nearly) its whole timeout
+     * on the replica (see {@link #HUNG_SHARE}). One replica: as the one server's gate (connect failure or 502/503
+     * closes it, any other answer opens it). Several: see the class comment.
      */
-    void judge(Replica r, Integer status, Failure f) {
+    void judge(Replica r, Integer status, Failure f, boolean hung) {
         Gate g = r.gate;
         if (g == null) {
             return;
@@ -496,7 +504,7 @@ public final class Replicas implements AutoCloseable {
         // No connection or no TLS session: this replica cannot answer any request now. An answer that is no HTTP
         // counts toward the failures in a row instead: one odd answer from a healthy server must not eject it.
         boolean connect = f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS));
-        boolean bad = replicasOwn(status, f);
+        boolean bad = hung || replicasOwn(status, f);
         boolean eject;
         synchronized (r) {
             r.failuresInARow = bad ? r.failuresInARow + 1 : status != null ? 0 : r.failuresInARow;
@@ -510,9 +518,12 @@ public final class Replicas implements AutoCloseable {
         }
     }
 
-    /** A failure on {@code r} that another replica may not share (retried there at once, not after a backoff). */
-    boolean replicaFault(Integer status, Failure f) {
-        return several() && replicasOwn(status, f);
+    /**
+     * A failure on {@code r} that another replica may not share (retried there at once, not after a backoff);
+     * {@code hung}: a timeout that counts against the replica (see {@link #judge}).
+     */
+    boolean replicaFault(Integer status, Failure f, boolean hung) {
+        return several() && (hung || replicasOwn(status, f));
     }
 
     /**

@@ -630,4 +630,99 @@ public final class ReplicasTest {
             }
         }
     }
+
+    /** Takes a completion and never answers it (until closed); its /health answers 200. */
+    static Web hung() throws Exception {
+        return new Web((x, s) -> Thread.sleep(600_000));
+    }
+
+    static Replicas.Replica replicaOn(Requester r, Web web) {
+        for (Replicas.Replica x : r.replicas()) {
+            if (x.name().endsWith(":" + web.port())) {
+                return x;
+            }
+        }
+        throw new AssertionError("no replica on port " + web.port());
+    }
+
+    @Test
+    void test18AReplicaThatHangsIsEjectedAfterThreeTimeouts() throws Exception {
+        // A replica that takes requests and never answers them, while its /health answers 200 (an engine stuck in
+        // a kernel, a wedged proxy): each request sent to it waited its whole timeout before going elsewhere, for
+        // as long as the job ran. Three timeouts in a row eject it, as three 5xx do; each of those requests goes
+        // to the other replica at once (no backoff: it is that replica's trouble) and is answered within its
+        // deadline. (Backoff steps of 30 s: no probe takes it back during the test, nor does a backoff fit in the
+        // deadline.)
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.put("backoff_initial_s", 30.0).put("backoff_max_s", 30.0);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                int retried = 0;
+                for (int i = 0; i < 30; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS);
+                    check(o.ok(), "every request answered: " + o.error);
+                    equal(good.base.substring("http://".length()), o.replica, "the replica that answered");
+                    retried += o.attempts > 1 ? 1 : 0;
+                }
+                equal(3L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                equal(3, retried, "requests answered on a second attempt");
+                equal(1L, r.gateClosures(), "ejections");
+            }
+        }
+        // ML_PREDICT's deadline under 'request.timeout' (the attempt's timeout is then the deadline, less the
+        // moments before the attempt): the rows sent to it end as timeouts, but only three.
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.put("deadline_s", 0.5);
+            n.put("backoff_initial_s", 30.0).put("backoff_max_s", 30.0);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                int errors = 0;
+                for (int i = 0; i < 30; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS);
+                    if (!o.ok()) {
+                        equal(PlanContract.TIMEOUT, o.errorKind, "kind");
+                        errors++;
+                    }
+                }
+                equal(3L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                equal(3, errors, "requests no replica answered within their deadline");
+            }
+        }
+    }
+
+    @Test
+    void test20ASlowReplicaIsNotEjectedForTheTimeItsRequestsWaitedHere() throws Exception {
+        // Two replicas that answer in 200 ms, one request at a time each ('auto' within 1..1), and twice as many
+        // requests coming as they answer, each with a deadline that is also its attempt's timeout (ML_PREDICT's,
+        // under 'request.timeout'): they wait here for a slot longer and longer, and one that gets it late times
+        // out soon on a replica that answers all along, one after another. Such a timeout says nothing of the
+        // replica: only one of an attempt that had (nearly) its whole timeout on the replica counts toward an
+        // ejection. Neither replica is ejected.
+        try (Web a = slowOk(200); Web b = slowOk(200)) {
+            ObjectNode n = specOf(a.base, b.base);
+            n.put("timeout_s", 2.0);
+            n.put("deadline_s", 2.0);
+            n.with("concurrency").put("adaptive", true).put("initial", 1).put("min", 1).put("max", 1);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                    Thread.sleep(50);
+                }
+                int ok = 0;
+                int timedOut = 0;
+                for (Outcome o : all(sent)) {
+                    ok += o.ok() ? 1 : 0;
+                    timedOut += PlanContract.TIMEOUT.equals(o.errorKind) && o.attempts > 0 ? 1 : 0;
+                }
+                check(ok >= 4, "answered: " + ok);
+                check(timedOut >= 3, "attempts cut short by their deadline timed out: " + timedOut);
+                equal(0L, r.gateClosures(), "ejections");
+            }
+        }
+    }
 }
