@@ -35,7 +35,8 @@ import java.util.function.LongConsumer;
  * </ul>
  *
  * <p>An adaptive limit starts at the spec's start divided among the parallel instances that send to the same
- * replica (see the constructor). Limits stay within [min, max]. One lock guards it all; callbacks run on the
+ * replica (see the constructor). Limits stay within [min, max]. A replica on probation ({@link Replicas}) is
+ * capped at one attempt at a time whatever its limit ({@link #cap}). One lock guards it all; callbacks run on the
  * given executor, outside it.
  */
 final class Slots {
@@ -68,6 +69,7 @@ final class Slots {
     private double baselineRtt = Double.NaN;
     private int slowWindows;
     private int calm; // windows since the last throttle that was not a probe's
+    private int cap = Integer.MAX_VALUE; // a replica on probation: 1 (the limit learns on beneath it)
     /** For a benchmark's eyes only: each change of the adaptive limit, and why. */
     static volatile java.util.function.Consumer<String> trace;
 
@@ -87,12 +89,25 @@ final class Slots {
         this.executor = executor;
     }
 
+    /** Attempts allowed on the wire at once now: the limit, or the cap below it. */
     synchronized int limit() {
-        return current();
+        return allowed();
     }
 
     private int current() {
         return Math.max(min, Math.min(max, (int) Math.floor(limit)));
+    }
+
+    private int allowed() {
+        return Math.min(cap, current());
+    }
+
+    /**
+     * At most {@code n} attempts at once whatever the limit (a replica on probation: 1), or, with
+     * {@code Integer.MAX_VALUE}, the limit again. A cap that holds requests back is no reason to raise the limit.
+     */
+    synchronized void cap(int n) {
+        cap = Math.max(1, n);
     }
 
     synchronized int busy() {
@@ -110,7 +125,7 @@ final class Slots {
     void acquire(LongConsumer then) {
         long granted;
         synchronized (this) {
-            if (!waiting.isEmpty() || busy >= current()) {
+            if (!waiting.isEmpty() || busy >= allowed()) {
                 waiting.add(then);
                 if (busy >= current()) {
                     windowBinding = true;
@@ -131,8 +146,8 @@ final class Slots {
      * window is binding). For {@link Replicas}, whose one queue waits for a slot of any replica.
      */
     synchronized long tryAcquire() {
-        if (!waiting.isEmpty() || busy >= current()) {
-            windowBinding = true;
+        if (!waiting.isEmpty() || busy >= allowed()) {
+            windowBinding |= cap == Integer.MAX_VALUE;
             return -1;
         }
         busy++;
@@ -144,12 +159,12 @@ final class Slots {
 
     /** Free slots now (the limit less the attempts on the wire; never below 0). */
     synchronized int room() {
-        return Math.max(0, current() - busy);
+        return Math.max(0, allowed() - busy);
     }
 
-    /** Requests waited elsewhere while this limit was reached: the window is binding. */
+    /** Requests waited elsewhere while this limit was reached: the window is binding (not under a cap). */
     synchronized void binding() {
-        windowBinding = true;
+        windowBinding |= cap == Integer.MAX_VALUE;
     }
 
     void release() {
@@ -178,7 +193,7 @@ final class Slots {
 
     private List<Runnable> drain() {
         List<Runnable> go = new ArrayList<>();
-        while (!waiting.isEmpty() && busy < current()) {
+        while (!waiting.isEmpty() && busy < allowed()) {
             busy++;
             LongConsumer next = waiting.poll();
             long granted = epoch;

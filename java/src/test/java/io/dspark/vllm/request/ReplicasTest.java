@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -690,6 +691,63 @@ public final class ReplicasTest {
                 }
                 equal(3L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
                 equal(3, errors, "requests no replica answered within their deadline");
+            }
+        }
+    }
+
+    @Test
+    void test19AReplicaTakenBackByItsProbeIsOnProbation() throws Exception {
+        // A hung replica's /health answers, so its probe takes it back soon after each ejection. Taken back, it is
+        // on probation: one request at a time until one is answered, and one timeout (not three) ejects it again,
+        // so it costs one request per probe (the probes ever further apart), not its whole limit each time. Once
+        // it answers a completion, its probation ends: its whole limit again.
+        AtomicBoolean healed = new AtomicBoolean();
+        try (Web stuck = new Web((x, s) -> {
+            if (healed.get()) {
+                respond(x, 200, OK_BODY);
+            } else {
+                Thread.sleep(600_000);
+            }
+        }); Web good = slowOk(100)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                for (int i = 0; i < 30 && r.gateClosures() == 0; i++) {
+                    check(r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS).ok(), "answered");
+                }
+                equal(1L, r.gateClosures(), "ejected");
+                Replicas.Replica s = replicaOn(r, stuck);
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                equal(1, s.limit(), "on probation: one request at a time");
+                long posts = stuck.count("POST", "/v1/completions");
+                long closures = r.gateClosures();
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    sent.add(r.send("q" + i, "id-q" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                long postsOnProbation = stuck.count("POST", "/v1/completions") - posts;
+                check(postsOnProbation >= 1, "the replica on probation took a request while the other was full");
+                equal(postsOnProbation, r.gateClosures() - closures, "each timeout on probation ejects it again");
+
+                healed.set(true);
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                posts = stuck.count("POST", "/v1/completions");
+                for (int round = 0; round < 20 && s.limit() < 2; round++) {
+                    sent.clear();
+                    for (int i = 0; i < 10; i++) {
+                        sent.add(r.send("h" + round + "-" + i, "id-h" + round + "-" + i));
+                    }
+                    for (Outcome o : all(sent)) {
+                        check(o.ok(), "every request answered: " + o.error);
+                    }
+                }
+                check(stuck.count("POST", "/v1/completions") > posts, "the healed replica answered");
+                equal(2, s.limit(), "its probation ended with its first answer");
+                check(!s.ejected(), "in");
             }
         }
     }
