@@ -525,7 +525,8 @@ public final class Requester implements AutoCloseable {
             }
             boolean timedOut = r.failure != null && r.failure.kind.equals(PlanContract.TIMEOUT);
             // The replica held it for (nearly) its whole timeout and did not answer: a hang, counted against it as a
-            // 5xx is. One cut short by the deadline (the request waited here for a slot, or in backoff) is not.
+            // 5xx is, and a throttle to its limit. One cut short by the deadline (the request waited here for a
+            // slot, or in backoff) is neither: lowering the limit for it would make the queue here longer still.
             boolean hung = timedOut && attempt.timeoutS >= Replicas.HUNG_SHARE * spec.timeoutS;
             double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
             if (r.failure == null) {
@@ -533,7 +534,7 @@ public final class Requester implements AutoCloseable {
                 on.latencies.add(okRtt);
             }
             // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
-            on.slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
+            on.slots.onResult(attempt.epoch, throttle || hung, okRtt);
             replicas.release(on);
             if (ended.get()) {
                 return;

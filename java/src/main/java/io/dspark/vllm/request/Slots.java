@@ -16,7 +16,8 @@ import java.util.function.LongConsumer;
  *       completions, about one round trip when the limit is reached. Each attempt carries the <i>epoch</i> its
  *       slot was given in; every decrease starts a new epoch, and a throttled answer to an attempt of an older
  *       epoch does not lower the limit again (at most one decrease per round trip).</li>
- *   <li><b>Decrease</b> when an attempt is answered 429 or 503, or times out: x0.75, and the plateau becomes
+ *   <li><b>Decrease</b> when an attempt is answered 429 or 503, or times out after (nearly) its whole timeout
+ *       (not one that its request's deadline cut short after it waited for a slot): x0.75, and the plateau becomes
  *       one below the level that was throttled. Two gentler cases: a throttled <i>probe</i> goes back to the
  *       plateau (which it had just shown to be fine), and a first throttle at the plateau after a calm stretch
  *       (4 windows) steps back by one; another throttle soon after is a full x0.75.</li>
@@ -206,7 +207,7 @@ final class Slots {
     }
 
     /**
-     * One attempt ended: {@code throttled} (429, 503 or a timeout), or {@code okRttMs} (the round trip of a 2xx
+     * One attempt ended: {@code throttled} (429, 503 or a timeout of its whole timeout), or {@code okRttMs} (the round trip of a 2xx
      * answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes on under the
      * new limit.
      */

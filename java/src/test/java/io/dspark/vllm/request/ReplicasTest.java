@@ -783,4 +783,31 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test21AnAttemptCutShortByItsDeadlineDoesNotLowerTheLimit() throws Exception {
+        // As above, with one server and 'auto' within 1..2 starting at 2: requests that waited here for a slot get
+        // what is left of their deadline, and time out soon. Such a timeout is the client's queue, not the server's
+        // overload: lowering the limit for it (x0.75: 1) would only make the queue longer, and the next attempts
+        // shorter. The server answers each in 200 ms all along: the limit stays at 2.
+        try (Web a = slowOk(200)) {
+            ObjectNode n = spec(a.base);
+            n.put("timeout_s", 2.0);
+            n.put("deadline_s", 2.0);
+            n.with("concurrency").put("adaptive", true).put("initial", 2).put("min", 1).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                    Thread.sleep(50);
+                }
+                int timedOut = 0;
+                for (Outcome o : all(sent)) {
+                    timedOut += PlanContract.TIMEOUT.equals(o.errorKind) && o.attempts > 0 ? 1 : 0;
+                }
+                check(timedOut >= 3, "attempts cut short by their deadline timed out: " + timedOut);
+                equal(2, r.concurrencyLimit(), "the limit");
+            }
+        }
+    }
 }
