@@ -41,10 +41,10 @@ import java.util.function.Function;
  * answers, answers that are no HTTP, broken connections or timeouts of attempts that had (nearly) their whole
  * timeout on it ({@link #HUNG_SHARE}: a replica that hangs) in a row too; its {@code /health} is probed (backoff
  * steps up to 'request.retry.max-backoff') and an answer below 500 takes it back <i>on probation</i>: one attempt
- * at a time until it answers one (then its whole limit again), and one failure of those that count ejects it
- * again at once, its probes further apart (a /health that answers says little of completions that hang or fail).
- * While every replica is ejected, requests wait for one to come back (hold-while-down), or go to the least
- * loaded anyway.
+ * at a time until it answers one (then its whole limit again), and one failure of those that count (of an attempt
+ * sent since) ejects it again at once, its probes further apart (a /health that answers says little of
+ * completions that hang or fail). While every replica is ejected, requests wait for one to come back
+ * (hold-while-down), or go to the least loaded anyway.
  *
  * <p><b>Routing.</b> {@code least-loaded}: one FIFO queue for all replicas, where a request waits only while no
  * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
@@ -108,6 +108,7 @@ public final class Replicas implements AutoCloseable {
         final Recent latencies = new Recent(1000);
         private int failuresInARow; // guarded by this
         private boolean probation; // taken back by a probe, not yet answered a request since (guarded by this)
+        private long probationSinceNs; // (guarded by this)
         final ArrayDeque<Waiter> queue = new ArrayDeque<>(); // 'prefix': requests given to it (the Replicas' lock)
         long overSinceNs; // 'prefix': since when its load has been over the bound at every look (the Replicas' lock)
         boolean over; // (overSinceNs is set)
@@ -488,11 +489,12 @@ public final class Replicas implements AutoCloseable {
     }
 
     /**
-     * What one attempt on {@code r} says of its health; {@code hung}: it timed out after (nearly) its whole timeout
-     * on the replica (see {@link #HUNG_SHARE}). One replica: as the one server's gate (connect failure or 502/503
-     * closes it, any other answer opens it). Several: see the class comment.
+     * What one attempt on {@code r}, sent at {@code sentNs} (System.nanoTime), says of its health; {@code hung}: it
+     * timed out after (nearly) its whole timeout on the replica (see {@link #HUNG_SHARE}). One replica: as the one
+     * server's gate (connect failure or 502/503 closes it, any other answer opens it). Several: see the class
+     * comment; on probation, a failure of an attempt sent before it began says nothing of the replica since.
      */
-    void judge(Replica r, Integer status, Failure f, boolean hung) {
+    void judge(Replica r, Integer status, Failure f, boolean hung, long sentNs) {
         Gate g = r.gate;
         if (g == null) {
             return;
@@ -515,6 +517,9 @@ public final class Replicas implements AutoCloseable {
         boolean onProbation;
         boolean cleared = false;
         synchronized (r) {
+            if (r.probation && f != null && sentNs - r.probationSinceNs < 0) {
+                return; // sent while it was down (a replica that came back may never answer what it held then)
+            }
             r.failuresInARow = bad ? r.failuresInARow + 1 : status != null ? 0 : r.failuresInARow;
             eject = connect || (bad && (r.failuresInARow >= EJECT_AFTER || r.probation));
             if (r.probation && f == null) { // it answered a completion: its probation ends
@@ -549,6 +554,7 @@ public final class Replicas implements AutoCloseable {
         }
         synchronized (r) {
             r.probation = true;
+            r.probationSinceNs = System.nanoTime();
             r.failuresInARow = 0;
         }
         r.slots.cap(1);

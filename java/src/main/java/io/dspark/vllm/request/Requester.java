@@ -539,7 +539,7 @@ public final class Requester implements AutoCloseable {
             if (ended.get()) {
                 return;
             }
-            replicas.judge(on, r.status, r.failure, hung); // (this attempt's own result, not the one kept below)
+            replicas.judge(on, r.status, r.failure, hung, attempt.startNs); // (its own result, not the one kept below)
             if (timedOut && attempt.timeoutS < spec.timeoutS && result.failure != null) {
                 r = result; // the deadline, not the server, cut this attempt short: the error that led to it says more
             }

@@ -207,9 +207,9 @@ final class Slots {
     }
 
     /**
-     * One attempt ended: {@code throttled} (429, 503 or a timeout of its whole timeout), or {@code okRttMs} (the round trip of a 2xx
-     * answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes on under the
-     * new limit.
+     * One attempt ended: {@code throttled} (429, 503 or a timeout of its whole timeout), or {@code okRttMs} (the
+     * round trip of a 2xx answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes
+     * on under the new limit.
      */
     void onResult(long sentEpoch, boolean throttled, double okRttMs) {
         if (!adaptive) {

@@ -810,4 +810,38 @@ public final class ReplicasTest {
             }
         }
     }
+
+    @Test
+    void test22AnAttemptSentBeforeItsProbationDoesNotJudgeIt() throws Exception {
+        // Four requests of one user (routed to the hung replica), the fourth 1.8 s after the others: the first
+        // three time out (2 s) and eject it, its probe takes it back on probation (after 10-20 ms), and then the
+        // fourth times out too. It was sent while the replica hung, before the probe: it says nothing of the
+        // replica since (a replica that came back may never answer what it held while it hung). Only attempts
+        // sent on probation judge it.
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 2.0);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            List<String> names = List.of("127.0.0.1:" + stuck.port(), "127.0.0.1:" + good.port());
+            byte[] user = usersHashedTo(names.get(0), names, 1).get(0)
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 3; i++) {
+                    sent.add(r.sendBody(r.bodyOf("question " + i), "id-" + i, user));
+                }
+                Thread.sleep(1800);
+                sent.add(r.sendBody(r.bodyOf("question 3"), "id-3", user));
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                    equal(2, o.attempts, "attempts (the hung replica's, then the other's)");
+                }
+                equal(4L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                Replicas.Replica s = replicaOn(r, stuck);
+                equal(1L, r.gateClosures(), "ejections");
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                equal(1, s.limit(), "on probation");
+            }
+        }
+    }
 }
