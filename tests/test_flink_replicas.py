@@ -8,7 +8,8 @@ every key comes out once, none as an error row, each row names the replica that 
 every replica had its share before the kill, both ML_PREDICT subtasks sent requests (their per-replica metrics), and
 under 5% of the requests were answered 429. And a 'dspark-vllm' table at parallelism 2 with
 'prefix' routing: both subtasks send each head to the same replica; a model with 'request.routing.key-column': both
-subtasks send each user's rows to the same replica.
+subtasks send each user's rows to the same replica. And a replica that hangs (takes completions, never answers them,
+its /health answering): ejected by its timeouts, taken back on probation, every prompt answered by the other.
 """
 
 from __future__ import annotations
@@ -175,14 +176,21 @@ INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
 """
 
 
-def _rows_of_sql_on_two_replicas(tmp_path: Path, sql: str, **values: object) -> tuple[list[dict], set[str]]:
+def _rows_of_sql_on_two_replicas(
+    tmp_path: Path, sql: str, sims_with: tuple[dict, dict] = ({}, {}), **values: object
+) -> tuple[list[dict], list[str], list[float]]:
     """Runs `sql` (a template of {endpoint}, {model}, {out} and `values`) through `dspark-vllm sql` against two
-    simulators, the endpoint naming both: the rows it wrote to {out}, and the two replicas' names."""
+    simulators (each with the changes of its `sims_with`), the endpoint naming both: the rows it wrote to {out},
+    the two replicas' names, and the completions each was asked for."""
     cli = shutil.which("dspark-vllm", path=str(Path(sys.executable).parent))
     assert cli, "the dspark-vllm command is installed beside this Python"
     with ExitStack() as stack:
         sims = [
-            stack.enter_context(testing.serve_simulator(mode="process", profiles=("openai",), seed=i, latency_ms=5))
+            stack.enter_context(
+                testing.serve_simulator(
+                    mode="process", profiles=("openai",), **{"seed": i, "latency_ms": 5, **sims_with[i]}
+                )
+            )
             for i in range(2)
         ]
         with urllib.request.urlopen(sims[0].url + "/v1/models", timeout=10) as response:
@@ -191,8 +199,9 @@ def _rows_of_sql_on_two_replicas(tmp_path: Path, sql: str, **values: object) -> 
         endpoint = ",".join(s.url for s in sims)
         script.write_text(sql.format(endpoint=endpoint, model=model, out=tmp_path / "out", **values))
         run = subprocess.run([cli, "sql", str(script)], capture_output=True, text=True, timeout=600)
+        asked = [_answers(s) for s in sims]
     assert run.returncode == 0, run.stderr[-3000:]
-    return read_json_dir(tmp_path / "out"), {f"127.0.0.1:{s.port}" for s in sims}
+    return read_json_dir(tmp_path / "out"), [f"127.0.0.1:{s.port}" for s in sims], asked
 
 
 def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
@@ -206,7 +215,7 @@ def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
         (prompts / f"p{part}.txt").write_text(
             "".join(f"head number {h:02d} of seven | question {part}-{i}\n" for i in range(120) for h in [i % 7])
         )
-    rows, names = _rows_of_sql_on_two_replicas(tmp_path, TABLE_SQL, prompts=prompts)
+    rows, names, _ = _rows_of_sql_on_two_replicas(tmp_path, TABLE_SQL, prompts=prompts)
     assert sorted(r["prompt"] for r in rows) == sorted(
         f"head number {i % 7:02d} of seven | question {part}-{i}" for part in range(2) for i in range(120)
     )  # every prompt once
@@ -216,7 +225,7 @@ def test_a_table_at_parallelism_2_sends_each_head_to_one_replica(tmp_path):
         if int(r["prompt"].rsplit("-", 1)[1]) >= 7:  # once each subtask has seen the 7 heads (while new heads
             replicas_of.setdefault(r["prompt"][:24], set()).add(r["replica"])  # come, each one's share moves)
     assert len(replicas_of) == 7 and all(len(v) == 1 for v in replicas_of.values()), replicas_of
-    assert set().union(*replicas_of.values()) <= names
+    assert set().union(*replicas_of.values()) <= set(names)
 
 
 KEY_SQL = """
@@ -252,7 +261,7 @@ def test_a_model_routes_each_user_to_one_replica(tmp_path):
         ]
         lines += [{"user_id": None, "question": f"Question {part}-{i} of nobody"} for i in range(4)]
         (questions / f"q{part}.json").write_text("".join(json.dumps(line) + "\n" for line in lines))
-    rows, names = _rows_of_sql_on_two_replicas(tmp_path, KEY_SQL, questions=questions)
+    rows, names, _ = _rows_of_sql_on_two_replicas(tmp_path, KEY_SQL, questions=questions)
     assert len(rows) == 2 * (6 * 16 + 4) and len({r["question"] for r in rows}) == len(rows)  # every row once
     assert [r for r in rows if r["reason"]] == []
     replicas_of: dict[str, set[str]] = {}
@@ -260,5 +269,39 @@ def test_a_model_routes_each_user_to_one_replica(tmp_path):
         if r["user_id"] is not None and not r["question"].startswith(("Question 0-0 ", "Question 1-0 ")):
             replicas_of.setdefault(r["user_id"], set()).add(r["replica"])  # (once each subtask has seen the users)
     assert sorted(replicas_of) == users and all(len(v) == 1 for v in replicas_of.values()), replicas_of
-    assert set().union(*replicas_of.values()) == names  # the users spread over both
-    assert {r["replica"] for r in rows if r["user_id"] is None} <= names
+    assert set().union(*replicas_of.values()) == set(names)  # the users spread over both
+    assert {r["replica"] for r in rows if r["user_id"] is None} <= set(names)
+
+
+HUNG_SQL = """
+SET 'parallelism.default' = '1';
+CREATE TABLE answers_in (
+  content STRING,
+  prompt STRING METADATA FROM 'request.prompt' VIRTUAL,
+  replica STRING METADATA FROM 'request.replica' VIRTUAL,
+  reason STRING METADATA FROM 'error.reason' VIRTUAL
+) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'prompts.path' = '{prompts}',
+        'request.timeout' = '500 ms', 'request.concurrency' = '2', 'request.retry.initial-backoff' = '2 s',
+        'parse.backend' = 'cpu');
+CREATE TABLE answers (prompt STRING, replica STRING, reason STRING)
+  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
+"""
+
+
+def test_a_replica_that_hangs_is_ejected(tmp_path):
+    """One of two replicas takes every completion and never answers it, while its /health answers 200: its
+    timeouts eject it (3 in a row), its probes take it back on probation (one request at a time), each timeout
+    there ejects it again, and every prompt is answered by the other replica, none an error row. Without the
+    ejection, it held its two slots all along, each request there costing the timeout: about 4 a second for the
+    job's 10 s or so (300 prompts at 2 x 50 ms on the other). The probes' first backoff step of 2 s (1-2 s with
+    its jitter, then 2-4 s...) keeps the requests that probation lets through few, however long the job takes
+    (the timed-out requests go to the other replica at once, without a backoff)."""
+    prompts = tmp_path / "prompts.txt"
+    prompts.write_text("".join(f"question {i}\n" for i in range(300)))
+    hung, good = {"faults": {"hang": 1.0}}, {"latency_ms": 50}
+    rows, names, asked = _rows_of_sql_on_two_replicas(tmp_path, HUNG_SQL, (hung, good), prompts=prompts)
+    assert sorted(r["prompt"] for r in rows) == sorted(f"question {i}" for i in range(300))  # every prompt once
+    assert [r for r in rows if r["reason"]] == []
+    assert {r["replica"] for r in rows} == {names[1]}
+    assert 3 <= asked[0] <= 15, asked  # ejected after 3; then one request per probe that took it back

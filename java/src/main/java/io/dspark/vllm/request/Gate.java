@@ -45,6 +45,7 @@ final class Gate {
     private int step; // backoff steps since an attempt last reached the server
     private final String replica; // one of several replicas (its name in the log), or null: the one server
     private volatile Runnable onOpen = () -> { };
+    private volatile Runnable onProbed = () -> { };
 
     Gate(Supplier<CompletableFuture<Boolean>> probe, ScheduledExecutorService timer, double initialS, double maxS,
             Random random) {
@@ -105,15 +106,18 @@ final class Gate {
         synchronized (this) {
             step = 0;
         }
-        reopen();
+        reopen(false);
     }
 
-    private void reopen() {
+    private void reopen(boolean probed) {
         List<Waiter> go;
         double downS;
         synchronized (this) {
             if (open) {
                 return;
+            }
+            if (probed) {
+                onProbed.run(); // before it is open: no attempt may pass it first
             }
             open = true;
             downS = (System.nanoTime() - closedAtNs) / 1e9;
@@ -159,6 +163,14 @@ final class Gate {
         onOpen = r;
     }
 
+    /**
+     * Run when a probe opens it, before it is open, under its lock (a replica goes on probation): it must take no
+     * lock of the caller's.
+     */
+    void onProbed(Runnable r) {
+        onProbed = r;
+    }
+
     /** No more probes (close of the requester). */
     synchronized void shutdown() {
         closedForGood = true;
@@ -199,7 +211,7 @@ final class Gate {
         }
         answer.whenComplete((ok, e) -> {
             if (e == null && Boolean.TRUE.equals(ok)) {
-                reopen(); // (the step is kept: see the class comment)
+                reopen(true); // (the step is kept: see the class comment)
             } else {
                 probeLater(gen);
             }

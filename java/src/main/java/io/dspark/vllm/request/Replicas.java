@@ -38,9 +38,13 @@ import java.util.function.Function;
  * 'request.retry.hold-while-down') closes on a connect failure or a 502/503 and holds requests back. With
  * several, each has a gate whatever that option says, and a closed gate means <i>ejected</i>: it gets no attempts
  * while another is in; a connect failure (or a failed TLS handshake) ejects it at once, {@link #EJECT_AFTER} 5xx
- * answers, answers that are no HTTP or broken connections in a row too; its {@code /health} is probed (backoff
- * steps up to 'request.retry.max-backoff') and an answer below 500 takes it back. While every replica is
- * ejected, requests wait for one to come back (hold-while-down), or go to the least loaded anyway.
+ * answers, answers that are no HTTP, broken connections or timeouts of attempts that had (nearly) their whole
+ * timeout on it ({@link #HUNG_SHARE}: a replica that hangs) in a row too; its {@code /health} is probed (backoff
+ * steps up to 'request.retry.max-backoff') and an answer below 500 takes it back <i>on probation</i>: one attempt
+ * at a time until it answers one (then its whole limit again), and one failure of those that count (of an attempt
+ * sent since) ejects it again at once, its probes further apart (a /health that answers says little of
+ * completions that hang or fail). While every replica is ejected, requests wait for one to come back
+ * (hold-while-down), or go to the least loaded anyway.
  *
  * <p><b>Routing.</b> {@code least-loaded}: one FIFO queue for all replicas, where a request waits only while no
  * replica in has a free slot; it goes to the replica with the most free slots (ties: the fewest on the wire, then
@@ -63,8 +67,15 @@ import java.util.function.Function;
  */
 public final class Replicas implements AutoCloseable {
     private static final Logger LOG = LoggerFactory.getLogger(Requester.class);
-    /** 5xx answers or broken connections in a row that eject a replica (one of several). */
+    /** 5xx answers, timeouts or broken connections in a row that eject a replica (one of several). */
     static final int EJECT_AFTER = 3;
+    /**
+     * A timeout counts toward an ejection when the attempt had at least this share of 'request.timeout' on the
+     * replica: not one cut short by the request's deadline after it waited here (for a slot, in backoff), which
+     * says more of this client's queue than of the replica. Not 1: where the deadline is shorter than the timeout
+     * (ML_PREDICT's), an attempt sent at once has the deadline less the moments before it.
+     */
+    static final double HUNG_SHARE = 0.9;
     /**
      * 'prefix': the distinct routing keys balanced over the replicas; with more, the hash alone spreads them (until
      * they are half as many again: a number of keys near the limit does not switch back and forth).
@@ -96,6 +107,8 @@ public final class Replicas implements AutoCloseable {
         final AtomicLong throttled = new AtomicLong();
         final Recent latencies = new Recent(1000);
         private int failuresInARow; // guarded by this
+        private boolean probation; // taken back by a probe, not yet answered a request since (guarded by this)
+        private long probationSinceNs; // (guarded by this)
         final ArrayDeque<Waiter> queue = new ArrayDeque<>(); // 'prefix': requests given to it (the Replicas' lock)
         long overSinceNs; // 'prefix': since when its load has been over the bound at every look (the Replicas' lock)
         boolean over; // (overSinceNs is set)
@@ -362,6 +375,7 @@ public final class Replicas implements AutoCloseable {
             Gate g = new Gate(() -> probe.apply(r), timer, spec.backoffInitialS, spec.backoffMaxS, random,
                     labelled ? name : null);
             g.onOpen(this::readmitted);
+            g.onProbed(() -> probation(r));
             r.gate = g;
         }
         return r;
@@ -475,10 +489,12 @@ public final class Replicas implements AutoCloseable {
     }
 
     /**
-     * What one attempt on {@code r} says of its health. One replica: as the one server's gate (connect failure or
-     * 502/503 closes it, any other answer opens it). Several: see the class comment.
+     * What one attempt on {@code r}, sent at {@code sentNs} (System.nanoTime), says of its health; {@code hung}: it
+     * timed out after (nearly) its whole timeout on the replica (see {@link #HUNG_SHARE}). One replica: as the one
+     * server's gate (connect failure or 502/503 closes it, any other answer opens it). Several: see the class
+     * comment; on probation, a failure of an attempt sent before it began says nothing of the replica since.
      */
-    void judge(Replica r, Integer status, Failure f) {
+    void judge(Replica r, Integer status, Failure f, boolean hung, long sentNs) {
         Gate g = r.gate;
         if (g == null) {
             return;
@@ -496,23 +512,60 @@ public final class Replicas implements AutoCloseable {
         // No connection or no TLS session: this replica cannot answer any request now. An answer that is no HTTP
         // counts toward the failures in a row instead: one odd answer from a healthy server must not eject it.
         boolean connect = f != null && (f.kind.equals(PlanContract.CONNECT) || f.kind.equals(PlanContract.TLS));
-        boolean bad = replicasOwn(status, f);
+        boolean bad = hung || replicasOwn(status, f);
         boolean eject;
+        boolean onProbation;
+        boolean cleared = false;
         synchronized (r) {
+            if (r.probation && f != null && sentNs - r.probationSinceNs < 0) {
+                return; // sent while it was down (a replica that came back may never answer what it held then)
+            }
             r.failuresInARow = bad ? r.failuresInARow + 1 : status != null ? 0 : r.failuresInARow;
-            eject = connect || (bad && r.failuresInARow >= EJECT_AFTER);
+            eject = connect || (bad && (r.failuresInARow >= EJECT_AFTER || r.probation));
+            if (r.probation && f == null) { // it answered a completion: its probation ends
+                r.probation = false;
+                cleared = true;
+            }
+            onProbation = r.probation;
+        }
+        if (cleared) {
+            r.slots.cap(Integer.MAX_VALUE);
         }
         if (eject) {
             g.close(f);
             drain(); // requests given to it go to the others
-        } else if (status != null && !bad) {
-            g.open();
+        } else if (status != null && !bad && !onProbation) {
+            g.open(); // (on probation, only a completion answered resets its probes' backoff)
+            if (cleared) {
+                drain(); // its whole limit again
+            }
         }
     }
 
-    /** A failure on {@code r} that another replica may not share (retried there at once, not after a backoff). */
-    boolean replicaFault(Integer status, Failure f) {
-        return several() && replicasOwn(status, f);
+    /**
+     * A probe took {@code r} back (its gate's lock is held): one of several goes on probation, one attempt at a
+     * time until one is answered; a failure that counts toward an ejection ejects it again at once. A replica whose
+     * /health answers while its completions hang (or fail) costs then one request per probe, the probes further
+     * apart each time, not its whole limit of requests each time it comes back.
+     */
+    private void probation(Replica r) {
+        if (!several()) {
+            return; // one server: nowhere else to send; its gate holds requests back, it does not eject
+        }
+        synchronized (r) {
+            r.probation = true;
+            r.probationSinceNs = System.nanoTime();
+            r.failuresInARow = 0;
+        }
+        r.slots.cap(1);
+    }
+
+    /**
+     * A failure on {@code r} that another replica may not share (retried there at once, not after a backoff);
+     * {@code hung}: a timeout that counts against the replica (see {@link #judge}).
+     */
+    boolean replicaFault(Integer status, Failure f, boolean hung) {
+        return several() && (hung || replicasOwn(status, f));
     }
 
     /**

@@ -524,24 +524,28 @@ public final class Requester implements AutoCloseable {
                 on.throttled.incrementAndGet();
             }
             boolean timedOut = r.failure != null && r.failure.kind.equals(PlanContract.TIMEOUT);
+            // The replica held it for (nearly) its whole timeout and did not answer: a hang, counted against it as a
+            // 5xx is, and a throttle to its limit. One cut short by the deadline (the request waited here for a
+            // slot, or in backoff) is neither: lowering the limit for it would make the queue here longer still.
+            boolean hung = timedOut && attempt.timeoutS >= Replicas.HUNG_SHARE * spec.timeoutS;
             double okRtt = r.failure == null ? (System.nanoTime() - attempt.startNs) / 1e6 : Double.NaN;
             if (r.failure == null) {
                 on.answers.incrementAndGet();
                 on.latencies.add(okRtt);
             }
             // The limit learns first: a slot freed by a 429 goes to the next request only under the lowered limit.
-            on.slots.onResult(attempt.epoch, throttle || timedOut, okRtt);
+            on.slots.onResult(attempt.epoch, throttle || hung, okRtt);
             replicas.release(on);
             if (ended.get()) {
                 return;
             }
+            replicas.judge(on, r.status, r.failure, hung, attempt.startNs); // (its own result, not the one kept below)
             if (timedOut && attempt.timeoutS < spec.timeoutS && result.failure != null) {
                 r = result; // the deadline, not the server, cut this attempt short: the error that led to it says more
             }
             result = r;
-            replicas.judge(on, r.status, r.failure);
             Failure f = r.failure;
-            if (f != null && !f.retryable && replicas.replicaFault(r.status, f) && replicas.anotherIn(on)
+            if (f != null && !f.retryable && replicas.replicaFault(r.status, f, false) && replicas.anotherIn(on)
                     && elsewhere < replicas.list().size() - 1
                     && (spec.maxAttempts == 0 || attempts < spec.maxAttempts)) {
                 // A 500 (or another 5xx that is not retried), a failed TLS handshake or an answer that is no HTTP:
@@ -566,7 +570,7 @@ public final class Requester implements AutoCloseable {
                 step(); // no connection: the gate's probes pace the next attempt
                 return;
             }
-            if (replicas.replicaFault(r.status, f) && replicas.anotherIn(on)) {
+            if (replicas.replicaFault(r.status, f, hung) && replicas.anotherIn(on)) {
                 step(); // this replica's trouble, not the request's: another takes it now
                 return;
             }

@@ -16,7 +16,8 @@ import java.util.function.LongConsumer;
  *       completions, about one round trip when the limit is reached. Each attempt carries the <i>epoch</i> its
  *       slot was given in; every decrease starts a new epoch, and a throttled answer to an attempt of an older
  *       epoch does not lower the limit again (at most one decrease per round trip).</li>
- *   <li><b>Decrease</b> when an attempt is answered 429 or 503, or times out: x0.75, and the plateau becomes
+ *   <li><b>Decrease</b> when an attempt is answered 429 or 503, or times out after (nearly) its whole timeout
+ *       (not one that its request's deadline cut short after it waited for a slot): x0.75, and the plateau becomes
  *       one below the level that was throttled. Two gentler cases: a throttled <i>probe</i> goes back to the
  *       plateau (which it had just shown to be fine), and a first throttle at the plateau after a calm stretch
  *       (4 windows) steps back by one; another throttle soon after is a full x0.75.</li>
@@ -35,7 +36,8 @@ import java.util.function.LongConsumer;
  * </ul>
  *
  * <p>An adaptive limit starts at the spec's start divided among the parallel instances that send to the same
- * replica (see the constructor). Limits stay within [min, max]. One lock guards it all; callbacks run on the
+ * replica (see the constructor). Limits stay within [min, max]. A replica on probation ({@link Replicas}) is
+ * capped at one attempt at a time whatever its limit ({@link #cap}). One lock guards it all; callbacks run on the
  * given executor, outside it.
  */
 final class Slots {
@@ -68,6 +70,7 @@ final class Slots {
     private double baselineRtt = Double.NaN;
     private int slowWindows;
     private int calm; // windows since the last throttle that was not a probe's
+    private int cap = Integer.MAX_VALUE; // a replica on probation: 1 (the limit learns on beneath it)
     /** For a benchmark's eyes only: each change of the adaptive limit, and why. */
     static volatile java.util.function.Consumer<String> trace;
 
@@ -87,12 +90,25 @@ final class Slots {
         this.executor = executor;
     }
 
+    /** Attempts allowed on the wire at once now: the limit, or the cap below it. */
     synchronized int limit() {
-        return current();
+        return allowed();
     }
 
     private int current() {
         return Math.max(min, Math.min(max, (int) Math.floor(limit)));
+    }
+
+    private int allowed() {
+        return Math.min(cap, current());
+    }
+
+    /**
+     * At most {@code n} attempts at once whatever the limit (a replica on probation: 1), or, with
+     * {@code Integer.MAX_VALUE}, the limit again. A cap that holds requests back is no reason to raise the limit.
+     */
+    synchronized void cap(int n) {
+        cap = Math.max(1, n);
     }
 
     synchronized int busy() {
@@ -110,7 +126,7 @@ final class Slots {
     void acquire(LongConsumer then) {
         long granted;
         synchronized (this) {
-            if (!waiting.isEmpty() || busy >= current()) {
+            if (!waiting.isEmpty() || busy >= allowed()) {
                 waiting.add(then);
                 if (busy >= current()) {
                     windowBinding = true;
@@ -131,8 +147,8 @@ final class Slots {
      * window is binding). For {@link Replicas}, whose one queue waits for a slot of any replica.
      */
     synchronized long tryAcquire() {
-        if (!waiting.isEmpty() || busy >= current()) {
-            windowBinding = true;
+        if (!waiting.isEmpty() || busy >= allowed()) {
+            windowBinding |= cap == Integer.MAX_VALUE;
             return -1;
         }
         busy++;
@@ -144,12 +160,12 @@ final class Slots {
 
     /** Free slots now (the limit less the attempts on the wire; never below 0). */
     synchronized int room() {
-        return Math.max(0, current() - busy);
+        return Math.max(0, allowed() - busy);
     }
 
-    /** Requests waited elsewhere while this limit was reached: the window is binding. */
+    /** Requests waited elsewhere while this limit was reached: the window is binding (not under a cap). */
     synchronized void binding() {
-        windowBinding = true;
+        windowBinding |= cap == Integer.MAX_VALUE;
     }
 
     void release() {
@@ -178,7 +194,7 @@ final class Slots {
 
     private List<Runnable> drain() {
         List<Runnable> go = new ArrayList<>();
-        while (!waiting.isEmpty() && busy < current()) {
+        while (!waiting.isEmpty() && busy < allowed()) {
             busy++;
             LongConsumer next = waiting.poll();
             long granted = epoch;
@@ -191,9 +207,9 @@ final class Slots {
     }
 
     /**
-     * One attempt ended: {@code throttled} (429, 503 or a timeout), or {@code okRttMs} (the round trip of a 2xx
-     * answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes on under the
-     * new limit.
+     * One attempt ended: {@code throttled} (429, 503 or a timeout of its whole timeout), or {@code okRttMs} (the
+     * round trip of a 2xx answer, else NaN). Called before the attempt's {@link #release()}, so that its slot goes
+     * on under the new limit.
      */
     void onResult(long sentEpoch, boolean throttled, double okRttMs) {
         if (!adaptive) {

@@ -14,6 +14,7 @@ import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -627,6 +628,219 @@ public final class ReplicasTest {
                 for (Replicas.Replica x : r.replicas()) {
                     check(!x.ejected(), "not ejected after one odd answer: " + x.name());
                 }
+            }
+        }
+    }
+
+    /** Takes a completion and never answers it (until closed); its /health answers 200. */
+    static Web hung() throws Exception {
+        return new Web((x, s) -> Thread.sleep(600_000));
+    }
+
+    static Replicas.Replica replicaOn(Requester r, Web web) {
+        for (Replicas.Replica x : r.replicas()) {
+            if (x.name().endsWith(":" + web.port())) {
+                return x;
+            }
+        }
+        throw new AssertionError("no replica on port " + web.port());
+    }
+
+    @Test
+    void test18AReplicaThatHangsIsEjectedAfterThreeTimeouts() throws Exception {
+        // A replica that takes requests and never answers them, while its /health answers 200 (an engine stuck in
+        // a kernel, a wedged proxy): each request sent to it waited its whole timeout before going elsewhere, for
+        // as long as the job ran. Three timeouts in a row eject it, as three 5xx do; each of those requests goes
+        // to the other replica at once (no backoff: it is that replica's trouble) and is answered within its
+        // deadline. (Backoff steps of 30 s: no probe takes it back during the test, nor does a backoff fit in the
+        // deadline.)
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.put("backoff_initial_s", 30.0).put("backoff_max_s", 30.0);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                int retried = 0;
+                for (int i = 0; i < 30; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS);
+                    check(o.ok(), "every request answered: " + o.error);
+                    equal(good.base.substring("http://".length()), o.replica, "the replica that answered");
+                    retried += o.attempts > 1 ? 1 : 0;
+                }
+                equal(3L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                equal(3, retried, "requests answered on a second attempt");
+                equal(1L, r.gateClosures(), "ejections");
+            }
+        }
+        // ML_PREDICT's deadline under 'request.timeout' (the attempt's timeout is then the deadline, less the
+        // moments before the attempt): the rows sent to it end as timeouts, but only three.
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.put("deadline_s", 0.5);
+            n.put("backoff_initial_s", 30.0).put("backoff_max_s", 30.0);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                int errors = 0;
+                for (int i = 0; i < 30; i++) {
+                    Outcome o = r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS);
+                    if (!o.ok()) {
+                        equal(PlanContract.TIMEOUT, o.errorKind, "kind");
+                        errors++;
+                    }
+                }
+                equal(3L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                equal(3, errors, "requests no replica answered within their deadline");
+            }
+        }
+    }
+
+    @Test
+    void test19AReplicaTakenBackByItsProbeIsOnProbation() throws Exception {
+        // A hung replica's /health answers, so its probe takes it back soon after each ejection. Taken back, it is
+        // on probation: one request at a time until one is answered, and one timeout (not three) ejects it again,
+        // so it costs one request per probe (the probes ever further apart), not its whole limit each time. Once
+        // it answers a completion, its probation ends: its whole limit again.
+        AtomicBoolean healed = new AtomicBoolean();
+        try (Web stuck = new Web((x, s) -> {
+            if (healed.get()) {
+                respond(x, 200, OK_BODY);
+            } else {
+                Thread.sleep(600_000);
+            }
+        }); Web good = slowOk(100)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 0.5);
+            n.with("concurrency").put("initial", 2).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                for (int i = 0; i < 30 && r.gateClosures() == 0; i++) {
+                    check(r.send("p" + i, "id-" + i).get(20, TimeUnit.SECONDS).ok(), "answered");
+                }
+                equal(1L, r.gateClosures(), "ejected");
+                Replicas.Replica s = replicaOn(r, stuck);
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                equal(1, s.limit(), "on probation: one request at a time");
+                long posts = stuck.count("POST", "/v1/completions");
+                long closures = r.gateClosures();
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    sent.add(r.send("q" + i, "id-q" + i));
+                }
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                }
+                long postsOnProbation = stuck.count("POST", "/v1/completions") - posts;
+                check(postsOnProbation >= 1, "the replica on probation took a request while the other was full");
+                equal(postsOnProbation, r.gateClosures() - closures, "each timeout on probation ejects it again");
+
+                healed.set(true);
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                posts = stuck.count("POST", "/v1/completions");
+                for (int round = 0; round < 20 && s.limit() < 2; round++) {
+                    sent.clear();
+                    for (int i = 0; i < 10; i++) {
+                        sent.add(r.send("h" + round + "-" + i, "id-h" + round + "-" + i));
+                    }
+                    for (Outcome o : all(sent)) {
+                        check(o.ok(), "every request answered: " + o.error);
+                    }
+                }
+                check(stuck.count("POST", "/v1/completions") > posts, "the healed replica answered");
+                equal(2, s.limit(), "its probation ended with its first answer");
+                check(!s.ejected(), "in");
+            }
+        }
+    }
+
+    @Test
+    void test20ASlowReplicaIsNotEjectedForTheTimeItsRequestsWaitedHere() throws Exception {
+        // Two replicas that answer in 200 ms, one request at a time each ('auto' within 1..1), and twice as many
+        // requests coming as they answer, each with a deadline that is also its attempt's timeout (ML_PREDICT's,
+        // under 'request.timeout'): they wait here for a slot longer and longer, and one that gets it late times
+        // out soon on a replica that answers all along, one after another. Such a timeout says nothing of the
+        // replica: only one of an attempt that had (nearly) its whole timeout on the replica counts toward an
+        // ejection. Neither replica is ejected.
+        try (Web a = slowOk(200); Web b = slowOk(200)) {
+            ObjectNode n = specOf(a.base, b.base);
+            n.put("timeout_s", 2.0);
+            n.put("deadline_s", 2.0);
+            n.with("concurrency").put("adaptive", true).put("initial", 1).put("min", 1).put("max", 1);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                    Thread.sleep(50);
+                }
+                int ok = 0;
+                int timedOut = 0;
+                for (Outcome o : all(sent)) {
+                    ok += o.ok() ? 1 : 0;
+                    timedOut += PlanContract.TIMEOUT.equals(o.errorKind) && o.attempts > 0 ? 1 : 0;
+                }
+                check(ok >= 4, "answered: " + ok);
+                check(timedOut >= 3, "attempts cut short by their deadline timed out: " + timedOut);
+                equal(0L, r.gateClosures(), "ejections");
+            }
+        }
+    }
+
+    @Test
+    void test21AnAttemptCutShortByItsDeadlineDoesNotLowerTheLimit() throws Exception {
+        // As above, with one server and 'auto' within 1..2 starting at 2: requests that waited here for a slot get
+        // what is left of their deadline, and time out soon. Such a timeout is the client's queue, not the server's
+        // overload: lowering the limit for it (x0.75: 1) would only make the queue longer, and the next attempts
+        // shorter. The server answers each in 200 ms all along: the limit stays at 2.
+        try (Web a = slowOk(200)) {
+            ObjectNode n = spec(a.base);
+            n.put("timeout_s", 2.0);
+            n.put("deadline_s", 2.0);
+            n.with("concurrency").put("adaptive", true).put("initial", 2).put("min", 1).put("max", 2);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 60; i++) {
+                    sent.add(r.send("p" + i, "id-" + i));
+                    Thread.sleep(50);
+                }
+                int timedOut = 0;
+                for (Outcome o : all(sent)) {
+                    timedOut += PlanContract.TIMEOUT.equals(o.errorKind) && o.attempts > 0 ? 1 : 0;
+                }
+                check(timedOut >= 3, "attempts cut short by their deadline timed out: " + timedOut);
+                equal(2, r.concurrencyLimit(), "the limit");
+            }
+        }
+    }
+
+    @Test
+    void test22AnAttemptSentBeforeItsProbationDoesNotJudgeIt() throws Exception {
+        // Four requests of one user (routed to the hung replica), the fourth 1.8 s after the others: the first
+        // three time out (2 s) and eject it, its probe takes it back on probation (after 10-20 ms), and then the
+        // fourth times out too. It was sent while the replica hung, before the probe: it says nothing of the
+        // replica since (a replica that came back may never answer what it held while it hung). Only attempts
+        // sent on probation judge it.
+        try (Web stuck = hung(); Web good = slowOk(0)) {
+            ObjectNode n = specOf(stuck.base, good.base);
+            n.put("timeout_s", 2.0);
+            n.putObject("routing").put("mode", "prefix").put("prefix_bytes", 12);
+            List<String> names = List.of("127.0.0.1:" + stuck.port(), "127.0.0.1:" + good.port());
+            byte[] user = usersHashedTo(names.get(0), names, 1).get(0)
+                    .getBytes(java.nio.charset.StandardCharsets.UTF_8);
+            try (Requester r = new Requester(of(n))) {
+                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+                for (int i = 0; i < 3; i++) {
+                    sent.add(r.sendBody(r.bodyOf("question " + i), "id-" + i, user));
+                }
+                Thread.sleep(1800);
+                sent.add(r.sendBody(r.bodyOf("question 3"), "id-3", user));
+                for (Outcome o : all(sent)) {
+                    check(o.ok(), "every request answered: " + o.error);
+                    equal(2, o.attempts, "attempts (the hung replica's, then the other's)");
+                }
+                equal(4L, stuck.count("POST", "/v1/completions"), "requests sent to the hung replica");
+                Replicas.Replica s = replicaOn(r, stuck);
+                equal(1L, r.gateClosures(), "ejections");
+                eventually(() -> !s.ejected(), "taken back by its probe");
+                equal(1, s.limit(), "on probation");
             }
         }
     }
