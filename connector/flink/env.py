@@ -27,9 +27,7 @@ from connector.flink.pyflink_fixes import quiet_loopback_exit
 __all__ = [
     "JAR_DIR",
     "add_jars",
-    "cancelled",
     "connector_jar",
-    "flink_failures_said",
     "local_environment",
     "prompt_job",
     "register",
