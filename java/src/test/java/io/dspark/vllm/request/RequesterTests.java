@@ -783,6 +783,15 @@ public final class RequesterTests {
 
     private static Path tlsDir;
 
+    /**
+     * The TLS material, made before the tests rather than inside the first that needs it: five keytool runs, a JVM
+     * each, took 22-26 s of that test's 60 on a loaded 2-core machine (a class's @Timeout leaves this out).
+     */
+    @BeforeAll
+    static void makeTlsMaterial() throws Exception {
+        tls();
+    }
+
     static synchronized Path tls() throws Exception {
         if (tlsDir == null) {
             Path dir = Files.createTempDirectory("dspark-vllm-tls-");
@@ -1731,9 +1740,7 @@ public final class RequesterTests {
             System.out.println("  https->silent: " + show(o) + " took " + (System.nanoTime() - t0) / 1e9);
             equal("timeout", o.errorKind, "kind");
         }
-        java.nio.file.Path dir = Files.createTempDirectory("hx13");
-        Servers.keyPair(dir, "server", "CN=localhost", "ip:127.0.0.1,dns:localhost");
-        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(dir, "server"), false);
+        try (Web web = new Web((x, s) -> respond(x, 200, OK_BODY), 0, Servers.serverTls(tls(), "server"), false);
                 Requester r = new Requester(of(spec(web.base.replace("https:", "http:")).put("max_attempts", 1)
                         .put("timeout_s", 2.0)))) {
             long t0 = System.nanoTime();
