@@ -997,7 +997,10 @@ public final class RequesterTests {
                 Outcome o = get(r.send("p", "id-" + i));
                 check(o.ok(), "request " + i + ": " + o.error);
                 equal(1, o.attempts, "no attempt failed");
-                sleep(400);
+                int closedBefore = i + 1;
+                // waited for, not timed: a loaded machine's server thread may close it well after its 100 ms
+                eventually(() -> raw.closed.get() == closedBefore, "the server closed the connection");
+                sleep(300); // the client's event loop reads the close
             }
             equal(3, raw.connections.get(), "a new connection each time");
         }
