@@ -289,6 +289,34 @@ def test_a_signal_inside_a_constructor_still_ends_in_one_line(signum: int, said:
     assert one_line(done.stderr) == f"dspark-vllm columns: {said}"
 
 
+_INTERRUPTED_AS_THE_OUTPUT_IS_MADE = """
+import signal, sys, tempfile
+from connector.cli.commands import main
+
+made = tempfile.mkstemp
+
+def mkstemp(*args, **kwargs):
+    handle, name = made(*args, **kwargs)
+    signal.raise_signal(signal.%s)  # the temporary file is there; the command does not know it yet
+    return handle, name
+
+tempfile.mkstemp = mkstemp
+sys.exit(main(["parse", "-", "--backend", "cpu", "--output", sys.argv[1]]))
+"""
+
+
+@pytest.mark.parametrize("signum,said", SIGNALS)
+def test_a_signal_as_an_output_is_made_leaves_no_temporary_file(tmp_path: Path, signum: int, said: str):
+    """The parse test's signal, sent once a partial output shows, can land between the temporary file's making
+    and the command's noting it (in Output's constructor): the .partial file stayed."""
+    script = _INTERRUPTED_AS_THE_OUTPUT_IS_MADE % signal.Signals(signum).name
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "o.parquet")], input=b"", capture_output=True,
+                          env=_env(), preexec_fn=interruptible, timeout=60)  # fmt: skip
+    assert done.returncode == 128 + signum, done.stderr
+    assert one_line(done.stderr) == f"dspark-vllm parse: {said}"
+    assert list(tmp_path.iterdir()) == []
+
+
 def _url(server: socket.socket) -> str:
     return f"http://127.0.0.1:{server.getsockname()[1]}"
 

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import IO
 
 from connector.cli.files import ErrorsWriter, Output, RowGroups, same_file
-from connector.cli.signals import EXIT_OK, Failed
+from connector.cli.signals import EXIT_OK, Failed, signals_deferred
 from connector.errors import OptionsError
 
 __all__ = ["line_batches", "run"]
@@ -100,9 +100,10 @@ def run(args: argparse.Namespace) -> int:
     rows_writer: RowGroups | None = None
     errors_writer: ErrorsWriter | None = None
     try:
-        outputs.append(Output(args.output, "--output"))
-        if args.errors is not None:
-            outputs.append(Output(args.errors, "--errors", ("ndjson", "parquet")))
+        with signals_deferred():  # each temporary file is in `outputs` before a signal can end the command
+            outputs.append(Output(args.output, "--output"))
+            if args.errors is not None:
+                outputs.append(Output(args.errors, "--errors", ("ndjson", "parquet")))
         # After the outputs' names are checked: 'auto' without a GPU warns, and a usage error comes first.
         backend = select_backend(args.backend)[0].name
         rows_writer = RowGroups(pq.ParquetWriter(outputs[0].file, schema))

@@ -24,6 +24,7 @@ __all__ = [
     "Failed",
     "Terminated",
     "run_reported",
+    "signals_deferred",
     "stopped_by_signals",
 ]
 
@@ -61,6 +62,29 @@ def stopped_by_signals() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+
+
+@contextlib.contextmanager
+def signals_deferred() -> Iterator[None]:
+    """While inside, SIGINT, SIGTERM and SIGHUP are noted, not acted on; the first is raised again as it ends, so
+    it stops the command as ever. For steps that must not be cut in two: a temporary file made, and recorded for
+    its removal (a signal between the two left the file behind)."""
+    noted: list[int] = []
+
+    def note(signum: int, frame: Any) -> None:
+        noted.append(signum)
+
+    previous = {}
+    with contextlib.suppress(ValueError):  # not the main thread: left as they are
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            previous[signum] = signal.signal(signum, note)
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        if noted:
+            signal.raise_signal(noted[0])
 
 
 def run_reported(name: str, command: Callable[[], int], verbose: bool = False) -> int:

@@ -193,7 +193,9 @@ public final class ReplicasTest {
         int p1 = Servers.freePort();
         int p2 = Servers.freePort();
         ObjectNode n = specOf("http://127.0.0.1:" + p1, "http://127.0.0.1:" + p2);
-        n.put("deadline_s", 1.0);
+        // A deadline that leaves the request the time to meet both replicas' refusals (a first connection's
+        // start-up in a fresh requester): within 1 s a loaded machine let it meet one, and the other stayed in.
+        n.put("deadline_s", 5.0);
         n.put("hold_while_down", true);
         try (Requester r = new Requester(of(n))) {
             Outcome o = r.send("p", "id-1").get(20, TimeUnit.SECONDS);

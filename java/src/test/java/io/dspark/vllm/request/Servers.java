@@ -286,6 +286,8 @@ final class Servers {
         final ServerSocket socket;
         final String base;
         final AtomicInteger connections = new AtomicInteger();
+        /** The connections this server has closed (its script ended). */
+        final AtomicInteger closed = new AtomicInteger();
         private final Thread acceptor;
 
         Raw(Script script) throws IOException {
@@ -311,6 +313,7 @@ final class Servers {
                             } catch (Exception e) {
                                 // the client went away
                             }
+                            closed.incrementAndGet();
                         });
                         t.setDaemon(true);
                         t.start();
