@@ -1673,7 +1673,9 @@ public final class RequesterTests {
                 double took = (System.nanoTime() - t0) / 1e9;
                 System.out.println("  " + script.substring(0, 20).replace("\r\n", "|") + ": " + show(o) + " took " + took);
                 equal("timeout", o.errorKind, "kind");
-                check(took < 1.5, "the attempt timeout holds: " + took);
+                // Not a measure of speed: without the attempt timeout the script would trickle for 5,000 s; 8 s leaves
+                // a loaded machine room, five scripts inside the class's 60 s.
+                check(took < 8, "the attempt timeout holds: " + took);
                 equal(0, r.attemptsOnTheWire(), "slot freed");
             }
         }
@@ -1715,7 +1717,8 @@ public final class RequesterTests {
             System.out.println("  300 ended in " + took + " s; timeouts " + timeouts + ", connections "
                     + raw.connections.get());
             equal(300, timeouts, "all timed out");
-            check(took < 4, "ended near the deadline: " + took);
+            // Not a measure of speed: without the deadline each would wait on the server's 60 s silence.
+            check(took < 30, "ended at the deadline, not at the server's silence: " + took);
             equal(0, r.attemptsOnTheWire(), "no slot leaked");
             equal(0, r.inFlight(), "nothing in flight");
         }
