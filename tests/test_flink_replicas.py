@@ -160,20 +160,25 @@ def test_a_replica_killed_mid_run_costs_no_row(tmp_path):
     assert sorted(by_subtask) == [0, 1] and min(by_subtask.values()) > 0, by_subtask
 
 
-TABLE_SQL = """
-SET 'parallelism.default' = '2';
+# A 'dspark-vllm' table in request mode on the two replicas, each answer's prompt, replica and error reason in a
+# JSON file; {{parallelism}} and the table's {{options}} are each test's.
+ANSWERS_SQL = """
+SET 'parallelism.default' = '{parallelism}';
 CREATE TABLE answers_in (
   content STRING,
   prompt STRING METADATA FROM 'request.prompt' VIRTUAL,
   replica STRING METADATA FROM 'request.replica' VIRTUAL,
   reason STRING METADATA FROM 'error.reason' VIRTUAL
-) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'prompts.path' = '{prompts}',
-        'request.routing' = 'prefix', 'request.routing.prefix-length' = '24', 'request.routing.load-bound' = '1000',
-        'parse.backend' = 'cpu');
+) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{{endpoint}}', 'model' = '{{model}}', 'prompts.path' = '{{prompts}}',
+        {options}, 'parse.backend' = 'cpu');
 CREATE TABLE answers (prompt STRING, replica STRING, reason STRING)
-  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
+  WITH ('connector' = 'filesystem', 'path' = '{{out}}', 'format' = 'json');
 INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
 """
+TABLE_SQL = ANSWERS_SQL.format(
+    parallelism=2,
+    options="'request.routing' = 'prefix', 'request.routing.prefix-length' = '24', 'request.routing.load-bound' = '1000'",
+)
 
 
 def _rows_of_sql_on_two_replicas(
@@ -273,20 +278,10 @@ def test_a_model_routes_each_user_to_one_replica(tmp_path):
     assert {r["replica"] for r in rows if r["user_id"] is None} <= set(names)
 
 
-HUNG_SQL = """
-SET 'parallelism.default' = '1';
-CREATE TABLE answers_in (
-  content STRING,
-  prompt STRING METADATA FROM 'request.prompt' VIRTUAL,
-  replica STRING METADATA FROM 'request.replica' VIRTUAL,
-  reason STRING METADATA FROM 'error.reason' VIRTUAL
-) WITH ('connector' = 'dspark-vllm', 'endpoint' = '{endpoint}', 'model' = '{model}', 'prompts.path' = '{prompts}',
-        'request.timeout' = '500 ms', 'request.concurrency' = '2', 'request.retry.initial-backoff' = '2 s',
-        'parse.backend' = 'cpu');
-CREATE TABLE answers (prompt STRING, replica STRING, reason STRING)
-  WITH ('connector' = 'filesystem', 'path' = '{out}', 'format' = 'json');
-INSERT INTO answers SELECT prompt, replica, reason FROM answers_in;
-"""
+HUNG_SQL = ANSWERS_SQL.format(
+    parallelism=1,
+    options="'request.timeout' = '500 ms', 'request.concurrency' = '2', 'request.retry.initial-backoff' = '2 s'",
+)
 
 
 def test_a_replica_that_hangs_is_ejected(tmp_path):

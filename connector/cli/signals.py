@@ -53,15 +53,8 @@ def stopped_by_signals() -> Iterator[None]:
     def stop(signum: int, frame: Any) -> None:
         raise Terminated(signum)
 
-    previous = {}
-    with contextlib.suppress(ValueError):  # not the main thread: left as they are
-        for signum in (signal.SIGTERM, signal.SIGHUP):
-            previous[signum] = signal.signal(signum, stop)
-    try:
+    with _handled((signal.SIGTERM, signal.SIGHUP), stop):
         yield
-    finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
 
 
 @contextlib.contextmanager
@@ -74,17 +67,27 @@ def signals_deferred() -> Iterator[None]:
     def note(signum: int, frame: Any) -> None:
         noted.append(signum)
 
+    try:
+        with _handled((signal.SIGINT, signal.SIGTERM, signal.SIGHUP), note):
+            yield
+    finally:
+        if noted:
+            signal.raise_signal(noted[0])
+
+
+@contextlib.contextmanager
+def _handled(signums: tuple[int, ...], handler: Callable[[int, Any], None]) -> Iterator[None]:
+    """While inside, `handler` takes `signums`; their handlers as they were again after (where Python can take
+    signals: the main thread; elsewhere they are left as they are)."""
     previous = {}
-    with contextlib.suppress(ValueError):  # not the main thread: left as they are
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            previous[signum] = signal.signal(signum, note)
+    with contextlib.suppress(ValueError):
+        for signum in signums:
+            previous[signum] = signal.signal(signum, handler)
     try:
         yield
     finally:
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
-        if noted:
-            signal.raise_signal(noted[0])
+        for signum, was in previous.items():
+            signal.signal(signum, was)
 
 
 def run_reported(name: str, command: Callable[[], int], verbose: bool = False) -> int:
