@@ -62,6 +62,18 @@ public final class ReplicasTest {
         });
     }
 
+    /** Requests "p0".."p{n-1}" (ids "id-0"...), {@code everyMs} apart (0: at once). */
+    static List<CompletableFuture<Outcome>> sendEach(Requester r, int n, long everyMs) throws InterruptedException {
+        List<CompletableFuture<Outcome>> sent = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            sent.add(r.send("p" + i, "id-" + i));
+            if (everyMs > 0) {
+                Thread.sleep(everyMs);
+            }
+        }
+        return sent;
+    }
+
     static List<Outcome> all(List<CompletableFuture<Outcome>> futures) throws Exception {
         List<Outcome> out = new ArrayList<>();
         for (CompletableFuture<Outcome> f : futures) {
@@ -253,10 +265,7 @@ public final class ReplicasTest {
             };
             try (Requester r = new Requester(of(n), resolver)) {
                 equal(2, r.replicas().size(), "two addresses: two replicas");
-                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
-                for (int i = 0; i < 60; i++) {
-                    sent.add(r.send("p" + i, "id-" + i));
-                }
+                List<CompletableFuture<Outcome>> sent = sendEach(r, 60, 0);
                 for (Outcome o : all(sent)) {
                     check(o.ok(), "ok: " + o.error);
                 }
@@ -531,10 +540,7 @@ public final class ReplicasTest {
         try (Web bad = new Web((x, s) -> respond(x, 500, "{\"error\": \"engine dead\"}"));
                 Web good = slowOk(0)) {
             try (Requester r = new Requester(of(specOf(bad.base, good.base)))) {
-                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
-                for (int i = 0; i < 60; i++) {
-                    sent.add(r.send("p" + i, "id-" + i));
-                }
+                List<CompletableFuture<Outcome>> sent = sendEach(r, 60, 0);
                 for (Outcome o : all(sent)) {
                     check(o.ok(), "every request answered: " + o.error);
                     check(o.replica != null && o.replica.endsWith(":" + good.port()), "by the good one: " + o.replica);
@@ -590,10 +596,7 @@ public final class ReplicasTest {
         try (Raw other = new Raw(ssh); Raw noTls = new Raw(ssh, false); Web good = slowOk(0)) {
             String tls = noTls.base.replace("http://", "https://");
             try (Requester r = new Requester(of(specOf(other.base, tls, good.base)))) {
-                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
-                for (int i = 0; i < 60; i++) {
-                    sent.add(r.send("p" + i, "id-" + i));
-                }
+                List<CompletableFuture<Outcome>> sent = sendEach(r, 60, 0);
                 for (Outcome o : all(sent)) {
                     check(o.ok(), "every request answered: " + o.error);
                 }
@@ -768,11 +771,7 @@ public final class ReplicasTest {
             n.put("deadline_s", 2.0);
             n.with("concurrency").put("adaptive", true).put("initial", 1).put("min", 1).put("max", 1);
             try (Requester r = new Requester(of(n))) {
-                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
-                for (int i = 0; i < 60; i++) {
-                    sent.add(r.send("p" + i, "id-" + i));
-                    Thread.sleep(50);
-                }
+                List<CompletableFuture<Outcome>> sent = sendEach(r, 60, 50);
                 int ok = 0;
                 int timedOut = 0;
                 for (Outcome o : all(sent)) {
@@ -798,11 +797,7 @@ public final class ReplicasTest {
             n.put("deadline_s", 2.0);
             n.with("concurrency").put("adaptive", true).put("initial", 2).put("min", 1).put("max", 2);
             try (Requester r = new Requester(of(n))) {
-                List<CompletableFuture<Outcome>> sent = new ArrayList<>();
-                for (int i = 0; i < 60; i++) {
-                    sent.add(r.send("p" + i, "id-" + i));
-                    Thread.sleep(50);
-                }
+                List<CompletableFuture<Outcome>> sent = sendEach(r, 60, 50);
                 int timedOut = 0;
                 for (Outcome o : all(sent)) {
                     timedOut += PlanContract.TIMEOUT.equals(o.errorKind) && o.attempts > 0 ? 1 : 0;
